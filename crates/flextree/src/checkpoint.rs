@@ -1,0 +1,529 @@
+//! Copy-on-write checkpoints of a FlexTree into a tree file.
+//!
+//! File layout (byte by byte in docs/FORMAT.md): the file is an array of
+//! `PAGE_SIZE`-byte pages. Pages 0 and 1 are the two header slots; version
+//! `v` is committed by writing slot `v % 2`. Every other page holds one node.
+//!
+//! Invariants:
+//! - A checkpoint writes dirty nodes only into pages that the last committed
+//!   version does not reference, syncs, then writes its header slot and syncs
+//!   again. A crash at any point leaves the previous version loadable.
+//! - Pages the committed version references but the in-memory tree no longer
+//!   does (`released`) become free only after the next header is durable.
+//! - Every page carries a CRC32C and the version that wrote it; a load accepts
+//!   only pages written at or before the header's version, visits each page
+//!   once, and checks that every span and count adds up, so a corrupt file is
+//!   an error, never a silently different tree.
+
+use crate::error::{Error, Result};
+use crate::extent::{MAX_ADDR, MAX_SPACE};
+use crate::node::{addr_of, entry_len, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
+use crate::storage::StorageFile;
+use crate::tree::{FlexTree, MAX_HEIGHT};
+
+/// Size of one page of the tree file.
+pub(crate) const PAGE_SIZE: usize = 2048;
+/// The largest metadata blob a checkpoint header can carry.
+pub const MAX_META: usize = 1024;
+
+const MAGIC: &[u8; 8] = b"FLEXTREE";
+const FORMAT_VERSION: u32 = 1;
+const FIRST_NODE_PAGE: u32 = 2;
+const HEADER_FIXED: usize = 56;
+const NODE_HEADER: usize = 16;
+const ENTRY_SIZE: usize = 12;
+const KIND_LEAF: u8 = 1;
+const KIND_INTERNAL: u8 = 2;
+
+/// What a loaded checkpoint carried besides the tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// The checkpoint's version (1 for the first checkpoint of a file).
+    pub version: u64,
+    /// The metadata blob passed to [`FlexTree::checkpoint`].
+    pub meta: Vec<u8>,
+}
+
+/// The tree's relation to its tree file.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Persist {
+    /// The last committed version (0: never checkpointed).
+    pub version: u64,
+    /// Whether the tree was loaded from, or checkpointed into, a file.
+    pub bound: bool,
+    /// Pages the file holds (header slots included).
+    pub page_count: u32,
+    /// Pages the committed version does not reference.
+    pub free: Vec<u32>,
+    /// Pages the committed version references and the tree no longer uses.
+    pub released: Vec<u32>,
+}
+
+impl Persist {
+    pub fn release(&mut self, page: u32) {
+        if page != 0 {
+            self.released.push(page);
+        }
+    }
+
+    pub fn memory_usage(&self) -> usize {
+        (self.free.capacity() + self.released.capacity()) * 4
+    }
+}
+
+fn corrupt(msg: impl Into<String>) -> Error {
+    Error::Corrupt(msg.into())
+}
+
+fn le_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// A parsed, checksum-verified header slot.
+struct Header {
+    version: u64,
+    root_page: u32,
+    height: usize,
+    total: u64,
+    extents: u64,
+    page_count: u32,
+    meta: Vec<u8>,
+}
+
+fn encode_header(h: &Header) -> Vec<u8> {
+    let mut b = vec![0u8; PAGE_SIZE];
+    b[0..8].copy_from_slice(MAGIC);
+    b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    b[12..16].copy_from_slice(&(PAGE_SIZE as u32).to_le_bytes());
+    b[16..24].copy_from_slice(&h.version.to_le_bytes());
+    b[24..28].copy_from_slice(&h.root_page.to_le_bytes());
+    b[28..32].copy_from_slice(&(h.height as u32).to_le_bytes());
+    b[32..40].copy_from_slice(&h.total.to_le_bytes());
+    b[40..48].copy_from_slice(&h.extents.to_le_bytes());
+    b[48..52].copy_from_slice(&h.page_count.to_le_bytes());
+    b[52..56].copy_from_slice(&(h.meta.len() as u32).to_le_bytes());
+    b[HEADER_FIXED..HEADER_FIXED + h.meta.len()].copy_from_slice(&h.meta);
+    let crc = crc32c::crc32c(&b[..PAGE_SIZE - 4]);
+    b[PAGE_SIZE - 4..].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// Parses a header slot; `None` when it is not a valid header.
+fn decode_header(b: &[u8]) -> Option<Header> {
+    if &b[0..8] != MAGIC
+        || le_u32(b, PAGE_SIZE - 4) != crc32c::crc32c(&b[..PAGE_SIZE - 4])
+        || le_u32(b, 8) != FORMAT_VERSION
+        || le_u32(b, 12) != PAGE_SIZE as u32
+    {
+        return None;
+    }
+    let meta_len = le_u32(b, 52) as usize;
+    let height = le_u32(b, 28) as usize;
+    if meta_len > MAX_META || height + 2 >= MAX_HEIGHT {
+        return None;
+    }
+    Some(Header {
+        version: le_u64(b, 16),
+        root_page: le_u32(b, 24),
+        height,
+        total: le_u64(b, 32),
+        extents: le_u64(b, 40),
+        page_count: le_u32(b, 48),
+        meta: b[HEADER_FIXED..HEADER_FIXED + meta_len].to_vec(),
+    })
+}
+
+fn page_offset(page: u32) -> u64 {
+    u64::from(page) * PAGE_SIZE as u64
+}
+
+fn seal_node_page(b: &mut [u8], kind: u8, count: usize, version: u64) {
+    b[4] = kind;
+    b[6..8].copy_from_slice(&(count as u16).to_le_bytes());
+    b[8..16].copy_from_slice(&version.to_le_bytes());
+    let crc = crc32c::crc32c(&b[4..]);
+    b[0..4].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn encode_leaf(l: &Leaf, version: u64, b: &mut [u8]) {
+    for i in 0..l.count {
+        let at = NODE_HEADER + i * ENTRY_SIZE;
+        b[at..at + 4].copy_from_slice(&l.len[i].to_le_bytes());
+        b[at + 4..at + 12].copy_from_slice(&l.word[i].to_le_bytes());
+    }
+    seal_node_page(b, KIND_LEAF, l.count, version);
+}
+
+/// Page writes of one checkpoint, not yet applied to the tree.
+struct Plan {
+    version: u64,
+    free: Vec<u32>,
+    page_count: u32,
+    /// Page images, `PAGE_SIZE` bytes each, in allocation order.
+    images: Vec<u8>,
+    pages: Vec<u32>,
+    /// (is_leaf, node id, new page) for every node written.
+    assigned: Vec<(bool, u32, u32)>,
+}
+
+impl Plan {
+    fn alloc(&mut self) -> Result<u32> {
+        if let Some(p) = self.free.pop() {
+            return Ok(p);
+        }
+        let p = self.page_count;
+        self.page_count = p
+            .checked_add(1)
+            .ok_or_else(|| corrupt("tree file would exceed 2^32 pages"))?;
+        Ok(p)
+    }
+
+    fn image(&mut self, page: u32) -> &mut [u8] {
+        self.pages.push(page);
+        let start = self.images.len();
+        self.images.resize(start + PAGE_SIZE, 0);
+        &mut self.images[start..]
+    }
+}
+
+impl FlexTree {
+    /// The version of the last checkpoint written or loaded (0 if none).
+    pub fn checkpoint_version(&self) -> u64 {
+        self.persist.version
+    }
+
+    /// Writes a copy-on-write checkpoint into `file` and returns its version.
+    ///
+    /// Dirty nodes go to pages the previous version does not use, the file
+    /// is synced, then the header (with `meta`, at most [`MAX_META`] bytes) is
+    /// written to its slot and synced. A tree that was neither loaded from nor
+    /// checkpointed into a file may only checkpoint into an empty file; later
+    /// checkpoints must go to the same file. On error the tree is unchanged
+    /// and the file still loads as the previous version.
+    pub fn checkpoint(&mut self, file: &dyn StorageFile, meta: &[u8]) -> Result<u64> {
+        if meta.len() > MAX_META {
+            return Err(Error::MetaTooLarge(meta.len()));
+        }
+        let (page_count, free) = if self.persist.bound {
+            (self.persist.page_count, self.persist.free.clone())
+        } else {
+            if file.len()? != 0 {
+                return Err(Error::FileNotEmpty);
+            }
+            (FIRST_NODE_PAGE, Vec::new())
+        };
+        let mut plan = Plan {
+            version: self.persist.version + 1,
+            free,
+            page_count,
+            images: Vec::new(),
+            pages: Vec::new(),
+            assigned: Vec::new(),
+        };
+        let root_page = self.plan_node(self.root, 0, &mut plan)?;
+        write_pages(file, &plan)?;
+        file.sync()?;
+        let header = Header {
+            version: plan.version,
+            root_page,
+            height: self.height,
+            total: self.total,
+            extents: self.extents,
+            page_count: plan.page_count,
+            meta: meta.to_vec(),
+        };
+        file.write_all_at(page_offset((plan.version % 2) as u32), &encode_header(&header))?;
+        file.sync()?;
+        // Committed: adopt the new pages and free what the old version held.
+        let mut free = plan.free;
+        free.append(&mut self.persist.released);
+        for &(is_leaf, id, page) in &plan.assigned {
+            let old = if is_leaf {
+                let l = &mut self.leaves[id as usize];
+                l.dirty = false;
+                std::mem::replace(&mut l.page, page)
+            } else {
+                let n = &mut self.internals[id as usize];
+                n.dirty = false;
+                std::mem::replace(&mut n.page, page)
+            };
+            if old != 0 {
+                free.push(old);
+            }
+        }
+        self.persist.free = free;
+        self.persist.page_count = plan.page_count;
+        self.persist.version = plan.version;
+        self.persist.bound = true;
+        Ok(plan.version)
+    }
+
+    /// Plans the write of node `id` at `level` and its dirty descendants;
+    /// returns the page that will hold the node.
+    fn plan_node(&self, id: u32, level: usize, plan: &mut Plan) -> Result<u32> {
+        if level == self.height {
+            let l = &self.leaves[id as usize];
+            if !l.dirty && l.page != 0 {
+                return Ok(l.page);
+            }
+            let page = plan.alloc()?;
+            let version = plan.version;
+            encode_leaf(l, version, plan.image(page));
+            plan.assigned.push((true, id, page));
+            return Ok(page);
+        }
+        let n = &self.internals[id as usize];
+        if !n.dirty && n.page != 0 {
+            return Ok(n.page);
+        }
+        let mut child_pages = [0u32; INTERNAL_CAP];
+        for (i, slot) in child_pages.iter_mut().enumerate().take(n.count) {
+            *slot = self.plan_node(n.child[i], level + 1, plan)?;
+        }
+        let page = plan.alloc()?;
+        let version = plan.version;
+        let b = plan.image(page);
+        for i in 0..n.count {
+            let at = NODE_HEADER + i * ENTRY_SIZE;
+            b[at..at + 8].copy_from_slice(&n.shift[i].to_le_bytes());
+            b[at + 8..at + 12].copy_from_slice(&child_pages[i].to_le_bytes());
+        }
+        seal_node_page(b, KIND_INTERNAL, n.count, version);
+        plan.assigned.push((false, id, page));
+        Ok(page)
+    }
+
+    /// Loads the newest valid checkpoint from `file`.
+    ///
+    /// The newest header slot whose checksum verifies decides the version; a
+    /// corrupt node reachable from it is an error (the older slot's pages
+    /// may already be reused, so it is not consulted).
+    pub fn load(file: &dyn StorageFile) -> Result<(FlexTree, Checkpoint)> {
+        let file_len = file.len()?;
+        if file_len == 0 {
+            return Err(corrupt("empty tree file"));
+        }
+        if file_len < 2 * PAGE_SIZE as u64 {
+            return Err(corrupt("tree file shorter than its two header slots"));
+        }
+        let mut slots = vec![0u8; 2 * PAGE_SIZE];
+        file.read_exact_at(0, &mut slots)?;
+        let header = [
+            decode_header(&slots[..PAGE_SIZE]),
+            decode_header(&slots[PAGE_SIZE..]),
+        ]
+        .into_iter()
+        .flatten()
+        .max_by_key(|h| h.version)
+        .ok_or_else(|| corrupt("no valid header slot"))?;
+        if header.page_count < FIRST_NODE_PAGE
+            || page_offset(header.page_count) > file_len
+            || header.total > MAX_SPACE
+        {
+            return Err(corrupt("header page count or length out of range"));
+        }
+        let mut loader = Loader {
+            file,
+            header: &header,
+            visited: vec![false; header.page_count as usize],
+            buf: vec![0u8; PAGE_SIZE],
+            tree: FlexTree::new(),
+            extents: 0,
+        };
+        loader.tree.leaves.clear();
+        let (root, span) = loader.load_node(header.root_page, 0)?;
+        if span != header.total || loader.extents != header.extents {
+            return Err(corrupt(format!(
+                "tree holds {span} bytes in {} extents, header says {} in {}",
+                loader.extents, header.total, header.extents
+            )));
+        }
+        let visited = std::mem::take(&mut loader.visited);
+        let mut tree = loader.tree;
+        tree.root = root;
+        tree.height = header.height;
+        tree.total = header.total;
+        tree.extents = header.extents;
+        tree.persist.version = header.version;
+        tree.persist.bound = true;
+        tree.persist.page_count = header.page_count;
+        tree.persist.free = (FIRST_NODE_PAGE..header.page_count)
+            .filter(|&p| !visited[p as usize])
+            .rev()
+            .collect();
+        Ok((
+            tree,
+            Checkpoint {
+                version: header.version,
+                meta: header.meta,
+            },
+        ))
+    }
+}
+
+/// Writes the planned pages, coalescing runs of consecutive pages.
+fn write_pages(file: &dyn StorageFile, plan: &Plan) -> Result<()> {
+    let mut order: Vec<usize> = (0..plan.pages.len()).collect();
+    order.sort_unstable_by_key(|&i| plan.pages[i]);
+    let mut run: Vec<u8> = Vec::new();
+    let mut run_start = 0u32;
+    let mut next = 0u32;
+    for i in order {
+        let page = plan.pages[i];
+        if !run.is_empty() && page != next {
+            file.write_all_at(page_offset(run_start), &run)?;
+            run.clear();
+        }
+        if run.is_empty() {
+            run_start = page;
+        }
+        run.extend_from_slice(&plan.images[i * PAGE_SIZE..(i + 1) * PAGE_SIZE]);
+        next = page + 1;
+    }
+    if !run.is_empty() {
+        file.write_all_at(page_offset(run_start), &run)?;
+    }
+    Ok(())
+}
+
+/// State of one load: reads and validates nodes depth-first.
+struct Loader<'a> {
+    file: &'a dyn StorageFile,
+    header: &'a Header,
+    visited: Vec<bool>,
+    buf: Vec<u8>,
+    tree: FlexTree,
+    extents: u64,
+}
+
+impl Loader<'_> {
+    /// Reads the page, checks its checksum, kind and version; returns count.
+    fn read_node(&mut self, page: u32, kind: u8) -> Result<usize> {
+        if page < FIRST_NODE_PAGE || page >= self.header.page_count {
+            return Err(corrupt(format!("node page {page} out of range")));
+        }
+        if std::mem::replace(&mut self.visited[page as usize], true) {
+            return Err(corrupt(format!("node page {page} referenced twice")));
+        }
+        self.file
+            .read_exact_at(page_offset(page), &mut self.buf)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => corrupt(format!("page {page} truncated")),
+                _ => Error::Io(e),
+            })?;
+        let b = &self.buf;
+        if le_u32(b, 0) != crc32c::crc32c(&b[4..]) {
+            return Err(corrupt(format!("checksum mismatch in node page {page}")));
+        }
+        if b[4] != kind {
+            return Err(corrupt(format!("node page {page} has the wrong kind")));
+        }
+        if le_u64(b, 8) > self.header.version {
+            return Err(corrupt(format!(
+                "node page {page} is newer than the header"
+            )));
+        }
+        let count = le_u16(b, 6) as usize;
+        let cap = if kind == KIND_LEAF {
+            LEAF_CAP
+        } else {
+            INTERNAL_CAP
+        };
+        if count > cap {
+            return Err(corrupt(format!("node page {page} claims {count} entries")));
+        }
+        Ok(count)
+    }
+
+    /// Loads the subtree at `page` (at `level`), returning its id and span.
+    fn load_node(&mut self, page: u32, level: usize) -> Result<(u32, u64)> {
+        if level == self.header.height {
+            return self.load_leaf(page, level == 0);
+        }
+        let count = self.read_node(page, KIND_INTERNAL)?;
+        if count == 0 {
+            return Err(corrupt(format!("internal node page {page} is empty")));
+        }
+        let mut node = Internal::new();
+        node.count = count;
+        node.dirty = false;
+        node.page = page;
+        let mut children = [0u32; INTERNAL_CAP];
+        for (i, c) in children.iter_mut().enumerate().take(count) {
+            let at = NODE_HEADER + i * ENTRY_SIZE;
+            node.shift[i] = le_u64(&self.buf, at);
+            *c = le_u32(&self.buf, at + 8);
+        }
+        if node.shift[0] != 0 {
+            return Err(corrupt(format!("internal node page {page} not normalized")));
+        }
+        let mut span = 0u64;
+        for (i, &child_page) in children.iter().enumerate().take(count) {
+            if node.shift[i] != span {
+                return Err(corrupt(format!(
+                    "internal node page {page}: child {i} starts at {} but its left sibling ends at {span}",
+                    node.shift[i]
+                )));
+            }
+            let (id, child_span) = self.load_node(child_page, level + 1)?;
+            if child_span == 0 {
+                return Err(corrupt(format!("empty child under node page {page}")));
+            }
+            node.child[i] = id;
+            span = span
+                .checked_add(child_span)
+                .filter(|&s| s <= MAX_SPACE)
+                .ok_or_else(|| corrupt("tree spans more than 2^63 bytes"))?;
+        }
+        self.tree.internals.push(node);
+        Ok(((self.tree.internals.len() - 1) as u32, span))
+    }
+
+    fn load_leaf(&mut self, page: u32, is_root: bool) -> Result<(u32, u64)> {
+        let count = self.read_node(page, KIND_LEAF)?;
+        if count == 0 && !is_root {
+            return Err(corrupt(format!("leaf page {page} is empty")));
+        }
+        let mut leaf = Leaf::new();
+        leaf.count = count;
+        leaf.dirty = false;
+        leaf.page = page;
+        let mut off = 0u64;
+        for i in 0..count {
+            let at = NODE_HEADER + i * ENTRY_SIZE;
+            let lo = le_u32(&self.buf, at);
+            let word = le_u64(&self.buf, at + 4);
+            let len = entry_len(lo, word);
+            if len == 0 {
+                return Err(corrupt(format!("zero-length extent in leaf page {page}")));
+            }
+            if let Some(a) = addr_of(word) {
+                if a > MAX_ADDR || MAX_ADDR - a < len - 1 {
+                    return Err(corrupt(format!("address out of range in leaf page {page}")));
+                }
+            }
+            leaf.loff[i] = off;
+            leaf.len[i] = lo;
+            leaf.word[i] = word;
+            off = off
+                .checked_add(len)
+                .filter(|&s| s <= MAX_SPACE)
+                .ok_or_else(|| corrupt("leaf spans more than 2^63 bytes"))?;
+        }
+        self.extents += count as u64;
+        self.tree.leaves.push(leaf);
+        Ok(((self.tree.leaves.len() - 1) as u32, off))
+    }
+}

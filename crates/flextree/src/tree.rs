@@ -1,0 +1,718 @@
+//! The FlexTree: operations on the in-memory tree.
+//!
+//! Invariants (besides the node normal form documented in `node`):
+//! - Every byte of `0..total` belongs to exactly one leaf entry; the leaf
+//!   level is contiguous (holes are explicit entries).
+//! - All leaves are at depth `height`; only the root may be empty, and only
+//!   when `total == 0`.
+//! - `extents` counts the leaf entries.
+//! - Mutating operations validate their arguments first and then cannot
+//!   fail, so an error leaves the tree unchanged.
+
+use crate::checkpoint::Persist;
+use crate::error::{Error, Result};
+use crate::extent::{Extent, Piece, MAX_ADDR, MAX_EXTENT_LEN, MAX_SPACE};
+use crate::node::{addr_of, tag_of, with_tag, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
+
+/// The deepest tree supported. A tree of this height would need more extents
+/// than memory can hold, so the limit is never reached in practice.
+pub(crate) const MAX_HEIGHT: usize = 24;
+
+/// A root-to-leaf path: the internal nodes visited and the child index taken.
+pub(crate) struct Path {
+    pub steps: [(u32, usize); MAX_HEIGHT],
+    pub depth: usize,
+}
+
+impl Path {
+    pub fn new() -> Self {
+        Path {
+            steps: [(0, 0); MAX_HEIGHT],
+            depth: 0,
+        }
+    }
+
+    fn push(&mut self, node: u32, idx: usize) {
+        self.steps[self.depth] = (node, idx);
+        self.depth += 1;
+    }
+
+    fn iter(&self) -> impl DoubleEndedIterator<Item = &(u32, usize)> {
+        self.steps[..self.depth].iter()
+    }
+}
+
+/// An extent index with O(log N) insert-range and collapse-range.
+///
+/// See the crate documentation for the model. Every method that takes an
+/// offset validates it and returns [`Error::OutOfRange`] rather than panic.
+#[derive(Clone)]
+pub struct FlexTree {
+    pub(crate) leaves: Vec<Leaf>,
+    pub(crate) internals: Vec<Internal>,
+    free_leaves: Vec<u32>,
+    free_internals: Vec<u32>,
+    pub(crate) root: u32,
+    /// Number of internal levels above the leaves (0: the root is a leaf).
+    pub(crate) height: usize,
+    pub(crate) total: u64,
+    pub(crate) extents: u64,
+    merge_limit: u64,
+    pub(crate) persist: Persist,
+}
+
+impl Default for FlexTree {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for FlexTree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlexTree")
+            .field("len", &self.total)
+            .field("extents", &self.extents)
+            .field("height", &self.height)
+            .field("version", &self.persist.version)
+            .finish()
+    }
+}
+
+fn out_of_range(offset: u64, len: u64, size: u64) -> Error {
+    Error::OutOfRange { offset, len, size }
+}
+
+impl FlexTree {
+    /// An empty tree (length 0).
+    pub fn new() -> Self {
+        FlexTree {
+            leaves: vec![Leaf::new()],
+            internals: Vec::new(),
+            free_leaves: Vec::new(),
+            free_internals: Vec::new(),
+            root: 0,
+            height: 0,
+            total: 0,
+            extents: 0,
+            merge_limit: 0,
+            persist: Persist::default(),
+        }
+    }
+
+    /// The size of the logical address space in bytes.
+    pub fn len(&self) -> u64 {
+        self.total
+    }
+
+    /// Whether the address space is empty.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// The number of leaf entries (extents and holes).
+    pub fn extent_count(&self) -> u64 {
+        self.extents
+    }
+
+    /// The number of levels (1 for a tree whose root is a leaf).
+    pub fn height(&self) -> usize {
+        self.height + 1
+    }
+
+    /// Bytes of memory held by the tree's nodes.
+    pub fn memory_usage(&self) -> usize {
+        self.leaves.capacity() * std::mem::size_of::<Leaf>()
+            + self.internals.capacity() * std::mem::size_of::<Internal>()
+            + (self.free_leaves.capacity() + self.free_internals.capacity()) * 4
+            + self.persist.memory_usage()
+    }
+
+    /// Sets the largest extent that insert and append may produce by merging
+    /// a new extent into the physically contiguous extent that ends where it
+    /// starts. 0 (the default) disables merging.
+    pub fn set_merge_limit(&mut self, max_len: u64) {
+        self.merge_limit = max_len.min(MAX_EXTENT_LEN);
+    }
+
+    // ---------------------------------------------------------------- checks
+
+    fn check_within(&self, offset: u64, len: u64) -> Result<()> {
+        if len == 0 {
+            return Err(Error::ZeroLength);
+        }
+        match offset.checked_add(len) {
+            Some(end) if end <= self.total => Ok(()),
+            _ => Err(out_of_range(offset, len, self.total)),
+        }
+    }
+
+    fn check_point(&self, offset: u64) -> Result<()> {
+        if offset < self.total {
+            Ok(())
+        } else {
+            Err(out_of_range(offset, 1, self.total))
+        }
+    }
+
+    fn check_growth(&self, offset: u64, len: u64) -> Result<()> {
+        if len == 0 {
+            return Err(Error::ZeroLength);
+        }
+        if offset > self.total {
+            return Err(out_of_range(offset, len, self.total));
+        }
+        match self.total.checked_add(len) {
+            Some(t) if t <= MAX_SPACE => Ok(()),
+            _ => Err(Error::SpaceOverflow),
+        }
+    }
+
+    fn check_addr(addr: u64, len: u64) -> Result<()> {
+        match addr.checked_add(len - 1) {
+            Some(last) if last <= MAX_ADDR => Ok(()),
+            _ => Err(Error::AddressTooLarge(addr)),
+        }
+    }
+
+    // ----------------------------------------------------------- public ops
+
+    /// Inserts `len` bytes mapped to physical `addr..addr + len` at logical
+    /// `offset` (`offset <= len()`), shifting every later byte up by `len`.
+    pub fn insert(&mut self, offset: u64, len: u64, addr: u64) -> Result<()> {
+        self.check_growth(offset, len)?;
+        Self::check_addr(addr, len)?;
+        self.check_height_room()?;
+        let mut done = 0;
+        while done < len {
+            let chunk = (len - done).min(MAX_EXTENT_LEN);
+            self.insert_entry(offset + done, chunk, Some(addr + done));
+            done += chunk;
+        }
+        Ok(())
+    }
+
+    /// Inserts a hole (an unmapped range) of `len` bytes at `offset`.
+    pub fn insert_hole(&mut self, offset: u64, len: u64) -> Result<()> {
+        self.check_growth(offset, len)?;
+        self.check_height_room()?;
+        self.insert_entry(offset, len, None);
+        Ok(())
+    }
+
+    /// Appends `len` bytes mapped to `addr..addr + len` at the end.
+    pub fn append(&mut self, len: u64, addr: u64) -> Result<()> {
+        self.insert(self.total, len, addr)
+    }
+
+    /// Removes `offset..offset + len`, shifting every later byte down.
+    pub fn collapse(&mut self, offset: u64, len: u64) -> Result<()> {
+        self.check_within(offset, len)?;
+        self.check_height_room()?;
+        let mut remaining = len;
+        while remaining > 0 {
+            let mut path = Path::new();
+            let (leaf_id, rel) = self.descend_mut(offset, &mut path);
+            let (removed, delta) = self.leaves[leaf_id as usize].cut(rel, remaining);
+            self.extents = self.extents.wrapping_add(delta as u64);
+            for &(node, idx) in path.iter() {
+                self.internals[node as usize].shift_after(idx, removed.wrapping_neg());
+            }
+            self.total -= removed;
+            remaining -= removed;
+            self.rebalance(&path);
+        }
+        Ok(())
+    }
+
+    /// Maps `offset..offset + len` to the physical range `addr..addr + len`
+    /// (holes inside become mapped). Tags of extents that start inside the
+    /// range are kept. Used by garbage collection and defragmentation.
+    pub fn remap(&mut self, offset: u64, len: u64, addr: u64) -> Result<()> {
+        self.check_within(offset, len)?;
+        Self::check_addr(addr, len)?;
+        self.check_height_room()?;
+        let end = offset + len;
+        let tags: Vec<(u64, u16)> = self
+            .extents_from(offset)?
+            .take_while(|e| e.offset < end)
+            .filter(|e| e.offset >= offset && e.tag != 0)
+            .map(|e| (e.offset, e.tag))
+            .collect();
+        self.collapse(offset, len)?;
+        self.insert(offset, len, addr)?;
+        for (off, tag) in tags {
+            self.set_tag(off, tag)?;
+        }
+        Ok(())
+    }
+
+    /// The physical address of the byte at `offset`, `None` inside a hole.
+    pub fn lookup(&self, offset: u64) -> Result<Option<u64>> {
+        self.check_point(offset)?;
+        let (leaf, rel, _) = self.find(offset);
+        let l = &self.leaves[leaf as usize];
+        let e = l.upper_bound(rel) - 1;
+        Ok(addr_of(l.word[e]).map(|a| a + (rel - l.loff[e])))
+    }
+
+    /// The physical pieces of `offset..offset + len` in logical order.
+    pub fn query(&self, offset: u64, len: u64) -> Result<Vec<Piece>> {
+        let mut out = Vec::new();
+        self.query_into(offset, len, &mut out)?;
+        Ok(out)
+    }
+
+    /// Like [`FlexTree::query`], appending to `out` (which is cleared first).
+    pub fn query_into(&self, offset: u64, len: u64, out: &mut Vec<Piece>) -> Result<()> {
+        self.check_within(offset, len)?;
+        out.clear();
+        let end = offset + len;
+        for ext in self.extents_from(offset)? {
+            let from = ext.offset.max(offset);
+            let to = (ext.offset + ext.len).min(end);
+            out.push(Piece {
+                addr: ext.addr.map(|a| a + (from - ext.offset)),
+                len: to - from,
+            });
+            if to == end {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The whole extent that contains `offset`.
+    pub fn extent_at(&self, offset: u64) -> Result<Extent> {
+        self.check_point(offset)?;
+        let (leaf, rel, start) = self.find(offset);
+        let l = &self.leaves[leaf as usize];
+        let e = l.upper_bound(rel) - 1;
+        Ok(Extent {
+            offset: start + l.loff[e],
+            len: l.elen(e),
+            addr: addr_of(l.word[e]),
+            tag: tag_of(l.word[e]),
+        })
+    }
+
+    /// Sets the tag of the extent starting at `offset`, splitting the extent
+    /// that contains `offset` first when it starts earlier. Setting tag 0
+    /// inside an extent changes nothing.
+    pub fn set_tag(&mut self, offset: u64, tag: u16) -> Result<()> {
+        self.check_point(offset)?;
+        if tag == 0 {
+            let (leaf, rel, _) = self.find(offset);
+            if self.leaves[leaf as usize].loff[self.leaves[leaf as usize].upper_bound(rel) - 1]
+                != rel
+            {
+                return Ok(());
+            }
+        }
+        self.check_height_room()?;
+        let mut path = Path::new();
+        let (leaf_id, rel) = self.descend_mut(offset, &mut path);
+        let l = &mut self.leaves[leaf_id as usize];
+        let e = l.upper_bound(rel) - 1;
+        let at = if l.loff[e] == rel {
+            e
+        } else {
+            l.split_entry(e, rel);
+            self.extents += 1;
+            e + 1
+        };
+        let l = &mut self.leaves[leaf_id as usize];
+        l.word[at] = with_tag(l.word[at], tag);
+        Ok(())
+    }
+
+    /// The tag of the extent starting exactly at `offset` (0 when `offset`
+    /// lies inside an extent).
+    pub fn get_tag(&self, offset: u64) -> Result<u16> {
+        self.check_point(offset)?;
+        let (leaf, rel, _) = self.find(offset);
+        let l = &self.leaves[leaf as usize];
+        let e = l.upper_bound(rel) - 1;
+        Ok(if l.loff[e] == rel {
+            tag_of(l.word[e])
+        } else {
+            0
+        })
+    }
+
+    // ------------------------------------------------------------- internals
+
+    fn check_height_room(&self) -> Result<()> {
+        if self.height + 2 >= MAX_HEIGHT {
+            Err(Error::SpaceOverflow)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Read-only descent: the leaf holding `offset` (the last leaf for
+    /// `offset == total`), the offset relative to it, and the leaf's start.
+    pub(crate) fn find(&self, offset: u64) -> (u32, u64, u64) {
+        let mut node = self.root;
+        let mut rel = offset;
+        for _ in 0..self.height {
+            let n = &self.internals[node as usize];
+            let i = n.child_index(rel);
+            rel -= n.shift[i];
+            node = n.child[i];
+        }
+        (node, rel, offset - rel)
+    }
+
+    fn alloc_leaf(&mut self, leaf: Leaf) -> u32 {
+        match self.free_leaves.pop() {
+            Some(id) => {
+                self.leaves[id as usize] = leaf;
+                id
+            }
+            None => {
+                self.leaves.push(leaf);
+                (self.leaves.len() - 1) as u32
+            }
+        }
+    }
+
+    fn alloc_internal(&mut self, node: Internal) -> u32 {
+        match self.free_internals.pop() {
+            Some(id) => {
+                self.internals[id as usize] = node;
+                id
+            }
+            None => {
+                self.internals.push(node);
+                (self.internals.len() - 1) as u32
+            }
+        }
+    }
+
+    fn free_leaf(&mut self, id: u32) {
+        let l = &mut self.leaves[id as usize];
+        self.persist.release(l.page);
+        l.page = 0;
+        l.count = 0;
+        self.free_leaves.push(id);
+    }
+
+    fn free_internal(&mut self, id: u32) {
+        let n = &mut self.internals[id as usize];
+        self.persist.release(n.page);
+        n.page = 0;
+        n.count = 0;
+        self.free_internals.push(id);
+    }
+
+    fn node_full(&self, id: u32, is_leaf: bool) -> bool {
+        if is_leaf {
+            self.leaves[id as usize].count + 2 > LEAF_CAP
+        } else {
+            self.internals[id as usize].count >= INTERNAL_CAP
+        }
+    }
+
+    /// Descends to the leaf holding `offset`, splitting full nodes on the way
+    /// so that the leaf has room for two more entries and every internal node
+    /// on the path for one more child. Marks the path dirty.
+    pub(crate) fn descend_mut(&mut self, offset: u64, path: &mut Path) -> (u32, u64) {
+        if self.node_full(self.root, self.height == 0) {
+            let mut r = Internal::new();
+            r.count = 1;
+            r.child[0] = self.root;
+            self.root = self.alloc_internal(r);
+            self.height += 1;
+        }
+        let mut node = self.root;
+        let mut rel = offset;
+        let mut span = self.total;
+        for level in 0..self.height {
+            let child_is_leaf = level + 1 == self.height;
+            let mut idx = self.internals[node as usize].child_index(rel);
+            let child = self.internals[node as usize].child[idx];
+            if self.node_full(child, child_is_leaf) {
+                let n = &self.internals[node as usize];
+                let at_end = rel - n.shift[idx] == n.child_span(idx, span);
+                self.split_child(node, idx, child_is_leaf, at_end);
+                let n = &self.internals[node as usize];
+                if idx + 1 < n.count && rel >= n.shift[idx + 1] {
+                    idx += 1;
+                }
+            }
+            let n = &mut self.internals[node as usize];
+            n.dirty = true;
+            path.push(node, idx);
+            span = n.child_span(idx, span);
+            rel -= n.shift[idx];
+            node = n.child[idx];
+        }
+        self.leaves[node as usize].dirty = true;
+        (node, rel)
+    }
+
+    /// Splits child `idx` of `parent` in two. An `at_end` split (the coming
+    /// insertion lands at the child's end) moves only the last entry, so that
+    /// sequential appends leave full nodes behind.
+    fn split_child(&mut self, parent: u32, idx: usize, child_is_leaf: bool, at_end: bool) {
+        let child = self.internals[parent as usize].child[idx];
+        let (base, new_id) = if child_is_leaf {
+            let old = &mut self.leaves[child as usize];
+            let c = old.count;
+            let h = if at_end { c - 1 } else { c / 2 };
+            let base = old.loff[h];
+            let mut new = Leaf::new();
+            let n = c - h;
+            for j in 0..n {
+                new.loff[j] = old.loff[h + j] - base;
+            }
+            new.len[..n].copy_from_slice(&old.len[h..c]);
+            new.word[..n].copy_from_slice(&old.word[h..c]);
+            new.count = n;
+            old.count = h;
+            old.dirty = true;
+            (base, self.alloc_leaf(new))
+        } else {
+            let old = &mut self.internals[child as usize];
+            let c = old.count;
+            let h = if at_end { c - 1 } else { c / 2 };
+            let base = old.shift[h];
+            let mut new = Internal::new();
+            let n = c - h;
+            for j in 0..n {
+                new.shift[j] = old.shift[h + j] - base;
+            }
+            new.child[..n].copy_from_slice(&old.child[h..c]);
+            new.count = n;
+            old.count = h;
+            old.dirty = true;
+            (base, self.alloc_internal(new))
+        };
+        let p = &mut self.internals[parent as usize];
+        let shift = p.shift[idx] + base;
+        p.insert_child(idx + 1, shift, new_id);
+        p.dirty = true;
+    }
+
+    /// Inserts one leaf entry; arguments are validated by the caller.
+    fn insert_entry(&mut self, offset: u64, len: u64, addr: Option<u64>) {
+        let mut path = Path::new();
+        let (leaf_id, rel) = self.descend_mut(offset, &mut path);
+        let merge_limit = self.merge_limit;
+        let l = &mut self.leaves[leaf_id as usize];
+        let i = l.upper_bound(rel);
+        let pos = if i == 0 {
+            0
+        } else {
+            let e = i - 1;
+            let start = l.loff[e];
+            if rel == start {
+                e
+            } else if rel < start + l.elen(e) {
+                l.split_entry(e, rel);
+                self.extents += 1;
+                e + 1
+            } else {
+                l.count
+            }
+        };
+        if pos > 0 && l.try_merge_into(pos - 1, len, addr, merge_limit) {
+            l.shift_from(pos, len);
+        } else {
+            l.open_gap(pos, 1);
+            l.set_entry(pos, len, addr, 0);
+            l.loff[pos] = rel;
+            l.shift_from(pos + 1, len);
+            self.extents += 1;
+        }
+        for &(node, idx) in path.iter() {
+            self.internals[node as usize].shift_after(idx, len);
+        }
+        self.total += len;
+    }
+
+    /// Restores fill and height after a removal along `path`: empty nodes are
+    /// dropped, underfull ones merged into a sibling when both fit in one,
+    /// and a root with a single child is replaced by that child.
+    fn rebalance(&mut self, path: &Path) {
+        for k in (0..path.depth).rev() {
+            let (parent, idx) = path.steps[k];
+            let child_is_leaf = k + 1 == self.height;
+            let child = self.internals[parent as usize].child[idx];
+            let count = if child_is_leaf {
+                self.leaves[child as usize].count
+            } else {
+                self.internals[child as usize].count
+            };
+            let cap = if child_is_leaf {
+                LEAF_CAP
+            } else {
+                INTERNAL_CAP
+            };
+            if count == 0 {
+                self.internals[parent as usize].remove_child(idx);
+                if child_is_leaf {
+                    self.free_leaf(child);
+                } else {
+                    self.free_internal(child);
+                }
+                if idx == 0 && self.internals[parent as usize].count > 0 {
+                    // The new first child started where the empty one did.
+                    self.internals[parent as usize].shift[0] = 0;
+                }
+            } else if count < cap / 4 {
+                let pc = self.internals[parent as usize].count;
+                let left = if idx > 0 {
+                    Some(idx - 1)
+                } else if idx + 1 < pc {
+                    Some(idx)
+                } else {
+                    None
+                };
+                if let Some(left) = left {
+                    self.try_merge_children(parent, left, child_is_leaf);
+                }
+            }
+        }
+        while self.height > 0 && self.internals[self.root as usize].count <= 1 {
+            let old = self.root;
+            if self.internals[old as usize].count == 1 {
+                self.root = self.internals[old as usize].child[0];
+            } else {
+                self.root = self.alloc_leaf(Leaf::new());
+                self.height = 1;
+            }
+            self.free_internal(old);
+            self.height -= 1;
+        }
+    }
+
+    /// Merges child `i + 1` of `parent` into child `i` when they fit in one.
+    fn try_merge_children(&mut self, parent: u32, i: usize, is_leaf: bool) {
+        let p = &self.internals[parent as usize];
+        let (a, b) = (p.child[i], p.child[i + 1]);
+        let delta = p.shift[i + 1] - p.shift[i];
+        if is_leaf {
+            let (ca, cb) = (self.leaves[a as usize].count, self.leaves[b as usize].count);
+            if ca + cb + 2 > LEAF_CAP {
+                return;
+            }
+            let right = self.leaves[b as usize].clone();
+            let left = &mut self.leaves[a as usize];
+            for j in 0..cb {
+                left.loff[ca + j] = right.loff[j] + delta;
+            }
+            left.len[ca..ca + cb].copy_from_slice(&right.len[..cb]);
+            left.word[ca..ca + cb].copy_from_slice(&right.word[..cb]);
+            left.count = ca + cb;
+            left.dirty = true;
+            self.free_leaf(b);
+        } else {
+            let (ca, cb) = (
+                self.internals[a as usize].count,
+                self.internals[b as usize].count,
+            );
+            if ca + cb + 1 > INTERNAL_CAP {
+                return;
+            }
+            let (rs, rc) = {
+                let r = &self.internals[b as usize];
+                (r.shift, r.child)
+            };
+            let left = &mut self.internals[a as usize];
+            for j in 0..cb {
+                left.shift[ca + j] = rs[j] + delta;
+                left.child[ca + j] = rc[j];
+            }
+            left.count = ca + cb;
+            left.dirty = true;
+            self.free_internal(b);
+        }
+        let p = &mut self.internals[parent as usize];
+        p.remove_child(i + 1);
+        p.dirty = true;
+    }
+}
+
+impl Leaf {
+    /// Splits entry `e` at relative offset `rel` (strictly inside it); the
+    /// right part gets tag 0. Needs room for one more entry.
+    pub(crate) fn split_entry(&mut self, e: usize, rel: u64) {
+        let start = self.loff[e];
+        let total = self.elen(e);
+        let w = self.word[e];
+        let d = rel - start;
+        let a = addr_of(w);
+        self.open_gap(e + 1, 1);
+        self.set_entry(e, d, a, tag_of(w));
+        self.set_entry(e + 1, total - d, a.map(|x| x + d), 0);
+        self.loff[e + 1] = rel;
+    }
+
+    /// Extends entry `j` by a new extent of `len` bytes at `addr` when it is
+    /// physically contiguous and the result stays within `limit`.
+    fn try_merge_into(&mut self, j: usize, len: u64, addr: Option<u64>, limit: u64) -> bool {
+        if limit == 0 {
+            return false;
+        }
+        let cur = self.elen(j);
+        let sum = cur + len;
+        if sum > limit {
+            return false;
+        }
+        let w = self.word[j];
+        match (addr_of(w), addr) {
+            (Some(a), Some(b)) if a + cur == b => {
+                self.set_entry(j, sum, Some(a), tag_of(w));
+                true
+            }
+            (None, None) => {
+                self.set_entry(j, sum, None, tag_of(w));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Removes up to `max` bytes starting at relative offset `rel` (inside the
+    /// leaf), never past the leaf's end. Returns the bytes removed and the
+    /// change in the number of entries. Needs room for one more entry.
+    pub(crate) fn cut(&mut self, rel: u64, max: u64) -> (u64, i64) {
+        let span = self.span();
+        let end = span.min(rel + max);
+        let removed = end - rel;
+        let e = self.upper_bound(rel) - 1;
+        let l = self.upper_bound(end - 1) - 1;
+        let l_start = self.loff[l];
+        let l_len = self.elen(l);
+        let tail = if end < l_start + l_len {
+            let a = addr_of(self.word[l]);
+            Some((l_start + l_len - end, a.map(|x| x + (end - l_start))))
+        } else {
+            None
+        };
+        let keep_left = rel > self.loff[e];
+        if keep_left {
+            let w = self.word[e];
+            self.set_entry(e, rel - self.loff[e], addr_of(w), tag_of(w));
+        }
+        let from = if keep_left { e + 1 } else { e };
+        let to = l + 1;
+        let before = self.count as i64;
+        match tail {
+            Some((tlen, taddr)) => {
+                if to > from {
+                    self.close_gap(from + 1, to - from - 1);
+                } else {
+                    self.open_gap(from, 1);
+                }
+                self.set_entry(from, tlen, taddr, 0);
+            }
+            None => self.close_gap(from, to - from),
+        }
+        if from < self.count {
+            self.relink(from);
+        }
+        (removed, self.count as i64 - before)
+    }
+}
