@@ -17,7 +17,7 @@
 
 use crate::error::{Error, Result};
 use crate::extent::{MAX_ADDR, MAX_SPACE};
-use crate::node::{addr_of, entry_len, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
+use crate::node::{addr_of, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
 use crate::storage::StorageFile;
 use crate::tree::{FlexTree, MAX_HEIGHT};
 
@@ -31,7 +31,8 @@ const FORMAT_VERSION: u32 = 1;
 const FIRST_NODE_PAGE: u32 = 2;
 const HEADER_FIXED: usize = 56;
 const NODE_HEADER: usize = 16;
-const ENTRY_SIZE: usize = 12;
+const LEAF_ENTRY: usize = 16;
+const INTERNAL_ENTRY: usize = 12;
 const KIND_LEAF: u8 = 1;
 const KIND_INTERNAL: u8 = 2;
 
@@ -159,9 +160,9 @@ fn seal_node_page(b: &mut [u8], kind: u8, count: usize, version: u64) {
 
 fn encode_leaf(l: &Leaf, version: u64, b: &mut [u8]) {
     for i in 0..l.count {
-        let at = NODE_HEADER + i * ENTRY_SIZE;
-        b[at..at + 4].copy_from_slice(&l.len[i].to_le_bytes());
-        b[at + 4..at + 12].copy_from_slice(&l.word[i].to_le_bytes());
+        let at = NODE_HEADER + i * LEAF_ENTRY;
+        b[at..at + 8].copy_from_slice(&l.len[i].to_le_bytes());
+        b[at + 8..at + 16].copy_from_slice(&l.word[i].to_le_bytes());
     }
     seal_node_page(b, KIND_LEAF, l.count, version);
 }
@@ -244,7 +245,10 @@ impl FlexTree {
             page_count: plan.page_count,
             meta: meta.to_vec(),
         };
-        file.write_all_at(page_offset((plan.version % 2) as u32), &encode_header(&header))?;
+        file.write_all_at(
+            page_offset((plan.version % 2) as u32),
+            &encode_header(&header),
+        )?;
         file.sync()?;
         // Committed: adopt the new pages and free what the old version held.
         let mut free = plan.free;
@@ -295,10 +299,10 @@ impl FlexTree {
         let page = plan.alloc()?;
         let version = plan.version;
         let b = plan.image(page);
-        for i in 0..n.count {
-            let at = NODE_HEADER + i * ENTRY_SIZE;
-            b[at..at + 8].copy_from_slice(&n.shift[i].to_le_bytes());
-            b[at + 8..at + 12].copy_from_slice(&child_pages[i].to_le_bytes());
+        for (i, (shift, child_page)) in n.shift[..n.count].iter().zip(child_pages).enumerate() {
+            let at = NODE_HEADER + i * INTERNAL_ENTRY;
+            b[at..at + 8].copy_from_slice(&shift.to_le_bytes());
+            b[at + 8..at + 12].copy_from_slice(&child_page.to_le_bytes());
         }
         seal_node_page(b, KIND_INTERNAL, n.count, version);
         plan.assigned.push((false, id, page));
@@ -462,7 +466,7 @@ impl Loader<'_> {
         node.page = page;
         let mut children = [0u32; INTERNAL_CAP];
         for (i, c) in children.iter_mut().enumerate().take(count) {
-            let at = NODE_HEADER + i * ENTRY_SIZE;
+            let at = NODE_HEADER + i * INTERNAL_ENTRY;
             node.shift[i] = le_u64(&self.buf, at);
             *c = le_u32(&self.buf, at + 8);
         }
@@ -487,8 +491,7 @@ impl Loader<'_> {
                 .filter(|&s| s <= MAX_SPACE)
                 .ok_or_else(|| corrupt("tree spans more than 2^63 bytes"))?;
         }
-        self.tree.internals.push(node);
-        Ok(((self.tree.internals.len() - 1) as u32, span))
+        Ok((self.tree.internals.push(node), span))
     }
 
     fn load_leaf(&mut self, page: u32, is_root: bool) -> Result<(u32, u64)> {
@@ -502,10 +505,9 @@ impl Loader<'_> {
         leaf.page = page;
         let mut off = 0u64;
         for i in 0..count {
-            let at = NODE_HEADER + i * ENTRY_SIZE;
-            let lo = le_u32(&self.buf, at);
-            let word = le_u64(&self.buf, at + 4);
-            let len = entry_len(lo, word);
+            let at = NODE_HEADER + i * LEAF_ENTRY;
+            let len = le_u64(&self.buf, at);
+            let word = le_u64(&self.buf, at + 8);
             if len == 0 {
                 return Err(corrupt(format!("zero-length extent in leaf page {page}")));
             }
@@ -514,8 +516,7 @@ impl Loader<'_> {
                     return Err(corrupt(format!("address out of range in leaf page {page}")));
                 }
             }
-            leaf.loff[i] = off;
-            leaf.len[i] = lo;
+            leaf.len[i] = len;
             leaf.word[i] = word;
             off = off
                 .checked_add(len)
@@ -523,7 +524,10 @@ impl Loader<'_> {
                 .ok_or_else(|| corrupt("leaf spans more than 2^63 bytes"))?;
         }
         self.extents += count as u64;
-        self.tree.leaves.push(leaf);
-        Ok(((self.tree.leaves.len() - 1) as u32, off))
+        Ok((self.tree.leaves.push(leaf), off))
     }
 }
+
+// The node encodings must fit in a page.
+const _: () = assert!(NODE_HEADER + LEAF_CAP * LEAF_ENTRY <= PAGE_SIZE);
+const _: () = assert!(NODE_HEADER + INTERNAL_CAP * INTERNAL_ENTRY <= PAGE_SIZE);

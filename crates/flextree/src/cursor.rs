@@ -16,7 +16,8 @@ pub struct Extents<'a> {
     /// (internal node, child index taken, absolute start of the node).
     stack: [(u32, usize, u64); MAX_HEIGHT],
     leaf: u32,
-    leaf_start: u64,
+    /// Absolute offset of the current entry.
+    pos: u64,
     idx: usize,
     done: bool,
 }
@@ -36,7 +37,7 @@ impl FlexTree {
             tree: self,
             stack: [(0, 0, 0); MAX_HEIGHT],
             leaf: self.root,
-            leaf_start: 0,
+            pos: 0,
             idx: 0,
             done: offset == self.total,
         };
@@ -54,9 +55,10 @@ impl FlexTree {
             rel -= n.shift[i];
             node = n.child[i];
         }
+        let (idx, entry_start) = self.leaves[node as usize].locate(rel);
         it.leaf = node;
-        it.leaf_start = start;
-        it.idx = self.leaves[node as usize].upper_bound(rel) - 1;
+        it.pos = start + entry_start;
+        it.idx = idx;
         Ok(it)
     }
 }
@@ -79,8 +81,9 @@ impl Extents<'_> {
                     cstart += c.shift[0];
                     child = c.child[0];
                 }
+                // Leaves are contiguous: `pos` already is this leaf's start.
+                debug_assert_eq!(cstart, self.pos);
                 self.leaf = child;
-                self.leaf_start = cstart;
                 self.idx = 0;
                 return;
             }
@@ -100,11 +103,12 @@ impl Iterator for Extents<'_> {
         let l = &self.tree.leaves[self.leaf as usize];
         let i = self.idx;
         let ext = Extent {
-            offset: self.leaf_start + l.loff[i],
-            len: l.elen(i),
+            offset: self.pos,
+            len: l.len[i],
             addr: addr_of(l.word[i]),
             tag: tag_of(l.word[i]),
         };
+        self.pos += ext.len;
         self.idx += 1;
         if self.idx >= l.count {
             self.next_leaf();

@@ -3,13 +3,12 @@
 //! Invariant: an extent or piece with `addr == None` is a hole (an unmapped
 //! range); every mapped physical range lies within `0..=MAX_ADDR`.
 
-/// The largest physical address an extent can map. Leaf entries keep 48-bit
-/// addresses; the top 2^32 values of that range mark holes (a hole keeps the
-/// high half of its 64-bit length there), so mapped data lies below.
-pub const MAX_ADDR: u64 = (1 << 48) - (1 << 32) - 1;
-/// The largest length of one mapped leaf entry; longer mapped inserts become
-/// several entries (holes of any length take one entry).
-pub const MAX_EXTENT_LEN: u64 = u32::MAX as u64;
+/// The largest physical address an extent can map (48 bits; the all-ones
+/// value marks holes in the leaf encoding).
+pub const MAX_ADDR: u64 = (1 << 48) - 2;
+/// The largest length of one leaf entry. Leaf lengths are 64-bit, so any
+/// extent that fits in the space fits in one entry.
+pub const MAX_EXTENT_LEN: u64 = MAX_SPACE;
 /// The largest size of an address space.
 pub const MAX_SPACE: u64 = 1 << 63;
 

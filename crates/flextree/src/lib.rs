@@ -21,6 +21,7 @@
 //! assert_eq!(tree.lookup(60).unwrap(), Some(60));
 //! ```
 
+mod arena;
 mod checkpoint;
 mod cursor;
 mod error;

@@ -1,10 +1,10 @@
-//! In-memory FlexTree nodes and the arena that owns them.
+//! In-memory FlexTree nodes and their packed extent encoding.
 //!
 //! Invariants (the *normal form* every operation restores before it returns):
-//! - A leaf's entries are contiguous: `loff[0] == 0` and
-//!   `loff[i + 1] == loff[i] + entry_len(i)`. Partial offsets are therefore
-//!   relative to the leaf's own start and bounded by its span, so they never
-//!   overflow and never need a separate rebase pass.
+//! - A leaf's entries are contiguous. The partial offset of entry `i` is the
+//!   sum of the lengths before it; it is not stored but computed by the
+//!   search scan (docs/DESIGN.md explains why: a 16-byte entry and no
+//!   per-insert rewrite of the later entries' offsets).
 //! - An internal node's `shift[0] == 0` and `shift[i]` is the start of child
 //!   `i` relative to the node's start, strictly increasing. The shift value of
 //!   a child pointer doubles as the pivot that separates it from its left
@@ -17,33 +17,20 @@
 //!   (0 when it has none).
 
 /// Entries per leaf node.
-pub(crate) const LEAF_CAP: usize = 128;
+pub(crate) const LEAF_CAP: usize = 64;
 /// Children per internal node.
 pub(crate) const INTERNAL_CAP: usize = 128;
 
 /// Bits of a packed address word that hold the physical address.
 const ADDR_BITS: u32 = 48;
 const ADDR_MASK: u64 = (1 << ADDR_BITS) - 1;
-/// Address words whose bits 32..48 are all ones denote holes; their low 32
-/// bits hold the high half of the hole's length.
-const HOLE_MARK: u64 = 0xFFFF << 32;
+/// The address value that marks a hole.
+pub(crate) const HOLE_ADDR: u64 = ADDR_MASK;
 
-/// Packs a mapped extent's address and tag.
+/// Packs an extent's address (`None`: hole) and tag into one word.
 #[inline]
-pub(crate) fn pack_mapped(addr: u64, tag: u16) -> u64 {
-    addr | (u64::from(tag) << ADDR_BITS)
-}
-
-/// Packs a hole of length `len` (its high half) and tag.
-#[inline]
-pub(crate) fn pack_hole(len: u64, tag: u16) -> u64 {
-    HOLE_MARK | (len >> 32) | (u64::from(tag) << ADDR_BITS)
-}
-
-/// Whether a packed word denotes a hole.
-#[inline]
-pub(crate) fn is_hole(word: u64) -> bool {
-    word & HOLE_MARK == HOLE_MARK
+pub(crate) fn pack(addr: Option<u64>, tag: u16) -> u64 {
+    addr.unwrap_or(HOLE_ADDR) | (u64::from(tag) << ADDR_BITS)
 }
 
 /// The tag of a packed word.
@@ -61,30 +48,9 @@ pub(crate) fn with_tag(word: u64, tag: u16) -> u64 {
 /// The physical address of a packed word, `None` for a hole.
 #[inline]
 pub(crate) fn addr_of(word: u64) -> Option<u64> {
-    if is_hole(word) {
-        None
-    } else {
-        Some(word & ADDR_MASK)
-    }
-}
-
-/// The length of an entry from its low 32 bits and packed word.
-#[inline]
-pub(crate) fn entry_len(len_lo: u32, word: u64) -> u64 {
-    if is_hole(word) {
-        ((word & 0xFFFF_FFFF) << 32) | u64::from(len_lo)
-    } else {
-        u64::from(len_lo)
-    }
-}
-
-/// The packed word and low length for an extent of `len` bytes at `addr`
-/// (`None`: hole) with `tag`. Mapped lengths must fit in 32 bits.
-#[inline]
-pub(crate) fn encode(len: u64, addr: Option<u64>, tag: u16) -> (u32, u64) {
-    match addr {
-        Some(a) => (len as u32, pack_mapped(a, tag)),
-        None => (len as u32, pack_hole(len, tag)),
+    match word & ADDR_MASK {
+        HOLE_ADDR => None,
+        a => Some(a),
     }
 }
 
@@ -94,11 +60,9 @@ pub(crate) struct Leaf {
     pub count: usize,
     pub dirty: bool,
     pub page: u32,
-    /// Partial offsets, relative to the leaf's start.
-    pub loff: [u64; LEAF_CAP],
-    /// Low 32 bits of each entry's length.
-    pub len: [u32; LEAF_CAP],
-    /// Packed address (or hole length high half) and tag.
+    /// Length of each entry.
+    pub len: [u64; LEAF_CAP],
+    /// Packed address and tag of each entry.
     pub word: [u64; LEAF_CAP],
 }
 
@@ -108,46 +72,42 @@ impl Leaf {
             count: 0,
             dirty: true,
             page: 0,
-            loff: [0; LEAF_CAP],
             len: [0; LEAF_CAP],
             word: [0; LEAF_CAP],
         }
     }
 
-    /// Length of entry `i`.
+    /// The entry holding relative offset `rel` and its start; `(count,
+    /// span)` when `rel` is at or past the end.
     #[inline]
-    pub fn elen(&self, i: usize) -> u64 {
-        entry_len(self.len[i], self.word[i])
-    }
-
-    /// The logical bytes the leaf covers.
-    #[inline]
-    pub fn span(&self) -> u64 {
-        match self.count {
-            0 => 0,
-            n => self.loff[n - 1] + self.elen(n - 1),
+    pub fn locate(&self, rel: u64) -> (usize, u64) {
+        let mut start = 0u64;
+        for (i, &len) in self.len[..self.count].iter().enumerate() {
+            let end = start + len;
+            if rel < end {
+                return (i, start);
+            }
+            start = end;
         }
+        (self.count, start)
     }
 
-    /// Number of entries whose partial offset is `<= rel` (the entry holding
-    /// `rel` is the one before that index).
+    /// The start of entry `i` relative to the leaf.
     #[inline]
-    pub fn upper_bound(&self, rel: u64) -> usize {
-        upper_bound(&self.loff[..self.count], rel)
+    pub fn start_of(&self, i: usize) -> u64 {
+        self.len[..i].iter().sum()
     }
 
-    /// Sets entry `i` to `len` bytes at `addr` with `tag` (offset untouched).
+    /// Sets entry `i` to `len` bytes at `addr` with `tag`.
     #[inline]
     pub fn set_entry(&mut self, i: usize, len: u64, addr: Option<u64>, tag: u16) {
-        let (lo, word) = encode(len, addr, tag);
-        self.len[i] = lo;
-        self.word[i] = word;
+        self.len[i] = len;
+        self.word[i] = pack(addr, tag);
     }
 
     /// Opens a gap of `n` entries at `at`, moving the entries after it.
     pub fn open_gap(&mut self, at: usize, n: usize) {
         let c = self.count;
-        self.loff.copy_within(at..c, at + n);
         self.len.copy_within(at..c, at + n);
         self.word.copy_within(at..c, at + n);
         self.count = c + n;
@@ -156,31 +116,9 @@ impl Leaf {
     /// Removes entries `at..at + n`.
     pub fn close_gap(&mut self, at: usize, n: usize) {
         let c = self.count;
-        self.loff.copy_within(at + n..c, at);
         self.len.copy_within(at + n..c, at);
         self.word.copy_within(at + n..c, at);
         self.count = c - n;
-    }
-
-    /// Recomputes partial offsets from entry `from` on (contiguity).
-    pub fn relink(&mut self, from: usize) {
-        let mut off = if from == 0 {
-            0
-        } else {
-            self.loff[from - 1] + self.elen(from - 1)
-        };
-        for i in from..self.count {
-            self.loff[i] = off;
-            off += self.elen(i);
-        }
-    }
-
-    /// Adds `delta` to the partial offsets of entries `from..count`.
-    #[inline]
-    pub fn shift_from(&mut self, from: usize, delta: u64) {
-        for o in &mut self.loff[from..self.count] {
-            *o += delta;
-        }
     }
 }
 
@@ -257,6 +195,32 @@ pub(crate) fn upper_bound(sorted: &[u64], key: u64) -> usize {
     sorted.partition_point(|&v| v <= key)
 }
 
+/// Hints the CPU to start loading `bytes` bytes at `ptr` into the cache.
+///
+/// Descending the tree is a chain of dependent cache misses: the binary
+/// search in a node cannot start before the node arrives, and each probe
+/// waits for the previous one. Prefetching the whole search array of the
+/// next node as soon as its index is known turns those probes' misses into
+/// parallel ones (measured in docs/DESIGN.md).
+#[inline(always)]
+pub(crate) fn prefetch<T>(data: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let start = data.as_ptr() as *const i8;
+        let bytes = std::mem::size_of_val(data);
+        let mut off = 0;
+        while off < bytes {
+            // SAFETY: a prefetch is only a hint; it never faults and has no
+            // architectural effect, and `start + off` stays inside `data`.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(off)) };
+            off += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = data;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,14 +238,29 @@ mod tests {
 
     #[test]
     fn packing_round_trips() {
-        let w = pack_mapped(crate::MAX_ADDR, 0xBEEF);
+        let w = pack(Some(crate::MAX_ADDR), 0xBEEF);
         assert_eq!(addr_of(w), Some(crate::MAX_ADDR));
         assert_eq!(tag_of(w), 0xBEEF);
-        let (lo, h) = encode(1 << 62, None, 7);
-        assert!(is_hole(h));
-        assert_eq!(entry_len(lo, h), 1 << 62);
+        let h = pack(None, 7);
+        assert_eq!(addr_of(h), None);
         assert_eq!(tag_of(h), 7);
         assert_eq!(tag_of(with_tag(h, 9)), 9);
-        assert_eq!(entry_len(lo, with_tag(h, 9)), 1 << 62);
+        assert_eq!(addr_of(with_tag(h, 9)), None);
+    }
+
+    #[test]
+    fn locate_finds_the_entry_and_its_start() {
+        let mut l = Leaf::new();
+        for (i, len) in [3u64, 1, 5].into_iter().enumerate() {
+            l.set_entry(i, len, Some(100), 0);
+        }
+        l.count = 3;
+        assert_eq!(l.locate(0), (0, 0));
+        assert_eq!(l.locate(2), (0, 0));
+        assert_eq!(l.locate(3), (1, 3));
+        assert_eq!(l.locate(4), (2, 4));
+        assert_eq!(l.locate(8), (2, 4));
+        assert_eq!(l.locate(9), (3, 9));
+        assert_eq!(l.start_of(2), 4);
     }
 }

@@ -37,9 +37,19 @@ fn check(tree: &FlexTree, m: &Model, rng: &mut StdRng) {
         assert!(e.len > 0);
         assert_eq!(e.tag, m.tag[pos as usize], "tag at {pos}");
         for i in 0..e.len {
-            assert_eq!(e.addr.map(|a| a + i), m.addr[(pos + i) as usize], "byte {}", pos + i);
+            assert_eq!(
+                e.addr.map(|a| a + i),
+                m.addr[(pos + i) as usize],
+                "byte {}",
+                pos + i
+            );
             if i > 0 {
-                assert_eq!(m.tag[(pos + i) as usize], 0, "tag inside extent at {}", pos + i);
+                assert_eq!(
+                    m.tag[(pos + i) as usize],
+                    0,
+                    "tag inside extent at {}",
+                    pos + i
+                );
             }
         }
         pos += e.len;
@@ -90,7 +100,11 @@ fn run(seed: u64, ops: usize, max_size: usize, merge: u64) {
             if size + len > max_size {
                 continue;
             }
-            let off = if op < 10 { size } else { rng.gen_range(0..=size) };
+            let off = if op < 10 {
+                size
+            } else {
+                rng.gen_range(0..=size)
+            };
             if rng.gen_bool(0.1) {
                 tree.insert_hole(off as u64, len as u64).unwrap();
                 m.insert(off, len, None);
@@ -130,7 +144,12 @@ fn run(seed: u64, ops: usize, max_size: usize, merge: u64) {
             check(&tree, &m, &mut rng);
         }
     }
-    assert!(max_height >= 3, "the test must grow the tree to three levels: {max_height} {} {}", tree.len(), tree.extent_count());
+    assert!(
+        max_height >= 3,
+        "the test must grow the tree to three levels: {max_height} {} {}",
+        tree.len(),
+        tree.extent_count()
+    );
 }
 
 #[test]

@@ -9,10 +9,11 @@
 //! - Mutating operations validate their arguments first and then cannot
 //!   fail, so an error leaves the tree unchanged.
 
+use crate::arena::Arena;
 use crate::checkpoint::Persist;
 use crate::error::{Error, Result};
-use crate::extent::{Extent, Piece, MAX_ADDR, MAX_EXTENT_LEN, MAX_SPACE};
-use crate::node::{addr_of, tag_of, with_tag, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
+use crate::extent::{Extent, Piece, MAX_ADDR, MAX_SPACE};
+use crate::node::{addr_of, prefetch, tag_of, with_tag, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
 
 /// The deepest tree supported. A tree of this height would need more extents
 /// than memory can hold, so the limit is never reached in practice.
@@ -48,8 +49,8 @@ impl Path {
 /// offset validates it and returns [`Error::OutOfRange`] rather than panic.
 #[derive(Clone)]
 pub struct FlexTree {
-    pub(crate) leaves: Vec<Leaf>,
-    pub(crate) internals: Vec<Internal>,
+    pub(crate) leaves: Arena<Leaf>,
+    pub(crate) internals: Arena<Internal>,
     free_leaves: Vec<u32>,
     free_internals: Vec<u32>,
     pub(crate) root: u32,
@@ -85,9 +86,11 @@ fn out_of_range(offset: u64, len: u64, size: u64) -> Error {
 impl FlexTree {
     /// An empty tree (length 0).
     pub fn new() -> Self {
+        let mut leaves = Arena::new();
+        leaves.push(Leaf::new());
         FlexTree {
-            leaves: vec![Leaf::new()],
-            internals: Vec::new(),
+            leaves,
+            internals: Arena::new(),
             free_leaves: Vec::new(),
             free_internals: Vec::new(),
             root: 0,
@@ -121,8 +124,8 @@ impl FlexTree {
 
     /// Bytes of memory held by the tree's nodes.
     pub fn memory_usage(&self) -> usize {
-        self.leaves.capacity() * std::mem::size_of::<Leaf>()
-            + self.internals.capacity() * std::mem::size_of::<Internal>()
+        self.leaves.memory_usage()
+            + self.internals.memory_usage()
             + (self.free_leaves.capacity() + self.free_internals.capacity()) * 4
             + self.persist.memory_usage()
     }
@@ -131,7 +134,7 @@ impl FlexTree {
     /// a new extent into the physically contiguous extent that ends where it
     /// starts. 0 (the default) disables merging.
     pub fn set_merge_limit(&mut self, max_len: u64) {
-        self.merge_limit = max_len.min(MAX_EXTENT_LEN);
+        self.merge_limit = max_len;
     }
 
     // ---------------------------------------------------------------- checks
@@ -182,12 +185,7 @@ impl FlexTree {
         self.check_growth(offset, len)?;
         Self::check_addr(addr, len)?;
         self.check_height_room()?;
-        let mut done = 0;
-        while done < len {
-            let chunk = (len - done).min(MAX_EXTENT_LEN);
-            self.insert_entry(offset + done, chunk, Some(addr + done));
-            done += chunk;
-        }
+        self.insert_entry(offset, len, Some(addr));
         Ok(())
     }
 
@@ -251,8 +249,8 @@ impl FlexTree {
         self.check_point(offset)?;
         let (leaf, rel, _) = self.find(offset);
         let l = &self.leaves[leaf as usize];
-        let e = l.upper_bound(rel) - 1;
-        Ok(addr_of(l.word[e]).map(|a| a + (rel - l.loff[e])))
+        let (e, start) = l.locate(rel);
+        Ok(addr_of(l.word[e]).map(|a| a + (rel - start)))
     }
 
     /// The physical pieces of `offset..offset + len` in logical order.
@@ -284,12 +282,12 @@ impl FlexTree {
     /// The whole extent that contains `offset`.
     pub fn extent_at(&self, offset: u64) -> Result<Extent> {
         self.check_point(offset)?;
-        let (leaf, rel, start) = self.find(offset);
+        let (leaf, rel, leaf_start) = self.find(offset);
         let l = &self.leaves[leaf as usize];
-        let e = l.upper_bound(rel) - 1;
+        let (e, start) = l.locate(rel);
         Ok(Extent {
-            offset: start + l.loff[e],
-            len: l.elen(e),
+            offset: leaf_start + start,
+            len: l.len[e],
             addr: addr_of(l.word[e]),
             tag: tag_of(l.word[e]),
         })
@@ -302,9 +300,7 @@ impl FlexTree {
         self.check_point(offset)?;
         if tag == 0 {
             let (leaf, rel, _) = self.find(offset);
-            if self.leaves[leaf as usize].loff[self.leaves[leaf as usize].upper_bound(rel) - 1]
-                != rel
-            {
+            if self.leaves[leaf as usize].locate(rel).1 != rel {
                 return Ok(());
             }
         }
@@ -312,11 +308,11 @@ impl FlexTree {
         let mut path = Path::new();
         let (leaf_id, rel) = self.descend_mut(offset, &mut path);
         let l = &mut self.leaves[leaf_id as usize];
-        let e = l.upper_bound(rel) - 1;
-        let at = if l.loff[e] == rel {
+        let (e, start) = l.locate(rel);
+        let at = if start == rel {
             e
         } else {
-            l.split_entry(e, rel);
+            l.split_entry(e, rel - start);
             self.extents += 1;
             e + 1
         };
@@ -331,12 +327,8 @@ impl FlexTree {
         self.check_point(offset)?;
         let (leaf, rel, _) = self.find(offset);
         let l = &self.leaves[leaf as usize];
-        let e = l.upper_bound(rel) - 1;
-        Ok(if l.loff[e] == rel {
-            tag_of(l.word[e])
-        } else {
-            0
-        })
+        let (e, start) = l.locate(rel);
+        Ok(if start == rel { tag_of(l.word[e]) } else { 0 })
     }
 
     // ------------------------------------------------------------- internals
@@ -354,13 +346,24 @@ impl FlexTree {
     pub(crate) fn find(&self, offset: u64) -> (u32, u64, u64) {
         let mut node = self.root;
         let mut rel = offset;
-        for _ in 0..self.height {
+        for level in 0..self.height {
             let n = &self.internals[node as usize];
             let i = n.child_index(rel);
             rel -= n.shift[i];
             node = n.child[i];
+            self.prefetch_node(node, level + 1 == self.height);
         }
         (node, rel, offset - rel)
+    }
+
+    /// Starts loading the search array of node `id` into the cache.
+    #[inline(always)]
+    fn prefetch_node(&self, id: u32, is_leaf: bool) {
+        if is_leaf {
+            prefetch(&self.leaves[id as usize].len[..]);
+        } else {
+            prefetch(&self.internals[id as usize].shift[..]);
+        }
     }
 
     fn alloc_leaf(&mut self, leaf: Leaf) -> u32 {
@@ -369,10 +372,7 @@ impl FlexTree {
                 self.leaves[id as usize] = leaf;
                 id
             }
-            None => {
-                self.leaves.push(leaf);
-                (self.leaves.len() - 1) as u32
-            }
+            None => self.leaves.push(leaf),
         }
     }
 
@@ -382,10 +382,7 @@ impl FlexTree {
                 self.internals[id as usize] = node;
                 id
             }
-            None => {
-                self.internals.push(node);
-                (self.internals.len() - 1) as u32
-            }
+            None => self.internals.push(node),
         }
     }
 
@@ -431,6 +428,14 @@ impl FlexTree {
             let child_is_leaf = level + 1 == self.height;
             let mut idx = self.internals[node as usize].child_index(rel);
             let child = self.internals[node as usize].child[idx];
+            if child_is_leaf {
+                // Inserts and cuts touch lengths and words too.
+                let l = &self.leaves[child as usize];
+                prefetch(&l.len[..]);
+                prefetch(&l.word[..]);
+            } else {
+                self.prefetch_node(child, false);
+            }
             if self.node_full(child, child_is_leaf) {
                 let n = &self.internals[node as usize];
                 let at_end = rel - n.shift[idx] == n.child_span(idx, span);
@@ -460,12 +465,9 @@ impl FlexTree {
             let old = &mut self.leaves[child as usize];
             let c = old.count;
             let h = if at_end { c - 1 } else { c / 2 };
-            let base = old.loff[h];
+            let base = old.start_of(h);
             let mut new = Leaf::new();
             let n = c - h;
-            for j in 0..n {
-                new.loff[j] = old.loff[h + j] - base;
-            }
             new.len[..n].copy_from_slice(&old.len[h..c]);
             new.word[..n].copy_from_slice(&old.word[h..c]);
             new.count = n;
@@ -500,31 +502,35 @@ impl FlexTree {
         let (leaf_id, rel) = self.descend_mut(offset, &mut path);
         let merge_limit = self.merge_limit;
         let l = &mut self.leaves[leaf_id as usize];
-        let i = l.upper_bound(rel);
-        let pos = if i == 0 {
-            0
+        let (e, start) = l.locate(rel);
+        let pos = if e < l.count && rel > start {
+            // Inside extent e: split it around the new entry with one move of
+            // the entries after it.
+            let w = l.word[e];
+            let d = rel - start;
+            let a = addr_of(w);
+            let elen = l.len[e];
+            l.open_gap(e + 1, 2);
+            l.set_entry(e, d, a, tag_of(w));
+            l.set_entry(e + 1, len, addr, 0);
+            l.set_entry(e + 2, elen - d, a.map(|x| x + d), 0);
+            self.extents += 2;
+            self.finish_insert(&path, len);
+            return;
         } else {
-            let e = i - 1;
-            let start = l.loff[e];
-            if rel == start {
-                e
-            } else if rel < start + l.elen(e) {
-                l.split_entry(e, rel);
-                self.extents += 1;
-                e + 1
-            } else {
-                l.count
-            }
+            e
         };
-        if pos > 0 && l.try_merge_into(pos - 1, len, addr, merge_limit) {
-            l.shift_from(pos, len);
-        } else {
+        if pos == 0 || !l.try_merge_into(pos - 1, len, addr, merge_limit) {
             l.open_gap(pos, 1);
             l.set_entry(pos, len, addr, 0);
-            l.loff[pos] = rel;
-            l.shift_from(pos + 1, len);
             self.extents += 1;
         }
+        self.finish_insert(&path, len);
+    }
+
+    /// Shifts everything after the insertion path by `len`.
+    #[inline]
+    fn finish_insert(&mut self, path: &Path, len: u64) {
         for &(node, idx) in path.iter() {
             self.internals[node as usize].shift_after(idx, len);
         }
@@ -599,9 +605,6 @@ impl FlexTree {
             }
             let right = self.leaves[b as usize].clone();
             let left = &mut self.leaves[a as usize];
-            for j in 0..cb {
-                left.loff[ca + j] = right.loff[j] + delta;
-            }
             left.len[ca..ca + cb].copy_from_slice(&right.len[..cb]);
             left.word[ca..ca + cb].copy_from_slice(&right.word[..cb]);
             left.count = ca + cb;
@@ -635,66 +638,56 @@ impl FlexTree {
 }
 
 impl Leaf {
-    /// Splits entry `e` at relative offset `rel` (strictly inside it); the
-    /// right part gets tag 0. Needs room for one more entry.
-    pub(crate) fn split_entry(&mut self, e: usize, rel: u64) {
-        let start = self.loff[e];
-        let total = self.elen(e);
+    /// Splits entry `e` at `d` bytes from its start (strictly inside it);
+    /// the right part gets tag 0. Needs room for one more entry.
+    pub(crate) fn split_entry(&mut self, e: usize, d: u64) {
+        let total = self.len[e];
         let w = self.word[e];
-        let d = rel - start;
         let a = addr_of(w);
         self.open_gap(e + 1, 1);
         self.set_entry(e, d, a, tag_of(w));
         self.set_entry(e + 1, total - d, a.map(|x| x + d), 0);
-        self.loff[e + 1] = rel;
     }
 
     /// Extends entry `j` by a new extent of `len` bytes at `addr` when it is
     /// physically contiguous and the result stays within `limit`.
     fn try_merge_into(&mut self, j: usize, len: u64, addr: Option<u64>, limit: u64) -> bool {
-        if limit == 0 {
+        let cur = self.len[j];
+        if limit == 0 || cur + len > limit {
             return false;
         }
-        let cur = self.elen(j);
-        let sum = cur + len;
-        if sum > limit {
-            return false;
-        }
-        let w = self.word[j];
-        match (addr_of(w), addr) {
-            (Some(a), Some(b)) if a + cur == b => {
-                self.set_entry(j, sum, Some(a), tag_of(w));
-                true
-            }
-            (None, None) => {
-                self.set_entry(j, sum, None, tag_of(w));
-                true
-            }
+        let contiguous = match (addr_of(self.word[j]), addr) {
+            (Some(a), Some(b)) => a + cur == b,
+            (None, None) => true,
             _ => false,
+        };
+        if contiguous {
+            self.len[j] = cur + len;
         }
+        contiguous
     }
 
     /// Removes up to `max` bytes starting at relative offset `rel` (inside the
     /// leaf), never past the leaf's end. Returns the bytes removed and the
     /// change in the number of entries. Needs room for one more entry.
     pub(crate) fn cut(&mut self, rel: u64, max: u64) -> (u64, i64) {
-        let span = self.span();
-        let end = span.min(rel + max);
-        let removed = end - rel;
-        let e = self.upper_bound(rel) - 1;
-        let l = self.upper_bound(end - 1) - 1;
-        let l_start = self.loff[l];
-        let l_len = self.elen(l);
-        let tail = if end < l_start + l_len {
+        let (e, start_e) = self.locate(rel);
+        let target = rel + max;
+        // The last entry the range touches.
+        let (mut l, mut start_l) = (e, start_e);
+        while start_l + self.len[l] < target && l + 1 < self.count {
+            start_l += self.len[l];
+            l += 1;
+        }
+        let l_end = start_l + self.len[l];
+        let end = target.min(l_end);
+        let tail = (end < l_end).then(|| {
             let a = addr_of(self.word[l]);
-            Some((l_start + l_len - end, a.map(|x| x + (end - l_start))))
-        } else {
-            None
-        };
-        let keep_left = rel > self.loff[e];
+            (l_end - end, a.map(|x| x + (end - start_l)))
+        });
+        let keep_left = rel > start_e;
         if keep_left {
-            let w = self.word[e];
-            self.set_entry(e, rel - self.loff[e], addr_of(w), tag_of(w));
+            self.len[e] = rel - start_e;
         }
         let from = if keep_left { e + 1 } else { e };
         let to = l + 1;
@@ -710,9 +703,6 @@ impl Leaf {
             }
             None => self.close_gap(from, to - from),
         }
-        if from < self.count {
-            self.relink(from);
-        }
-        (removed, self.count as i64 - before)
+        (end - rel, self.count as i64 - before)
     }
 }
