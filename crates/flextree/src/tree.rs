@@ -457,14 +457,16 @@ impl FlexTree {
     }
 
     /// Splits child `idx` of `parent` in two. An `at_end` split (the coming
-    /// insertion lands at the child's end) moves only the last entry, so that
-    /// sequential appends leave full nodes behind.
+    /// insertion lands at the child's end) keeps three quarters on the left,
+    /// so sequential appends leave nodes 3/4 full: dense (about 23 bytes an
+    /// extent) yet with room for later random inserts before they split
+    /// again (measured in docs/DESIGN.md).
     fn split_child(&mut self, parent: u32, idx: usize, child_is_leaf: bool, at_end: bool) {
         let child = self.internals[parent as usize].child[idx];
         let (base, new_id) = if child_is_leaf {
             let old = &mut self.leaves[child as usize];
             let c = old.count;
-            let h = if at_end { c - 1 } else { c / 2 };
+            let h = if at_end { c * 3 / 4 } else { c / 2 };
             let base = old.start_of(h);
             let mut new = Leaf::new();
             let n = c - h;
@@ -477,7 +479,7 @@ impl FlexTree {
         } else {
             let old = &mut self.internals[child as usize];
             let c = old.count;
-            let h = if at_end { c - 1 } else { c / 2 };
+            let h = if at_end { c * 3 / 4 } else { c / 2 };
             let base = old.shift[h];
             let mut new = Internal::new();
             let n = c - h;
