@@ -6,6 +6,7 @@
 
 pub mod codec;
 mod error;
+pub mod memtable;
 pub mod wal;
 
 pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
