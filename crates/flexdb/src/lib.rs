@@ -4,6 +4,7 @@
 //! This crate is being built up; today it holds the record encodings and the
 //! write-ahead log.
 
+pub mod cache;
 pub mod codec;
 mod error;
 pub mod memtable;
