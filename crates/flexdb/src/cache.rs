@@ -23,11 +23,14 @@ pub fn fingerprint(key: &[u8]) -> u16 {
     (h ^ (h >> 16)) as u16
 }
 
+/// A decoded key-value pair.
+pub type Pair = (Box<[u8]>, Box<[u8]>);
+
 /// The pairs of one interval, decoded and sorted by key.
 #[derive(Debug, Default)]
 pub struct CachedInterval {
     /// Keys and values in key order.
-    pub pairs: Vec<(Box<[u8]>, Box<[u8]>)>,
+    pub pairs: Vec<Pair>,
     /// `fingerprints[i]` is `fingerprint(&pairs[i].0)`.
     pub fingerprints: Vec<u16>,
     /// Number of space extents the interval spanned when it was loaded.
@@ -36,7 +39,7 @@ pub struct CachedInterval {
 
 impl CachedInterval {
     /// Builds an interval from sorted pairs.
-    pub fn new(pairs: Vec<(Box<[u8]>, Box<[u8]>)>, extents: usize) -> Self {
+    pub fn new(pairs: Vec<Pair>, extents: usize) -> Self {
         let fingerprints = pairs.iter().map(|(k, _)| fingerprint(k)).collect();
         CachedInterval {
             pairs,
