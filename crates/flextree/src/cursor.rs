@@ -6,16 +6,17 @@
 
 use crate::error::Result;
 use crate::extent::Extent;
-use crate::node::{addr_of, tag_of};
+use crate::node::{addr_of, tag_of, Leaf};
 use crate::tree::{FlexTree, MAX_HEIGHT};
 
 /// An iterator over extents in logical order, from
 /// [`FlexTree::extents_from`].
 pub struct Extents<'a> {
     tree: &'a FlexTree,
-    /// (internal node, child index taken, absolute start of the node).
-    stack: [(u32, usize, u64); MAX_HEIGHT],
-    leaf: u32,
+    /// (internal node, child index taken) from the root down. Node starts
+    /// are not needed: leaves are contiguous, so `pos` carries over.
+    stack: [(u32, u32); MAX_HEIGHT],
+    leaf: &'a Leaf,
     /// Absolute offset of the current entry.
     pos: u64,
     idx: usize,
@@ -35,8 +36,8 @@ impl FlexTree {
         }
         let mut it = Extents {
             tree: self,
-            stack: [(0, 0, 0); MAX_HEIGHT],
-            leaf: self.root,
+            stack: [(0, 0); MAX_HEIGHT],
+            leaf: &self.leaves[self.root as usize],
             pos: 0,
             idx: 0,
             done: offset == self.total,
@@ -45,45 +46,41 @@ impl FlexTree {
             return Ok(it);
         }
         let mut node = self.root;
-        let mut start = 0u64;
         let mut rel = offset;
         for level in 0..self.height {
             let n = &self.internals[node as usize];
             let i = n.child_index(rel);
-            it.stack[level] = (node, i, start);
-            start += n.shift[i];
+            it.stack[level] = (node, i as u32);
             rel -= n.shift[i];
             node = n.child[i];
         }
+        let start = offset - rel;
         let (idx, entry_start) = self.leaves[node as usize].locate(rel);
-        it.leaf = node;
+        it.leaf = &self.leaves[node as usize];
         it.pos = start + entry_start;
         it.idx = idx;
         Ok(it)
     }
 }
 
-impl Extents<'_> {
+impl<'a> Extents<'a> {
     /// Moves to the first entry of the next leaf, or ends the iteration.
+    #[cold]
     fn next_leaf(&mut self) {
         let t = self.tree;
         let mut level = t.height;
         while level > 0 {
-            let (node, i, start) = self.stack[level - 1];
+            let (node, i) = self.stack[level - 1];
+            let i = i as usize;
             let n = &t.internals[node as usize];
             if i + 1 < n.count {
-                self.stack[level - 1].1 = i + 1;
+                self.stack[level - 1].1 = (i + 1) as u32;
                 let mut child = n.child[i + 1];
-                let mut cstart = start + n.shift[i + 1];
                 for l in level..t.height {
-                    self.stack[l] = (child, 0, cstart);
-                    let c = &t.internals[child as usize];
-                    cstart += c.shift[0];
-                    child = c.child[0];
+                    self.stack[l] = (child, 0);
+                    child = t.internals[child as usize].child[0];
                 }
-                // Leaves are contiguous: `pos` already is this leaf's start.
-                debug_assert_eq!(cstart, self.pos);
-                self.leaf = child;
+                self.leaf = &t.leaves[child as usize];
                 self.idx = 0;
                 return;
             }
@@ -96,11 +93,12 @@ impl Extents<'_> {
 impl Iterator for Extents<'_> {
     type Item = Extent;
 
+    #[inline]
     fn next(&mut self) -> Option<Extent> {
         if self.done {
             return None;
         }
-        let l = &self.tree.leaves[self.leaf as usize];
+        let l = self.leaf;
         let i = self.idx;
         let ext = Extent {
             offset: self.pos,
