@@ -78,11 +78,9 @@ fn apply(tree: &mut FlexTree, model: &mut Model, op: &Op) {
                 ));
             }
         }
-        Op::Append { len, addr } => {
-            if model.fits(len) && addr_ok(addr, len) {
-                tree.append(len, addr).unwrap();
-                model.insert(total, len, Some(addr));
-            }
+        Op::Append { len, addr } if model.fits(len) && addr_ok(addr, len) => {
+            tree.append(len, addr).unwrap();
+            model.insert(total, len, Some(addr));
         }
         Op::Collapse { at, len } if total > 0 => {
             let at = pick(at, total);
