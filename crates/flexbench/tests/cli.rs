@@ -12,8 +12,19 @@ fn flexbench(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn tree_json_lines_have_the_documented_keys() {
-    let out = flexbench(&["tree", "--extents", "2000", "--json", "--phase-seconds", "0.2"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = flexbench(&[
+        "tree",
+        "--extents",
+        "2000",
+        "--json",
+        "--phase-seconds",
+        "0.2",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     let mut ops = std::collections::BTreeSet::new();
     for line in text.lines() {
