@@ -1,0 +1,52 @@
+//! A `StorageFile` wrapper that counts the bytes written through it.
+//!
+//! Invariant: `written` is the sum of the lengths of successful writes.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::storage::StorageFile;
+
+/// Counts bytes written to the wrapped file.
+pub struct CountingFile {
+    inner: Arc<dyn StorageFile>,
+    written: AtomicU64,
+}
+
+impl CountingFile {
+    pub fn new(inner: Arc<dyn StorageFile>) -> Self {
+        CountingFile {
+            inner,
+            written: AtomicU64::new(0),
+        }
+    }
+
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+}
+
+impl StorageFile for CountingFile {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.inner.read_exact_at(offset, buf)
+    }
+    fn write_all_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.inner.write_all_at(offset, data)?;
+        self.written.fetch_add(data.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.inner.sync()
+    }
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn drop_cache(&self) -> io::Result<()> {
+        self.inner.drop_cache()
+    }
+}

@@ -1,0 +1,64 @@
+//! The error type of the flexspace crate.
+//!
+//! Invariant: an error from a mutating call either left the space unchanged
+//! or poisoned it (every later mutation returns [`Error::Poisoned`]); the
+//! files always reopen to a committed state.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Errors returned by FlexSpace.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O error on one of the space's files.
+    #[error("I/O error on {file}: {source}")]
+    Io {
+        /// The file (`data`, `tree`, `log` or the directory).
+        file: String,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The directory does not hold a flexspace (and creation was not asked).
+    #[error("{0} is not a flexspace")]
+    NotAFlexSpace(PathBuf),
+    /// Another handle holds the space's lock.
+    #[error("{0} is locked by another process or handle")]
+    Locked(PathBuf),
+    /// A file is corrupt.
+    #[error("corrupt {file}: {detail}")]
+    Corrupt {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The data file is full (utilization is capped at 30/32).
+    #[error("no space left: {0}")]
+    NoSpace(String),
+    /// An offset or range outside the space.
+    #[error("range {offset}+{len} is outside the space of {size} bytes")]
+    OutOfRange {
+        /// Start of the range.
+        offset: u64,
+        /// Its length.
+        len: u64,
+        /// The space's size.
+        size: u64,
+    },
+    /// An earlier I/O error left unsynced state behind; reopen the space.
+    #[error("an earlier I/O error poisoned the space; reopen it")]
+    Poisoned,
+    /// An error from the extent index.
+    #[error("extent index: {0}")]
+    Tree(#[from] flextree::Error),
+}
+
+/// Result alias for this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+pub(crate) fn io(file: &str) -> impl Fn(io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        file: file.to_string(),
+        source,
+    }
+}

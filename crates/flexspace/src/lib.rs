@@ -1,0 +1,30 @@
+//! FlexSpace: a persistent, crash-safe flexible address space (§4 of the
+//! FlexSpace paper, called FlexFile in its arXiv version).
+//!
+//! A space is a byte array in which ranges can be inserted and removed in
+//! the middle in O(log N) as well as read and overwritten. It lives in three
+//! files in one directory: `data` (4 MiB segments, log-structured), `tree`
+//! (copy-on-write FlexTree checkpoints) and `log` (the logical log of index
+//! operations since the last checkpoint). All I/O goes through the
+//! [`Storage`] trait: real files ([`FileStorage`]) or the fault-injecting
+//! [`FaultStorage`] used by the crash tests.
+//!
+//! Durability contract: after [`FlexSpace::sync`] returns, the content
+//! survives a crash; a crash at any moment recovers exactly the content of
+//! one commit point no older than the last completed `sync` (commits also
+//! happen on their own between operations), never a mixture.
+
+mod counting;
+mod error;
+mod fault;
+mod log;
+mod options;
+mod segments;
+mod space;
+mod storage;
+
+pub use error::{Error, Result};
+pub use fault::{Fault, FaultStorage};
+pub use options::{Options, MAX_EXTENT, SEGMENT_SIZE};
+pub use space::{FlexSpace, Stats};
+pub use storage::{FileStorage, Storage, StorageFile};

@@ -1,0 +1,844 @@
+//! FlexSpace: the persistent flexible address space (§4).
+//!
+//! Write path: data goes to the open segment's in-memory buffer (log-
+//! structured allocation: every write lands at the end of the open segment);
+//! the extent index (FlexTree) is updated in memory and the operation is
+//! appended to the log buffer. A *commit* writes the buffered data and syncs
+//! the data file, then appends the log entries with a commit entry and syncs
+//! the log (the barriers of Figure 9). A *checkpoint* commits, writes the
+//! tree copy-on-write, then restarts the log under the tree's new version.
+//!
+//! Invariants:
+//! - Commits happen only between operations, so every committed state is
+//!   the result of whole operations; recovery (load checkpoint, replay the
+//!   committed batches of its version) yields exactly one committed state.
+//! - `sync()` is a commit: its state survives any later crash.
+//! - Space freed by collapses, overwrites or relocations is reused only
+//!   after the commit that recorded the change (see `segments`).
+//! - Garbage collection runs at the start of an operation, never inside one,
+//!   and commits before the operation changes anything.
+//! - After an I/O error during a commit the space is poisoned: mutations
+//!   fail with `Poisoned`, and reopening recovers the last commit.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use flextree::FlexTree;
+use parking_lot::RwLock;
+
+use crate::counting::CountingFile;
+use crate::error::{io, Error, Result};
+use crate::log::{self, LogOp};
+use crate::options::{Options, MAX_EXTENT, SEGMENT_SIZE};
+use crate::segments::{for_each_part, Segments};
+use crate::storage::{FileStorage, Storage, StorageFile};
+
+const DATA: &str = "data";
+const TREE: &str = "tree";
+const LOG: &str = "log";
+/// Checkpoint metadata: format magic and segment size.
+const META_MAGIC: &[u8; 8] = b"FLEXSPC1";
+/// Free segments kept for garbage collection's relocations.
+const RESERVE_SEGMENTS: usize = 2;
+
+/// Counters of a FlexSpace.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Stats {
+    /// Size of the address space.
+    pub len: u64,
+    /// Bytes written to the data file.
+    pub data_bytes_written: u64,
+    /// Bytes written to the tree file.
+    pub tree_bytes_written: u64,
+    /// Bytes written to the log file.
+    pub log_bytes_written: u64,
+    /// Segments in the data file.
+    pub segments: usize,
+    /// Free segments.
+    pub free_segments: usize,
+    /// Valid bytes over the capacity of the non-free segments.
+    pub segment_utilization: f64,
+    /// Garbage-collection rounds.
+    pub gc_runs: u64,
+    /// Bytes relocated by garbage collection.
+    pub gc_relocated_bytes: u64,
+    /// Log commits.
+    pub commits: u64,
+    /// Tree checkpoints.
+    pub checkpoints: u64,
+    /// Extents in the index.
+    pub extents: u64,
+    /// Whether there are changes not yet committed.
+    pub uncommitted: bool,
+}
+
+struct Files {
+    data: Arc<CountingFile>,
+    tree: Arc<CountingFile>,
+    log: Arc<CountingFile>,
+}
+
+struct Inner {
+    tree: FlexTree,
+    files: Files,
+    opts: Options,
+    seg: Segments,
+    /// Contents of the open segment from its start.
+    buf: Vec<u8>,
+    /// Bytes of the open segment in use / already written to the file.
+    fill: u64,
+    flushed: u64,
+    log_buf: Vec<u8>,
+    log_end: u64,
+    commit_seq: u64,
+    dirty: bool,
+    poisoned: bool,
+    closed: bool,
+    stats: Stats,
+}
+
+/// A persistent, crash-safe flexible address space.
+///
+/// ```
+/// use flexspace::{FaultStorage, FlexSpace, Options};
+/// use std::sync::Arc;
+/// let storage = Arc::new(FaultStorage::new());
+/// let space = FlexSpace::open_with_storage(storage, Options::new().create(true)).unwrap();
+/// space.insert(0, b"world").unwrap();
+/// space.insert(0, b"hello ").unwrap();
+/// let mut buf = [0u8; 11];
+/// space.read(0, &mut buf).unwrap();
+/// assert_eq!(&buf, b"hello world");
+/// space.sync().unwrap();
+/// ```
+pub struct FlexSpace {
+    inner: RwLock<Inner>,
+    _storage: Arc<dyn Storage>,
+}
+
+fn meta() -> Vec<u8> {
+    let mut m = META_MAGIC.to_vec();
+    m.extend_from_slice(&SEGMENT_SIZE.to_le_bytes());
+    m
+}
+
+fn corrupt(file: &str, detail: impl Into<String>) -> Error {
+    Error::Corrupt {
+        file: file.to_string(),
+        detail: detail.into(),
+    }
+}
+
+fn open_counted(storage: &dyn Storage, name: &str, create: bool) -> Result<Arc<CountingFile>> {
+    let f = storage.open_file(name, create).map_err(io(name))?;
+    Ok(Arc::new(CountingFile::new(f)))
+}
+
+impl FlexSpace {
+    /// Opens the space in directory `dir` (real files, locked).
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<FlexSpace> {
+        let dir = dir.as_ref();
+        let storage = FileStorage::open(dir, options.create)?;
+        let has_tree = storage.exists(TREE).map_err(io(TREE))?;
+        if !has_tree && !options.create {
+            return Err(Error::NotAFlexSpace(dir.to_path_buf()));
+        }
+        Self::open_with_storage(Arc::new(storage), options).map_err(|e| match e {
+            Error::NotAFlexSpace(_) => Error::NotAFlexSpace(dir.to_path_buf()),
+            e => e,
+        })
+    }
+
+    /// Opens the space on any storage backend.
+    pub fn open_with_storage(storage: Arc<dyn Storage>, options: Options) -> Result<FlexSpace> {
+        let exists = |n| storage.exists(n).map_err(io(n));
+        let (has_tree, has_data, has_log) = (exists(TREE)?, exists(DATA)?, exists(LOG)?);
+        let inner = if !has_tree && !has_data && !has_log {
+            if !options.create {
+                return Err(Error::NotAFlexSpace(Default::default()));
+            }
+            Inner::create(storage.as_ref(), options)?
+        } else if has_tree && has_data && has_log {
+            Inner::recover(storage.as_ref(), options)?
+        } else {
+            return Err(Error::NotAFlexSpace(Default::default()));
+        };
+        Ok(FlexSpace {
+            inner: RwLock::new(inner),
+            _storage: storage,
+        })
+    }
+
+    /// Checkpoints and closes the space.
+    pub fn close(self) -> Result<()> {
+        let mut g = self.inner.write();
+        g.close()
+    }
+
+    /// Size of the space in bytes.
+    pub fn len(&self) -> u64 {
+        self.inner.read().tree.len()
+    }
+
+    /// Whether the space is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reads up to `buf.len()` bytes at `offset`; returns the bytes read
+    /// (fewer at the end of the space; holes read as zeros).
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let g = self.inner.read();
+        let size = g.tree.len();
+        if offset > size {
+            return Err(Error::OutOfRange {
+                offset,
+                len: buf.len() as u64,
+                size,
+            });
+        }
+        let n = (buf.len() as u64).min(size - offset) as usize;
+        if n > 0 {
+            g.read_into(offset, &mut buf[..n])?;
+        }
+        Ok(n)
+    }
+
+    /// Overwrites `data.len()` bytes at `offset` (extending the space; a
+    /// gap past the end becomes a hole).
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.mutate(data.len() as u64, |g| g.write(offset, data))
+    }
+
+    /// Inserts `data` at `offset`, shifting later bytes up.
+    pub fn insert(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.mutate(data.len() as u64, |g| {
+            g.check_point(offset)?;
+            g.insert(offset, data)
+        })
+    }
+
+    /// Removes `len` bytes at `offset`, shifting later bytes down.
+    pub fn collapse(&self, offset: u64, len: u64) -> Result<()> {
+        self.mutate(0, |g| {
+            g.check_range(offset, len)?;
+            g.collapse(offset, len)
+        })
+    }
+
+    /// Replaces the `old_len` bytes at `offset` with `data`.
+    pub fn update(&self, offset: u64, data: &[u8], old_len: u64) -> Result<()> {
+        self.mutate(data.len() as u64, |g| {
+            g.check_range(offset, old_len)?;
+            if old_len > 0 {
+                g.collapse(offset, old_len)?;
+            }
+            g.insert(offset, data)
+        })
+    }
+
+    /// Reads from the start of the extent containing `offset`: returns the
+    /// extent's start and the bytes read (at most the extent's length).
+    pub fn read_extent(&self, offset: u64, buf: &mut [u8]) -> Result<(u64, usize)> {
+        let g = self.inner.read();
+        let e = g.tree.extent_at(offset).map_err(|_| Error::OutOfRange {
+            offset,
+            len: 1,
+            size: g.tree.len(),
+        })?;
+        let n = (buf.len() as u64).min(e.len) as usize;
+        if n > 0 {
+            g.read_into(e.offset, &mut buf[..n])?;
+        }
+        Ok((e.offset, n))
+    }
+
+    /// Tags the extent starting at `offset` (splitting an extent there).
+    pub fn set_tag(&self, offset: u64, tag: u16) -> Result<()> {
+        self.mutate(0, |g| {
+            g.tree.set_tag(offset, tag).map_err(|_| Error::OutOfRange {
+                offset,
+                len: 1,
+                size: g.tree.len(),
+            })?;
+            g.log(LogOp::Tag { loff: offset, tag });
+            Ok(())
+        })
+    }
+
+    /// The tag of the extent starting at `offset` (0 inside an extent).
+    pub fn get_tag(&self, offset: u64) -> Result<u16> {
+        let g = self.inner.read();
+        g.tree.get_tag(offset).map_err(|_| Error::OutOfRange {
+            offset,
+            len: 1,
+            size: g.tree.len(),
+        })
+    }
+
+    /// Rewrites `offset..offset + len` into fresh, contiguous segments.
+    pub fn defrag(&self, offset: u64, len: u64) -> Result<()> {
+        self.mutate(len, |g| {
+            g.check_range(offset, len)?;
+            g.relocate(offset, len)
+        })
+    }
+
+    /// Sets the size of the space (cutting or appending a hole).
+    pub fn truncate(&self, len: u64) -> Result<()> {
+        self.mutate(0, |g| {
+            let size = g.tree.len();
+            if len < size {
+                g.collapse(len, size - len)
+            } else if len > size {
+                g.hole(size, len - size)
+            } else {
+                Ok(())
+            }
+        })
+    }
+
+    /// Makes everything done so far durable.
+    pub fn sync(&self) -> Result<()> {
+        let mut g = self.inner.write();
+        g.check_usable()?;
+        g.commit()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        self.inner.read().stats()
+    }
+
+    /// Drops the space's files from the page cache (for cold-read
+    /// benchmarks).
+    pub fn drop_caches(&self) -> Result<()> {
+        let g = self.inner.read();
+        g.files.data.drop_cache().map_err(io(DATA))?;
+        g.files.tree.drop_cache().map_err(io(TREE))?;
+        g.files.log.drop_cache().map_err(io(LOG))
+    }
+
+    /// Runs a mutation that may add `new_bytes` of data: makes room first
+    /// (commit, GC), then applies it, then commits if the log buffer is big.
+    fn mutate(&self, new_bytes: u64, f: impl FnOnce(&mut Inner) -> Result<()>) -> Result<()> {
+        let mut g = self.inner.write();
+        g.check_usable()?;
+        g.ensure_space(new_bytes)?;
+        match f(&mut g) {
+            Ok(()) => {}
+            Err(e @ (Error::Io { .. } | Error::Poisoned)) => {
+                g.poisoned = true;
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        }
+        if g.log_buf.len() >= g.opts.commit_log_bytes {
+            g.commit()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for FlexSpace {
+    fn drop(&mut self) {
+        let mut g = self.inner.write();
+        if !g.closed && !g.poisoned {
+            // Errors cannot be reported from drop; the last commit is safe.
+            let _ = g.close();
+        }
+    }
+}
+
+impl Inner {
+    fn create(storage: &dyn Storage, opts: Options) -> Result<Inner> {
+        let files = Files {
+            data: open_counted(storage, DATA, true)?,
+            tree: open_counted(storage, TREE, true)?,
+            log: open_counted(storage, LOG, true)?,
+        };
+        let mut tree = FlexTree::new();
+        tree.set_merge_limit(MAX_EXTENT);
+        let version = tree.checkpoint(files.tree.as_ref(), &meta())?;
+        files.log.set_len(0).map_err(io(LOG))?;
+        files
+            .log
+            .write_all_at(0, &log::header(version))
+            .map_err(io(LOG))?;
+        files.log.sync().map_err(io(LOG))?;
+        let nseg = (opts.max_data_size / SEGMENT_SIZE).max(8) as usize;
+        Ok(Self::assemble(tree, files, opts, vec![0; nseg], 0))
+    }
+
+    fn assemble(tree: FlexTree, files: Files, opts: Options, valid: Vec<u64>, seq: u64) -> Inner {
+        Inner {
+            tree,
+            files,
+            opts,
+            seg: Segments::new(valid),
+            buf: Vec::new(),
+            fill: 0,
+            flushed: 0,
+            log_buf: Vec::new(),
+            log_end: log::HEADER as u64,
+            commit_seq: seq,
+            dirty: false,
+            poisoned: false,
+            closed: false,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Recovery: newest checkpoint, then the committed log batches of its
+    /// version, then segment utilization from the extents.
+    fn recover(storage: &dyn Storage, opts: Options) -> Result<Inner> {
+        let files = Files {
+            data: open_counted(storage, DATA, false)?,
+            tree: open_counted(storage, TREE, false)?,
+            log: open_counted(storage, LOG, false)?,
+        };
+        let (mut tree, cp) = FlexTree::load(files.tree.as_ref()).map_err(|e| match e {
+            flextree::Error::Io(e) => Error::Io {
+                file: TREE.into(),
+                source: e,
+            },
+            e => corrupt(TREE, e.to_string()),
+        })?;
+        if cp.meta != meta() {
+            return Err(Error::NotAFlexSpace(Default::default()));
+        }
+        tree.set_merge_limit(MAX_EXTENT);
+        let log_len = files.log.len().map_err(io(LOG))?;
+        let mut bytes = vec![0u8; log_len as usize];
+        files.log.read_exact_at(0, &mut bytes).map_err(io(LOG))?;
+        let mut log_end = log::HEADER as u64;
+        let mut seq = 0;
+        match log::parse_header(&bytes) {
+            Some(v) if v == cp.version => {
+                let r = log::replay(&bytes[log::HEADER..]);
+                for op in r.batches.iter().flatten() {
+                    apply(&mut tree, op)
+                        .map_err(|e| corrupt(LOG, format!("replaying {op:?}: {e}")))?;
+                }
+                log_end += r.valid_len as u64;
+                seq = r.last_seq;
+            }
+            // A checkpoint finished but the log restart did not: the tree
+            // holds everything the log did.
+            Some(v) if v < cp.version => {}
+            Some(v) => {
+                return Err(corrupt(
+                    LOG,
+                    format!("log version {v} is newer than tree version {}", cp.version),
+                ))
+            }
+            // A torn header of an emptied log (crash while restarting it).
+            None if log_len <= log::HEADER as u64 => {}
+            None => return Err(corrupt(LOG, "invalid log header")),
+        }
+        if log::parse_header(&bytes).is_none_or(|v| v != cp.version) {
+            files.log.set_len(0).map_err(io(LOG))?;
+            files
+                .log
+                .write_all_at(0, &log::header(cp.version))
+                .map_err(io(LOG))?;
+            files.log.sync().map_err(io(LOG))?;
+        } else if log_end < log_len {
+            files.log.set_len(log_end).map_err(io(LOG))?;
+            files.log.sync().map_err(io(LOG))?;
+        }
+        let mut valid = vec![0u64; (opts.max_data_size / SEGMENT_SIZE).max(8) as usize];
+        for e in tree.extents_from(0)? {
+            if let Some(a) = e.addr {
+                for_each_part(a, e.len, |s, n| {
+                    if valid.len() <= s as usize {
+                        valid.resize(s as usize + 1, 0);
+                    }
+                    valid[s as usize] += n;
+                });
+            }
+        }
+        for (s, &v) in valid.iter().enumerate() {
+            if v > SEGMENT_SIZE {
+                return Err(corrupt(TREE, format!("segment {s} holds {v} valid bytes")));
+            }
+        }
+        let mut inner = Self::assemble(tree, files, opts, valid, seq);
+        inner.log_end = log_end;
+        Ok(inner)
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        if self.poisoned {
+            Err(Error::Poisoned)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn check_point(&self, offset: u64) -> Result<()> {
+        if offset <= self.tree.len() {
+            Ok(())
+        } else {
+            Err(Error::OutOfRange {
+                offset,
+                len: 0,
+                size: self.tree.len(),
+            })
+        }
+    }
+
+    fn check_range(&self, offset: u64, len: u64) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.tree.len() => Ok(()),
+            _ => Err(Error::OutOfRange {
+                offset,
+                len,
+                size: self.tree.len(),
+            }),
+        }
+    }
+
+    fn log(&mut self, op: LogOp) {
+        log::encode(&mut self.log_buf, &op);
+        self.dirty = true;
+    }
+
+    /// Live data is capped at 30/32 of the capacity.
+    fn capacity_cap(&self) -> u64 {
+        self.seg.count() as u64 * SEGMENT_SIZE / 32 * 30
+    }
+
+    /// Makes room for `new_bytes` of data before an operation changes
+    /// anything: a commit releases pending segments, then GC relocates.
+    fn ensure_space(&mut self, new_bytes: u64) -> Result<()> {
+        if new_bytes == 0 {
+            return Ok(());
+        }
+        if self.seg.total_valid() + new_bytes > self.capacity_cap() {
+            return Err(Error::NoSpace(format!(
+                "{new_bytes} more bytes would exceed 30/32 of the {}-byte data file",
+                self.seg.count() as u64 * SEGMENT_SIZE
+            )));
+        }
+        let need = new_bytes.div_ceil(SEGMENT_SIZE) as usize + 1 + RESERVE_SEGMENTS;
+        if self.seg.free_count() >= need {
+            return Ok(());
+        }
+        if self.seg.pending_count() > 0 {
+            self.commit()?;
+        }
+        if self.seg.free_count() < need {
+            self.gc(need)?;
+        }
+        if self.seg.free_count() < need.min(self.seg.count()) {
+            return Err(Error::NoSpace(format!(
+                "garbage collection could not free {need} segments"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Relocates the valid extents of the least utilized segments until
+    /// `target` segments are free, then commits so they can be reused.
+    fn gc(&mut self, target: usize) -> Result<()> {
+        let limit = SEGMENT_SIZE / 32 * 30;
+        let mut victims = Vec::new();
+        let mut moving = 0u64;
+        let room = |s: &Self| {
+            s.seg.free_count() as u64 * SEGMENT_SIZE
+                + s.seg.open.map_or(0, |_| SEGMENT_SIZE - s.fill)
+        };
+        for s in self.seg.gc_candidates() {
+            let v = self.seg.valid[s as usize];
+            // Relocation needs room for what moves, with a segment to spare.
+            if v > limit || moving + v + SEGMENT_SIZE > room(self) {
+                break;
+            }
+            victims.push(s);
+            moving += v;
+            if victims.len() >= target {
+                break;
+            }
+        }
+        if victims.is_empty() {
+            return Ok(());
+        }
+        self.stats.gc_runs += 1;
+        // One scan of the index finds every piece in a victim segment.
+        let mut pieces = Vec::new();
+        for e in self.tree.extents_from(0)? {
+            let Some(a) = e.addr else { continue };
+            for &v in &victims {
+                let (lo, hi) = (u64::from(v) * SEGMENT_SIZE, u64::from(v + 1) * SEGMENT_SIZE);
+                let (from, to) = (a.max(lo), (a + e.len).min(hi));
+                if from < to {
+                    pieces.push((e.offset + (from - a), to - from));
+                }
+            }
+        }
+        for (loff, len) in pieces {
+            self.relocate(loff, len)?;
+            self.stats.gc_relocated_bytes += len;
+        }
+        self.commit()
+    }
+
+    /// Copies `loff..loff + len` to freshly allocated space and remaps it.
+    fn relocate(&mut self, loff: u64, len: u64) -> Result<()> {
+        let mut data = vec![0u8; len as usize];
+        self.read_into(loff, &mut data)?;
+        let mut done = 0u64;
+        while done < len {
+            let ext = self.tree.extent_at(loff + done)?;
+            let run = (ext.offset + ext.len - (loff + done)).min(len - done);
+            if ext.addr.is_none() {
+                done += run;
+                continue;
+            }
+            let (addr, got) = self.alloc(run.min(MAX_EXTENT))?;
+            for p in self.tree.query(loff + done, got)? {
+                if let Some(a) = p.addr {
+                    self.seg.remove(a, p.len);
+                }
+            }
+            self.put_data(addr, &data[done as usize..(done + got) as usize]);
+            self.tree.remap(loff + done, got, addr)?;
+            self.seg.add(addr, got);
+            self.log(LogOp::Remap {
+                loff: loff + done,
+                len: got,
+                addr,
+            });
+            done += got;
+        }
+        Ok(())
+    }
+
+    /// Allocates up to `max` contiguous bytes at the end of the open
+    /// segment (opening a free one when it is full).
+    fn alloc(&mut self, max: u64) -> Result<(u64, u64)> {
+        if self.seg.open.is_none() || self.fill >= SEGMENT_SIZE {
+            self.close_segment()?;
+            let s = self
+                .seg
+                .take_free()
+                .ok_or_else(|| Error::NoSpace("no free segment".into()))?;
+            self.seg.open = Some(s);
+            self.fill = 0;
+            self.flushed = 0;
+            self.buf.clear();
+        }
+        let s = self.seg.open.unwrap_or_default();
+        let got = max.min(SEGMENT_SIZE - self.fill);
+        let addr = u64::from(s) * SEGMENT_SIZE + self.fill;
+        self.fill += got;
+        Ok((addr, got))
+    }
+
+    /// Copies `data` into the open segment's buffer at `addr`.
+    fn put_data(&mut self, addr: u64, data: &[u8]) {
+        let at = (addr % SEGMENT_SIZE) as usize;
+        if self.buf.len() < at + data.len() {
+            self.buf.resize(at + data.len(), 0);
+        }
+        self.buf[at..at + data.len()].copy_from_slice(data);
+    }
+
+    /// Writes the unwritten part of the open segment's buffer.
+    fn flush_segment(&mut self) -> Result<()> {
+        if let Some(s) = self.seg.open {
+            if self.flushed < self.fill {
+                let at = u64::from(s) * SEGMENT_SIZE + self.flushed;
+                self.files
+                    .data
+                    .write_all_at(at, &self.buf[self.flushed as usize..self.fill as usize])
+                    .map_err(io(DATA))?;
+                self.flushed = self.fill;
+            }
+        }
+        Ok(())
+    }
+
+    fn close_segment(&mut self) -> Result<()> {
+        self.flush_segment()?;
+        self.seg.close_open();
+        Ok(())
+    }
+
+    fn insert(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        let mut done = 0usize;
+        while done < data.len() {
+            let (addr, got) = self.alloc(((data.len() - done) as u64).min(MAX_EXTENT))?;
+            let chunk = &data[done..done + got as usize];
+            self.put_data(addr, chunk);
+            let loff = offset + done as u64;
+            self.tree.insert(loff, got, addr)?;
+            self.seg.add(addr, got);
+            self.log(LogOp::Insert {
+                loff,
+                len: got,
+                addr,
+            });
+            done += got as usize;
+        }
+        Ok(())
+    }
+
+    fn hole(&mut self, offset: u64, len: u64) -> Result<()> {
+        self.tree.insert_hole(offset, len)?;
+        self.log(LogOp::Hole { loff: offset, len });
+        Ok(())
+    }
+
+    fn collapse(&mut self, offset: u64, len: u64) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        for p in self.tree.query(offset, len)? {
+            if let Some(a) = p.addr {
+                self.seg.remove(a, p.len);
+            }
+        }
+        self.tree.collapse(offset, len)?;
+        self.log(LogOp::Collapse { loff: offset, len });
+        Ok(())
+    }
+
+    fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let size = self.tree.len();
+        if offset > size {
+            self.hole(size, offset - size)?;
+        }
+        let overlap = (data.len() as u64).min(self.tree.len() - offset);
+        self.collapse(offset, overlap)?;
+        self.insert(offset, data)
+    }
+
+    /// Reads `buf.len()` bytes at `offset` (inside the space).
+    fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let mut at = 0usize;
+        for p in self.tree.query(offset, buf.len() as u64)? {
+            let out = &mut buf[at..at + p.len as usize];
+            match p.addr {
+                None => out.fill(0),
+                Some(a) if self.seg.open == Some((a / SEGMENT_SIZE) as u32) => {
+                    let s = (a % SEGMENT_SIZE) as usize;
+                    out.copy_from_slice(&self.buf[s..s + out.len()]);
+                }
+                Some(a) => self.files.data.read_exact_at(a, out).map_err(io(DATA))?,
+            }
+            at += p.len as usize;
+        }
+        Ok(())
+    }
+
+    /// Commit: data to the data file and sync, then the log batch and its
+    /// commit entry and sync (Figure 9). Pending segments become free.
+    fn commit(&mut self) -> Result<()> {
+        if !self.dirty {
+            return Ok(());
+        }
+        let result = self.commit_inner();
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result?;
+        if self.log_end - log::HEADER as u64 > self.opts.checkpoint_log_bytes {
+            self.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    fn commit_inner(&mut self) -> Result<()> {
+        self.flush_segment()?;
+        self.files.data.sync().map_err(io(DATA))?;
+        self.commit_seq += 1;
+        let body = std::mem::take(&mut self.log_buf);
+        let mut out = body.clone();
+        log::encode_commit(&mut out, self.commit_seq, &body);
+        self.files
+            .log
+            .write_all_at(self.log_end, &out)
+            .map_err(io(LOG))?;
+        self.files.log.sync().map_err(io(LOG))?;
+        self.log_end += out.len() as u64;
+        self.seg.release_pending();
+        self.dirty = false;
+        self.stats.commits += 1;
+        Ok(())
+    }
+
+    /// Commit, copy-on-write checkpoint of the tree, then restart the log
+    /// under the new version: truncate (sync) before writing the header, so
+    /// old entries are never read under the new version.
+    fn checkpoint(&mut self) -> Result<()> {
+        self.commit()?;
+        let r: Result<()> = (|| {
+            let version = self.tree.checkpoint(self.files.tree.as_ref(), &meta())?;
+            self.files.log.set_len(0).map_err(io(LOG))?;
+            self.files.log.sync().map_err(io(LOG))?;
+            self.files
+                .log
+                .write_all_at(0, &log::header(version))
+                .map_err(io(LOG))?;
+            self.files.log.sync().map_err(io(LOG))?;
+            Ok(())
+        })();
+        if r.is_err() {
+            self.poisoned = true;
+        }
+        r?;
+        self.log_end = log::HEADER as u64;
+        self.stats.checkpoints += 1;
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.check_usable()?;
+        self.dirty = true;
+        self.checkpoint()?;
+        self.closed = true;
+        Ok(())
+    }
+
+    fn stats(&self) -> Stats {
+        let used = self.seg.count() - self.seg.free_count();
+        Stats {
+            len: self.tree.len(),
+            data_bytes_written: self.files.data.written(),
+            tree_bytes_written: self.files.tree.written(),
+            log_bytes_written: self.files.log.written(),
+            segments: self.seg.count(),
+            free_segments: self.seg.free_count(),
+            segment_utilization: if used == 0 {
+                0.0
+            } else {
+                self.seg.total_valid() as f64 / (used as u64 * SEGMENT_SIZE) as f64
+            },
+            gc_runs: self.stats.gc_runs,
+            gc_relocated_bytes: self.stats.gc_relocated_bytes,
+            commits: self.stats.commits,
+            checkpoints: self.stats.checkpoints,
+            extents: self.tree.extent_count(),
+            uncommitted: self.dirty,
+        }
+    }
+}
+
+/// Applies one replayed log entry to the tree.
+fn apply(tree: &mut FlexTree, op: &LogOp) -> flextree::Result<()> {
+    match *op {
+        LogOp::Insert { loff, len, addr } => tree.insert(loff, len, addr),
+        LogOp::Hole { loff, len } => tree.insert_hole(loff, len),
+        LogOp::Collapse { loff, len } => tree.collapse(loff, len),
+        LogOp::Remap { loff, len, addr } => tree.remap(loff, len, addr),
+        LogOp::Tag { loff, tag } => tree.set_tag(loff, tag),
+    }
+}

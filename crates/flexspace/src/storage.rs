@@ -1,0 +1,111 @@
+//! The storage backend: a directory of named files.
+//!
+//! Invariants: every byte flexspace persists goes through a [`Storage`];
+//! `FileStorage` holds an exclusive `flock` on the directory's `lock` file
+//! for its whole life, so a second open of the same directory (from this
+//! process or another) fails with `Locked`.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use flextree::StorageFile;
+
+use crate::error::{Error, Result};
+
+/// A directory of files.
+pub trait Storage: Send + Sync {
+    /// Opens the file `name`, creating it (empty) when `create` is set;
+    /// a missing file without `create` is `NotFound`.
+    fn open_file(&self, name: &str, create: bool) -> io::Result<Arc<dyn StorageFile>>;
+    /// Whether the file `name` exists.
+    fn exists(&self, name: &str) -> io::Result<bool>;
+}
+
+/// Real files in a directory, locked for exclusive use.
+pub struct FileStorage {
+    dir: PathBuf,
+    _lock: File,
+}
+
+impl FileStorage {
+    /// Opens (and with `create`, creates) the directory and locks it.
+    pub fn open(dir: &Path, create: bool) -> Result<FileStorage> {
+        if create {
+            std::fs::create_dir_all(dir).map_err(crate::error::io("directory"))?;
+        } else if !dir.is_dir() {
+            return Err(Error::NotAFlexSpace(dir.to_path_buf()));
+        }
+        let lock = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join("lock"))
+            .map_err(crate::error::io("lock"))?;
+        // SAFETY: flock on a file descriptor we own; it only takes an
+        // advisory lock and cannot touch memory.
+        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            return Err(Error::Locked(dir.to_path_buf()));
+        }
+        Ok(FileStorage {
+            dir: dir.to_path_buf(),
+            _lock: lock,
+        })
+    }
+}
+
+impl Storage for FileStorage {
+    fn open_file(&self, name: &str, create: bool) -> io::Result<Arc<dyn StorageFile>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(false)
+            .open(self.dir.join(name))?;
+        Ok(Arc::new(RealFile { file }))
+    }
+
+    fn exists(&self, name: &str) -> io::Result<bool> {
+        self.dir.join(name).try_exists()
+    }
+}
+
+/// One real file.
+pub struct RealFile {
+    file: File,
+}
+
+impl StorageFile for RealFile {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.file.read_exact_at(buf, offset)
+    }
+    fn write_all_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(data, offset)
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+    fn drop_cache(&self) -> io::Result<()> {
+        // SAFETY: posix_fadvise only advises the kernel about our own
+        // descriptor's page cache; no memory is touched.
+        let rc = unsafe {
+            libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED)
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::from_raw_os_error(rc))
+        }
+    }
+}
