@@ -38,8 +38,8 @@ const TREE: &str = "tree";
 const LOG: &str = "log";
 /// Checkpoint metadata: format magic and segment size.
 const META_MAGIC: &[u8; 8] = b"FLEXSPC1";
-/// Free segments kept for garbage collection's relocations.
-const RESERVE_SEGMENTS: usize = 2;
+/// Room (in segments) kept free for garbage collection's relocations.
+const RESERVE_SEGMENTS: usize = 1;
 
 /// Counters of a FlexSpace.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -509,8 +509,16 @@ impl Inner {
         self.seg.count() as u64 * SEGMENT_SIZE / 32 * 30
     }
 
+    /// Bytes that can be allocated without reusing anything: the rest of
+    /// the open segment and the free segments.
+    fn available(&self) -> u64 {
+        self.seg.free_count() as u64 * SEGMENT_SIZE
+            + self.seg.open.map_or(0, |_| SEGMENT_SIZE - self.fill)
+    }
+
     /// Makes room for `new_bytes` of data before an operation changes
-    /// anything: a commit releases pending segments, then GC relocates.
+    /// anything: a commit releases pending segments, then GC relocates, so
+    /// that a segment's worth of room stays for the next relocation.
     fn ensure_space(&mut self, new_bytes: u64) -> Result<()> {
         if new_bytes == 0 {
             return Ok(());
@@ -521,45 +529,43 @@ impl Inner {
                 self.seg.count() as u64 * SEGMENT_SIZE
             )));
         }
-        let need = new_bytes.div_ceil(SEGMENT_SIZE) as usize + 1 + RESERVE_SEGMENTS;
-        if self.seg.free_count() >= need {
+        let want = new_bytes + RESERVE_SEGMENTS as u64 * SEGMENT_SIZE;
+        if self.available() >= want {
             return Ok(());
         }
         if self.seg.pending_count() > 0 {
             self.commit()?;
         }
-        if self.seg.free_count() < need {
-            self.gc(need)?;
+        while self.available() < want {
+            let before = self.available();
+            self.gc_round()?;
+            if self.available() <= before {
+                break;
+            }
         }
-        if self.seg.free_count() < need.min(self.seg.count()) {
+        if self.available() < new_bytes {
             return Err(Error::NoSpace(format!(
-                "garbage collection could not free {need} segments"
+                "garbage collection could not make room for {new_bytes} bytes"
             )));
         }
         Ok(())
     }
 
-    /// Relocates the valid extents of the least utilized segments until
-    /// `target` segments are free, then commits so they can be reused.
-    fn gc(&mut self, target: usize) -> Result<()> {
+    /// One garbage-collection round: relocates the valid extents of the
+    /// least utilized segments (at most 30/32 full, as many as the free
+    /// room can take), then commits so they can be reused.
+    fn gc_round(&mut self) -> Result<()> {
         let limit = SEGMENT_SIZE / 32 * 30;
+        let room = self.available();
         let mut victims = Vec::new();
         let mut moving = 0u64;
-        let room = |s: &Self| {
-            s.seg.free_count() as u64 * SEGMENT_SIZE
-                + s.seg.open.map_or(0, |_| SEGMENT_SIZE - s.fill)
-        };
         for s in self.seg.gc_candidates() {
             let v = self.seg.valid[s as usize];
-            // Relocation needs room for what moves, with a segment to spare.
-            if v > limit || moving + v + SEGMENT_SIZE > room(self) {
+            if v > limit || moving + v > room || victims.len() >= 16 {
                 break;
             }
             victims.push(s);
             moving += v;
-            if victims.len() >= target {
-                break;
-            }
         }
         if victims.is_empty() {
             return Ok(());
