@@ -152,13 +152,29 @@ impl FlexSpace {
     /// Opens the space on any storage backend.
     pub fn open_with_storage(storage: Arc<dyn Storage>, options: Options) -> Result<FlexSpace> {
         let exists = |n| storage.exists(n).map_err(io(n));
-        let (has_tree, has_data, has_log) = (exists(TREE)?, exists(DATA)?, exists(LOG)?);
-        let inner = if !has_tree && !has_data && !has_log {
+        let (mut has_tree, has_data, has_log) = (exists(TREE)?, exists(DATA)?, exists(LOG)?);
+        if has_tree {
+            // The tree's first checkpoint is the last step of creation: an
+            // empty tree file means creation never completed.
+            // A crash during that checkpoint leaves no valid header while
+            // the data file is still empty: nothing was ever stored.
+            let tree = storage.open_file(TREE, false).map_err(io(TREE))?;
+            let data_len = match has_data {
+                true => storage
+                    .open_file(DATA, false)
+                    .and_then(|d| d.len())
+                    .map_err(io(DATA))?,
+                false => 0,
+            };
+            has_tree = tree.len().map_err(io(TREE))? > 0
+                && (data_len > 0 || FlexTree::load(tree.as_ref()).is_ok());
+        }
+        let inner = if !has_tree {
             if !options.create {
                 return Err(Error::NotAFlexSpace(Default::default()));
             }
             Inner::create(storage.as_ref(), options)?
-        } else if has_tree && has_data && has_log {
+        } else if has_data && has_log {
             Inner::recover(storage.as_ref(), options)?
         } else {
             return Err(Error::NotAFlexSpace(Default::default()));
@@ -357,15 +373,15 @@ impl Inner {
             tree: open_counted(storage, TREE, true)?,
             log: open_counted(storage, LOG, true)?,
         };
+        // The log first, the tree's first checkpoint last: a space exists
+        // once its tree file holds a checkpoint.
+        files.tree.set_len(0).map_err(io(TREE))?;
+        files.log.set_len(0).map_err(io(LOG))?;
+        files.log.write_all_at(0, &log::header(1)).map_err(io(LOG))?;
+        files.log.sync().map_err(io(LOG))?;
         let mut tree = FlexTree::new();
         tree.set_merge_limit(MAX_EXTENT);
-        let version = tree.checkpoint(files.tree.as_ref(), &meta())?;
-        files.log.set_len(0).map_err(io(LOG))?;
-        files
-            .log
-            .write_all_at(0, &log::header(version))
-            .map_err(io(LOG))?;
-        files.log.sync().map_err(io(LOG))?;
+        tree.checkpoint(files.tree.as_ref(), &meta())?;
         let nseg = (opts.max_data_size / SEGMENT_SIZE).max(8) as usize;
         Ok(Self::assemble(tree, files, opts, vec![0; nseg], 0))
     }
