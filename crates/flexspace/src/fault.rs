@@ -236,7 +236,10 @@ impl StorageFile for FaultFile {
     fn sync(&self) -> io::Result<()> {
         let mut s = self.state.lock();
         s.step()?;
-        if s.last_write.as_ref().is_some_and(|(f, _, _)| *f == self.name) {
+        if s.last_write
+            .as_ref()
+            .is_some_and(|(f, _, _)| *f == self.name)
+        {
             s.last_write = None;
         }
         let img = s

@@ -212,7 +212,10 @@ mod tests {
             vec![],
             vec![
                 LogOp::Collapse { loff: 0, len: 1 },
-                LogOp::Hole { loff: 5, len: 1 << 62 },
+                LogOp::Hole {
+                    loff: 5,
+                    len: 1 << 62,
+                },
                 LogOp::Remap {
                     loff: 0,
                     len: 2,

@@ -377,7 +377,10 @@ impl Inner {
         // once its tree file holds a checkpoint.
         files.tree.set_len(0).map_err(io(TREE))?;
         files.log.set_len(0).map_err(io(LOG))?;
-        files.log.write_all_at(0, &log::header(1)).map_err(io(LOG))?;
+        files
+            .log
+            .write_all_at(0, &log::header(1))
+            .map_err(io(LOG))?;
         files.log.sync().map_err(io(LOG))?;
         let mut tree = FlexTree::new();
         tree.set_merge_limit(MAX_EXTENT);

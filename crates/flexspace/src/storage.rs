@@ -99,9 +99,8 @@ impl StorageFile for RealFile {
     fn drop_cache(&self) -> io::Result<()> {
         // SAFETY: posix_fadvise only advises the kernel about our own
         // descriptor's page cache; no memory is touched.
-        let rc = unsafe {
-            libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED)
-        };
+        let rc =
+            unsafe { libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
         if rc == 0 {
             Ok(())
         } else {

@@ -95,7 +95,7 @@ fn every_crash_recovers_a_commit_no_older_than_the_last_sync() {
             Err(flexspace::Error::NotAFlexSpace(_)) if floor == 0 => Vec::new(),
             Err(e) => panic!("iteration {it} (seed {seed}, crash at {at}/{total}): {e}"),
         };
-        let ok = candidates[floor..].iter().any(|c| *c == recovered);
+        let ok = candidates[floor..].contains(&recovered);
         assert!(
             ok,
             "iteration {it} (seed {seed}, crash at {at}/{total}, tear {tear}): recovered {} bytes, \

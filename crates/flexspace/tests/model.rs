@@ -82,9 +82,7 @@ fn tags_survive_reopen_and_shift_with_data() {
 #[test]
 fn garbage_collection_keeps_a_small_data_file_usable() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Options::new()
-        .create(true)
-        .max_data_size(8 * SEGMENT_SIZE);
+    let o = Options::new().create(true).max_data_size(8 * SEGMENT_SIZE);
     let space = FlexSpace::open(dir.path(), o.clone()).unwrap();
     let mut rng = StdRng::seed_from_u64(9);
     let mut model = vec![0u8; 0];
@@ -120,9 +118,7 @@ fn garbage_collection_keeps_a_small_data_file_usable() {
 #[test]
 fn a_full_data_file_refuses_cleanly() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Options::new()
-        .create(true)
-        .max_data_size(8 * SEGMENT_SIZE);
+    let o = Options::new().create(true).max_data_size(8 * SEGMENT_SIZE);
     let space = FlexSpace::open(dir.path(), o.clone()).unwrap();
     let d = vec![5u8; 1 << 20];
     let mut n = 0u64;

@@ -26,7 +26,13 @@ pub fn random_op(rng: &mut StdRng, len: u64, max: usize) -> Op {
         let b: u8 = rng.gen();
         (0..n).map(|i| b.wrapping_add(i as u8)).collect::<Vec<u8>>()
     };
-    let at = |rng: &mut StdRng, below: u64| if below == 0 { 0 } else { rng.gen_range(0..below) };
+    let at = |rng: &mut StdRng, below: u64| {
+        if below == 0 {
+            0
+        } else {
+            rng.gen_range(0..below)
+        }
+    };
     match rng.gen_range(0..100) {
         0..=34 => Op::Insert(at(rng, len + 1), data(rng)),
         35..=49 => Op::Write(at(rng, len + 10), data(rng)),
