@@ -5,7 +5,9 @@
 //! same (noisy, shared) machine.
 
 mod baseline;
+mod device;
 mod index;
+mod space_bench;
 mod tree_bench;
 
 use std::process::ExitCode;
@@ -38,6 +40,38 @@ enum Command {
         /// Time budget per phase in seconds (O(N) baselines stop there).
         #[arg(long, default_value_t = 2.0)]
         phase_seconds: f64,
+        /// Random seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Table 2: FlexSpace against a plain file (inserts by
+    /// fallocate(FALLOC_FL_INSERT_RANGE)).
+    Space {
+        /// The write pattern.
+        #[arg(long, value_enum)]
+        pattern: space_bench::Pattern,
+        /// Bytes per operation (suffixes K, M, G).
+        #[arg(long, value_parser = device::parse_size, default_value = "4096")]
+        io_size: u64,
+        /// Bytes to write (suffixes K, M, G).
+        #[arg(long, value_parser = device::parse_size, default_value = "1G")]
+        total: u64,
+        /// Run a baseline: `file`.
+        #[arg(long)]
+        baseline: Option<String>,
+        /// Stop the baseline's insert phase after this many seconds.
+        #[arg(long, default_value_t = 30.0)]
+        baseline_seconds: f64,
+        /// Time cap of each read phase in seconds.
+        #[arg(long, default_value_t = 10.0)]
+        read_seconds: f64,
+        /// Directory for the files (default: a new temporary directory in
+        /// the current one, removed afterwards).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
         /// Random seed.
         #[arg(long, default_value_t = 1)]
         seed: u64,
@@ -85,6 +119,69 @@ fn main() -> ExitCode {
                 Err(e) => {
                     eprintln!("flexbench: {e}");
                     return ExitCode::from(2);
+                }
+            }
+        }
+        Command::Space {
+            pattern,
+            io_size,
+            total,
+            baseline,
+            baseline_seconds,
+            read_seconds,
+            dir,
+            seed,
+            json,
+        } => {
+            let baseline_file = match baseline.as_deref() {
+                None => false,
+                Some("file") => true,
+                Some(other) => {
+                    eprintln!("flexbench: unknown baseline '{other}' (expected: file)");
+                    return ExitCode::from(2);
+                }
+            };
+            let tmp;
+            let dir = match dir {
+                Some(d) => d,
+                None => match tempfile::tempdir_in(".") {
+                    Ok(t) => {
+                        tmp = t;
+                        tmp.path().to_path_buf()
+                    }
+                    Err(e) => {
+                        eprintln!("flexbench: cannot create a temporary directory: {e}");
+                        return ExitCode::from(1);
+                    }
+                },
+            };
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                eprintln!("flexbench: {}: {e}", dir.display());
+                return ExitCode::from(1);
+            }
+            let bench = space_bench::SpaceBench {
+                pattern,
+                io_size,
+                total,
+                baseline_file,
+                baseline_seconds,
+                read_seconds,
+                dir: dir.clone(),
+                seed,
+            };
+            match bench.run() {
+                Ok(results) if json => {
+                    for r in &results {
+                        println!("{}", serde_json::to_string(r).unwrap_or_default());
+                    }
+                }
+                Ok(results) => print!(
+                    "{}",
+                    space_bench::table(&results, &space_bench::counter_source(&dir))
+                ),
+                Err(e) => {
+                    eprintln!("flexbench: {e}");
+                    return ExitCode::from(1);
                 }
             }
         }

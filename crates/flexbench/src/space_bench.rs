@@ -1,0 +1,391 @@
+//! `flexbench space`: Table 2 of the paper. A write phase (random inserts,
+//! random overwrites or sequential appends of `io_size` bytes, ended by a
+//! sync), then sequential and random reads, each cold (page cache dropped)
+//! and warm. The `file` baseline runs the same patterns on a plain file in
+//! the same file system, inserting with `fallocate(FALLOC_FL_INSERT_RANGE)`.
+//!
+//! Invariants: both targets get the same sequence of offsets (same seed);
+//! write amplification is device bytes written during the write phase
+//! (including its final sync) over user bytes written.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use flexspace::{FlexSpace, Options};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use crate::device::DeviceCounter;
+
+/// A write pattern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pattern {
+    /// Insert at uniformly random offsets.
+    RandInsert,
+    /// Overwrite random aligned blocks of a prefilled space.
+    RandWrite,
+    /// Append.
+    SeqWrite,
+}
+
+impl Pattern {
+    fn name(self) -> &'static str {
+        match self {
+            Pattern::RandInsert => "rand-insert",
+            Pattern::RandWrite => "rand-write",
+            Pattern::SeqWrite => "seq-write",
+        }
+    }
+}
+
+/// One measured phase.
+#[derive(Serialize, Clone, Debug)]
+pub struct PhaseResult {
+    /// flexspace or file.
+    pub target: String,
+    /// The write pattern.
+    pub pattern: String,
+    /// Bytes per operation.
+    pub io_size: u64,
+    /// write, seq-read-cold, seq-read-warm, rand-read-cold, rand-read-warm.
+    pub phase: String,
+    /// Throughput in MB/s (10^6 bytes).
+    pub mbps: f64,
+    /// Write amplification (write phase only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wa: Option<f64>,
+    /// Bytes moved in the phase.
+    pub bytes: u64,
+    /// Seconds the phase took.
+    pub seconds: f64,
+}
+
+/// What the benchmark drives.
+trait Target {
+    fn len(&self) -> u64;
+    fn append(&mut self, data: &[u8]) -> Result<(), String>;
+    fn insert(&mut self, at: u64, data: &[u8]) -> Result<(), String>;
+    fn overwrite(&mut self, at: u64, data: &[u8]) -> Result<(), String>;
+    fn sync(&mut self) -> Result<(), String>;
+    fn read(&self, at: u64, buf: &mut [u8]) -> Result<(), String>;
+    fn drop_cache(&self) -> Result<(), String>;
+    /// Insert offsets must be multiples of this.
+    fn insert_align(&self) -> u64;
+}
+
+struct SpaceTarget(FlexSpace);
+
+impl Target for SpaceTarget {
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn append(&mut self, data: &[u8]) -> Result<(), String> {
+        self.0.insert(self.0.len(), data).map_err(|e| e.to_string())
+    }
+    fn insert(&mut self, at: u64, data: &[u8]) -> Result<(), String> {
+        self.0.insert(at, data).map_err(|e| e.to_string())
+    }
+    fn overwrite(&mut self, at: u64, data: &[u8]) -> Result<(), String> {
+        self.0.write(at, data).map_err(|e| e.to_string())
+    }
+    fn sync(&mut self) -> Result<(), String> {
+        self.0.sync().map_err(|e| e.to_string())
+    }
+    fn read(&self, at: u64, buf: &mut [u8]) -> Result<(), String> {
+        self.0.read(at, buf).map(|_| ()).map_err(|e| e.to_string())
+    }
+    fn drop_cache(&self) -> Result<(), String> {
+        self.0.drop_caches().map_err(|e| e.to_string())
+    }
+    fn insert_align(&self) -> u64 {
+        1
+    }
+}
+
+struct FileTarget {
+    file: File,
+    len: u64,
+}
+
+impl Target for FileTarget {
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn append(&mut self, data: &[u8]) -> Result<(), String> {
+        self.file
+            .write_all_at(data, self.len)
+            .map_err(|e| e.to_string())?;
+        self.len += data.len() as u64;
+        Ok(())
+    }
+    fn insert(&mut self, at: u64, data: &[u8]) -> Result<(), String> {
+        if at == self.len {
+            return self.append(data);
+        }
+        // SAFETY: fallocate on our own descriptor; it takes no pointers.
+        let rc = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_INSERT_RANGE,
+                at as libc::off_t,
+                data.len() as libc::off_t,
+            )
+        };
+        if rc != 0 {
+            return Err(format!(
+                "fallocate(INSERT_RANGE): {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        self.file
+            .write_all_at(data, at)
+            .map_err(|e| e.to_string())?;
+        self.len += data.len() as u64;
+        Ok(())
+    }
+    fn overwrite(&mut self, at: u64, data: &[u8]) -> Result<(), String> {
+        self.file.write_all_at(data, at).map_err(|e| e.to_string())
+    }
+    fn sync(&mut self) -> Result<(), String> {
+        self.file.sync_data().map_err(|e| e.to_string())
+    }
+    fn read(&self, at: u64, buf: &mut [u8]) -> Result<(), String> {
+        self.file.read_exact_at(buf, at).map_err(|e| e.to_string())
+    }
+    fn drop_cache(&self) -> Result<(), String> {
+        // SAFETY: posix_fadvise on our own descriptor; no memory is passed.
+        let rc =
+            unsafe { libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(format!("posix_fadvise: error {rc}"))
+        }
+    }
+    fn insert_align(&self) -> u64 {
+        4096
+    }
+}
+
+/// Settings of one run.
+pub struct SpaceBench {
+    /// The write pattern.
+    pub pattern: Pattern,
+    /// Bytes per operation.
+    pub io_size: u64,
+    /// Bytes to write.
+    pub total: u64,
+    /// Run the plain-file baseline too.
+    pub baseline_file: bool,
+    /// Time cap of the baseline's write phase.
+    pub baseline_seconds: f64,
+    /// Time cap of each read phase.
+    pub read_seconds: f64,
+    /// Directory for the files.
+    pub dir: std::path::PathBuf,
+    /// Random seed.
+    pub seed: u64,
+}
+
+impl SpaceBench {
+    /// Runs flexspace (and the baseline) and returns every phase.
+    pub fn run(&self) -> Result<Vec<PhaseResult>, String> {
+        if self.io_size == 0 || self.total < self.io_size {
+            return Err("--io-size must be positive and at most --total".into());
+        }
+        let mut out = Vec::new();
+        let sdir = self.dir.join("flexspace");
+        let cap = (self.total * 4).max(256 << 20);
+        let space = FlexSpace::open(&sdir, Options::new().create(true).max_data_size(cap))
+            .map_err(|e| e.to_string())?;
+        self.run_target("flexspace", &mut SpaceTarget(space), &mut out)?;
+        let _ = std::fs::remove_dir_all(&sdir);
+        if self.baseline_file {
+            if self.io_size % 4096 != 0 {
+                return Err("the file baseline needs --io-size to be a multiple of 4096".into());
+            }
+            let path = self.dir.join("baseline.file");
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .map_err(|e| e.to_string())?;
+            self.run_target("file", &mut FileTarget { file, len: 0 }, &mut out)?;
+            let _ = std::fs::remove_file(&path);
+        }
+        Ok(out)
+    }
+
+    fn run_target(
+        &self,
+        name: &str,
+        t: &mut dyn Target,
+        out: &mut Vec<PhaseResult>,
+    ) -> Result<(), String> {
+        let mut rng = StdRng::seed_from_u64(self.seed);
+        let io = self.io_size;
+        let block: Vec<u8> = (0..io).map(|i| (i * 31 + 7) as u8).collect();
+        let counter = DeviceCounter::for_dir(&self.dir);
+        if self.pattern == Pattern::RandWrite {
+            while t.len() < self.total {
+                t.append(&block)?;
+            }
+            t.sync()?;
+        }
+        let deadline = (name == "file" && self.pattern == Pattern::RandInsert)
+            .then(|| Duration::from_secs_f64(self.baseline_seconds));
+        let dev0 = counter.bytes_written();
+        let start = Instant::now();
+        let mut written = 0u64;
+        while written < self.total {
+            match self.pattern {
+                Pattern::SeqWrite => t.append(&block)?,
+                Pattern::RandInsert => {
+                    let align = t.insert_align();
+                    let at = rng.gen_range(0..=t.len() / align) * align;
+                    t.insert(at, &block)?;
+                }
+                Pattern::RandWrite => {
+                    let at = rng.gen_range(0..self.total / io) * io;
+                    t.overwrite(at, &block)?;
+                }
+            }
+            written += io;
+            if deadline.is_some_and(|d| written % (64 * io) == 0 && start.elapsed() > d) {
+                break;
+            }
+        }
+        t.sync()?;
+        let secs = start.elapsed().as_secs_f64();
+        let dev = counter.bytes_written().saturating_sub(dev0);
+        out.push(self.result(
+            name,
+            "write",
+            written,
+            secs,
+            Some(dev as f64 / written as f64),
+        ));
+        let len = t.len();
+        let mut buf = vec![0u8; io as usize];
+        for cold in [true, false] {
+            if cold {
+                t.drop_cache()?;
+            }
+            let (bytes, secs) = self.timed_reads(
+                |i| {
+                    let at = i * io;
+                    (at + io <= len).then_some(at)
+                },
+                t,
+                &mut buf,
+            )?;
+            let phase = if cold {
+                "seq-read-cold"
+            } else {
+                "seq-read-warm"
+            };
+            out.push(self.result(name, phase, bytes, secs, None));
+        }
+        let blocks = (len / io).max(1);
+        let offsets: Vec<u64> = (0..blocks).map(|_| rng.gen_range(0..blocks) * io).collect();
+        for cold in [true, false] {
+            if cold {
+                t.drop_cache()?;
+            }
+            let (bytes, secs) = self.timed_reads(
+                |i| offsets.get(i as usize).copied().filter(|&a| a + io <= len),
+                t,
+                &mut buf,
+            )?;
+            let phase = if cold {
+                "rand-read-cold"
+            } else {
+                "rand-read-warm"
+            };
+            out.push(self.result(name, phase, bytes, secs, None));
+        }
+        Ok(())
+    }
+
+    /// Reads the offsets `next(0), next(1), ...` until `None` or the time cap.
+    fn timed_reads(
+        &self,
+        next: impl Fn(u64) -> Option<u64>,
+        t: &dyn Target,
+        buf: &mut [u8],
+    ) -> Result<(u64, f64), String> {
+        let cap = Duration::from_secs_f64(self.read_seconds);
+        let start = Instant::now();
+        let mut bytes = 0u64;
+        let mut i = 0;
+        while let Some(at) = next(i) {
+            t.read(at, buf)?;
+            bytes += buf.len() as u64;
+            i += 1;
+            if i % 256 == 0 && start.elapsed() > cap {
+                break;
+            }
+        }
+        std::hint::black_box(&buf);
+        Ok((bytes, start.elapsed().as_secs_f64()))
+    }
+
+    fn result(
+        &self,
+        target: &str,
+        phase: &str,
+        bytes: u64,
+        secs: f64,
+        wa: Option<f64>,
+    ) -> PhaseResult {
+        PhaseResult {
+            target: target.into(),
+            pattern: self.pattern.name().into(),
+            io_size: self.io_size,
+            phase: phase.into(),
+            mbps: bytes as f64 / secs.max(1e-9) / 1e6,
+            wa,
+            bytes,
+            seconds: secs,
+        }
+    }
+}
+
+/// A human table of the phases, with flexspace's ratio to the file.
+pub fn table(results: &[PhaseResult], source: &str) -> String {
+    let mut s = format!(
+        "{:<10} {:<12} {:>8} {:<15} {:>10} {:>7} {:>12}\n",
+        "target", "pattern", "io_size", "phase", "MB/s", "WA", "flex/file"
+    );
+    for r in results {
+        let ratio = results
+            .iter()
+            .find(|b| b.target == "file" && b.phase == r.phase)
+            .filter(|_| r.target == "flexspace")
+            .map(|b| format!("{:.1}x", r.mbps / b.mbps.max(1e-12)))
+            .unwrap_or_default();
+        s += &format!(
+            "{:<10} {:<12} {:>8} {:<15} {:>10.1} {:>7} {:>12}\n",
+            r.target,
+            r.pattern,
+            r.io_size,
+            r.phase,
+            r.mbps,
+            r.wa.map(|w| format!("{w:.3}")).unwrap_or_default(),
+            ratio
+        );
+    }
+    s + &format!("(device writes from {source})\n")
+}
+
+/// The device counter source for `dir`.
+pub fn counter_source(dir: &Path) -> String {
+    DeviceCounter::for_dir(dir).source()
+}
