@@ -206,7 +206,7 @@ impl SpaceBench {
         self.run_target("flexspace", &mut SpaceTarget(space), &mut out)?;
         let _ = std::fs::remove_dir_all(&sdir);
         if self.baseline_file {
-            if self.io_size % 4096 != 0 {
+            if !self.io_size.is_multiple_of(4096) {
                 return Err("the file baseline needs --io-size to be a multiple of 4096".into());
             }
             let path = self.dir.join("baseline.file");
@@ -258,7 +258,7 @@ impl SpaceBench {
                 }
             }
             written += io;
-            if deadline.is_some_and(|d| written % (64 * io) == 0 && start.elapsed() > d) {
+            if deadline.is_some_and(|d| written.is_multiple_of(64 * io) && start.elapsed() > d) {
                 break;
             }
         }
