@@ -37,6 +37,11 @@ impl StorageFile for CountingFile {
         self.written.fetch_add(data.len() as u64, Ordering::Relaxed);
         Ok(())
     }
+    fn write_direct_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.inner.write_direct_at(offset, data)?;
+        self.written.fetch_add(data.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
     fn sync(&self) -> io::Result<()> {
         self.inner.sync()
     }

@@ -14,6 +14,7 @@
 //! one commit point no older than the last completed `sync` (commits also
 //! happen on their own between operations), never a mixture.
 
+mod aligned;
 mod counting;
 mod error;
 mod fault;

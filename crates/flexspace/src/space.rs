@@ -23,9 +23,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use flextree::FlexTree;
+use flextree::{FlexTree, DIRECT_ALIGN};
 use parking_lot::RwLock;
 
+use crate::aligned::AlignedBuf;
 use crate::counting::CountingFile;
 use crate::error::{io, Error, Result};
 use crate::log::{self, LogOp};
@@ -83,8 +84,8 @@ struct Inner {
     files: Files,
     opts: Options,
     seg: Segments,
-    /// Contents of the open segment from its start.
-    buf: Vec<u8>,
+    /// Contents of the open segment from its start (aligned for O_DIRECT).
+    buf: AlignedBuf,
     /// Bytes of the open segment in use / already written to the file.
     fill: u64,
     flushed: u64,
@@ -395,7 +396,7 @@ impl Inner {
             files,
             opts,
             seg: Segments::new(valid),
-            buf: Vec::new(),
+            buf: AlignedBuf::zeroed(SEGMENT_SIZE as usize),
             fill: 0,
             flushed: 0,
             log_buf: Vec::new(),
@@ -652,7 +653,6 @@ impl Inner {
             self.seg.open = Some(s);
             self.fill = 0;
             self.flushed = 0;
-            self.buf.clear();
         }
         let s = self.seg.open.unwrap_or_default();
         let got = max.min(SEGMENT_SIZE - self.fill);
@@ -664,20 +664,26 @@ impl Inner {
     /// Copies `data` into the open segment's buffer at `addr`.
     fn put_data(&mut self, addr: u64, data: &[u8]) {
         let at = (addr % SEGMENT_SIZE) as usize;
-        if self.buf.len() < at + data.len() {
-            self.buf.resize(at + data.len(), 0);
-        }
-        self.buf[at..at + data.len()].copy_from_slice(data);
+        self.buf.as_bytes_mut()[at..at + data.len()].copy_from_slice(data);
     }
 
-    /// Writes the unwritten part of the open segment's buffer.
+    /// Writes the unwritten part of the open segment's buffer with aligned
+    /// direct I/O: from the block holding the first unwritten byte (its
+    /// written bytes are rewritten unchanged) to the end of the block
+    /// holding the last (zero padded; padding is never referenced).
     fn flush_segment(&mut self) -> Result<()> {
         if let Some(s) = self.seg.open {
             if self.flushed < self.fill {
-                let at = u64::from(s) * SEGMENT_SIZE + self.flushed;
+                let a = DIRECT_ALIGN as u64;
+                let start = (self.flushed / a * a) as usize;
+                let end = (self.fill.div_ceil(a) * a) as usize;
+                let fill = self.fill as usize;
+                let bytes = self.buf.as_bytes_mut();
+                bytes[fill..end].fill(0);
+                let at = u64::from(s) * SEGMENT_SIZE + start as u64;
                 self.files
                     .data
-                    .write_all_at(at, &self.buf[self.flushed as usize..self.fill as usize])
+                    .write_direct_at(at, &bytes[start..end])
                     .map_err(io(DATA))?;
                 self.flushed = self.fill;
             }
@@ -752,7 +758,7 @@ impl Inner {
                 None => out.fill(0),
                 Some(a) if self.seg.open == Some((a / SEGMENT_SIZE) as u32) => {
                     let s = (a % SEGMENT_SIZE) as usize;
-                    out.copy_from_slice(&self.buf[s..s + out.len()]);
+                    out.copy_from_slice(&self.buf.as_bytes()[s..s + out.len()]);
                 }
                 Some(a) => self.files.data.read_exact_at(a, out).map_err(io(DATA))?,
             }

@@ -37,5 +37,5 @@ pub use checkpoint::{Checkpoint, MAX_META};
 pub use cursor::Extents;
 pub use error::{Error, Result};
 pub use extent::{Extent, Piece, MAX_ADDR, MAX_EXTENT_LEN, MAX_SPACE};
-pub use storage::{MemFile, StorageFile};
+pub use storage::{MemFile, StorageFile, DIRECT_ALIGN};
 pub use tree::FlexTree;

@@ -28,12 +28,22 @@ pub trait StorageFile: Send + Sync {
     }
     /// Truncates or zero-extends the file.
     fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Writes `data` at `offset` where offset, length and the buffer's
+    /// address are multiples of [`DIRECT_ALIGN`]; a backend may bypass the
+    /// page cache for such writes (O_DIRECT). The default is `write_all_at`.
+    fn write_direct_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.write_all_at(offset, data)
+    }
     /// Hints that cached pages of this file may be dropped (used by benchmarks
     /// to measure cold reads). The default does nothing.
     fn drop_cache(&self) -> io::Result<()> {
         Ok(())
     }
 }
+
+/// Alignment of offsets, lengths and buffers for
+/// [`StorageFile::write_direct_at`].
+pub const DIRECT_ALIGN: usize = 4096;
 
 /// A `StorageFile` held in memory. Every write is immediately "durable".
 #[derive(Debug, Default)]
@@ -130,6 +140,9 @@ impl<T: StorageFile + ?Sized> StorageFile for std::sync::Arc<T> {
     fn set_len(&self, len: u64) -> io::Result<()> {
         (**self).set_len(len)
     }
+    fn write_direct_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        (**self).write_direct_at(offset, data)
+    }
     fn drop_cache(&self) -> io::Result<()> {
         (**self).drop_cache()
     }
@@ -150,6 +163,9 @@ impl<T: StorageFile + ?Sized> StorageFile for Box<T> {
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
         (**self).set_len(len)
+    }
+    fn write_direct_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        (**self).write_direct_at(offset, data)
     }
     fn drop_cache(&self) -> io::Result<()> {
         (**self).drop_cache()
