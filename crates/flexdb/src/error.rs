@@ -25,6 +25,26 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
+    /// A write batch larger than the write-ahead log accepts in one record.
+    #[error("write batch of {len} bytes exceeds the limit of {max}")]
+    BatchTooLarge {
+        /// The batch's encoded size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// No store at the path, and `create_if_missing` was not set.
+    #[error("{0}: no FlexDB store here")]
+    NotFound(PathBuf),
+    /// A store exists at the path and `error_if_exists` was set.
+    #[error("{0}: a FlexDB store already exists here")]
+    AlreadyExists(PathBuf),
+    /// The path holds something that is not a FlexDB store.
+    #[error("{0}: not a FlexDB store ({1})")]
+    NotAStore(PathBuf, String),
+    /// Another process or handle has the store open.
+    #[error("{0}: locked by another process or handle")]
+    Locked(PathBuf),
     /// A file is corrupt.
     #[error("corruption in {file}: {detail}")]
     Corrupt {
@@ -41,6 +61,25 @@ pub enum Error {
         /// The underlying error.
         source: io::Error,
     },
+    /// The space's data file is full (live data is capped at 30/32 of
+    /// [`crate::Options::max_space_bytes`]).
+    #[error("no space left in the store: {0}")]
+    NoSpace(String),
+    /// An earlier I/O error stopped the store's background work; writes are
+    /// refused until the store is reopened (which recovers every durable
+    /// write).
+    #[error("the store stopped after an earlier error ({0}); reopen it")]
+    Stopped(String),
+    /// An option or argument is out of range.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+impl Error {
+    /// Whether this error reports corruption (of any file).
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corrupt { .. })
+    }
 }
 
 /// Result alias for this crate.

@@ -1,0 +1,100 @@
+//! Options of a store and of individual writes.
+//!
+//! Invariant: the defaults are the paper's parameters where it has them and
+//! otherwise what a production embedded store would pick; every option is
+//! validated by `Db::open`, which refuses nonsense with
+//! `Error::InvalidArgument` instead of panicking later.
+
+/// How to open a store. Build it with [`Options::new`] and the setters:
+///
+/// ```
+/// use flexdb::Options;
+/// let opts = Options::new()
+///     .create_if_missing(true)
+///     .cache_bytes(256 << 20)
+///     .memtable_bytes(64 << 20);
+/// assert!(opts.create_if_missing);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Create the store when the directory holds none (default: false).
+    pub create_if_missing: bool,
+    /// Refuse to open a store that already exists (default: false).
+    pub error_if_exists: bool,
+    /// Bytes of decoded intervals the interval cache may hold
+    /// (default: 256 MiB).
+    pub cache_bytes: usize,
+    /// Bytes of writes a MemTable takes before it is frozen and committed
+    /// to the space (default: 64 MiB).
+    pub memtable_bytes: usize,
+    /// Whether `put`, `delete` and `write` sync the write-ahead log before
+    /// returning (default: false; per write with [`WriteOptions`]).
+    pub sync_writes: bool,
+    /// Capacity of the space's data file in bytes; live data may use 30/32
+    /// of it (default: 1 TiB; the file is sparse and grows as needed).
+    pub max_space_bytes: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: false,
+            error_if_exists: false,
+            cache_bytes: 256 << 20,
+            memtable_bytes: 64 << 20,
+            sync_writes: false,
+            max_space_bytes: 1 << 40,
+        }
+    }
+}
+
+impl Options {
+    /// The default options.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets [`Options::create_if_missing`].
+    pub fn create_if_missing(mut self, yes: bool) -> Self {
+        self.create_if_missing = yes;
+        self
+    }
+    /// Sets [`Options::error_if_exists`].
+    pub fn error_if_exists(mut self, yes: bool) -> Self {
+        self.error_if_exists = yes;
+        self
+    }
+    /// Sets [`Options::cache_bytes`].
+    pub fn cache_bytes(mut self, bytes: usize) -> Self {
+        self.cache_bytes = bytes;
+        self
+    }
+    /// Sets [`Options::memtable_bytes`].
+    pub fn memtable_bytes(mut self, bytes: usize) -> Self {
+        self.memtable_bytes = bytes;
+        self
+    }
+    /// Sets [`Options::sync_writes`].
+    pub fn sync_writes(mut self, yes: bool) -> Self {
+        self.sync_writes = yes;
+        self
+    }
+    /// Sets [`Options::max_space_bytes`].
+    pub fn max_space_bytes(mut self, bytes: u64) -> Self {
+        self.max_space_bytes = bytes;
+        self
+    }
+}
+
+/// Options of one write.
+///
+/// ```
+/// use flexdb::WriteOptions;
+/// let durable = WriteOptions { sync: true };
+/// assert!(durable.sync && !WriteOptions::default().sync);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Return only once the write is durable (the write-ahead log is
+    /// synced; concurrent synced writes share one fsync).
+    pub sync: bool,
+}

@@ -1,0 +1,52 @@
+//! Counters of a store, as returned by `Db::stats`.
+//!
+//! Invariant: a `Stats` is a snapshot; its fields are read one after another
+//! without stopping the store, so they may differ by the writes that landed
+//! in between.
+
+use std::time::Duration;
+
+/// A snapshot of a store's counters.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Stats {
+    /// Pairs committed to the space (writes still in a MemTable are not
+    /// counted until the committer merges them; `Db::flush` first for an
+    /// exact figure).
+    pub pairs: u64,
+    /// Bytes of encoded pairs in the space.
+    pub space_bytes: u64,
+    /// Bytes held by the active MemTable.
+    pub memtable_bytes: u64,
+    /// Frozen MemTables waiting for the committer (the committer backlog).
+    pub committer_backlog: usize,
+    /// Bytes held by the frozen MemTables.
+    pub backlog_bytes: u64,
+    /// Intervals in the sparse index.
+    pub intervals: u64,
+    /// Bytes of memory held by the sparse index.
+    pub sparse_index_bytes: u64,
+    /// Bytes of memory held by the space's extent index.
+    pub extent_index_bytes: u64,
+    /// Extents in the space's extent index.
+    pub extents: u64,
+    /// Capacity of the interval cache in bytes.
+    pub cache_capacity: u64,
+    /// Bytes the interval cache holds.
+    pub cache_bytes: u64,
+    /// Interval-cache hits over lookups since open (0 when none).
+    pub cache_hit_ratio: f64,
+    /// Bytes written to the write-ahead log since open.
+    pub wal_bytes_written: u64,
+    /// Bytes written to the space's data file since open.
+    pub data_bytes_written: u64,
+    /// Bytes written to the space's tree file since open.
+    pub tree_bytes_written: u64,
+    /// Bytes written to the space's logical log since open.
+    pub log_bytes_written: u64,
+    /// Bytes relocated by the space's garbage collection since open.
+    pub gc_relocated_bytes: u64,
+    /// Intervals defragmented since open.
+    pub defragmented_intervals: u64,
+    /// The longest time a reader waited for the committer since open.
+    pub max_reader_wait: Duration,
+}
