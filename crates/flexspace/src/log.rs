@@ -19,11 +19,13 @@ const OP_COLLAPSE: u8 = 3;
 const OP_REMAP: u8 = 4;
 const OP_TAG: u8 = 5;
 const OP_COMMIT: u8 = 6;
+const OP_META: u8 = 7;
 
 /// One logged operation on the extent index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogOp {
-    /// `len` bytes at physical `addr` inserted at `loff`.
+    /// `len` bytes at physical `addr` inserted at `loff`; a nonzero `tag`
+    /// is then set on the extent starting at `loff`.
     Insert {
         /// Logical offset.
         loff: u64,
@@ -31,6 +33,8 @@ pub enum LogOp {
         len: u64,
         /// Physical address.
         addr: u64,
+        /// Tag of the new extent (0: none).
+        tag: u16,
     },
     /// A hole of `len` bytes inserted at `loff`.
     Hole {
@@ -62,6 +66,11 @@ pub enum LogOp {
         /// The tag.
         tag: u16,
     },
+    /// The layer above's metadata words (see `FlexSpace::set_user_meta`).
+    Meta {
+        /// The three words.
+        words: [u64; 3],
+    },
 }
 
 fn encode_raw(out: &mut Vec<u8>, op: u8, tag: u16, a: u64, b: u64, c: u64) {
@@ -89,11 +98,17 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 /// Appends the entry of `op`.
 pub fn encode(out: &mut Vec<u8>, op: &LogOp) {
     match *op {
-        LogOp::Insert { loff, len, addr } => encode_raw(out, OP_INSERT, 0, loff, len, addr),
+        LogOp::Insert {
+            loff,
+            len,
+            addr,
+            tag,
+        } => encode_raw(out, OP_INSERT, tag, loff, len, addr),
         LogOp::Hole { loff, len } => encode_raw(out, OP_HOLE, 0, loff, len, 0),
         LogOp::Collapse { loff, len } => encode_raw(out, OP_COLLAPSE, 0, loff, len, 0),
         LogOp::Remap { loff, len, addr } => encode_raw(out, OP_REMAP, 0, loff, len, addr),
         LogOp::Tag { loff, tag } => encode_raw(out, OP_TAG, tag, loff, 0, 0),
+        LogOp::Meta { words: [a, b, c] } => encode_raw(out, OP_META, 0, a, b, c),
     }
 }
 
@@ -164,6 +179,7 @@ pub fn replay(entries: &[u8]) -> Replay {
                 loff: a,
                 len: b,
                 addr: c,
+                tag,
             },
             OP_HOLE => LogOp::Hole { loff: a, len: b },
             OP_COLLAPSE => LogOp::Collapse { loff: a, len: b },
@@ -173,6 +189,7 @@ pub fn replay(entries: &[u8]) -> Replay {
                 addr: c,
             },
             OP_TAG => LogOp::Tag { loff: a, tag },
+            OP_META => LogOp::Meta { words: [a, b, c] },
             OP_COMMIT => {
                 let end = i * ENTRY;
                 let body = &entries[batch_start..end];
@@ -206,8 +223,10 @@ mod tests {
                     loff: 1,
                     len: 2,
                     addr: 3,
+                    tag: 4,
                 },
                 LogOp::Tag { loff: 1, tag: 9 },
+                LogOp::Meta { words: [5, 6, 7] },
             ],
             vec![],
             vec![

@@ -37,8 +37,8 @@ use crate::storage::{FileStorage, Storage, StorageFile};
 const DATA: &str = "data";
 const TREE: &str = "tree";
 const LOG: &str = "log";
-/// Checkpoint metadata: format magic and segment size.
-const META_MAGIC: &[u8; 8] = b"FLEXSPC1";
+/// Checkpoint metadata: format magic, segment size, user metadata words.
+const META_MAGIC: &[u8; 8] = b"FLEXSPC2";
 /// Room (in segments) kept free for garbage collection's relocations.
 const RESERVE_SEGMENTS: usize = 1;
 
@@ -92,6 +92,8 @@ struct Inner {
     log_buf: Vec<u8>,
     log_end: u64,
     commit_seq: u64,
+    /// Words of the layer above, committed with the space.
+    user_meta: [u64; 3],
     dirty: bool,
     poisoned: bool,
     closed: bool,
@@ -117,10 +119,27 @@ pub struct FlexSpace {
     _storage: Arc<dyn Storage>,
 }
 
-fn meta() -> Vec<u8> {
+fn meta(user: &[u64; 3]) -> Vec<u8> {
     let mut m = META_MAGIC.to_vec();
     m.extend_from_slice(&SEGMENT_SIZE.to_le_bytes());
+    for w in user {
+        m.extend_from_slice(&w.to_le_bytes());
+    }
     m
+}
+
+/// The user metadata words of a checkpoint's metadata, `None` when the
+/// metadata is not a flexspace's.
+fn parse_meta(m: &[u8]) -> Option<[u64; 3]> {
+    if m.len() != 40 || &m[..8] != META_MAGIC || m[8..16] != SEGMENT_SIZE.to_le_bytes() {
+        return None;
+    }
+    let word = |i: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&m[16 + 8 * i..24 + 8 * i]);
+        u64::from_le_bytes(b)
+    };
+    Some([word(0), word(1), word(2)])
 }
 
 fn corrupt(file: &str, detail: impl Into<String>) -> Error {
@@ -231,7 +250,7 @@ impl FlexSpace {
     pub fn insert(&self, offset: u64, data: &[u8]) -> Result<()> {
         self.mutate(data.len() as u64, |g| {
             g.check_point(offset)?;
-            g.insert(offset, data)
+            g.insert(offset, data, 0)
         })
     }
 
@@ -243,15 +262,144 @@ impl FlexSpace {
         })
     }
 
+    /// Inserts `data` at `offset` and tags the extent that starts with it
+    /// (`tag` 0: no tag). The layer above uses tags to mark offsets it can
+    /// parse from (flexdb: pair boundaries); a tag survives every later
+    /// shift of its extent, and an extent split off another's middle gets 0.
+    pub fn insert_tagged(&self, offset: u64, data: &[u8], tag: u16) -> Result<()> {
+        self.mutate(data.len() as u64, |g| {
+            g.check_point(offset)?;
+            g.insert(offset, data, tag)
+        })
+    }
+
     /// Replaces the `old_len` bytes at `offset` with `data`.
     pub fn update(&self, offset: u64, data: &[u8], old_len: u64) -> Result<()> {
+        self.update_tagged(offset, data, old_len, 0)
+    }
+
+    /// Replaces the `old_len` bytes at `offset` with `data`, tagging the
+    /// extent that starts with the new data (see [`FlexSpace::insert_tagged`]).
+    pub fn update_tagged(&self, offset: u64, data: &[u8], old_len: u64, tag: u16) -> Result<()> {
         self.mutate(data.len() as u64, |g| {
             g.check_range(offset, old_len)?;
             if old_len > 0 {
                 g.collapse(offset, old_len)?;
             }
-            g.insert(offset, data)
+            if data.is_empty() {
+                return Ok(());
+            }
+            g.insert(offset, data, tag)
         })
+    }
+
+    /// The first extent that starts in `from..limit` with a nonzero tag:
+    /// its offset and tag.
+    pub fn next_tagged(&self, from: u64, limit: u64) -> Result<Option<(u64, u16)>> {
+        let g = self.inner.read();
+        let size = g.tree.len();
+        if from >= size || from >= limit {
+            return Ok(None);
+        }
+        for e in g.tree.extents_from(from)? {
+            if e.offset >= limit {
+                break;
+            }
+            if e.offset >= from && e.tag != 0 {
+                return Ok(Some((e.offset, e.tag)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Like [`FlexSpace::read`], also returning how many extents the bytes
+    /// read came from (the layer above uses it to spot fragmentation).
+    pub fn read_counted(&self, offset: u64, buf: &mut [u8]) -> Result<(usize, usize)> {
+        let g = self.inner.read();
+        let size = g.tree.len();
+        if offset > size {
+            return Err(Error::OutOfRange {
+                offset,
+                len: buf.len() as u64,
+                size,
+            });
+        }
+        let n = (buf.len() as u64).min(size - offset) as usize;
+        if n == 0 {
+            return Ok((0, 0));
+        }
+        let extents = g.read_into(offset, &mut buf[..n])?;
+        Ok((n, extents))
+    }
+
+    /// Records the layer above's three metadata words; they are committed
+    /// with the operations before them and recovered by
+    /// [`FlexSpace::user_meta`] from the commit point a crash recovers.
+    pub fn set_user_meta(&self, words: [u64; 3]) -> Result<()> {
+        self.mutate(0, |g| {
+            g.user_meta = words;
+            g.log(LogOp::Meta { words });
+            Ok(())
+        })
+    }
+
+    /// The metadata words last set (or recovered).
+    pub fn user_meta(&self) -> [u64; 3] {
+        self.inner.read().user_meta
+    }
+
+    /// Verifies the space's metadata: every extent maps into the data file,
+    /// no two extents overlap physically, and the per-segment valid-byte
+    /// counts match the extents. Returns one sentence per problem found.
+    pub fn check(&self) -> Result<Vec<String>> {
+        let g = self.inner.read();
+        let mut problems = Vec::new();
+        let nseg = g.seg.count() as u64;
+        let mut valid = vec![0u64; g.seg.count()];
+        let mut ranges = Vec::new();
+        let mut covered = 0u64;
+        for e in g.tree.extents_from(0)? {
+            if e.offset != covered {
+                problems.push(format!(
+                    "tree: extent at {} follows one that ended at {covered}",
+                    e.offset
+                ));
+            }
+            covered = e.offset + e.len;
+            let Some(a) = e.addr else { continue };
+            if a + e.len > nseg * SEGMENT_SIZE {
+                problems.push(format!(
+                    "tree: extent at {} maps past the data file's {nseg} segments",
+                    e.offset
+                ));
+                continue;
+            }
+            for_each_part(a, e.len, |s, n| valid[s as usize] += n);
+            ranges.push((a, e.len, e.offset));
+        }
+        if covered != g.tree.len() {
+            problems.push(format!(
+                "tree: extents cover {covered} bytes of a {}-byte space",
+                g.tree.len()
+            ));
+        }
+        ranges.sort_unstable();
+        for w in ranges.windows(2) {
+            if w[0].0 + w[0].1 > w[1].0 {
+                problems.push(format!(
+                    "tree: extents at {} and {} share physical bytes",
+                    w[0].2, w[1].2
+                ));
+            }
+        }
+        for (s, (&have, &want)) in g.seg.valid.iter().zip(&valid).enumerate() {
+            if have != want {
+                problems.push(format!(
+                    "segments: segment {s} counts {have} valid bytes, its extents hold {want}"
+                ));
+            }
+        }
+        Ok(problems)
     }
 
     /// Reads from the start of the extent containing `offset`: returns the
@@ -385,7 +533,7 @@ impl Inner {
         files.log.sync().map_err(io(LOG))?;
         let mut tree = FlexTree::new();
         tree.set_merge_limit(MAX_EXTENT);
-        tree.checkpoint(files.tree.as_ref(), &meta())?;
+        tree.checkpoint(files.tree.as_ref(), &meta(&[0; 3]))?;
         let nseg = (opts.max_data_size / SEGMENT_SIZE).max(8) as usize;
         Ok(Self::assemble(tree, files, opts, vec![0; nseg], 0))
     }
@@ -402,6 +550,7 @@ impl Inner {
             log_buf: Vec::new(),
             log_end: log::HEADER as u64,
             commit_seq: seq,
+            user_meta: [0; 3],
             dirty: false,
             poisoned: false,
             closed: false,
@@ -424,9 +573,9 @@ impl Inner {
             },
             e => corrupt(TREE, e.to_string()),
         })?;
-        if cp.meta != meta() {
+        let Some(mut user_meta) = parse_meta(&cp.meta) else {
             return Err(Error::NotAFlexSpace(Default::default()));
-        }
+        };
         tree.set_merge_limit(MAX_EXTENT);
         let log_len = files.log.len().map_err(io(LOG))?;
         let mut bytes = vec![0u8; log_len as usize];
@@ -437,6 +586,10 @@ impl Inner {
             Some(v) if v == cp.version => {
                 let r = log::replay(&bytes[log::HEADER..]);
                 for op in r.batches.iter().flatten() {
+                    if let LogOp::Meta { words } = op {
+                        user_meta = *words;
+                        continue;
+                    }
                     apply(&mut tree, op)
                         .map_err(|e| corrupt(LOG, format!("replaying {op:?}: {e}")))?;
                 }
@@ -485,6 +638,7 @@ impl Inner {
         }
         let mut inner = Self::assemble(tree, files, opts, valid, seq);
         inner.log_end = log_end;
+        inner.user_meta = user_meta;
         Ok(inner)
     }
 
@@ -697,19 +851,26 @@ impl Inner {
         Ok(())
     }
 
-    fn insert(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+    /// Inserts `data` at `offset`; the extent holding its first byte gets
+    /// `tag` (continuation extents of a large insert get 0).
+    fn insert(&mut self, offset: u64, data: &[u8], tag: u16) -> Result<()> {
         let mut done = 0usize;
         while done < data.len() {
             let (addr, got) = self.alloc(((data.len() - done) as u64).min(MAX_EXTENT))?;
             let chunk = &data[done..done + got as usize];
             self.put_data(addr, chunk);
             let loff = offset + done as u64;
+            let tag = if done == 0 { tag } else { 0 };
             self.tree.insert(loff, got, addr)?;
+            if tag != 0 {
+                self.tree.set_tag(loff, tag)?;
+            }
             self.seg.add(addr, got);
             self.log(LogOp::Insert {
                 loff,
                 len: got,
                 addr,
+                tag,
             });
             done += got as usize;
         }
@@ -746,13 +907,15 @@ impl Inner {
         }
         let overlap = (data.len() as u64).min(self.tree.len() - offset);
         self.collapse(offset, overlap)?;
-        self.insert(offset, data)
+        self.insert(offset, data, 0)
     }
 
-    /// Reads `buf.len()` bytes at `offset` (inside the space).
-    fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+    /// Reads `buf.len()` bytes at `offset` (inside the space); returns the
+    /// number of extents (pieces) they came from.
+    fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let mut at = 0usize;
-        for p in self.tree.query(offset, buf.len() as u64)? {
+        let pieces = self.tree.query(offset, buf.len() as u64)?;
+        for p in &pieces {
             let out = &mut buf[at..at + p.len as usize];
             match p.addr {
                 None => out.fill(0),
@@ -764,7 +927,7 @@ impl Inner {
             }
             at += p.len as usize;
         }
-        Ok(())
+        Ok(pieces.len())
     }
 
     /// Commit: data to the data file and sync, then the log batch and its
@@ -809,7 +972,9 @@ impl Inner {
     fn checkpoint(&mut self) -> Result<()> {
         self.commit()?;
         let r: Result<()> = (|| {
-            let version = self.tree.checkpoint(self.files.tree.as_ref(), &meta())?;
+            let version = self
+                .tree
+                .checkpoint(self.files.tree.as_ref(), &meta(&self.user_meta))?;
             self.files.log.set_len(0).map_err(io(LOG))?;
             self.files.log.sync().map_err(io(LOG))?;
             self.files
@@ -866,10 +1031,22 @@ impl Inner {
 /// Applies one replayed log entry to the tree.
 fn apply(tree: &mut FlexTree, op: &LogOp) -> flextree::Result<()> {
     match *op {
-        LogOp::Insert { loff, len, addr } => tree.insert(loff, len, addr),
+        LogOp::Insert {
+            loff,
+            len,
+            addr,
+            tag,
+        } => {
+            tree.insert(loff, len, addr)?;
+            if tag != 0 {
+                tree.set_tag(loff, tag)?;
+            }
+            Ok(())
+        }
         LogOp::Hole { loff, len } => tree.insert_hole(loff, len),
         LogOp::Collapse { loff, len } => tree.collapse(loff, len),
         LogOp::Remap { loff, len, addr } => tree.remap(loff, len, addr),
         LogOp::Tag { loff, tag } => tree.set_tag(loff, tag),
+        LogOp::Meta { .. } => Ok(()),
     }
 }

@@ -1,0 +1,115 @@
+//! Tagged inserts, tag search, user metadata and the self-check: the
+//! facilities the key-value layer builds on, across reopens and crashes.
+
+use std::sync::Arc;
+
+use flexspace::{Fault, FaultStorage, FlexSpace, Options};
+
+fn opts() -> Options {
+    Options::new()
+        .create(true)
+        .commit_log_bytes(1024)
+        .checkpoint_log_bytes(8 * 1024)
+}
+
+#[test]
+fn tags_mark_inserted_starts_and_survive_shifts_and_reopen() {
+    let storage = Arc::new(FaultStorage::new());
+    let space = FlexSpace::open_with_storage(storage.clone(), opts()).unwrap();
+    space.insert_tagged(0, b"aaaa", 1).unwrap();
+    space.insert_tagged(4, b"bbbb", 2).unwrap();
+    // An untagged insert right after merges into (or follows) the previous
+    // extent without a tag of its own.
+    space.insert(8, b"cc").unwrap();
+    space.insert_tagged(0, b"zz", 3).unwrap();
+    assert_eq!(space.get_tag(0).unwrap(), 3);
+    assert_eq!(space.get_tag(2).unwrap(), 1);
+    assert_eq!(space.get_tag(6).unwrap(), 2);
+    assert_eq!(space.get_tag(10).unwrap(), 0);
+    assert_eq!(space.next_tagged(1, 100).unwrap(), Some((2, 1)));
+    assert_eq!(space.next_tagged(3, 100).unwrap(), Some((6, 2)));
+    assert_eq!(space.next_tagged(7, 100).unwrap(), None);
+    assert_eq!(space.next_tagged(3, 6).unwrap(), None);
+    // A collapse of the tagged extent's head leaves an untagged tail.
+    space.collapse(6, 1).unwrap();
+    assert_eq!(space.get_tag(6).unwrap(), 0);
+    space.update_tagged(2, b"AAAAA", 4, 9).unwrap();
+    assert_eq!(space.get_tag(2).unwrap(), 9);
+    let mut buf = vec![0u8; space.len() as usize];
+    space.read(0, &mut buf).unwrap();
+    assert_eq!(&buf, b"zzAAAAAbbbcc");
+    space.close().unwrap();
+    let space = FlexSpace::open_with_storage(storage, opts()).unwrap();
+    assert_eq!(space.get_tag(0).unwrap(), 3);
+    assert_eq!(space.get_tag(2).unwrap(), 9);
+    assert_eq!(space.next_tagged(3, 100).unwrap(), None);
+    assert!(space.check().unwrap().is_empty());
+}
+
+#[test]
+fn large_tagged_insert_tags_only_its_first_extent() {
+    let storage = Arc::new(FaultStorage::new());
+    let space = FlexSpace::open_with_storage(storage, opts()).unwrap();
+    let data = vec![7u8; 3 * flexspace::MAX_EXTENT as usize + 100];
+    space.insert_tagged(0, &data, 5).unwrap();
+    assert_eq!(space.get_tag(0).unwrap(), 5);
+    assert_eq!(space.next_tagged(1, space.len()).unwrap(), None);
+    let mut b = vec![0u8; 16];
+    let (n, extents) = space.read_counted(0, &mut b).unwrap();
+    assert_eq!((n, extents), (16, 1));
+    let mut all = vec![0u8; data.len()];
+    let (n, extents) = space.read_counted(0, &mut all).unwrap();
+    assert_eq!(n, data.len());
+    assert!(extents >= 1);
+    assert_eq!(all, data);
+}
+
+#[test]
+fn user_meta_is_committed_with_the_operations_before_it() {
+    let storage = Arc::new(FaultStorage::new());
+    let space = FlexSpace::open_with_storage(storage.clone(), opts()).unwrap();
+    assert_eq!(space.user_meta(), [0; 3]);
+    space.insert(0, b"hello").unwrap();
+    space.set_user_meta([1, 2, 3]).unwrap();
+    space.sync().unwrap();
+    space.insert(5, b" world").unwrap();
+    space.set_user_meta([4, 5, 6]).unwrap();
+    // Crash before the second sync: the first commit point comes back.
+    storage.plan(0, Fault::Crash { tear: false });
+    assert!(space.sync().is_err());
+    std::mem::forget(space);
+    let image = Arc::new(storage.crash_image());
+    let space = FlexSpace::open_with_storage(image.clone(), opts()).unwrap();
+    assert_eq!(space.user_meta(), [1, 2, 3]);
+    assert_eq!(space.len(), 5);
+    // Through a checkpoint (close) too.
+    space.set_user_meta([7, 8, 9]).unwrap();
+    space.close().unwrap();
+    let space = FlexSpace::open_with_storage(image, opts()).unwrap();
+    assert_eq!(space.user_meta(), [7, 8, 9]);
+}
+
+#[test]
+fn check_finds_nothing_wrong_after_random_work() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let storage = Arc::new(FaultStorage::new());
+    let space =
+        FlexSpace::open_with_storage(storage, opts().max_data_size(8 * flexspace::SEGMENT_SIZE))
+            .unwrap();
+    for _ in 0..8000 {
+        let len = space.len();
+        let data = vec![rng.gen::<u8>(); rng.gen_range(1..20_000)];
+        if len > 4_000_000 || (len > 0 && rng.gen_bool(0.4)) {
+            let at = rng.gen_range(0..len);
+            let n = rng.gen_range(1..=(len - at).min(30_000));
+            space.collapse(at, n).unwrap();
+        } else {
+            space
+                .insert_tagged(rng.gen_range(0..=len), &data, rng.gen_range(0..3))
+                .unwrap();
+        }
+    }
+    assert!(space.stats().gc_runs > 0, "the small data file forces GC");
+    assert_eq!(space.check().unwrap(), Vec::<String>::new());
+}
