@@ -14,10 +14,27 @@
 //!   only pages written at or before the header's version, visits each page
 //!   once, and checks that every span and count adds up, so a corrupt file is
 //!   an error, never a silently different tree.
+//! - Node pages are streamed in writes of at most `CHECKPOINT_BATCH_BYTES`
+//!   (runs of consecutive pages), so a checkpoint holds one batch of page
+//!   images, never the whole dirty tree. Nodes record the page they were
+//!   written to as *pending*; only after the header is durable do they adopt
+//!   it and become clean, and only then are the free-page lists updated. A
+//!   failed checkpoint therefore changes nothing the next one depends on.
+//!
+//! Concurrency: `checkpoint` takes `&self`. While it runs, other threads may
+//! call the tree's read methods (`lookup`, `query`, `query_into`,
+//! `extents_from`, `extent_at`, `get_tag`, `len`, ...) on the same tree; it
+//! touches only the nodes' atomic disk state, which readers never look at.
+//! Mutations need `&mut self` and so cannot overlap a checkpoint. Two
+//! checkpoints never run at once: each holds the tree's persist mutex from
+//! start to end, so a second one waits for the first (as do `clone` and
+//! `memory_usage`, which read the page lists).
 
 use crate::error::{Error, Result};
 use crate::extent::{MAX_ADDR, MAX_SPACE};
-use crate::node::{addr_of, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
+use std::sync::atomic::Ordering;
+
+use crate::node::{addr_of, DiskState, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
 use crate::storage::StorageFile;
 use crate::tree::{FlexTree, MAX_HEIGHT};
 
@@ -25,6 +42,10 @@ use crate::tree::{FlexTree, MAX_HEIGHT};
 pub(crate) const PAGE_SIZE: usize = 2048;
 /// The largest metadata blob a checkpoint header can carry.
 pub const MAX_META: usize = 1024;
+/// The largest single write of a checkpoint, and the most page-image memory
+/// a checkpoint holds at once (runs of consecutive pages are coalesced up
+/// to this size).
+pub const CHECKPOINT_BATCH_BYTES: usize = 1 << 20;
 
 const MAGIC: &[u8; 8] = b"FLEXTREE";
 const FORMAT_VERSION: u32 = 1;
@@ -45,11 +66,9 @@ pub struct Checkpoint {
     pub meta: Vec<u8>,
 }
 
-/// The tree's relation to its tree file.
+/// The tree's relation to its tree file (behind `FlexTree::persist`).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Persist {
-    /// The last committed version (0: never checkpointed).
-    pub version: u64,
     /// Whether the tree was loaded from, or checkpointed into, a file.
     pub bound: bool,
     /// Pages the file holds (header slots included).
@@ -167,22 +186,23 @@ fn encode_leaf(l: &Leaf, version: u64, b: &mut [u8]) {
     seal_node_page(b, KIND_LEAF, l.count, version);
 }
 
-/// Page writes of one checkpoint, not yet applied to the tree.
-struct Plan {
-    version: u64,
-    free: Vec<u32>,
+/// Hands out the pages of one checkpoint without consuming anything until
+/// it commits. `free` is sorted in descending order and taken from its end,
+/// so pages come out ascending (a post-order walk then writes long runs of
+/// consecutive pages), followed by new pages past the end of the file.
+struct PageAlloc<'a> {
+    free: &'a [u32],
+    /// Free pages handed out (from the end of `free`).
+    used: usize,
+    /// Pages the file holds once the checkpoint commits.
     page_count: u32,
-    /// Page images, `PAGE_SIZE` bytes each, in allocation order.
-    images: Vec<u8>,
-    pages: Vec<u32>,
-    /// (is_leaf, node id, new page) for every node written.
-    assigned: Vec<(bool, u32, u32)>,
 }
 
-impl Plan {
+impl PageAlloc<'_> {
     fn alloc(&mut self) -> Result<u32> {
-        if let Some(p) = self.free.pop() {
-            return Ok(p);
+        if self.used < self.free.len() {
+            self.used += 1;
+            return Ok(self.free[self.free.len() - self.used]);
         }
         let p = self.page_count;
         self.page_count = p
@@ -190,123 +210,190 @@ impl Plan {
             .ok_or_else(|| corrupt("tree file would exceed 2^32 pages"))?;
         Ok(p)
     }
+}
 
-    fn image(&mut self, page: u32) -> &mut [u8] {
-        self.pages.push(page);
-        let start = self.images.len();
-        self.images.resize(start + PAGE_SIZE, 0);
-        &mut self.images[start..]
+/// Streams page images to the file: one buffer holds a run of consecutive
+/// pages and is written when the next page does not continue the run or the
+/// run reaches [`CHECKPOINT_BATCH_BYTES`]. The buffer is the only page-image
+/// memory a checkpoint holds.
+struct PageWriter<'a> {
+    file: &'a dyn StorageFile,
+    buf: Vec<u8>,
+    /// The page at the start of `buf`.
+    start: u32,
+}
+
+impl<'a> PageWriter<'a> {
+    fn new(file: &'a dyn StorageFile) -> Self {
+        PageWriter {
+            file,
+            buf: Vec::new(),
+            start: 0,
+        }
+    }
+
+    /// A zeroed page image for `page`, to be filled before the next call.
+    fn page(&mut self, page: u32) -> Result<&mut [u8]> {
+        let run_end = u64::from(self.start) + (self.buf.len() / PAGE_SIZE) as u64;
+        if !self.buf.is_empty()
+            && (u64::from(page) != run_end || self.buf.len() + PAGE_SIZE > CHECKPOINT_BATCH_BYTES)
+        {
+            self.flush()?;
+        }
+        if self.buf.is_empty() {
+            self.start = page;
+            self.buf.reserve_exact(CHECKPOINT_BATCH_BYTES);
+        }
+        let at = self.buf.len();
+        self.buf.resize(at + PAGE_SIZE, 0);
+        Ok(&mut self.buf[at..])
+    }
+
+    /// Writes the buffered run.
+    fn flush(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            self.file.write_all_at(page_offset(self.start), &self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
     }
 }
 
 impl FlexTree {
     /// The version of the last checkpoint written or loaded (0 if none).
+    /// Never waits for a running checkpoint.
     pub fn checkpoint_version(&self) -> u64 {
-        self.persist.version
+        self.version.load(Ordering::Relaxed)
     }
 
     /// Writes a copy-on-write checkpoint into `file` and returns its version.
     ///
-    /// Dirty nodes go to pages the previous version does not use, the file
-    /// is synced, then the header (with `meta`, at most [`MAX_META`] bytes) is
-    /// written to its slot and synced. A tree that was neither loaded from nor
-    /// checkpointed into a file may only checkpoint into an empty file; later
-    /// checkpoints must go to the same file. On error the tree is unchanged
-    /// and the file still loads as the previous version.
-    pub fn checkpoint(&mut self, file: &dyn StorageFile, meta: &[u8]) -> Result<u64> {
+    /// Dirty nodes go to pages the previous version does not use, streamed
+    /// in writes of at most [`CHECKPOINT_BATCH_BYTES`]; the file is synced,
+    /// then the header (with `meta`, at most [`MAX_META`] bytes) is written
+    /// to its slot and synced. Only then does the tree adopt the new pages
+    /// and mark its nodes clean. A tree that was neither loaded from nor
+    /// checkpointed into a file may only checkpoint into an empty file;
+    /// later checkpoints must go to the same file. On error the tree's
+    /// contents are unchanged, the next checkpoint writes everything the
+    /// failed one tried to, and the file still loads as the previous version.
+    ///
+    /// Runs through `&self`: readers may use the tree meanwhile (see the
+    /// module documentation); a second checkpoint waits for this one.
+    pub fn checkpoint(&self, file: &dyn StorageFile, meta: &[u8]) -> Result<u64> {
         if meta.len() > MAX_META {
             return Err(Error::MetaTooLarge(meta.len()));
         }
-        let (page_count, free) = if self.persist.bound {
-            (self.persist.page_count, self.persist.free.clone())
-        } else {
+        let mut guard = self.persist.lock();
+        let persist = &mut *guard;
+        if !persist.bound {
             if file.len()? != 0 {
                 return Err(Error::FileNotEmpty);
             }
-            (FIRST_NODE_PAGE, Vec::new())
+            // The tree owns the file from now on, even if this checkpoint
+            // fails: a retry must not trip over its own partial writes.
+            persist.bound = true;
+            persist.page_count = FIRST_NODE_PAGE;
+            persist.free.clear();
+            persist.released.clear();
+        }
+        persist.free.sort_unstable_by(|a, b| b.cmp(a));
+        let version = self.version.load(Ordering::Relaxed) + 1;
+        let mut alloc = PageAlloc {
+            free: &persist.free,
+            used: 0,
+            page_count: persist.page_count,
         };
-        let mut plan = Plan {
-            version: self.persist.version + 1,
-            free,
-            page_count,
-            images: Vec::new(),
-            pages: Vec::new(),
-            assigned: Vec::new(),
-        };
-        let root_page = self.plan_node(self.root, 0, &mut plan)?;
-        write_pages(file, &plan)?;
+        let mut out = PageWriter::new(file);
+        let root_page = self.write_node(self.root, 0, version, &mut alloc, &mut out)?;
+        out.flush()?;
+        drop(out);
         file.sync()?;
         let header = Header {
-            version: plan.version,
+            version,
             root_page,
             height: self.height,
             total: self.total,
             extents: self.extents,
-            page_count: plan.page_count,
+            page_count: alloc.page_count,
             meta: meta.to_vec(),
         };
-        file.write_all_at(
-            page_offset((plan.version % 2) as u32),
-            &encode_header(&header),
-        )?;
+        file.write_all_at(page_offset((version % 2) as u32), &encode_header(&header))?;
         file.sync()?;
-        // Committed: adopt the new pages and free what the old version held.
-        let mut free = plan.free;
-        free.append(&mut self.persist.released);
-        for &(is_leaf, id, page) in &plan.assigned {
-            let old = if is_leaf {
-                let l = &mut self.leaves[id as usize];
-                l.dirty = false;
-                std::mem::replace(&mut l.page, page)
-            } else {
-                let n = &mut self.internals[id as usize];
-                n.dirty = false;
-                std::mem::replace(&mut n.page, page)
-            };
-            if old != 0 {
-                free.push(old);
-            }
-        }
-        self.persist.free = free;
-        self.persist.page_count = plan.page_count;
-        self.persist.version = plan.version;
-        self.persist.bound = true;
-        Ok(plan.version)
+        // Committed: adopt the new pages; what the previous version alone
+        // referenced becomes free.
+        let (used, page_count) = (alloc.used, alloc.page_count);
+        let remaining = persist.free.len() - used;
+        persist.free.truncate(remaining);
+        let mut released = std::mem::take(&mut persist.released);
+        persist.free.append(&mut released);
+        self.commit_node(self.root, 0, &mut persist.free);
+        persist.page_count = page_count;
+        self.version.store(version, Ordering::Relaxed);
+        Ok(version)
     }
 
-    /// Plans the write of node `id` at `level` and its dirty descendants;
-    /// returns the page that will hold the node.
-    fn plan_node(&self, id: u32, level: usize, plan: &mut Plan) -> Result<u32> {
+    /// Writes node `id` at `level` and its dirty descendants (post-order);
+    /// returns the page that holds the node in the new version.
+    fn write_node(
+        &self,
+        id: u32,
+        level: usize,
+        version: u64,
+        alloc: &mut PageAlloc<'_>,
+        out: &mut PageWriter<'_>,
+    ) -> Result<u32> {
         if level == self.height {
             let l = &self.leaves[id as usize];
-            if !l.dirty && l.page != 0 {
-                return Ok(l.page);
+            if !l.disk.needs_write() {
+                return Ok(l.disk.page());
             }
-            let page = plan.alloc()?;
-            let version = plan.version;
-            encode_leaf(l, version, plan.image(page));
-            plan.assigned.push((true, id, page));
+            let page = alloc.alloc()?;
+            encode_leaf(l, version, out.page(page)?);
+            l.disk.set_pending(page);
             return Ok(page);
         }
         let n = &self.internals[id as usize];
-        if !n.dirty && n.page != 0 {
-            return Ok(n.page);
+        if !n.disk.needs_write() {
+            return Ok(n.disk.page());
         }
         let mut child_pages = [0u32; INTERNAL_CAP];
-        for (i, slot) in child_pages.iter_mut().enumerate().take(n.count) {
-            *slot = self.plan_node(n.child[i], level + 1, plan)?;
+        for (slot, &child) in child_pages.iter_mut().zip(&n.child[..n.count]) {
+            *slot = self.write_node(child, level + 1, version, alloc, out)?;
         }
-        let page = plan.alloc()?;
-        let version = plan.version;
-        let b = plan.image(page);
+        let page = alloc.alloc()?;
+        let b = out.page(page)?;
         for (i, (shift, child_page)) in n.shift[..n.count].iter().zip(child_pages).enumerate() {
             let at = NODE_HEADER + i * INTERNAL_ENTRY;
             b[at..at + 8].copy_from_slice(&shift.to_le_bytes());
             b[at + 8..at + 12].copy_from_slice(&child_page.to_le_bytes());
         }
         seal_node_page(b, KIND_INTERNAL, n.count, version);
-        plan.assigned.push((false, id, page));
+        n.disk.set_pending(page);
         Ok(page)
+    }
+
+    /// After a durable header: every node `write_node` wrote (the same walk)
+    /// adopts its new page and becomes clean; old pages go to `free`.
+    fn commit_node(&self, id: u32, level: usize, free: &mut Vec<u32>) {
+        let disk = if level == self.height {
+            &self.leaves[id as usize].disk
+        } else {
+            let n = &self.internals[id as usize];
+            if !n.disk.needs_write() {
+                return;
+            }
+            for &child in &n.child[..n.count] {
+                self.commit_node(child, level + 1, free);
+            }
+            &n.disk
+        };
+        if disk.needs_write() {
+            let old = disk.commit();
+            if old != 0 {
+                free.push(old);
+            }
+        }
     }
 
     /// Loads the newest valid checkpoint from `file`.
@@ -360,10 +447,11 @@ impl FlexTree {
         tree.height = header.height;
         tree.total = header.total;
         tree.extents = header.extents;
-        tree.persist.version = header.version;
-        tree.persist.bound = true;
-        tree.persist.page_count = header.page_count;
-        tree.persist.free = (FIRST_NODE_PAGE..header.page_count)
+        *tree.version.get_mut() = header.version;
+        let persist = tree.persist.get_mut();
+        persist.bound = true;
+        persist.page_count = header.page_count;
+        persist.free = (FIRST_NODE_PAGE..header.page_count)
             .filter(|&p| !visited[p as usize])
             .rev()
             .collect();
@@ -375,31 +463,6 @@ impl FlexTree {
             },
         ))
     }
-}
-
-/// Writes the planned pages, coalescing runs of consecutive pages.
-fn write_pages(file: &dyn StorageFile, plan: &Plan) -> Result<()> {
-    let mut order: Vec<usize> = (0..plan.pages.len()).collect();
-    order.sort_unstable_by_key(|&i| plan.pages[i]);
-    let mut run: Vec<u8> = Vec::new();
-    let mut run_start = 0u32;
-    let mut next = 0u32;
-    for i in order {
-        let page = plan.pages[i];
-        if !run.is_empty() && page != next {
-            file.write_all_at(page_offset(run_start), &run)?;
-            run.clear();
-        }
-        if run.is_empty() {
-            run_start = page;
-        }
-        run.extend_from_slice(&plan.images[i * PAGE_SIZE..(i + 1) * PAGE_SIZE]);
-        next = page + 1;
-    }
-    if !run.is_empty() {
-        file.write_all_at(page_offset(run_start), &run)?;
-    }
-    Ok(())
 }
 
 /// State of one load: reads and validates nodes depth-first.
@@ -462,8 +525,7 @@ impl Loader<'_> {
         }
         let mut node = Internal::new();
         node.count = count;
-        node.dirty = false;
-        node.page = page;
+        node.disk = DiskState::loaded(page);
         let mut children = [0u32; INTERNAL_CAP];
         for (i, c) in children.iter_mut().enumerate().take(count) {
             let at = NODE_HEADER + i * INTERNAL_ENTRY;
@@ -501,8 +563,7 @@ impl Loader<'_> {
         }
         let mut leaf = Leaf::new();
         leaf.count = count;
-        leaf.dirty = false;
-        leaf.page = page;
+        leaf.disk = DiskState::loaded(page);
         let mut off = 0u64;
         for i in 0..count {
             let at = NODE_HEADER + i * LEAF_ENTRY;

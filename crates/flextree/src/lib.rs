@@ -33,7 +33,7 @@ mod tree;
 #[cfg(test)]
 mod sanity_tests;
 
-pub use checkpoint::{Checkpoint, MAX_META};
+pub use checkpoint::{Checkpoint, CHECKPOINT_BATCH_BYTES, MAX_META};
 pub use cursor::Extents;
 pub use error::{Error, Result};
 pub use extent::{Extent, Piece, MAX_ADDR, MAX_EXTENT_LEN, MAX_SPACE};

@@ -11,15 +11,105 @@
 //!   sibling, so an internal node stores one array, not two.
 //! - The effective offset of any entry is the sum of the shift values on its
 //!   search path plus its partial offset (§3.1 of the paper).
-//! - `dirty` is set on every node modified since the last checkpoint and on
-//!   all of its ancestors, so a clean node roots a clean subtree.
-//! - `page` is the tree-file page holding the node's last checkpointed image
-//!   (0 when it has none).
+//! - `disk.dirty` is set on every node modified since the last checkpoint and
+//!   on all of its ancestors, so a clean node roots a clean subtree.
+//! - `disk.page` is the tree-file page holding the node's last committed
+//!   image (0 when it has none); `disk.pending` is the page a running (or
+//!   failed) checkpoint wrote the node to, meaningful only between that
+//!   checkpoint's node writes and its commit.
+//! - The `disk` fields are atomics so that a checkpoint can run through
+//!   `&FlexTree` while readers search the same nodes. Only a checkpoint
+//!   (serialized by the tree's persist mutex) writes them through `&self`;
+//!   mutators write them through `&mut self` (`get_mut`, plain stores).
+//!   Relaxed ordering suffices: the caller's lock that separates mutators
+//!   from a checkpoint orders their accesses.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// Entries per leaf node.
 pub(crate) const LEAF_CAP: usize = 64;
 /// Children per internal node.
 pub(crate) const INTERNAL_CAP: usize = 128;
+
+/// A node's relation to the tree file (see the module invariants).
+pub(crate) struct DiskState {
+    dirty: AtomicBool,
+    page: AtomicU32,
+    pending: AtomicU32,
+}
+
+impl DiskState {
+    /// A node never written: dirty, no page.
+    pub fn new() -> Self {
+        DiskState {
+            dirty: AtomicBool::new(true),
+            page: AtomicU32::new(0),
+            pending: AtomicU32::new(0),
+        }
+    }
+
+    /// A node loaded from `page`: clean.
+    pub fn loaded(page: u32) -> Self {
+        DiskState {
+            dirty: AtomicBool::new(false),
+            page: AtomicU32::new(page),
+            pending: AtomicU32::new(0),
+        }
+    }
+
+    /// Marks the node modified since the last checkpoint.
+    #[inline(always)]
+    pub fn mark_dirty(&mut self) {
+        *self.dirty.get_mut() = true;
+    }
+
+    /// Whether the node changed since the last checkpoint.
+    #[inline]
+    pub fn is_dirty(&self) -> bool {
+        self.dirty.load(Ordering::Relaxed)
+    }
+
+    /// Whether a checkpoint must write the node: it changed, or it was
+    /// never written.
+    #[inline]
+    pub fn needs_write(&self) -> bool {
+        self.is_dirty() || self.page() == 0
+    }
+
+    /// The page of the node's last committed image (0: none).
+    #[inline]
+    pub fn page(&self) -> u32 {
+        self.page.load(Ordering::Relaxed)
+    }
+
+    /// Forgets the node's page (the node is being freed) and returns it.
+    pub fn take_page(&mut self) -> u32 {
+        std::mem::take(self.page.get_mut())
+    }
+
+    /// Records the page a running checkpoint wrote the node to.
+    pub fn set_pending(&self, page: u32) {
+        self.pending.store(page, Ordering::Relaxed);
+    }
+
+    /// Adopts the pending page once its checkpoint is durable: the node is
+    /// clean. Returns the page of the previous image (0: none).
+    pub fn commit(&self) -> u32 {
+        self.dirty.store(false, Ordering::Relaxed);
+        self.page
+            .swap(self.pending.load(Ordering::Relaxed), Ordering::Relaxed)
+    }
+}
+
+impl Clone for DiskState {
+    fn clone(&self) -> Self {
+        DiskState {
+            dirty: AtomicBool::new(self.is_dirty()),
+            page: AtomicU32::new(self.page()),
+            pending: AtomicU32::new(self.pending.load(Ordering::Relaxed)),
+        }
+    }
+}
 
 /// Bits of a packed address word that hold the physical address.
 const ADDR_BITS: u32 = 48;
@@ -58,8 +148,7 @@ pub(crate) fn addr_of(word: u64) -> Option<u64> {
 #[derive(Clone)]
 pub(crate) struct Leaf {
     pub count: usize,
-    pub dirty: bool,
-    pub page: u32,
+    pub disk: DiskState,
     /// Length of each entry.
     pub len: [u64; LEAF_CAP],
     /// Packed address and tag of each entry.
@@ -70,8 +159,7 @@ impl Leaf {
     pub fn new() -> Self {
         Leaf {
             count: 0,
-            dirty: true,
-            page: 0,
+            disk: DiskState::new(),
             len: [0; LEAF_CAP],
             word: [0; LEAF_CAP],
         }
@@ -126,8 +214,7 @@ impl Leaf {
 #[derive(Clone)]
 pub(crate) struct Internal {
     pub count: usize,
-    pub dirty: bool,
-    pub page: u32,
+    pub disk: DiskState,
     /// Start of each child relative to this node's start.
     pub shift: [u64; INTERNAL_CAP],
     /// Arena ids of the children (leaves or internals by level).
@@ -138,8 +225,7 @@ impl Internal {
     pub fn new() -> Self {
         Internal {
             count: 0,
-            dirty: true,
-            page: 0,
+            disk: DiskState::new(),
             shift: [0; INTERNAL_CAP],
             child: [0; INTERNAL_CAP],
         }

@@ -13,6 +13,9 @@ use crate::arena::Arena;
 use crate::checkpoint::Persist;
 use crate::error::{Error, Result};
 use crate::extent::{Extent, Piece, MAX_ADDR, MAX_SPACE};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::node::{addr_of, prefetch, tag_of, with_tag, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
 
 /// The deepest tree supported. A tree of this height would need more extents
@@ -47,7 +50,10 @@ impl Path {
 ///
 /// See the crate documentation for the model. Every method that takes an
 /// offset validates it and returns [`Error::OutOfRange`] rather than panic.
-#[derive(Clone)]
+///
+/// `FlexTree` is `Send + Sync`: any number of threads may call the `&self`
+/// methods at once, including one [`FlexTree::checkpoint`] (see the
+/// `checkpoint` module for what runs concurrently with it).
 pub struct FlexTree {
     pub(crate) leaves: Arena<Leaf>,
     pub(crate) internals: Arena<Internal>,
@@ -59,7 +65,35 @@ pub struct FlexTree {
     pub(crate) total: u64,
     pub(crate) extents: u64,
     merge_limit: u64,
-    pub(crate) persist: Persist,
+    merge_boundary: u64,
+    /// The last committed checkpoint version; written only by a checkpoint
+    /// holding `persist` (or by `load`), readable without the lock.
+    pub(crate) version: AtomicU64,
+    /// Free and released pages of the tree file. A checkpoint holds this lock
+    /// from start to end, which serializes checkpoints.
+    pub(crate) persist: Mutex<Persist>,
+}
+
+impl Clone for FlexTree {
+    /// Clones the tree. Waits for a running checkpoint to finish, so the
+    /// clone's pages and versions are those of one committed state.
+    fn clone(&self) -> Self {
+        let persist = self.persist.lock();
+        FlexTree {
+            leaves: self.leaves.clone(),
+            internals: self.internals.clone(),
+            free_leaves: self.free_leaves.clone(),
+            free_internals: self.free_internals.clone(),
+            root: self.root,
+            height: self.height,
+            total: self.total,
+            extents: self.extents,
+            merge_limit: self.merge_limit,
+            merge_boundary: self.merge_boundary,
+            version: AtomicU64::new(self.version.load(Ordering::Relaxed)),
+            persist: Mutex::new(persist.clone()),
+        }
+    }
 }
 
 impl Default for FlexTree {
@@ -74,7 +108,7 @@ impl std::fmt::Debug for FlexTree {
             .field("len", &self.total)
             .field("extents", &self.extents)
             .field("height", &self.height)
-            .field("version", &self.persist.version)
+            .field("version", &self.version.load(Ordering::Relaxed))
             .finish()
     }
 }
@@ -98,7 +132,9 @@ impl FlexTree {
             total: 0,
             extents: 0,
             merge_limit: 0,
-            persist: Persist::default(),
+            merge_boundary: 0,
+            version: AtomicU64::new(0),
+            persist: Mutex::new(Persist::default()),
         }
     }
 
@@ -122,12 +158,13 @@ impl FlexTree {
         self.height + 1
     }
 
-    /// Bytes of memory held by the tree's nodes.
+    /// Bytes of memory held by the tree's nodes (waits for a running
+    /// checkpoint, whose page lists it counts).
     pub fn memory_usage(&self) -> usize {
         self.leaves.memory_usage()
             + self.internals.memory_usage()
             + (self.free_leaves.capacity() + self.free_internals.capacity()) * 4
-            + self.persist.memory_usage()
+            + self.persist.lock().memory_usage()
     }
 
     /// Sets the largest extent that insert and append may produce by merging
@@ -388,16 +425,14 @@ impl FlexTree {
 
     fn free_leaf(&mut self, id: u32) {
         let l = &mut self.leaves[id as usize];
-        self.persist.release(l.page);
-        l.page = 0;
+        self.persist.get_mut().release(l.disk.take_page());
         l.count = 0;
         self.free_leaves.push(id);
     }
 
     fn free_internal(&mut self, id: u32) {
         let n = &mut self.internals[id as usize];
-        self.persist.release(n.page);
-        n.page = 0;
+        self.persist.get_mut().release(n.disk.take_page());
         n.count = 0;
         self.free_internals.push(id);
     }
@@ -446,13 +481,13 @@ impl FlexTree {
                 }
             }
             let n = &mut self.internals[node as usize];
-            n.dirty = true;
+            n.disk.mark_dirty();
             path.push(node, idx);
             span = n.child_span(idx, span);
             rel -= n.shift[idx];
             node = n.child[idx];
         }
-        self.leaves[node as usize].dirty = true;
+        self.leaves[node as usize].disk.mark_dirty();
         (node, rel)
     }
 
@@ -474,7 +509,7 @@ impl FlexTree {
             new.word[..n].copy_from_slice(&old.word[h..c]);
             new.count = n;
             old.count = h;
-            old.dirty = true;
+            old.disk.mark_dirty();
             (base, self.alloc_leaf(new))
         } else {
             let old = &mut self.internals[child as usize];
@@ -489,13 +524,13 @@ impl FlexTree {
             new.child[..n].copy_from_slice(&old.child[h..c]);
             new.count = n;
             old.count = h;
-            old.dirty = true;
+            old.disk.mark_dirty();
             (base, self.alloc_internal(new))
         };
         let p = &mut self.internals[parent as usize];
         let shift = p.shift[idx] + base;
         p.insert_child(idx + 1, shift, new_id);
-        p.dirty = true;
+        p.disk.mark_dirty();
     }
 
     /// Inserts one leaf entry; arguments are validated by the caller.
@@ -610,7 +645,7 @@ impl FlexTree {
             left.len[ca..ca + cb].copy_from_slice(&right.len[..cb]);
             left.word[ca..ca + cb].copy_from_slice(&right.word[..cb]);
             left.count = ca + cb;
-            left.dirty = true;
+            left.disk.mark_dirty();
             self.free_leaf(b);
         } else {
             let (ca, cb) = (
@@ -630,12 +665,12 @@ impl FlexTree {
                 left.child[ca + j] = rc[j];
             }
             left.count = ca + cb;
-            left.dirty = true;
+            left.disk.mark_dirty();
             self.free_internal(b);
         }
         let p = &mut self.internals[parent as usize];
         p.remove_child(i + 1);
-        p.dirty = true;
+        p.disk.mark_dirty();
     }
 }
 

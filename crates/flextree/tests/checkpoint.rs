@@ -146,13 +146,13 @@ fn crash_at_any_write_leaves_the_previous_version() {
     let v2 = snapshot(&t);
     // Count the writes a full checkpoint takes.
     let probe = CrashFile::from(base.to_bytes(), usize::MAX);
-    let mut t_probe = t.clone();
+    let t_probe = t.clone();
     t_probe.checkpoint(&probe, b"v2").unwrap();
     let total_writes = probe.writes.lock().unwrap().0;
     assert!(total_writes >= 2);
     for limit in 0..=total_writes {
         let f = CrashFile::from(base.to_bytes(), limit);
-        let mut tc = t.clone();
+        let tc = t.clone();
         let result = tc.checkpoint(&f, b"v2");
         // Whatever reached the disk before the crash, the durable image
         // loads as exactly one of the two versions.
@@ -161,8 +161,21 @@ fn crash_at_any_write_leaves_the_previous_version() {
             assert!(result.is_err());
             assert_eq!(snapshot(&loaded), v1, "crash after {limit} writes");
             assert_eq!(cp.meta, b"v1");
-            // The failed checkpoint left the tree intact.
+            // The failed checkpoint left the tree intact...
             assert_eq!(snapshot(&tc), v2);
+            assert_eq!(tc.checkpoint_version(), 1);
+            // ...and able to checkpoint again into what is on the disk,
+            // partial writes of the failed attempt included.
+            let retry = MemFile::from_bytes(f.live_image());
+            assert_eq!(tc.checkpoint(&retry, b"v2").unwrap(), 2);
+            let (l, cp) = FlexTree::load(&retry).unwrap();
+            assert_eq!((snapshot(&l), cp.meta), (v2.clone(), b"v2".to_vec()));
+            // The free-page lists are right too: a third version written
+            // over the second's free pages still loads.
+            let mut tm = tc.clone();
+            mutate(&mut tm, &mut StdRng::seed_from_u64(limit as u64), 300);
+            assert_eq!(tm.checkpoint(&retry, b"v3").unwrap(), 3);
+            assert_eq!(snapshot(&FlexTree::load(&retry).unwrap().0), snapshot(&tm));
         } else {
             result.unwrap();
             assert_eq!(snapshot(&loaded), v2);
@@ -254,4 +267,164 @@ fn a_new_tree_refuses_a_non_empty_file() {
     t.append(5, 5).unwrap();
     assert!(matches!(t.checkpoint(&file, &[]), Err(Error::FileNotEmpty)));
     assert_eq!(file.to_bytes(), vec![1; 10]);
+}
+
+#[test]
+fn a_failed_first_checkpoint_can_be_retried() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut t = FlexTree::new();
+    mutate(&mut t, &mut rng, 3000);
+    let want = snapshot(&t);
+    let probe = CrashFile::from(Vec::new(), usize::MAX);
+    t.clone().checkpoint(&probe, b"first").unwrap();
+    let total_writes = probe.writes.lock().unwrap().0;
+    for limit in 0..total_writes {
+        let f = CrashFile::from(Vec::new(), limit);
+        let tc = t.clone();
+        assert!(tc.checkpoint(&f, b"first").is_err());
+        assert_eq!(tc.checkpoint_version(), 0);
+        // The file now holds partial writes but no header; the tree
+        // remembers it claimed the file and checkpoints into it.
+        let retry = MemFile::from_bytes(f.live_image());
+        assert_eq!(tc.checkpoint(&retry, b"first").unwrap(), 1);
+        let (l, cp) = FlexTree::load(&retry).unwrap();
+        assert_eq!(snapshot(&l), want);
+        assert_eq!(cp.meta, b"first");
+    }
+}
+
+#[test]
+fn tree_is_send_sync_and_clone() {
+    fn check<T: Send + Sync + Clone>() {}
+    check::<FlexTree>();
+}
+
+/// A `MemFile` whose first write waits until readers have done `gate`
+/// operations, so the checkpoint is provably in progress while they run,
+/// and whose writes are slowed down a little.
+struct GatedFile {
+    inner: MemFile,
+    reads_done: std::sync::atomic::AtomicUsize,
+    gate: usize,
+}
+
+impl StorageFile for GatedFile {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.inner.read_exact_at(offset, buf)
+    }
+    fn write_all_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        use std::sync::atomic::Ordering;
+        while self.reads_done.load(Ordering::Relaxed) < self.gate {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+        self.inner.write_all_at(offset, data)
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.inner.sync()
+    }
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
+    }
+}
+
+/// The extent of `want` (sorted by offset) containing `off`.
+fn expected_at(want: &[Extent], off: u64) -> Extent {
+    let i = want.partition_point(|e| e.offset <= off) - 1;
+    want[i]
+}
+
+#[test]
+fn readers_run_during_a_checkpoint_and_see_the_tree() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let mut rng = StdRng::seed_from_u64(8);
+    let mut t = FlexTree::new();
+    for i in 0..30_000u64 {
+        t.append(50, i * 1000).unwrap();
+    }
+    mutate(&mut t, &mut rng, 20_000);
+    let want = snapshot(&t);
+    let total = t.len();
+    let file = GatedFile {
+        inner: MemFile::new(),
+        reads_done: AtomicUsize::new(0),
+        gate: 2000,
+    };
+    let done = AtomicBool::new(false);
+    let during = AtomicUsize::new(0);
+    let tree = &t;
+    std::thread::scope(|s| {
+        let checker = s.spawn(|| {
+            let v = tree.checkpoint(&file, b"concurrent").unwrap();
+            done.store(true, Ordering::SeqCst);
+            v
+        });
+        for seed in 0..2u64 {
+            let (want, file, done, during) = (&want, &file, &done, &during);
+            s.spawn(move || {
+                let mut rng = StdRng::seed_from_u64(100 + seed);
+                let mut pieces = Vec::new();
+                while !done.load(Ordering::SeqCst) {
+                    let off = rng.gen_range(0..total);
+                    let e = expected_at(want, off);
+                    assert_eq!(tree.extent_at(off).unwrap(), e);
+                    assert_eq!(
+                        tree.lookup(off).unwrap(),
+                        e.addr.map(|a| a + (off - e.offset))
+                    );
+                    let tag = if off == e.offset { e.tag } else { 0 };
+                    assert_eq!(tree.get_tag(off).unwrap(), tag);
+                    let len = rng.gen_range(1..=(total - off).min(5000));
+                    tree.query_into(off, len, &mut pieces).unwrap();
+                    assert_eq!(pieces.iter().map(|p| p.len).sum::<u64>(), len);
+                    assert_eq!(pieces[0].addr, tree.lookup(off).unwrap());
+                    let got: Vec<Extent> = tree.extents_from(off).unwrap().take(20).collect();
+                    let i = want.partition_point(|x| x.offset <= off) - 1;
+                    let end = (i + 20).min(want.len());
+                    assert_eq!(got, want[i..end]);
+                    file.reads_done.fetch_add(1, Ordering::Relaxed);
+                    if !done.load(Ordering::SeqCst) {
+                        during.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        assert_eq!(checker.join().unwrap(), 1);
+    });
+    assert!(during.load(Ordering::Relaxed) >= 2000);
+    let (loaded, cp) = FlexTree::load(&file.inner).unwrap();
+    assert_eq!(cp.meta, b"concurrent");
+    assert_eq!(snapshot(&loaded), want);
+    assert_eq!(snapshot(&t), want);
+}
+
+#[test]
+fn concurrent_checkpoints_take_turns() {
+    let mut rng = StdRng::seed_from_u64(9);
+    let mut t = FlexTree::new();
+    mutate(&mut t, &mut rng, 5000);
+    let file = MemFile::new();
+    t.checkpoint(&file, b"0").unwrap();
+    mutate(&mut t, &mut rng, 5000);
+    let tree = &t;
+    let mut versions: Vec<u64> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| tree.checkpoint(&file, b"x").unwrap()))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    versions.sort_unstable();
+    assert_eq!(versions, vec![2, 3, 4, 5]);
+    let (loaded, cp) = FlexTree::load(&file).unwrap();
+    assert_eq!(cp.version, 5);
+    assert_eq!(snapshot(&loaded), snapshot(&t));
+    // The page lists survived the interleaving: more versions still load.
+    for round in 0..5 {
+        mutate(&mut t, &mut rng, 500);
+        t.checkpoint(&file, &[round]).unwrap();
+        assert_eq!(snapshot(&FlexTree::load(&file).unwrap().0), snapshot(&t));
+    }
 }
