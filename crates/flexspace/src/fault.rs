@@ -8,6 +8,9 @@
 //! gives the storage a restarted machine would see (durable images, with
 //! the first half of the last unsynced write torn in when asked); `NoSpace`
 //! and `Io` fail that one operation with ENOSPC or EIO and change nothing.
+//! Removals and renames count as operations and are durable at once; a
+//! handle names its file, so after a rename or removal it no longer reaches
+//! the bytes (unlike a POSIX descriptor): close handles first.
 
 use std::collections::HashMap;
 use std::io;
@@ -187,6 +190,40 @@ impl Storage for FaultStorage {
     fn exists(&self, name: &str) -> io::Result<bool> {
         Ok(self.state.lock().files.contains_key(name))
     }
+
+    fn remove_file(&self, name: &str) -> io::Result<()> {
+        let mut s = self.state.lock();
+        s.step()?;
+        s.files
+            .remove(name)
+            .map(|_| ())
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+    }
+
+    fn list_files(&self) -> io::Result<Vec<String>> {
+        let s = self.state.lock();
+        if s.crashed {
+            return Err(io::Error::other("simulated crash"));
+        }
+        let mut names: Vec<String> = s.files.keys().cloned().collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        let mut s = self.state.lock();
+        s.step()?;
+        let img = s
+            .files
+            .remove(from)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        s.files.insert(to.to_string(), img);
+        Ok(())
+    }
+
+    fn sync_dir(&self) -> io::Result<()> {
+        self.state.lock().step()
+    }
 }
 
 impl FaultFile {
@@ -285,6 +322,24 @@ mod tests {
             st.crash_image()
         };
         assert_eq!(torn.file_bytes("a").unwrap(), b"ab");
+    }
+
+    #[test]
+    fn directory_operations() {
+        let st = FaultStorage::new();
+        st.open_file("b", true)
+            .unwrap()
+            .write_all_at(0, b"x")
+            .unwrap();
+        st.open_file("a", true).unwrap();
+        assert_eq!(st.list_files().unwrap(), vec!["a", "b"]);
+        st.rename("b", "a").unwrap();
+        assert_eq!(st.list_files().unwrap(), vec!["a"]);
+        assert_eq!(st.file_bytes("a").unwrap(), b"x");
+        st.remove_file("a").unwrap();
+        assert!(st.remove_file("a").is_err());
+        assert!(st.list_files().unwrap().is_empty());
+        st.sync_dir().unwrap();
     }
 
     #[test]

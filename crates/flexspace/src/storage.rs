@@ -23,6 +23,15 @@ pub trait Storage: Send + Sync {
     fn open_file(&self, name: &str, create: bool) -> io::Result<Arc<dyn StorageFile>>;
     /// Whether the file `name` exists.
     fn exists(&self, name: &str) -> io::Result<bool>;
+    /// Removes the file `name` (durable after [`Storage::sync_dir`]).
+    fn remove_file(&self, name: &str) -> io::Result<()>;
+    /// Names of the files in the directory, sorted.
+    fn list_files(&self) -> io::Result<Vec<String>>;
+    /// Atomically replaces `to` with `from` (durable after
+    /// [`Storage::sync_dir`]).
+    fn rename(&self, from: &str, to: &str) -> io::Result<()>;
+    /// Makes file creations, removals and renames durable.
+    fn sync_dir(&self) -> io::Result<()>;
 }
 
 /// Real files in a directory, locked for exclusive use.
@@ -81,6 +90,32 @@ impl Storage for FileStorage {
     fn exists(&self, name: &str) -> io::Result<bool> {
         self.dir.join(name).try_exists()
     }
+
+    fn remove_file(&self, name: &str) -> io::Result<()> {
+        std::fs::remove_file(self.dir.join(name))
+    }
+
+    fn list_files(&self) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_file() {
+                if let Some(n) = entry.file_name().to_str() {
+                    names.push(n.to_string());
+                }
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        std::fs::rename(self.dir.join(from), self.dir.join(to))
+    }
+
+    fn sync_dir(&self) -> io::Result<()> {
+        File::open(&self.dir)?.sync_all()
+    }
 }
 
 /// One real file.
@@ -121,5 +156,37 @@ impl StorageFile for RealFile {
         } else {
             Err(io::Error::from_raw_os_error(rc))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directory_operations_on_real_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let st = FileStorage::open(dir.path(), true).unwrap();
+        st.open_file("b", true)
+            .unwrap()
+            .write_all_at(0, b"x")
+            .unwrap();
+        st.open_file("a", true).unwrap();
+        assert_eq!(st.list_files().unwrap(), vec!["a", "b", "lock"]);
+        st.rename("b", "a").unwrap();
+        st.sync_dir().unwrap();
+        assert_eq!(st.list_files().unwrap(), vec!["a", "lock"]);
+        let mut buf = [0u8; 1];
+        st.open_file("a", false)
+            .unwrap()
+            .read_exact_at(0, &mut buf)
+            .unwrap();
+        assert_eq!(&buf, b"x");
+        st.remove_file("a").unwrap();
+        assert!(!st.exists("a").unwrap());
+        assert!(matches!(
+            FileStorage::open(dir.path(), false),
+            Err(Error::Locked(_))
+        ));
     }
 }
