@@ -169,9 +169,23 @@ impl FlexTree {
 
     /// Sets the largest extent that insert and append may produce by merging
     /// a new extent into the physically contiguous extent that ends where it
-    /// starts. 0 (the default) disables merging.
+    /// starts (two holes are contiguous). 0 (the default) disables merging.
     pub fn set_merge_limit(&mut self, max_len: u64) {
         self.merge_limit = max_len;
+    }
+
+    /// Forbids merges that would make a mapped extent cross a multiple of
+    /// `boundary` in physical address space: the merged range `a..a + len`
+    /// may not contain a multiple of `boundary` strictly inside it (it may
+    /// start at one, and end at one). 0 (the default) sets no boundary.
+    ///
+    /// flexspace sets its segment size here, so that an extent written
+    /// inside one segment stays inside it. The boundary governs merging
+    /// only: an extent inserted or remapped as one piece that itself crosses
+    /// a boundary is kept as it is. Holes have no physical range and merge
+    /// under the limit alone.
+    pub fn set_merge_boundary(&mut self, boundary: u64) {
+        self.merge_boundary = boundary;
     }
 
     // ---------------------------------------------------------------- checks
@@ -277,6 +291,26 @@ impl FlexTree {
         self.insert(offset, len, addr)?;
         for (off, tag) in tags {
             self.set_tag(off, tag)?;
+        }
+        Ok(())
+    }
+
+    /// Like [`FlexTree::remap`], but `offset..offset + len` becomes a single
+    /// extent: it keeps the tag of the extent that starts at `offset` (0
+    /// when `offset` lies inside an extent) and the tags of the extents that
+    /// started later inside the range are dropped. As with any insert, the
+    /// new extent may merge into the extent before it under the merge limit
+    /// and boundary when it has no tag. Used by garbage collection to
+    /// relocate whole extents.
+    pub fn remap_merged(&mut self, offset: u64, len: u64, addr: u64) -> Result<()> {
+        self.check_within(offset, len)?;
+        Self::check_addr(addr, len)?;
+        self.check_height_room()?;
+        let tag = self.get_tag(offset)?;
+        self.collapse(offset, len)?;
+        self.insert(offset, len, addr)?;
+        if tag != 0 {
+            self.set_tag(offset, tag)?;
         }
         Ok(())
     }
@@ -537,7 +571,7 @@ impl FlexTree {
     fn insert_entry(&mut self, offset: u64, len: u64, addr: Option<u64>) {
         let mut path = Path::new();
         let (leaf_id, rel) = self.descend_mut(offset, &mut path);
-        let merge_limit = self.merge_limit;
+        let (merge_limit, boundary) = (self.merge_limit, self.merge_boundary);
         let l = &mut self.leaves[leaf_id as usize];
         let (e, start) = l.locate(rel);
         let pos = if e < l.count && rel > start {
@@ -557,7 +591,7 @@ impl FlexTree {
         } else {
             e
         };
-        if pos == 0 || !l.try_merge_into(pos - 1, len, addr, merge_limit) {
+        if pos == 0 || !l.try_merge_into(pos - 1, len, addr, merge_limit, boundary) {
             l.open_gap(pos, 1);
             l.set_entry(pos, len, addr, 0);
             self.extents += 1;
@@ -687,14 +721,27 @@ impl Leaf {
     }
 
     /// Extends entry `j` by a new extent of `len` bytes at `addr` when it is
-    /// physically contiguous and the result stays within `limit`.
-    fn try_merge_into(&mut self, j: usize, len: u64, addr: Option<u64>, limit: u64) -> bool {
+    /// physically contiguous, the result stays within `limit` and (for a
+    /// mapped extent) does not cross a multiple of `boundary` (0: none).
+    fn try_merge_into(
+        &mut self,
+        j: usize,
+        len: u64,
+        addr: Option<u64>,
+        limit: u64,
+        boundary: u64,
+    ) -> bool {
         let cur = self.len[j];
         if limit == 0 || cur + len > limit {
             return false;
         }
         let contiguous = match (addr_of(self.word[j]), addr) {
-            (Some(a), Some(b)) => a + cur == b,
+            // `a + cur` and `b + len - 1` do not overflow: addresses are
+            // below 2^48, lengths at most 2^63, and `b + len - 1` was
+            // checked against MAX_ADDR.
+            (Some(a), Some(b)) => {
+                a + cur == b && (boundary == 0 || a / boundary == (b + len - 1) / boundary)
+            }
             (None, None) => true,
             _ => false,
         };
