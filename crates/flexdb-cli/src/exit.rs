@@ -130,9 +130,10 @@ fn one_line(s: &str) -> String {
 }
 
 /// Replaces the default panic report (message and backtrace over several
-/// lines) with one line and exit status 70, unless `RUST_BACKTRACE` is set.
+/// lines) with one line and exit status 70, unless `RUST_BACKTRACE` asks
+/// for a backtrace (is set and not `0`).
 pub fn install_panic_hook() {
-    if std::env::var_os("RUST_BACKTRACE").is_some() {
+    if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
         return;
     }
     std::panic::set_hook(Box::new(|info| {
