@@ -11,35 +11,55 @@ use serde_json::{json, Value};
 use crate::progress::human_bytes;
 
 /// The counters as (name, number, is a byte count), in display order.
+/// The destructuring names every field, so a new field of `Stats` fails
+/// the build here until it is shown.
 fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
+    let Stats {
+        pairs,
+        space_bytes,
+        memtable_bytes,
+        committer_backlog,
+        backlog_bytes,
+        intervals,
+        sparse_index_bytes,
+        extent_index_bytes,
+        extents,
+        cache_capacity,
+        cache_bytes,
+        cache_hit_ratio,
+        wal_bytes_written,
+        data_bytes_written,
+        tree_bytes_written,
+        log_bytes_written,
+        gc_relocated_bytes,
+        defragmented_intervals,
+        max_reader_wait,
+    } = s;
+    let wait_us = u64::try_from(max_reader_wait.as_micros()).unwrap_or(u64::MAX);
     vec![
-        ("pairs", json!(s.pairs), false),
-        ("space_bytes", json!(s.space_bytes), true),
-        ("memtable_bytes", json!(s.memtable_bytes), true),
-        ("committer_backlog", json!(s.committer_backlog), false),
-        ("backlog_bytes", json!(s.backlog_bytes), true),
-        ("intervals", json!(s.intervals), false),
-        ("sparse_index_bytes", json!(s.sparse_index_bytes), true),
-        ("extent_index_bytes", json!(s.extent_index_bytes), true),
-        ("extents", json!(s.extents), false),
-        ("cache_capacity", json!(s.cache_capacity), true),
-        ("cache_bytes", json!(s.cache_bytes), true),
-        ("cache_hit_ratio", json!(s.cache_hit_ratio), false),
-        ("wal_bytes_written", json!(s.wal_bytes_written), true),
-        ("data_bytes_written", json!(s.data_bytes_written), true),
-        ("tree_bytes_written", json!(s.tree_bytes_written), true),
-        ("log_bytes_written", json!(s.log_bytes_written), true),
-        ("gc_relocated_bytes", json!(s.gc_relocated_bytes), true),
+        ("pairs", json!(pairs), false),
+        ("space_bytes", json!(space_bytes), true),
+        ("memtable_bytes", json!(memtable_bytes), true),
+        ("committer_backlog", json!(committer_backlog), false),
+        ("backlog_bytes", json!(backlog_bytes), true),
+        ("intervals", json!(intervals), false),
+        ("sparse_index_bytes", json!(sparse_index_bytes), true),
+        ("extent_index_bytes", json!(extent_index_bytes), true),
+        ("extents", json!(extents), false),
+        ("cache_capacity", json!(cache_capacity), true),
+        ("cache_bytes", json!(cache_bytes), true),
+        ("cache_hit_ratio", json!(cache_hit_ratio), false),
+        ("wal_bytes_written", json!(wal_bytes_written), true),
+        ("data_bytes_written", json!(data_bytes_written), true),
+        ("tree_bytes_written", json!(tree_bytes_written), true),
+        ("log_bytes_written", json!(log_bytes_written), true),
+        ("gc_relocated_bytes", json!(gc_relocated_bytes), true),
         (
             "defragmented_intervals",
-            json!(s.defragmented_intervals),
+            json!(defragmented_intervals),
             false,
         ),
-        (
-            "max_reader_wait_us",
-            json!(u64::try_from(s.max_reader_wait.as_micros()).unwrap_or(u64::MAX)),
-            false,
-        ),
+        ("max_reader_wait_us", json!(wait_us), false),
     ]
 }
 
