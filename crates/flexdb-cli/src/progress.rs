@@ -74,8 +74,8 @@ fn make_bar(total: Option<u64>) -> ProgressBar {
     let (bar, template) = match total {
         Some(total) => (
             ProgressBar::new(total),
-            "{spinner} [{elapsed_precise}] [{wide_bar}] {bytes}/{total_bytes} \
-             ({bytes_per_sec}, ETA {eta}) {msg}",
+            "{spinner} [{elapsed_precise}] [{wide_bar}] {decimal_bytes}/{decimal_total_bytes} \
+             ({decimal_bytes_per_sec}, ETA {eta}) {msg}",
         ),
         None => (
             ProgressBar::new_spinner(),

@@ -61,7 +61,8 @@ fn hex_and_base64_switch_input_and_output() {
     // Text mode prints the raw bytes.
     let run = flexdb(&["get", &d, "AP8=", "--base64"]);
     assert_eq!(run.code, Some(0));
-    let raw = flexdb(&["put", &d, "text", "aGk=", "--base64"]);
+    // Both arguments are base64: the key "text" is dGV4dA==.
+    let raw = flexdb(&["put", &d, "dGV4dA==", "aGk=", "--base64"]);
     assert_eq!(raw.code, Some(0), "{}", raw.stderr);
     assert_eq!(flexdb(&["get", &d, "text"]).stdout, b"hi\n");
     assert_eq!(

@@ -158,7 +158,7 @@ fn load_prints_a_summary_and_batches_large_inputs() {
     assert!(!line.contains('\n'), "one summary line: {line:?}");
     assert!(line.starts_with(&format!("loaded {n} pairs (")), "{line}");
     assert!(
-        line.contains(" MB) in ") && line.ends_with(" pairs/s"),
+        line.contains(" kB) in ") && line.ends_with(" pairs/s"),
         "{line}"
     );
     let stats: serde_json::Value =
