@@ -18,7 +18,7 @@ mod shell;
 mod store;
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -97,10 +97,22 @@ fn run(command: Command) -> Result<Code, CliError> {
                 Some(path) => {
                     let name = path.display().to_string();
                     let f = File::open(path).map_err(|e| CliError::io(&name, e))?;
-                    let total = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+                    let meta = f.metadata().map_err(|e| CliError::io(&name, e))?;
+                    if meta.is_dir() {
+                        return Err(CliError::new(Code::Io, format!("{name}: is a directory")));
+                    }
+                    let total = meta.is_file().then_some(meta.len());
                     (Box::new(BufReader::with_capacity(1 << 20, f)), name, total)
                 }
-                None => (Box::new(io::stdin().lock()), "stdin".into(), None),
+                None => {
+                    if io::stdin().is_terminal() && !quiet {
+                        let _ = writeln!(
+                            io::stderr(),
+                            "flexdb: reading {format:?} pairs from the terminal; end with Ctrl-D"
+                        );
+                    }
+                    (Box::new(io::stdin().lock()), "stdin".into(), None)
+                }
             };
             let mut reader = formats::reader(format, input);
             with_store(&dir, Mode::Create, |db| {

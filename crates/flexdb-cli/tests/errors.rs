@@ -89,11 +89,13 @@ fn bad_hex_and_base64_arguments_exit_8_before_touching_the_store() {
 }
 
 #[test]
-fn load_from_a_missing_file_exits_7_and_creates_nothing() {
+fn load_from_a_missing_file_or_a_directory_exits_7_and_creates_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
     let input = tmp.path().join("missing.jsonl");
     flexdb(&["load", p(&dir), p(&input)]).fails(code::IO, &[p(&input)]);
+    assert!(!dir.exists());
+    flexdb(&["load", p(&dir), p(tmp.path())]).fails(code::IO, &[p(tmp.path()), "is a directory"]);
     assert!(!dir.exists());
 }
 
