@@ -148,7 +148,11 @@ pub(crate) fn addr_of(word: u64) -> Option<u64> {
 }
 
 /// A leaf node: up to `LEAF_CAP` extents in structure-of-arrays layout.
+///
+/// `repr(C)` keeps `count` in front, in the cache line of the first lengths,
+/// so a visit does not fetch a line for it alone.
 #[derive(Clone)]
+#[repr(C)]
 pub(crate) struct Leaf {
     pub count: usize,
     pub disk: DiskState,
@@ -242,7 +246,10 @@ impl Leaf {
 }
 
 /// An internal node: up to `INTERNAL_CAP` children with shift values.
+///
+/// `repr(C)` keeps `count` in front, in the cache line of the first shifts.
 #[derive(Clone)]
+#[repr(C)]
 pub(crate) struct Internal {
     pub count: usize,
     pub disk: DiskState,
@@ -331,30 +338,55 @@ impl Internal {
     }
 }
 
-/// Hints the CPU to start loading `bytes` bytes at `ptr` into the cache.
+/// Hints the CPU to start loading every cache line that overlaps the first
+/// `bytes` bytes of `obj` (at most its size).
 ///
-/// Descending the tree is a chain of dependent cache misses: the binary
-/// search in a node cannot start before the node arrives, and each probe
-/// waits for the previous one. Prefetching the whole search array of the
-/// next node as soon as its index is known turns those probes' misses into
-/// parallel ones (measured in docs/DESIGN.md).
+/// Descending the tree is a chain of dependent cache misses: the search in
+/// a node cannot start before the node arrives. Prefetching all the lines
+/// the next node's visit will touch as soon as its id is known turns their
+/// misses into parallel ones (measured in docs/DESIGN.md). Lines are
+/// counted from the aligned line that holds the first byte, so a node that
+/// does not start on a line boundary is still covered to its last byte.
 #[inline(always)]
-pub(crate) fn prefetch<T>(data: &[T]) {
+fn prefetch_lines<T>(obj: &T, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let start = data.as_ptr() as *const i8;
-        let bytes = std::mem::size_of_val(data);
-        let mut off = 0;
-        while off < bytes {
-            // SAFETY: a prefetch is only a hint; it never faults and has no
-            // architectural effect, and `start + off` stays inside `data`.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(off)) };
+        let start = obj as *const T as *const i8;
+        let skew = (start as usize % 64) as isize;
+        let mut off = -skew;
+        while off < bytes as isize {
+            // SAFETY: a prefetch is only a hint: it never faults and has no
+            // architectural effect, whatever the address. The address is
+            // formed with wrapping arithmetic, so forming it is defined too.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.wrapping_offset(off)) };
             off += 64;
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = data;
+    let _ = (obj, bytes);
+}
+
+impl Leaf {
+    /// Starts loading what a search reads: the header and the lengths.
+    #[inline(always)]
+    pub fn prefetch_search(&self) {
+        prefetch_lines(self, std::mem::offset_of!(Leaf, word));
+    }
+
+    /// Starts loading the whole leaf (an update moves words too).
+    #[inline(always)]
+    pub fn prefetch_all(&self) {
+        prefetch_lines(self, std::mem::size_of::<Leaf>());
+    }
+}
+
+impl Internal {
+    /// Starts loading what a search reads: the header and the shifts.
+    #[inline(always)]
+    pub fn prefetch_search(&self) {
+        prefetch_lines(self, std::mem::offset_of!(Internal, child));
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use crate::extent::{Extent, Piece, MAX_ADDR, MAX_SPACE};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::node::{addr_of, prefetch, tag_of, with_tag, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
+use crate::node::{addr_of, tag_of, with_tag, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
 
 /// The deepest tree supported. A tree of this height would need more extents
 /// than memory can hold, so the limit is never reached in practice.
@@ -431,9 +431,9 @@ impl FlexTree {
     #[inline(always)]
     fn prefetch_node(&self, id: u32, is_leaf: bool) {
         if is_leaf {
-            prefetch(&self.leaves[id as usize].len[..]);
+            self.leaves[id as usize].prefetch_search();
         } else {
-            prefetch(&self.internals[id as usize].shift[..]);
+            self.internals[id as usize].prefetch_search();
         }
     }
 
@@ -545,12 +545,11 @@ impl FlexTree {
         let full = if child_is_leaf {
             // Inserts and cuts touch lengths and words too.
             let l = &self.leaves[child as usize];
-            prefetch(&l.len[..]);
-            prefetch(&l.word[..]);
+            l.prefetch_all();
             l.count + 2 > LEAF_CAP
         } else {
             let c = &self.internals[child as usize];
-            prefetch(&c.shift[..]);
+            c.prefetch_search();
             c.count >= INTERNAL_CAP
         };
         if full {
