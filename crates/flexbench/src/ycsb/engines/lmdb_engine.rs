@@ -77,10 +77,9 @@ impl Engine for LmdbEngine {
         self.env.force_sync().map_err(err)
     }
     fn close(self: Box<Self>) -> Result<()> {
-        self.env.force_sync().map_err(err)?;
-        let closing = self.env.prepare_for_closing();
-        drop(self.db);
-        closing.wait();
+        let LmdbEngine { env, db: _ } = *self;
+        env.force_sync().map_err(err)?;
+        env.prepare_for_closing().wait();
         Ok(())
     }
 }
