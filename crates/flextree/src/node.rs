@@ -353,14 +353,14 @@ fn prefetch_lines<T>(obj: &T, bytes: usize) {
     {
         use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         let start = obj as *const T as *const i8;
-        let skew = (start as usize % 64) as isize;
-        let mut off = -skew;
-        while off < bytes as isize {
+        let line = start.wrapping_sub(start as usize % 64);
+        // A constant count (one more line than `bytes` needs when aligned)
+        // lets the loop unroll into plain prefetch instructions.
+        for k in 0..bytes / 64 + 1 {
             // SAFETY: a prefetch is only a hint: it never faults and has no
             // architectural effect, whatever the address. The address is
             // formed with wrapping arithmetic, so forming it is defined too.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.wrapping_offset(off)) };
-            off += 64;
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(line.wrapping_add(k * 64)) };
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
