@@ -429,7 +429,7 @@ impl FlexTree {
 
     /// Starts loading the search array of node `id` into the cache.
     #[inline(always)]
-    fn prefetch_node(&self, id: u32, is_leaf: bool) {
+    pub(crate) fn prefetch_node(&self, id: u32, is_leaf: bool) {
         if is_leaf {
             self.leaves[id as usize].prefetch_search();
         } else {
