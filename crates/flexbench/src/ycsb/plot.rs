@@ -70,25 +70,67 @@ pub fn draw(records: &[Record], path: &Path) -> Result<(), String> {
     let root = root.titled(&title, ("sans-serif", 22)).map_err(e)?;
     let panels = root.split_evenly((2, 1));
     type Metric = fn(&WorkloadResult) -> f64;
-    let metrics: [(&str, Metric); 2] = [
-        ("throughput (Mops/s)", |w| w.mops),
-        ("p99 latency (us)", |w| w.p99_us),
+    // Latencies of different engines differ by orders of magnitude: that
+    // panel is drawn on a log scale (bars of log10 of the value).
+    let metrics: [(&str, Metric, bool); 2] = [
+        ("throughput (Mops/s)", |w| w.mops, false),
+        ("p99 latency (us, log scale)", |w| w.p99_us, true),
     ];
-    for (panel, (label, metric)) in panels.iter().zip(metrics) {
-        let max = ws.iter().map(|w| metric(w)).fold(0.0f64, f64::max);
-        let top = if max > 0.0 { max * 1.15 } else { 1.0 };
+    for (panel, (label, metric, log)) in panels.iter().zip(metrics) {
+        let values: Vec<f64> = ws.iter().map(|w| metric(w)).collect();
+        let (bottom, top) = if log {
+            let pos = values.iter().copied().filter(|v| *v > 0.0);
+            let lo = pos.clone().fold(f64::INFINITY, f64::min);
+            let hi = pos.fold(0.0f64, f64::max);
+            if hi > 0.0 {
+                (
+                    lo.log10().floor().min(0.0),
+                    hi.log10().ceil().max(lo.log10().floor() + 1.0),
+                )
+            } else {
+                (0.0, 1.0)
+            }
+        } else {
+            let max = values.iter().copied().fold(0.0f64, f64::max);
+            (0.0, if max > 0.0 { max * 1.15 } else { 1.0 })
+        };
+        let scale = move |v: f64| {
+            if log {
+                if v > 0.0 {
+                    v.log10().max(bottom)
+                } else {
+                    bottom
+                }
+            } else {
+                v
+            }
+        };
         let n = groups.len() as f64;
         let mut chart = ChartBuilder::on(panel)
             .margin(12)
             .x_label_area_size(34)
             .y_label_area_size(70)
-            .build_cartesian_2d(0.0..n, 0.0..top)
+            .build_cartesian_2d(0.0..n, bottom..top)
             .map_err(e)?;
+        let fmt = move |v: &f64| {
+            if log {
+                let x = 10f64.powf(*v);
+                if x >= 1.0 {
+                    format!("{x:.0}")
+                } else {
+                    format!("{x}")
+                }
+            } else {
+                format!("{v:.2}")
+            }
+        };
         chart
             .configure_mesh()
             .disable_x_mesh()
             .disable_x_axis()
             .y_desc(label)
+            .y_labels(if log { (top - bottom) as usize + 1 } else { 10 })
+            .y_label_formatter(&fmt)
             .draw()
             .map_err(e)?;
         let width = 0.8 / engines.len() as f64;
@@ -100,7 +142,7 @@ pub fn draw(records: &[Record], path: &Path) -> Result<(), String> {
                     .position(|g| g.0 == w.workload && g.1 == w.threads)?;
                 let x0 = g as f64 + 0.1 + ei as f64 * width;
                 Some(Rectangle::new(
-                    [(x0, 0.0), (x0 + width * 0.92, metric(w))],
+                    [(x0, bottom), (x0 + width * 0.92, scale(metric(w)))],
                     color.filled(),
                 ))
             });
@@ -115,7 +157,7 @@ pub fn draw(records: &[Record], path: &Path) -> Result<(), String> {
         let labels = groups.iter().enumerate().map(|(i, (w, t))| {
             Text::new(
                 format!("{w} ({t}t)"),
-                (i as f64 + 0.38, 0.0),
+                (i as f64 + 0.38, bottom),
                 ("sans-serif", 14).into_font().color(&BLACK),
             )
         });
