@@ -201,6 +201,15 @@ impl KeyChooser {
         }
     }
 
+    /// The same chooser with a `Seq` cursor moved to `start` (threads
+    /// clone one chooser instead of each summing zeta again).
+    pub fn starting_at(mut self, start: u64) -> KeyChooser {
+        if let KeyChooser::Seq { next, n } = &mut self {
+            *next = start % *n;
+        }
+        self
+    }
+
     /// A key index below `count`, the current number of records (only
     /// `Latest` follows it; the others keep to the count they were built
     /// for, which never exceeds it).
@@ -408,6 +417,8 @@ mod tests {
         let mut rng = FastRng::new(0);
         let v: Vec<u64> = (0..5).map(|_| s.next(&mut rng, 3)).collect();
         assert_eq!(v, [2, 0, 1, 2, 0]);
+        let mut s = s.starting_at(4);
+        assert_eq!(s.next(&mut rng, 3), 1);
         let mut u = KeyChooser::new(Dist::Uniform, 100, 0);
         let mut seen = [false; 100];
         for _ in 0..10_000 {
