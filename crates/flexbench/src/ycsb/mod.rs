@@ -346,7 +346,8 @@ fn run_child(args: &YcsbArgs, name: &str, base: &Path) -> Result<(Vec<Record>, b
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         match serde_json::from_str::<Record>(line) {
             Ok(r) => records.push(r),
-            Err(e) => return Err(format!("unreadable child output ({e}): {line}")),
+            // An engine printing to stdout must not cost the figures.
+            Err(_) => log(name, &format!("ignored a line of output: {line}")),
         }
     }
     Ok((records, out.status.success()))
