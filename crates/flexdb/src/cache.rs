@@ -1,79 +1,24 @@
 //! The interval cache (§5.2): decoded intervals kept in memory under CLOCK
-//! replacement, with 16-bit key fingerprints for point lookups.
+//! replacement, bounded in bytes.
 //!
-//! A cached interval is immutable: the committer replaces it (write-through)
-//! with a new version instead of editing it in place, so a reader holding an
-//! `Arc` keeps a consistent view. The sparse index stores a [`CacheRef`]
-//! (slot + generation); a reference whose generation no longer matches its
-//! slot has been evicted, so eviction never needs a back-pointer into the
-//! index.
+//! A cached interval is immutable (`IntervalData`): the committer replaces it
+//! (write-through) with a new version instead of editing it in place, so a
+//! reader holding an `Arc` keeps a consistent view. The sparse index stores a
+//! [`CacheRef`] (slot + generation); a reference whose generation no longer
+//! matches its slot has been evicted, so eviction never needs a back-pointer
+//! into the index.
 //!
 //! Invariants: `used` is the sum of the charged sizes of the occupied slots;
 //! after `insert` returns, `used <= capacity` unless the newest interval
-//! alone exceeds it (then it is the only entry).
+//! alone exceeds it (then it is the only entry); generations only grow, so
+//! a stale reference never matches a reused slot.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-/// A 16-bit fingerprint of a key.
-pub fn fingerprint(key: &[u8]) -> u16 {
-    let h = crc32c::crc32c(key);
-    (h ^ (h >> 16)) as u16
-}
-
-/// A decoded key-value pair.
-pub type Pair = (Box<[u8]>, Box<[u8]>);
-
-/// The pairs of one interval, decoded and sorted by key.
-#[derive(Debug, Default)]
-pub struct CachedInterval {
-    /// Keys and values in key order.
-    pub pairs: Vec<Pair>,
-    /// `fingerprints[i]` is `fingerprint(&pairs[i].0)`.
-    pub fingerprints: Vec<u16>,
-    /// Number of space extents the interval spanned when it was loaded.
-    pub extents: usize,
-}
-
-impl CachedInterval {
-    /// Builds an interval from sorted pairs.
-    pub fn new(pairs: Vec<Pair>, extents: usize) -> Self {
-        let fingerprints = pairs.iter().map(|(k, _)| fingerprint(k)).collect();
-        CachedInterval {
-            pairs,
-            fingerprints,
-            extents,
-        }
-    }
-
-    /// The value of `key`, found by fingerprint then key comparison.
-    pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
-        let fp = fingerprint(key);
-        self.fingerprints
-            .iter()
-            .enumerate()
-            .filter(|&(_, &f)| f == fp)
-            .find(|&(i, _)| &*self.pairs[i].0 == key)
-            .map(|(i, _)| &*self.pairs[i].1)
-    }
-
-    /// Index of the first pair whose key is `>= key` (binary search, for
-    /// seeks).
-    pub fn seek(&self, key: &[u8]) -> usize {
-        self.pairs.partition_point(|(k, _)| &**k < key)
-    }
-
-    /// Bytes charged to the cache for this interval.
-    pub fn charge(&self) -> usize {
-        self.pairs
-            .iter()
-            .map(|(k, v)| k.len() + v.len() + 2 * std::mem::size_of::<Box<[u8]>>() + 2)
-            .sum::<usize>()
-            + std::mem::size_of::<Self>()
-    }
-}
+use crate::interval::IntervalData;
 
 /// A handle to a cache slot, valid while the slot's generation matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,9 +27,24 @@ pub struct CacheRef {
     generation: u32,
 }
 
+impl CacheRef {
+    /// The reference packed in a nonzero word (for an atomic field).
+    pub fn pack(self) -> u64 {
+        u64::from(self.slot) | (u64::from(self.generation) << 32)
+    }
+
+    /// The reference of a packed word; `None` for 0 (no reference).
+    pub fn unpack(word: u64) -> Option<CacheRef> {
+        (word != 0).then_some(CacheRef {
+            slot: word as u32,
+            generation: (word >> 32) as u32,
+        })
+    }
+}
+
 struct Slot {
     generation: u32,
-    entry: Option<Arc<CachedInterval>>,
+    entry: Option<Arc<IntervalData>>,
     charge: usize,
     referenced: AtomicBool,
 }
@@ -100,8 +60,8 @@ struct Inner {
 pub struct IntervalCache {
     capacity: usize,
     inner: Mutex<Inner>,
-    hits: std::sync::atomic::AtomicU64,
-    misses: std::sync::atomic::AtomicU64,
+    hits: AtomicU64,
+    misses: AtomicU64,
 }
 
 impl IntervalCache {
@@ -121,7 +81,7 @@ impl IntervalCache {
     }
 
     /// The interval behind `r`, if it is still cached. Counts a hit or miss.
-    pub fn get(&self, r: Option<CacheRef>) -> Option<Arc<CachedInterval>> {
+    pub fn get(&self, r: Option<CacheRef>) -> Option<Arc<IntervalData>> {
         let found = r.and_then(|r| {
             let inner = self.inner.lock();
             let slot = inner.slots.get(r.slot as usize)?;
@@ -142,7 +102,7 @@ impl IntervalCache {
 
     /// Caches `interval`, replacing the one behind `old` (write-through), and
     /// returns its reference. Evicts by CLOCK until it fits.
-    pub fn insert(&self, old: Option<CacheRef>, interval: Arc<CachedInterval>) -> CacheRef {
+    pub fn insert(&self, old: Option<CacheRef>, interval: Arc<IntervalData>) -> CacheRef {
         let charge = interval.charge();
         let mut inner = self.inner.lock();
         if let Some(r) = old {
@@ -164,7 +124,9 @@ impl IntervalCache {
             }
         };
         let s = &mut inner.slots[slot as usize];
-        s.generation = s.generation.wrapping_add(1);
+        // Generations start at 1 (a packed reference is never 0) and a slot
+        // is retired rather than reused once its generation would wrap.
+        s.generation += 1;
         s.entry = Some(interval);
         s.charge = charge;
         s.referenced.store(true, Ordering::Relaxed);
@@ -187,10 +149,11 @@ impl IntervalCache {
             return;
         }
         s.entry = None;
-        s.generation = s.generation.wrapping_add(1);
         let charge = std::mem::take(&mut s.charge);
         inner.used -= charge;
-        inner.free.push(r.slot);
+        if s.generation < u32::MAX - 1 {
+            inner.free.push(r.slot);
+        }
     }
 
     fn evict_one(inner: &mut Inner) {
@@ -220,6 +183,11 @@ impl IntervalCache {
         self.inner.lock().used
     }
 
+    /// The configured capacity in bytes.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Hits over lookups since creation (0 when there were none).
     pub fn hit_ratio(&self) -> f64 {
         let h = self.hits.load(Ordering::Relaxed) as f64;
@@ -235,28 +203,14 @@ impl IntervalCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interval::Builder;
 
-    fn interval(n: u8, value_len: usize) -> Arc<CachedInterval> {
-        let pairs = (0..n)
-            .map(|i| {
-                (
-                    vec![i].into_boxed_slice(),
-                    vec![i; value_len].into_boxed_slice(),
-                )
-            })
-            .collect();
-        Arc::new(CachedInterval::new(pairs, 1))
-    }
-
-    #[test]
-    fn point_lookup_and_seek() {
-        let c = interval(10, 3);
-        assert_eq!(c.get(&[4]), Some(&[4u8, 4, 4][..]));
-        assert_eq!(c.get(&[40]), None);
-        assert_eq!(c.seek(&[4]), 4);
-        assert_eq!(c.seek(&[4, 0]), 5);
-        assert_eq!(c.seek(&[]), 0);
-        assert_eq!(c.seek(&[200]), 10);
+    fn interval(n: u8, value_len: usize) -> Arc<IntervalData> {
+        let mut b = Builder::new();
+        for i in 0..n {
+            b.push_pair(&[i], &vec![i; value_len]);
+        }
+        Arc::new(b.finish())
     }
 
     #[test]
@@ -284,10 +238,17 @@ mod tests {
         let a = cache.insert(None, interval(3, 1));
         let b = cache.insert(Some(a), interval(5, 1));
         assert!(cache.get(Some(a)).is_none());
-        assert_eq!(cache.get(Some(b)).unwrap().pairs.len(), 5);
+        assert_eq!(cache.get(Some(b)).unwrap().len(), 5);
         cache.remove(b);
         assert!(cache.get(Some(b)).is_none());
         assert_eq!(cache.used(), 0);
         assert!(cache.hit_ratio() > 0.0 && cache.hit_ratio() < 1.0);
+        // The slot is reused with a new generation.
+        let c = cache.insert(None, interval(2, 1));
+        assert_ne!(c, b);
+        assert!(cache.get(Some(b)).is_none());
+        assert_eq!(CacheRef::unpack(c.pack()), Some(c));
+        assert_ne!(c.pack(), 0);
+        assert_eq!(CacheRef::unpack(0), None);
     }
 }

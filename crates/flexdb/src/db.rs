@@ -1,16 +1,26 @@
 //! `Db`: the public face of the store.
 //!
-//! (Skeleton: the bodies land in the following commits.)
+//! Invariants: a `Db` owns exactly one committer thread, started by `open`
+//! and stopped by `close` or drop; after `close` returns `Ok`, every write
+//! made before it is in the space and the space is checkpointed, so the
+//! next open replays nothing.
 
-use std::ops::RangeBounds;
+use std::ops::{Bound, RangeBounds};
 use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use flexspace::Storage;
 
 use crate::batch::WriteBatch;
 use crate::check::CheckReport;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::iter::Iter;
 use crate::options::{Options, WriteOptions};
 use crate::stats::Stats;
+use crate::store::{space_err, Shared};
 
 /// An open FlexDB store. `Send + Sync`: share it between threads with an
 /// `Arc`. Dropping it closes the store (errors on that path are ignored;
@@ -25,26 +35,65 @@ use crate::stats::Stats;
 /// assert!(!db.contains(b"apple").unwrap());
 /// ```
 pub struct Db {
-    _private: (),
+    shared: Arc<Shared>,
+    committer: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("path", &self.shared.dir)
+            .finish()
+    }
 }
 
 impl Db {
     /// Opens (or with `create_if_missing`, creates) the store in directory
     /// `path`, recovering every durable write after a crash.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
-        let _ = (path, options);
-        todo!()
+        let shared = crate::open::open_dir(path.as_ref(), options)?;
+        Self::start(shared)
+    }
+
+    /// Opens the store on a storage backend (for example
+    /// `flexspace::FaultStorage` in crash tests); `name` stands for the
+    /// directory in error messages.
+    pub fn open_with_storage(
+        storage: Arc<dyn Storage>,
+        name: impl AsRef<Path>,
+        options: Options,
+    ) -> Result<Db> {
+        let shared = crate::open::open_storage(storage, name.as_ref(), options)?;
+        Self::start(shared)
+    }
+
+    fn start(shared: Shared) -> Result<Db> {
+        let shared = Arc::new(shared);
+        let s = shared.clone();
+        let committer = std::thread::Builder::new()
+            .name("flexdb-committer".into())
+            .spawn(move || crate::committer::run(s))
+            .map_err(|e| Error::Io {
+                file: shared.dir.clone(),
+                source: e,
+            })?;
+        Ok(Db {
+            shared,
+            committer: Some(committer),
+        })
     }
 
     /// The store's directory.
     pub fn path(&self) -> &Path {
-        todo!()
+        &self.shared.dir
     }
 
     /// Sets `key` to `value` (with the store's default sync setting).
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        let _ = (key, value);
-        todo!()
+        let opts = WriteOptions {
+            sync: self.shared.opts.sync_writes,
+        };
+        self.put_opt(key, value, &opts)
     }
 
     /// Sets `key` to `value` with explicit write options.
@@ -54,94 +103,214 @@ impl Db {
         value: impl AsRef<[u8]>,
         opts: &WriteOptions,
     ) -> Result<()> {
-        let _ = (key, value, opts);
-        todo!()
+        let mut b = WriteBatch::new();
+        b.put(key.as_ref(), value.as_ref())?;
+        self.shared.write(&b, opts.sync)
     }
 
     /// Removes `key` (removing a missing key is not an error).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
-        let _ = key;
-        todo!()
+        let opts = WriteOptions {
+            sync: self.shared.opts.sync_writes,
+        };
+        self.delete_opt(key, &opts)
     }
 
     /// Removes `key` with explicit write options.
     pub fn delete_opt(&self, key: impl AsRef<[u8]>, opts: &WriteOptions) -> Result<()> {
-        let _ = (key, opts);
-        todo!()
+        let mut b = WriteBatch::new();
+        b.delete(key.as_ref())?;
+        self.shared.write(&b, opts.sync)
     }
 
     /// Applies every operation of `batch` atomically: all or nothing, also
     /// across a crash, and readers see none or all of it.
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
-        let _ = batch;
-        todo!()
+        let opts = WriteOptions {
+            sync: self.shared.opts.sync_writes,
+        };
+        self.write_opt(batch, &opts)
     }
 
     /// Applies `batch` atomically with explicit write options.
     pub fn write_opt(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
-        let _ = (batch, opts);
-        todo!()
+        self.shared.write(&batch, opts.sync)
     }
 
     /// The value of `key`, if present.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        let _ = key;
-        todo!()
+        self.shared.get(key.as_ref())
     }
 
     /// Whether `key` is present.
     pub fn contains(&self, key: impl AsRef<[u8]>) -> Result<bool> {
-        let _ = key;
-        todo!()
+        Ok(self.get(key)?.is_some())
     }
 
     /// Iterates over the pairs whose keys lie in `range`, in key order;
     /// `.rev()` iterates in reverse. Bounds may be unbounded.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = flexdb::Db::open(dir.path(), flexdb::Options::new().create_if_missing(true)).unwrap();
+    /// for k in ["a", "b", "c", "d"] {
+    ///     db.put(k, "v").unwrap();
+    /// }
+    /// let keys: Vec<Vec<u8>> = db.range("b".."d").map(|kv| kv.unwrap().0).collect();
+    /// assert_eq!(keys, [b"b".to_vec(), b"c".to_vec()]);
+    /// let last = db.range::<&str, _>("b"..).next_back().unwrap().unwrap();
+    /// assert_eq!(last.0, b"d");
+    /// ```
     pub fn range<K, R>(&self, range: R) -> Iter<'_>
     where
         K: AsRef<[u8]> + ?Sized,
         R: RangeBounds<K>,
     {
-        let _ = range;
-        todo!()
+        let own = |b: Bound<&K>| match b {
+            Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        Iter::new(
+            &self.shared,
+            own(range.start_bound()),
+            own(range.end_bound()),
+        )
     }
 
     /// Iterates over every pair in key order.
     pub fn iter(&self) -> Iter<'_> {
-        todo!()
+        Iter::new(&self.shared, Bound::Unbounded, Bound::Unbounded)
     }
 
     /// Iterates over the pairs whose keys start with `prefix`.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter<'_> {
-        let _ = prefix;
-        todo!()
+        let p = prefix.as_ref().to_vec();
+        let end = prefix_successor(&p).map_or(Bound::Unbounded, Bound::Excluded);
+        Iter::new(&self.shared, Bound::Included(p), end)
     }
 
     /// Commits every write so far to the space and makes it durable there
     /// (the write-ahead log it came from is then retired).
     pub fn flush(&self) -> Result<()> {
-        todo!()
+        self.shared.flush()
     }
 
     /// Makes every write so far durable (syncs the write-ahead log).
     pub fn sync(&self) -> Result<()> {
-        todo!()
+        self.shared.sync()
     }
 
     /// A snapshot of the store's counters.
     pub fn stats(&self) -> Stats {
-        todo!()
+        let s = &self.shared;
+        let (memtable_bytes, committer_backlog, backlog_bytes) = {
+            let m = s.mems.read();
+            (
+                m.active.approximate_bytes() as u64,
+                m.frozen.len(),
+                m.frozen
+                    .iter()
+                    .map(|f| f.mem.approximate_bytes() as u64)
+                    .sum(),
+            )
+        };
+        let (pairs, intervals, sparse_bytes) = {
+            let st = s.state.read();
+            (st.pairs, st.sparse.len(), st.sparse.memory() as u64)
+        };
+        let sp = s.space.stats();
+        let wal_live = s.writer.lock().wal.written_bytes();
+        Stats {
+            pairs,
+            space_bytes: sp.len,
+            memtable_bytes,
+            committer_backlog,
+            backlog_bytes,
+            intervals,
+            sparse_index_bytes: sparse_bytes,
+            extent_index_bytes: 0,
+            extents: sp.extents,
+            cache_capacity: s.cache.capacity() as u64,
+            cache_bytes: s.cache.used() as u64,
+            cache_hit_ratio: s.cache.hit_ratio(),
+            wal_bytes_written: s.counters.wal_bytes_retired.load(Ordering::Relaxed) + wal_live,
+            data_bytes_written: sp.data_bytes_written,
+            tree_bytes_written: sp.tree_bytes_written,
+            log_bytes_written: sp.log_bytes_written,
+            gc_relocated_bytes: sp.gc_relocated_bytes,
+            defragmented_intervals: s.counters.defragmented.load(Ordering::Relaxed),
+            max_reader_wait: Duration::from_nanos(
+                s.counters.max_reader_wait_ns.load(Ordering::Relaxed),
+            ),
+        }
     }
 
     /// Verifies everything: every pair readable with a valid checksum, pairs
     /// sorted, the sparse index consistent with the space, and the space's
     /// own metadata consistent. Reads the whole store.
     pub fn check(&self) -> Result<CheckReport> {
-        todo!()
+        crate::check::check(&self.shared)
     }
 
     /// Flushes, checkpoints and closes the store, reporting any error.
-    pub fn close(self) -> Result<()> {
-        todo!()
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        let Some(committer) = self.committer.take() else {
+            return Ok(());
+        };
+        let flushed = self.shared.flush();
+        {
+            let mut w = self.shared.work.lock();
+            w.shutdown = true;
+        }
+        self.shared.work_cv.notify_all();
+        let joined = committer.join();
+        flushed?;
+        if joined.is_err() {
+            return Err(Error::Stopped("the committer thread panicked".into()));
+        }
+        self.shared.check_stopped()?;
+        // Everything is in the space: the logs are no longer needed.
+        let s = &self.shared;
+        let wal = s.writer.lock().wal.clone();
+        wal.sync()?;
+        s.space.sync().map_err(space_err)?;
+        Ok(())
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        // Errors cannot be reported from drop; every synced write is safe.
+        let _ = self.shutdown();
+    }
+}
+
+/// The smallest key above every key starting with `prefix`, if any.
+fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut p = prefix.to_vec();
+    while let Some(last) = p.pop() {
+        if last < 0xff {
+            p.push(last + 1);
+            return Some(p);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_successors() {
+        assert_eq!(prefix_successor(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_successor(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_successor(b"\xff\xff"), None);
+        assert_eq!(prefix_successor(b""), None);
     }
 }

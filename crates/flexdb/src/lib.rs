@@ -1,16 +1,43 @@
 //! FlexDB: an ordered key-value store that keeps every pair sorted in one
 //! flexible address space (§5 of the FlexSpace paper).
+//!
+//! ```
+//! use flexdb::{Db, Options, WriteBatch, WriteOptions};
+//! let dir = tempfile::tempdir().unwrap();
+//! let db = Db::open(dir.path(), Options::new().create_if_missing(true)).unwrap();
+//! db.put("fruit:apple", "red").unwrap();
+//! let mut batch = WriteBatch::new();
+//! batch.put(b"fruit:pear", b"green").unwrap();
+//! batch.delete(b"fruit:apple").unwrap();
+//! db.write_opt(batch, &WriteOptions { sync: true }).unwrap(); // all or nothing, durable
+//! let fruits: Vec<_> = db.prefix("fruit:").map(|kv| kv.unwrap()).collect();
+//! assert_eq!(fruits, [(b"fruit:pear".to_vec(), b"green".to_vec())]);
+//! db.close().unwrap();
+//! ```
+//!
+//! Layout: `store` (shared state, read and write paths), `committer` (the
+//! background merge into the space), `merge` (an interval's new content),
+//! `sparse` (the sparse index), `interval` and `cache` (decoded intervals
+//! and their CLOCK cache), `memtable`, `wal`, `batch`, `codec` (encodings),
+//! `open` (creation and recovery), `iter`, `check`, `files`.
 
 mod batch;
 pub mod cache;
 mod check;
 pub mod codec;
+mod committer;
 mod db;
 mod error;
+mod files;
+pub mod interval;
 mod iter;
 pub mod memtable;
+mod merge;
+mod open;
 mod options;
+pub mod sparse;
 mod stats;
+mod store;
 pub mod wal;
 
 pub use batch::{BatchOp, WriteBatch};

@@ -2,34 +2,39 @@
 //!
 //! File format (docs/FORMAT.md): a 16-byte header (`FLEXWAL1`, format
 //! version, zero) then records `crc32c u32 | len u32 | seq u64 | payload`,
-//! the CRC covering `len`, `seq` and the payload.
+//! the CRC covering `len`, `seq` and the payload. One file per MemTable
+//! generation; the store retires a file once its MemTable is durable in the
+//! space.
 //!
 //! Invariants:
-//! - Records are written in sequence order and sequence numbers are
-//!   consecutive, so replay returns a prefix of the appended records: it
-//!   stops at the first torn or corrupt record.
-//! - `append(.., sync: true)` returns only after its record and every record
-//!   before it are durable. Concurrent appenders share writes and fsyncs:
-//!   whoever finds no flush in progress becomes the leader and writes
-//!   everything buffered so far (group commit).
+//! - Records are appended in sequence order, to an in-memory buffer first;
+//!   the buffer goes to the file in order (when it passes `FLUSH_BYTES`, on
+//!   `flush` and on `sync_to`), so the file always holds a prefix of the
+//!   appended records and replay returns a prefix.
+//! - `sync_to(end)` returns only after every record ending at or before
+//!   `end` is durable. Concurrent callers share fsyncs: whoever holds the
+//!   I/O lock writes everything buffered so far and syncs once for all
+//!   (group commit); the others find their records durable and return.
 //! - After an I/O error the log refuses further appends (its tail is
-//!   unknown); reopening recovers the durable prefix.
+//!   unknown); reopening the store recovers the durable prefix.
 
-use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use flextree::StorageFile;
-use parking_lot::{Condvar, Mutex};
+use flexspace::StorageFile;
+use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"FLEXWAL1";
 const FORMAT_VERSION: u32 = 1;
-const HEADER_LEN: u64 = 16;
+/// Bytes of the file header.
+pub const HEADER_LEN: u64 = 16;
 const RECORD_HEAD: usize = 16;
-/// The largest payload of one record (a batch of maximal pairs is refused
-/// before it gets here).
-pub const MAX_RECORD: usize = 1 << 30;
+/// Buffered bytes that make an append hand the buffer to the file.
+const FLUSH_BYTES: usize = 64 << 10;
+/// The largest payload of one record.
+pub const MAX_RECORD: usize = (1 << 31) - 1;
 
 /// One replayed record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,36 +45,26 @@ pub struct Record {
     pub payload: Vec<u8>,
 }
 
-struct State {
-    next_seq: u64,
-    /// Encoded records not yet handed to a leader.
-    buf: Vec<u8>,
-    /// File offset where `buf` starts (everything before it is written or
-    /// being written by the leader).
-    buf_start: u64,
-    /// File offset up to which records are written.
-    written: u64,
-    /// File offset up to which records are durable.
-    synced: u64,
-    /// Offset up to which some waiting appender asked for durability.
-    sync_wanted: u64,
-    leader: bool,
-    failed: bool,
+struct Buffer {
+    /// Encoded records not yet handed to the file.
+    bytes: Vec<u8>,
+    /// File offset where `bytes` starts.
+    start: u64,
+    /// A write to the file failed: the log refuses everything.
+    failed: Option<String>,
 }
 
 /// A write-ahead log on one file.
 pub struct Wal {
     file: Arc<dyn StorageFile>,
-    path: PathBuf,
-    state: Mutex<State>,
-    flushed: Condvar,
-}
-
-fn io_err(path: &Path, source: std::io::Error) -> Error {
-    Error::Io {
-        file: path.to_path_buf(),
-        source,
-    }
+    name: String,
+    buf: Mutex<Buffer>,
+    /// Serializes writes and syncs of the file.
+    io: Mutex<()>,
+    /// File offset up to which records are durable.
+    synced: AtomicU64,
+    /// Bytes written to the file so far.
+    written_bytes: AtomicU64,
 }
 
 fn encode_record(out: &mut Vec<u8>, seq: u64, payload: &[u8]) {
@@ -82,212 +77,238 @@ fn encode_record(out: &mut Vec<u8>, seq: u64, payload: &[u8]) {
     out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// Whether a valid record with sequence number `seq` starts at `pos`.
+fn record_at(bytes: &[u8], pos: usize, seq: Option<u64>) -> Option<Record> {
+    let h = bytes.get(pos..pos + RECORD_HEAD)?;
+    let rseq = u64_at(h, 8);
+    if seq.is_some_and(|s| s != rseq) {
+        return None;
+    }
+    let plen = u32_at(h, 4) as usize;
+    if plen > MAX_RECORD {
+        return None;
+    }
+    let end = pos.checked_add(RECORD_HEAD + plen)?;
+    let body = bytes.get(pos + 4..end)?;
+    if crc32c::crc32c(body) != u32_at(h, 0) {
+        return None;
+    }
+    Some(Record {
+        seq: rseq,
+        payload: bytes[pos + RECORD_HEAD..end].to_vec(),
+    })
+}
+
 impl Wal {
-    /// Starts a new, empty log in `file` (truncated first) whose first record
-    /// will have sequence number `first_seq`. `path` names the file in
-    /// errors.
-    pub fn create(file: Arc<dyn StorageFile>, path: &Path, first_seq: u64) -> Result<Wal> {
+    /// Starts a new, empty log in `file` (truncated first, header synced).
+    /// `name` names the file in errors.
+    pub fn create(file: Arc<dyn StorageFile>, name: &str) -> Result<Wal> {
         let mut header = Vec::with_capacity(HEADER_LEN as usize);
         header.extend_from_slice(MAGIC);
         header.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
         header.extend_from_slice(&[0; 4]);
-        let io = |e| io_err(path, e);
+        let io = |e| io_err(name, e);
         file.set_len(0).map_err(io)?;
         file.write_all_at(0, &header).map_err(io)?;
         file.sync().map_err(io)?;
-        Ok(Self::at(file, path, first_seq, HEADER_LEN))
+        Ok(Wal {
+            file,
+            name: name.to_string(),
+            buf: Mutex::new(Buffer {
+                bytes: Vec::new(),
+                start: HEADER_LEN,
+                failed: None,
+            }),
+            io: Mutex::new(()),
+            synced: AtomicU64::new(HEADER_LEN),
+            written_bytes: AtomicU64::new(HEADER_LEN),
+        })
     }
 
-    fn at(file: Arc<dyn StorageFile>, path: &Path, next_seq: u64, end: u64) -> Wal {
+    /// A handle on an existing, durable log of `len` bytes that takes no
+    /// more records (recovery hands replayed logs to the committer, which
+    /// only syncs them).
+    pub fn detached(file: Arc<dyn StorageFile>, name: &str, len: u64) -> Wal {
         Wal {
             file,
-            path: path.to_path_buf(),
-            state: Mutex::new(State {
-                next_seq,
-                buf: Vec::new(),
-                buf_start: end,
-                written: end,
-                synced: end,
-                sync_wanted: end,
-                leader: false,
-                failed: false,
+            name: name.to_string(),
+            buf: Mutex::new(Buffer {
+                bytes: Vec::new(),
+                start: len,
+                failed: None,
             }),
-            flushed: Condvar::new(),
+            io: Mutex::new(()),
+            synced: AtomicU64::new(len),
+            written_bytes: AtomicU64::new(0),
         }
     }
 
-    /// Opens an existing log, returning it (positioned after its last valid
-    /// record, the torn tail cut off) and the valid records in order.
-    /// `next_seq` is used when the log holds no record.
-    pub fn open(
-        file: Arc<dyn StorageFile>,
-        path: &Path,
-        next_seq: u64,
-    ) -> Result<(Wal, Vec<Record>)> {
+    /// Reads the valid records of an existing log, in order: everything up
+    /// to the first torn or corrupt record (a crash's torn tail). A corrupt
+    /// record followed by a valid record with the next sequence number is
+    /// corruption, not a torn tail, and is an error.
+    pub fn read(file: &dyn StorageFile, name: &str) -> Result<Vec<Record>> {
         let corrupt = |detail: &str| Error::Corrupt {
-            file: path.to_path_buf(),
+            file: name.into(),
             detail: detail.to_string(),
         };
-        let len = file.len().map_err(|e| io_err(path, e))?;
+        let len = file.len().map_err(|e| io_err(name, e))?;
         if len < HEADER_LEN {
             return Err(corrupt("shorter than the log header"));
         }
         let mut bytes = vec![0u8; len as usize];
         file.read_exact_at(0, &mut bytes)
-            .map_err(|e| io_err(path, e))?;
+            .map_err(|e| io_err(name, e))?;
         if &bytes[..8] != MAGIC {
             return Err(corrupt("not a FlexDB write-ahead log"));
         }
         if bytes[8..12] != FORMAT_VERSION.to_le_bytes() {
             return Err(corrupt("unknown log format version"));
         }
-        let mut records = Vec::new();
+        let mut records: Vec<Record> = Vec::new();
         let mut pos = HEADER_LEN as usize;
-        let mut expect: Option<u64> = None;
-        while pos + RECORD_HEAD <= bytes.len() {
-            let h = &bytes[pos..pos + RECORD_HEAD];
-            let crc = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
-            let plen = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
-            let mut s = [0u8; 8];
-            s.copy_from_slice(&h[8..16]);
-            let seq = u64::from_le_bytes(s);
-            let end = pos + RECORD_HEAD + plen;
-            if plen > MAX_RECORD || end > bytes.len() {
-                break;
-            }
-            if crc32c::crc32c(&bytes[pos + 4..end]) != crc {
-                break;
-            }
-            if expect.is_some_and(|e| e != seq) {
-                break;
-            }
-            expect = Some(seq + 1);
-            records.push(Record {
-                seq,
-                payload: bytes[pos + RECORD_HEAD..end].to_vec(),
+        while let Some(r) = record_at(&bytes, pos, records.last().map(|r| r.seq + 1)) {
+            pos += RECORD_HEAD + r.payload.len();
+            records.push(r);
+        }
+        if let Some(last) = records.last() {
+            // Records carry consecutive sequence numbers, so one that starts
+            // `d` bytes further has a number at most `d / RECORD_HEAD` higher:
+            // that bound makes the scan cheap (a random sequence number almost
+            // never qualifies, and no checksum is computed for it).
+            let after = last.seq;
+            let damaged = (pos + 1..bytes.len()).any(|p| {
+                let Some(h) = bytes.get(p..p + RECORD_HEAD) else {
+                    return false;
+                };
+                let seq = u64_at(h, 8);
+                let reach = ((p - pos) / RECORD_HEAD) as u64 + 1;
+                seq > after && seq - after <= reach && record_at(&bytes, p, Some(seq)).is_some()
             });
-            pos = end;
+            if damaged {
+                return Err(corrupt(&format!(
+                    "a record after sequence number {after} is damaged but later records are intact"
+                )));
+            }
         }
-        // Cut a torn tail so new records follow the last valid one.
-        if (pos as u64) < len {
-            file.set_len(pos as u64).map_err(|e| io_err(path, e))?;
-            file.sync().map_err(|e| io_err(path, e))?;
-        }
-        let next = expect.unwrap_or(next_seq);
-        Ok((Self::at(file, path, next, pos as u64), records))
+        Ok(records)
     }
 
-    /// The sequence number the next record will get.
-    pub fn next_seq(&self) -> u64 {
-        self.state.lock().next_seq
-    }
-
-    /// Bytes in the log file (header included), buffered bytes too.
-    pub fn len(&self) -> u64 {
-        let st = self.state.lock();
-        st.buf_start + st.buf.len() as u64
-    }
-
-    /// Whether the log holds no record.
-    pub fn is_empty(&self) -> bool {
-        self.len() == HEADER_LEN
-    }
-
-    /// Appends one record and returns its sequence number. The record is
-    /// written to the file before this returns; with `sync` it is also
-    /// durable.
-    pub fn append(&self, payload: &[u8], sync: bool) -> Result<u64> {
+    /// Appends one record (buffered) and returns the file offset where it
+    /// ends, for [`Wal::sync_to`].
+    pub fn append(&self, seq: u64, payload: &[u8]) -> Result<u64> {
         if payload.len() > MAX_RECORD {
-            return Err(Error::ValueTooLarge {
+            return Err(Error::BatchTooLarge {
                 len: payload.len(),
                 max: MAX_RECORD,
             });
         }
-        let mut st = self.state.lock();
-        if st.failed {
-            return Err(self.failed_error());
+        let mut b = self.buf.lock();
+        if let Some(why) = &b.failed {
+            return Err(self.stopped(why));
         }
-        let seq = st.next_seq;
-        st.next_seq += 1;
-        encode_record(&mut st.buf, seq, payload);
-        let my_end = st.buf_start + st.buf.len() as u64;
-        if sync {
-            st.sync_wanted = st.sync_wanted.max(my_end);
+        encode_record(&mut b.bytes, seq, payload);
+        let end = b.start + b.bytes.len() as u64;
+        if b.bytes.len() >= FLUSH_BYTES {
+            // Hand the buffer to the file unless a sync is doing so already.
+            if let Some(_io) = self.io.try_lock() {
+                self.write_out(b)?;
+            }
         }
-        self.wait_for(st, my_end, sync)?;
-        Ok(seq)
+        Ok(end)
+    }
+
+    /// Writes the buffer to the file (not synced).
+    pub fn flush(&self) -> Result<()> {
+        let _io = self.io.lock();
+        self.write_out(self.buf.lock())
+    }
+
+    /// Makes every record ending at or before `end` durable.
+    pub fn sync_to(&self, end: u64) -> Result<()> {
+        if self.synced.load(Ordering::Acquire) >= end {
+            return Ok(());
+        }
+        let _io = self.io.lock();
+        if self.synced.load(Ordering::Acquire) >= end {
+            return Ok(());
+        }
+        let b = self.buf.lock();
+        let stop = b.start + b.bytes.len() as u64;
+        self.write_out(b)?;
+        if let Err(e) = self.file.sync() {
+            let why = format!("sync failed: {e}");
+            self.buf.lock().failed = Some(why);
+            return Err(io_err(&self.name, e));
+        }
+        self.synced.store(stop, Ordering::Release);
+        Ok(())
     }
 
     /// Makes every appended record durable.
     pub fn sync(&self) -> Result<()> {
-        let mut st = self.state.lock();
-        if st.failed {
-            return Err(self.failed_error());
-        }
-        let end = st.buf_start + st.buf.len() as u64;
-        st.sync_wanted = st.sync_wanted.max(end);
-        self.wait_for(st, end, true)
+        let end = self.end();
+        self.sync_to(end)
     }
 
-    fn failed_error(&self) -> Error {
-        io_err(
-            &self.path,
-            std::io::Error::other("an earlier write to the log failed"),
-        )
+    /// The file offset after the last appended record.
+    pub fn end(&self) -> u64 {
+        let b = self.buf.lock();
+        b.start + b.bytes.len() as u64
     }
 
-    /// Waits until `end` is written (and synced if `sync`), leading flushes
-    /// whenever nobody else is.
-    fn wait_for<'a>(
-        &'a self,
-        mut st: parking_lot::MutexGuard<'a, State>,
-        end: u64,
-        sync: bool,
-    ) -> Result<()> {
-        loop {
-            if st.failed {
-                return Err(self.failed_error());
-            }
-            if st.written >= end && (!sync || st.synced >= end) {
-                return Ok(());
-            }
-            if st.leader {
-                self.flushed.wait(&mut st);
-                continue;
-            }
-            st.leader = true;
-            let data = std::mem::take(&mut st.buf);
-            let start = st.buf_start;
-            let stop = start + data.len() as u64;
-            st.buf_start = stop;
-            let need_sync = st.sync_wanted > st.synced;
-            drop(st);
-            let mut result = Ok(());
-            if !data.is_empty() {
-                result = self.file.write_all_at(start, &data);
-            }
-            if result.is_ok() && need_sync {
-                result = self.file.sync();
-            }
-            st = self.state.lock();
-            st.leader = false;
-            if let Err(e) = result {
-                st.failed = true;
-                self.flushed.notify_all();
-                return Err(io_err(&self.path, e));
-            }
-            st.written = stop;
-            if need_sync {
-                st.synced = stop;
-            }
-            // Give the buffer's allocation back for reuse when it is idle.
-            if st.buf.is_empty() && st.buf.capacity() < data.capacity() {
-                let mut data = data;
-                data.clear();
-                st.buf = data;
-            }
-            self.flushed.notify_all();
+    /// Bytes written to the file so far (header included).
+    pub fn written_bytes(&self) -> u64 {
+        self.written_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Writes the buffered records; the caller holds the I/O lock.
+    fn write_out(&self, mut b: parking_lot::MutexGuard<'_, Buffer>) -> Result<()> {
+        if let Some(why) = &b.failed {
+            return Err(self.stopped(why));
         }
+        if b.bytes.is_empty() {
+            return Ok(());
+        }
+        let data = std::mem::take(&mut b.bytes);
+        let start = b.start;
+        b.start += data.len() as u64;
+        // Appends may continue into a new buffer while this one is written.
+        drop(b);
+        if let Err(e) = self.file.write_all_at(start, &data) {
+            self.buf.lock().failed = Some(format!("write failed: {e}"));
+            return Err(io_err(&self.name, e));
+        }
+        self.written_bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        let mut b = self.buf.lock();
+        if b.bytes.is_empty() && b.bytes.capacity() < data.capacity() {
+            let mut data = data;
+            data.clear();
+            b.bytes = data;
+        }
+        Ok(())
+    }
+
+    fn stopped(&self, why: &str) -> Error {
+        Error::Stopped(format!("write-ahead log {}: {why}", self.name))
+    }
+}
+
+fn io_err(name: &str, source: std::io::Error) -> Error {
+    Error::Io {
+        file: name.into(),
+        source,
     }
 }
 
@@ -303,96 +324,120 @@ mod tests {
     #[test]
     fn records_replay_in_order() {
         let f = mem();
-        let p = Path::new("wal");
-        let wal = Wal::create(f.clone(), p, 10).unwrap();
+        let wal = Wal::create(f.clone(), "wal").unwrap();
         for i in 0..100u32 {
-            let seq = wal.append(&i.to_le_bytes(), i % 7 == 0).unwrap();
-            assert_eq!(seq, 10 + u64::from(i));
+            let end = wal.append(10 + u64::from(i), &i.to_le_bytes()).unwrap();
+            if i % 7 == 0 {
+                wal.sync_to(end).unwrap();
+            }
         }
-        drop(wal);
-        let (wal, recs) = Wal::open(f, p, 0).unwrap();
+        wal.sync().unwrap();
+        let recs = Wal::read(f.as_ref(), "wal").unwrap();
         assert_eq!(recs.len(), 100);
         for (i, r) in recs.iter().enumerate() {
             assert_eq!(r.seq, 10 + i as u64);
             assert_eq!(r.payload, (i as u32).to_le_bytes());
         }
-        assert_eq!(wal.next_seq(), 110);
     }
 
     #[test]
-    fn torn_tail_is_cut_and_appends_continue() {
+    fn unsynced_records_stay_buffered_until_flushed() {
         let f = mem();
-        let p = Path::new("wal");
-        let wal = Wal::create(f.clone(), p, 0).unwrap();
-        for i in 0..10u8 {
-            wal.append(&[i; 20], false).unwrap();
+        let wal = Wal::create(f.clone(), "wal").unwrap();
+        wal.append(1, b"small").unwrap();
+        assert_eq!(f.len().unwrap(), HEADER_LEN);
+        wal.flush().unwrap();
+        assert_eq!(Wal::read(f.as_ref(), "wal").unwrap().len(), 1);
+        // A big enough buffer goes to the file on its own.
+        for i in 0..100u64 {
+            wal.append(2 + i, &[7u8; 1024]).unwrap();
         }
+        assert!(f.len().unwrap() > HEADER_LEN + 64 * 1024);
+    }
+
+    #[test]
+    fn torn_tail_ends_replay() {
+        let f = mem();
+        let wal = Wal::create(f.clone(), "wal").unwrap();
+        for i in 0..10u8 {
+            wal.append(u64::from(i), &[i; 20]).unwrap();
+        }
+        wal.sync().unwrap();
         let len = f.len().unwrap();
-        for cut in [len - 1, len - 20, len - 36, HEADER_LEN + 5] {
-            let copy: Arc<dyn StorageFile> = Arc::new(MemFile::from_bytes({
-                let mut b = vec![0; cut as usize];
-                f.read_exact_at(0, &mut b).unwrap();
-                b
-            }));
-            let (wal2, recs) = Wal::open(copy.clone(), p, 0).unwrap();
-            let n = recs.len();
-            assert!(n < 10);
+        for cut in [len - 1, len - 20, len - 36, HEADER_LEN + 5, HEADER_LEN] {
+            let mut b = vec![0; cut as usize];
+            f.read_exact_at(0, &mut b).unwrap();
+            let recs = Wal::read(&MemFile::from_bytes(b), "wal").unwrap();
+            assert!(recs.len() < 10);
             for (i, r) in recs.iter().enumerate() {
                 assert_eq!(r.payload, [i as u8; 20]);
             }
-            wal2.append(b"next", true).unwrap();
-            drop(wal2);
-            let (_, recs) = Wal::open(copy, p, 0).unwrap();
-            assert_eq!(recs.len(), n + 1);
-            assert_eq!(recs[n].payload, b"next");
         }
     }
 
     #[test]
-    fn corrupt_record_ends_replay() {
+    fn damaged_middle_record_is_corruption() {
         let f = mem();
-        let p = Path::new("wal");
-        let wal = Wal::create(f.clone(), p, 0).unwrap();
+        let wal = Wal::create(f.clone(), "wal").unwrap();
         for i in 0..5u8 {
-            wal.append(&[i; 8], false).unwrap();
+            wal.append(u64::from(i), &[i; 8]).unwrap();
         }
-        // Flip a payload byte of the third record.
+        wal.sync().unwrap();
         let third = HEADER_LEN + 2 * (RECORD_HEAD as u64 + 8) + RECORD_HEAD as u64;
         let mut b = [0u8; 1];
         f.read_exact_at(third, &mut b).unwrap();
         f.write_all_at(third, &[b[0] ^ 1]).unwrap();
-        let (_, recs) = Wal::open(f, p, 0).unwrap();
-        assert_eq!(recs.len(), 2);
+        assert!(matches!(
+            Wal::read(f.as_ref(), "wal"),
+            Err(Error::Corrupt { .. })
+        ));
+        // Damage to the last record looks like a torn tail.
+        let last = f.len().unwrap() - 1;
+        let g = mem();
+        let wal = Wal::create(g.clone(), "wal").unwrap();
+        for i in 0..5u8 {
+            wal.append(u64::from(i), &[i; 8]).unwrap();
+        }
+        wal.sync().unwrap();
+        g.write_all_at(last, &[0xEE]).unwrap();
+        assert_eq!(Wal::read(g.as_ref(), "wal").unwrap().len(), 4);
     }
 
     #[test]
     fn not_a_log_is_corruption() {
-        let f: Arc<dyn StorageFile> =
-            Arc::new(MemFile::from_bytes(b"hello world, not a log".to_vec()));
-        assert!(matches!(
-            Wal::open(f, Path::new("x"), 0),
-            Err(Error::Corrupt { .. })
-        ));
-        let f: Arc<dyn StorageFile> = Arc::new(MemFile::from_bytes(vec![1, 2]));
-        assert!(matches!(
-            Wal::open(f, Path::new("x"), 0),
-            Err(Error::Corrupt { .. })
-        ));
+        let f = MemFile::from_bytes(b"hello world, not a log".to_vec());
+        assert!(matches!(Wal::read(&f, "x"), Err(Error::Corrupt { .. })));
+        let f = MemFile::from_bytes(vec![1, 2]);
+        assert!(matches!(Wal::read(&f, "x"), Err(Error::Corrupt { .. })));
     }
 
     #[test]
-    fn concurrent_appenders_share_the_log() {
+    fn concurrent_syncers_share_the_log() {
         let f = mem();
-        let p = Path::new("wal");
-        let wal = Arc::new(Wal::create(f.clone(), p, 0).unwrap());
+        let wal = Arc::new(Wal::create(f.clone(), "wal").unwrap());
+        let next = Arc::new(Mutex::new(0u64));
         let threads: Vec<_> = (0..4u8)
             .map(|t| {
                 let wal = wal.clone();
+                let next = next.clone();
                 std::thread::spawn(move || {
                     for i in 0..200u32 {
                         let mut payload = vec![t];
                         payload.extend_from_slice(&i.to_le_bytes());
-                        wal.append(&payload, i % 3 == 0).unwrap();
+                        // Sequence numbers are handed out in append order.
+                        let (seq, end) = {
+                            let mut n = next.lock();
+                            let seq = *n;
+                            let end = wal.append(seq, &payload).unwrap();
+                            *n += 1;
+                            (seq, end)
+                        };
+                        if i % 3 == 0 {
+                            wal.sync_to(end).unwrap();
+                            // Durable means: in the file, with everything before.
+                            let recs = Wal::read(f_of(&wal).as_ref(), "wal").unwrap();
+                            assert!(recs.len() as u64 > seq);
+                        }
                     }
                 })
             })
@@ -400,10 +445,9 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-        drop(wal);
-        let (_, recs) = Wal::open(f, p, 0).unwrap();
+        wal.sync().unwrap();
+        let recs = Wal::read(f.as_ref(), "wal").unwrap();
         assert_eq!(recs.len(), 800);
-        // Each thread's records appear in its own order.
         let mut last = [None::<u32>; 4];
         for (i, r) in recs.iter().enumerate() {
             assert_eq!(r.seq, i as u64);
@@ -412,5 +456,9 @@ mod tests {
             assert!(last[t].is_none_or(|l| l < n));
             last[t] = Some(n);
         }
+    }
+
+    fn f_of(wal: &Wal) -> Arc<dyn StorageFile> {
+        wal.file.clone()
     }
 }

@@ -1,0 +1,180 @@
+//! The files of a store directory besides the space's own (`data`, `tree`,
+//! `log`, `lock`): the manifest and the write-ahead logs.
+//!
+//! Invariants: a store exists exactly when its `MANIFEST` verifies; the
+//! manifest is written last at creation, through a temporary file renamed
+//! into place and a directory sync, so a crash during creation leaves no
+//! manifest (and the next open may create the store afresh). Write-ahead
+//! log names carry their generation in fixed-width decimal, so listing
+//! them in name order lists them in generation order.
+
+use std::sync::Arc;
+
+use flexspace::Storage;
+
+use crate::error::{Error, Result};
+
+/// The manifest's name.
+pub const MANIFEST: &str = "MANIFEST";
+const MANIFEST_TMP: &str = "MANIFEST.tmp";
+const MAGIC: &[u8; 8] = b"FLEXDB\0\0";
+/// The store's on-disk format version.
+pub const FORMAT_VERSION: u32 = 1;
+const MANIFEST_LEN: usize = 20;
+
+/// Names the space and this module may leave in a directory; a directory
+/// holding only these (and no manifest) is a store whose creation did not
+/// finish.
+const OWN_FILES: &[&str] = &["data", "tree", "log", "lock", MANIFEST_TMP];
+
+/// The write-ahead log file of MemTable generation `gen`.
+pub fn wal_name(gen: u64) -> String {
+    format!("wal-{gen:012}.log")
+}
+
+/// The generation of a write-ahead log file name.
+pub fn parse_wal_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("wal-")?.strip_suffix(".log")?;
+    if digits.len() != 12 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+fn io(name: &str) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        file: name.into(),
+        source,
+    }
+}
+
+/// Writes the manifest (atomically: temporary file, rename, directory sync).
+pub fn write_manifest(storage: &dyn Storage) -> Result<()> {
+    let mut b = Vec::with_capacity(MANIFEST_LEN);
+    b.extend_from_slice(MAGIC);
+    b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    b.extend_from_slice(&[0; 4]);
+    let crc = crc32c::crc32c(&b);
+    b.extend_from_slice(&crc.to_le_bytes());
+    let f = storage
+        .open_file(MANIFEST_TMP, true)
+        .map_err(io(MANIFEST_TMP))?;
+    f.set_len(0).map_err(io(MANIFEST_TMP))?;
+    f.write_all_at(0, &b).map_err(io(MANIFEST_TMP))?;
+    f.sync().map_err(io(MANIFEST_TMP))?;
+    drop(f);
+    storage
+        .rename(MANIFEST_TMP, MANIFEST)
+        .map_err(io(MANIFEST))?;
+    storage.sync_dir().map_err(io(MANIFEST))
+}
+
+/// What the directory holds.
+pub enum Found {
+    /// A store (its manifest verified).
+    Store,
+    /// Nothing, or only the leftovers of a creation that did not finish.
+    Nothing,
+    /// Something else; the string says what.
+    Foreign(String),
+}
+
+/// Looks at the directory: a verified manifest, nothing of ours, or
+/// something that is not a store. A manifest that exists but does not
+/// verify is corruption.
+pub fn inspect(storage: &dyn Storage) -> Result<Found> {
+    let names = storage.list_files().map_err(io("directory"))?;
+    if names.iter().any(|n| n == MANIFEST) {
+        let f = storage.open_file(MANIFEST, false).map_err(io(MANIFEST))?;
+        let len = f.len().map_err(io(MANIFEST))?;
+        let corrupt = |detail: &str| Error::Corrupt {
+            file: MANIFEST.into(),
+            detail: detail.into(),
+        };
+        if len != MANIFEST_LEN as u64 {
+            return Err(corrupt("wrong length"));
+        }
+        let mut b = [0u8; MANIFEST_LEN];
+        f.read_exact_at(0, &mut b).map_err(io(MANIFEST))?;
+        if &b[..8] != MAGIC {
+            return Err(corrupt("not a FlexDB manifest"));
+        }
+        if u32::from_le_bytes([b[16], b[17], b[18], b[19]]) != crc32c::crc32c(&b[..16]) {
+            return Err(corrupt("checksum mismatch"));
+        }
+        let version = u32::from_le_bytes([b[8], b[9], b[10], b[11]]);
+        if version != FORMAT_VERSION {
+            return Err(corrupt(&format!(
+                "format version {version}, this build reads {FORMAT_VERSION}"
+            )));
+        }
+        return Ok(Found::Store);
+    }
+    match names
+        .iter()
+        .find(|n| !OWN_FILES.contains(&n.as_str()) && parse_wal_name(n).is_none())
+    {
+        Some(other) => Ok(Found::Foreign(format!(
+            "it holds {other:?} and no MANIFEST"
+        ))),
+        None => Ok(Found::Nothing),
+    }
+}
+
+/// Removes the leftovers of a creation that did not finish.
+pub fn remove_leftovers(storage: &Arc<dyn Storage>) -> Result<()> {
+    for n in storage.list_files().map_err(io("directory"))? {
+        if n != "lock" && (OWN_FILES.contains(&n.as_str()) || parse_wal_name(&n).is_some()) {
+            storage.remove_file(&n).map_err(io(&n))?;
+        }
+    }
+    storage.sync_dir().map_err(io("directory"))
+}
+
+/// The write-ahead logs in the directory: (generation, name), oldest first.
+pub fn list_wals(storage: &dyn Storage) -> Result<Vec<(u64, String)>> {
+    let mut out: Vec<(u64, String)> = storage
+        .list_files()
+        .map_err(io("directory"))?
+        .into_iter()
+        .filter_map(|n| parse_wal_name(&n).map(|g| (g, n)))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flexspace::FaultStorage;
+
+    #[test]
+    fn wal_names_round_trip_and_sort() {
+        assert_eq!(parse_wal_name(&wal_name(42)), Some(42));
+        assert_eq!(parse_wal_name("wal-1.log"), None);
+        assert_eq!(parse_wal_name("wal-00000000000x.log"), None);
+        assert!(wal_name(9) < wal_name(10));
+    }
+
+    #[test]
+    fn manifest_round_trip_and_damage() {
+        let st: Arc<dyn Storage> = Arc::new(FaultStorage::new());
+        assert!(matches!(inspect(st.as_ref()).unwrap(), Found::Nothing));
+        st.open_file("data", true).unwrap();
+        st.open_file(&wal_name(1), true).unwrap();
+        assert!(matches!(inspect(st.as_ref()).unwrap(), Found::Nothing));
+        write_manifest(st.as_ref()).unwrap();
+        assert!(matches!(inspect(st.as_ref()).unwrap(), Found::Store));
+        let f = st.open_file(MANIFEST, false).unwrap();
+        f.write_all_at(9, &[7]).unwrap();
+        assert!(matches!(inspect(st.as_ref()), Err(Error::Corrupt { .. })));
+        let other: Arc<dyn Storage> = Arc::new(FaultStorage::new());
+        other.open_file("notes.txt", true).unwrap();
+        assert!(matches!(
+            inspect(other.as_ref()).unwrap(),
+            Found::Foreign(_)
+        ));
+        remove_leftovers(&st).unwrap();
+        assert_eq!(st.list_files().unwrap(), vec![MANIFEST.to_string()]);
+    }
+}

@@ -1,0 +1,289 @@
+//! The decoded content of one interval: its pairs exactly as they lie in the
+//! space, with the offset and 16-bit key fingerprint of each.
+//!
+//! Invariants: `bytes` is the concatenation of `offs.len()` valid pair
+//! records (every checksum verified when the interval was parsed, or the
+//! records were encoded by this process), sorted by strictly increasing
+//! key; `offs[i]` is where record `i` starts and `fps[i]` is the
+//! fingerprint of its key. An `IntervalData` is immutable: the committer
+//! builds a new one for every change (write-through), so a reader holding an
+//! `Arc` keeps a consistent view.
+
+use crate::codec::{decode_pair, get_varint, Decoded};
+
+/// A 16-bit fingerprint of a key.
+#[inline]
+pub fn fingerprint(key: &[u8]) -> u16 {
+    let h = crc32c::crc32c(key);
+    (h ^ (h >> 16)) as u16
+}
+
+/// The pairs of one interval.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct IntervalData {
+    bytes: Box<[u8]>,
+    offs: Box<[u32]>,
+    fps: Box<[u16]>,
+    /// Extents of the space the interval spanned when it was read (0 when it
+    /// was built in memory).
+    pub extents: u32,
+}
+
+/// Builds an [`IntervalData`] pair by pair.
+#[derive(Default)]
+pub struct Builder {
+    bytes: Vec<u8>,
+    offs: Vec<u32>,
+    fps: Vec<u16>,
+}
+
+impl Builder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends an encoded record whose key is `key`.
+    pub fn push_record(&mut self, key: &[u8], record: &[u8]) {
+        self.offs.push(self.bytes.len() as u32);
+        self.fps.push(fingerprint(key));
+        self.bytes.extend_from_slice(record);
+    }
+
+    /// Appends `(key, value)`, encoding it.
+    pub fn push_pair(&mut self, key: &[u8], value: &[u8]) {
+        self.offs.push(self.bytes.len() as u32);
+        self.fps.push(fingerprint(key));
+        crate::codec::encode_pair(&mut self.bytes, key, value);
+    }
+
+    /// Bytes so far.
+    pub fn len_bytes(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Pairs so far.
+    pub fn count(&self) -> usize {
+        self.offs.len()
+    }
+
+    /// The encoded bytes so far.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The finished interval.
+    pub fn finish(self) -> IntervalData {
+        IntervalData {
+            bytes: self.bytes.into_boxed_slice(),
+            offs: self.offs.into_boxed_slice(),
+            fps: self.fps.into_boxed_slice(),
+            extents: 0,
+        }
+    }
+}
+
+impl IntervalData {
+    /// Parses `bytes` read from the space, verifying every record and the key
+    /// order. The error says what is wrong, for a corruption report.
+    pub fn parse(bytes: Vec<u8>, extents: u32) -> Result<IntervalData, String> {
+        let mut offs = Vec::new();
+        let mut fps = Vec::new();
+        let mut pos = 0usize;
+        let mut last: Option<&[u8]> = None;
+        while pos < bytes.len() {
+            match decode_pair(&bytes[pos..]) {
+                Decoded::Pair { key, len, .. } => {
+                    if last.is_some_and(|l| l >= key) {
+                        return Err(format!(
+                            "pair at byte {pos} of the interval is out of order"
+                        ));
+                    }
+                    if pos > u32::MAX as usize {
+                        return Err("interval larger than 4 GiB".into());
+                    }
+                    offs.push(pos as u32);
+                    fps.push(fingerprint(key));
+                    last = Some(key);
+                    pos += len;
+                }
+                Decoded::Incomplete { .. } => {
+                    return Err(format!("pair at byte {pos} of the interval is truncated"))
+                }
+                Decoded::Invalid => {
+                    return Err(format!(
+                        "pair at byte {pos} of the interval fails its checksum or length check"
+                    ))
+                }
+            }
+        }
+        Ok(IntervalData {
+            bytes: bytes.into_boxed_slice(),
+            offs: offs.into_boxed_slice(),
+            fps: fps.into_boxed_slice(),
+            extents,
+        })
+    }
+
+    /// Number of pairs.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.offs.len()
+    }
+
+    /// Whether the interval holds no pair.
+    pub fn is_empty(&self) -> bool {
+        self.offs.is_empty()
+    }
+
+    /// Bytes of the encoded pairs.
+    pub fn size(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The encoded bytes of every pair.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Where pair `i` starts within the interval.
+    #[inline]
+    pub fn offset(&self, i: usize) -> usize {
+        self.offs[i] as usize
+    }
+
+    /// Where pair `i` ends within the interval.
+    #[inline]
+    pub fn end(&self, i: usize) -> usize {
+        self.offs
+            .get(i + 1)
+            .map_or(self.bytes.len(), |&o| o as usize)
+    }
+
+    /// The encoded record of pair `i`.
+    #[inline]
+    pub fn record(&self, i: usize) -> &[u8] {
+        &self.bytes[self.offset(i)..self.end(i)]
+    }
+
+    /// Key and value of pair `i` (records were verified, so the header
+    /// parses; a malformed one yields empty slices rather than a panic).
+    #[inline]
+    pub fn pair(&self, i: usize) -> (&[u8], &[u8]) {
+        let rec = self.record(i);
+        let Some((klen, a)) = get_varint(rec) else {
+            return (&[], &[]);
+        };
+        let Some((vlen, b)) = get_varint(&rec[a..]) else {
+            return (&[], &[]);
+        };
+        let k = a + b;
+        let v = k + klen as usize;
+        match rec.get(v..v + vlen as usize) {
+            Some(value) => (&rec[k..v], value),
+            None => (&[], &[]),
+        }
+    }
+
+    /// Key of pair `i`.
+    #[inline]
+    pub fn key(&self, i: usize) -> &[u8] {
+        self.pair(i).0
+    }
+
+    /// Index of the pair holding `key`, found by fingerprint first.
+    pub fn find(&self, key: &[u8]) -> Option<usize> {
+        let fp = fingerprint(key);
+        self.fps
+            .iter()
+            .enumerate()
+            .filter(|&(_, &f)| f == fp)
+            .map(|(i, _)| i)
+            .find(|&i| self.key(i) == key)
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        self.find(key).map(|i| self.pair(i).1)
+    }
+
+    /// Index of the first pair whose key is `>= key` (binary search).
+    pub fn lower_bound(&self, key: &[u8]) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.key(mid) < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Index of the first pair whose key is `> key`.
+    pub fn upper_bound(&self, key: &[u8]) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.key(mid) <= key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Bytes of memory the interval holds (charged to the cache).
+    pub fn charge(&self) -> usize {
+        self.bytes.len() + self.offs.len() * 6 + std::mem::size_of::<Self>() + 64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(n: u8) -> IntervalData {
+        let mut b = Builder::new();
+        for i in 0..n {
+            b.push_pair(&[b'k', i], &vec![i; i as usize]);
+        }
+        b.finish()
+    }
+
+    #[test]
+    fn lookups_and_bounds() {
+        let d = sample(10);
+        assert_eq!(d.len(), 10);
+        assert_eq!(d.get(&[b'k', 4]), Some(&[4u8, 4, 4, 4][..]));
+        assert_eq!(d.get(&[b'k', 0]), Some(&[][..]));
+        assert_eq!(d.get(b"zz"), None);
+        assert_eq!(d.lower_bound(&[b'k', 4]), 4);
+        assert_eq!(d.upper_bound(&[b'k', 4]), 5);
+        assert_eq!(d.lower_bound(b"a"), 0);
+        assert_eq!(d.lower_bound(b"z"), 10);
+        assert_eq!(d.pair(9), (&[b'k', 9][..], &[9u8; 9][..]));
+    }
+
+    #[test]
+    fn parse_round_trips_and_rejects_damage() {
+        let d = sample(12);
+        let p = IntervalData::parse(d.bytes().to_vec(), 3).unwrap();
+        assert_eq!(p.len(), 12);
+        assert_eq!(p.extents, 3);
+        assert_eq!(p.bytes(), d.bytes());
+        for i in 0..d.size() {
+            let mut b = d.bytes().to_vec();
+            b[i] ^= 0x04;
+            assert!(IntervalData::parse(b, 1).is_err(), "flip at {i}");
+        }
+        assert!(IntervalData::parse(d.bytes()[..d.size() - 1].to_vec(), 1).is_err());
+        // Out of order pairs are refused.
+        let mut b = Builder::new();
+        b.push_pair(b"b", b"");
+        b.push_pair(b"a", b"");
+        assert!(IntervalData::parse(b.finish().bytes().to_vec(), 1).is_err());
+    }
+}

@@ -1,0 +1,942 @@
+//! The sparse index (§5.1, Figure 10): a B+-tree over the intervals of the
+//! space, keyed by anchor keys, with offsets kept as shift values so that
+//! resizing one interval shifts every later one in O(log n).
+//!
+//! An interval covers the pairs whose keys lie in `[anchor, next anchor)`;
+//! the first interval's anchor is the empty key, which every key is at or
+//! after. An anchor need not be a key of the store: any key above the
+//! previous interval's last key and at or below the interval's first key
+//! will do, so splits use the shortest such separator.
+//!
+//! Invariants (restored by every method before it returns):
+//! - Leaves hold intervals in key order; the leaf level is contiguous in the
+//!   space: interval `i + 1` starts where interval `i` ends.
+//! - The offset of an interval is the sum of the shift values on its search
+//!   path plus the sizes of the intervals before it in its leaf (partial
+//!   offsets are implicit, as in the FlexTree leaves).
+//! - An internal node's `shift[0] == 0` and `shift[i]` is the start of child
+//!   `i` relative to the node's start; `pivot[i]` (for `i > 0`) is the
+//!   anchor of the first interval under child `i`.
+//! - Only the root may be underfull; no node is empty except an empty root
+//!   leaf, which never happens: the index always holds at least the first
+//!   interval.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Intervals per leaf.
+const LEAF_CAP: usize = 64;
+/// Children per internal node.
+const INNER_CAP: usize = 64;
+/// The deepest tree (far more intervals than memory holds).
+const MAX_HEIGHT: usize = 16;
+const NIL: u32 = u32::MAX;
+/// `count` of an interval whose pairs were not counted (after recovery).
+pub const UNKNOWN_COUNT: u16 = u16::MAX;
+
+/// The bookkeeping of one interval.
+#[derive(Debug, Default)]
+pub struct Meta {
+    /// Packed cache reference (`CacheRef::pack`), 0 when not cached. Atomic
+    /// so that readers can install a freshly loaded interval.
+    pub cache: AtomicU64,
+    /// Bytes of the interval in the space.
+    pub size: u32,
+    /// Pairs in the interval (`UNKNOWN_COUNT` when not known).
+    pub count: u16,
+    /// The interval was fragmented (more extents than half its pairs) when
+    /// it was last read.
+    pub fragmented: bool,
+}
+
+impl Clone for Meta {
+    fn clone(&self) -> Self {
+        Meta {
+            cache: AtomicU64::new(self.cache.load(Ordering::Relaxed)),
+            size: self.size,
+            count: self.count,
+            fragmented: self.fragmented,
+        }
+    }
+}
+
+/// An interval to add to the index.
+#[derive(Clone, Debug)]
+pub struct NewInterval {
+    /// Its anchor.
+    pub anchor: Vec<u8>,
+    /// Its bookkeeping.
+    pub meta: Meta,
+}
+
+struct Leaf {
+    /// Anchors, concatenated; anchor `i` is `keys[ends[i-1]..ends[i]]`.
+    keys: Vec<u8>,
+    ends: Vec<u32>,
+    meta: Vec<Meta>,
+    next: u32,
+    prev: u32,
+}
+
+impl Leaf {
+    fn new() -> Self {
+        Leaf {
+            keys: Vec::new(),
+            ends: Vec::new(),
+            meta: Vec::new(),
+            next: NIL,
+            prev: NIL,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.meta.len()
+    }
+
+    fn anchor(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.keys[start..self.ends[i] as usize]
+    }
+
+    /// Index of the last anchor `<= key` (0 when none is).
+    fn locate(&self, key: &[u8]) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.anchor(mid) <= key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo.saturating_sub(1)
+    }
+
+    fn start_of(&self, i: usize) -> u64 {
+        self.meta[..i].iter().map(|m| u64::from(m.size)).sum()
+    }
+
+    fn span(&self) -> u64 {
+        self.start_of(self.len())
+    }
+
+    /// Inserts intervals at `at`.
+    fn insert(&mut self, at: usize, items: Vec<NewInterval>) {
+        let key_at = if at == 0 {
+            0
+        } else {
+            self.ends[at - 1] as usize
+        };
+        let added: usize = items.iter().map(|n| n.anchor.len()).sum();
+        let tail: Vec<u8> = self.keys.split_off(key_at);
+        let mut new_ends = Vec::with_capacity(items.len());
+        let mut metas = Vec::with_capacity(items.len());
+        for n in items {
+            self.keys.extend_from_slice(&n.anchor);
+            new_ends.push(self.keys.len() as u32);
+            metas.push(n.meta);
+        }
+        self.keys.extend_from_slice(&tail);
+        for e in &mut self.ends[at..] {
+            *e += added as u32;
+        }
+        self.ends.splice(at..at, new_ends);
+        self.meta.splice(at..at, metas);
+    }
+
+    /// Removes interval `at`.
+    fn remove(&mut self, at: usize) {
+        let start = if at == 0 {
+            0
+        } else {
+            self.ends[at - 1] as usize
+        };
+        let end = self.ends[at] as usize;
+        self.keys.drain(start..end);
+        let removed = (end - start) as u32;
+        self.ends.remove(at);
+        for e in &mut self.ends[at..] {
+            *e -= removed;
+        }
+        self.meta.remove(at);
+    }
+
+    /// Moves intervals `from..` into a new leaf.
+    fn split_off(&mut self, from: usize) -> Leaf {
+        let key_at = if from == 0 { 0 } else { self.ends[from - 1] };
+        let keys = self.keys.split_off(key_at as usize);
+        let ends = self
+            .ends
+            .split_off(from)
+            .iter()
+            .map(|e| e - key_at)
+            .collect();
+        let meta = self.meta.split_off(from);
+        self.keys.shrink_to_fit();
+        Leaf {
+            keys,
+            ends,
+            meta,
+            next: NIL,
+            prev: NIL,
+        }
+    }
+
+    fn memory(&self) -> usize {
+        std::mem::size_of::<Leaf>()
+            + self.keys.capacity()
+            + self.ends.capacity() * 4
+            + self.meta.capacity() * std::mem::size_of::<Meta>()
+    }
+}
+
+struct Inner {
+    /// Anchor of the first interval under each child (`pivot[0]` unused).
+    pivot: Vec<Box<[u8]>>,
+    /// Start of each child relative to this node's start.
+    shift: Vec<u64>,
+    child: Vec<u32>,
+}
+
+impl Inner {
+    fn child_index(&self, key: &[u8]) -> usize {
+        // The last child whose pivot is <= key; child 0 otherwise.
+        let (mut lo, mut hi) = (1, self.child.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if &*self.pivot[mid] <= key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo - 1
+    }
+
+    fn memory(&self) -> usize {
+        std::mem::size_of::<Inner>()
+            + self.pivot.iter().map(|p| p.len() + 16).sum::<usize>()
+            + self.shift.capacity() * 8
+            + self.child.capacity() * 4
+    }
+}
+
+/// Where an interval is: its leaf and index, the path to it, its offset.
+/// Valid until the index changes shape (splits, merges).
+#[derive(Clone, Copy, Debug)]
+pub struct Found {
+    path: [(u32, u16); MAX_HEIGHT],
+    depth: usize,
+    leaf: u32,
+    idx: usize,
+    /// Offset of the interval in the space.
+    pub offset: u64,
+}
+
+/// The sparse index.
+pub struct SparseIndex {
+    leaves: Vec<Leaf>,
+    inners: Vec<Inner>,
+    free_leaves: Vec<u32>,
+    free_inners: Vec<u32>,
+    root: u32,
+    /// Internal levels above the leaves (0: the root is a leaf).
+    height: usize,
+    total: u64,
+    intervals: u64,
+}
+
+impl Default for SparseIndex {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SparseIndex {
+    /// An index of one empty interval (an empty store).
+    pub fn new() -> Self {
+        Self::build(vec![NewInterval {
+            anchor: Vec::new(),
+            meta: Meta {
+                count: 0,
+                ..Meta::default()
+            },
+        }])
+    }
+
+    /// Builds an index from intervals in key order; the first anchor must be
+    /// empty (callers guarantee it).
+    pub fn build(intervals: Vec<NewInterval>) -> Self {
+        let mut s = SparseIndex {
+            leaves: Vec::new(),
+            inners: Vec::new(),
+            free_leaves: Vec::new(),
+            free_inners: Vec::new(),
+            root: 0,
+            height: 0,
+            total: 0,
+            intervals: intervals.len() as u64,
+        };
+        s.total = intervals.iter().map(|n| u64::from(n.meta.size)).sum();
+        // Leaves three quarters full leave room for splits.
+        let per_leaf = LEAF_CAP * 3 / 4;
+        let mut level: Vec<(u32, Box<[u8]>, u64)> = Vec::new();
+        let mut items = intervals.into_iter().peekable();
+        while items.peek().is_some() {
+            let chunk: Vec<NewInterval> = items.by_ref().take(per_leaf).collect();
+            let first = chunk[0].anchor.clone().into_boxed_slice();
+            let mut leaf = Leaf::new();
+            leaf.insert(0, chunk);
+            let span = leaf.span();
+            let id = s.leaves.len() as u32;
+            if let Some(&(prev, _, _)) = level.last() {
+                s.leaves[prev as usize].next = id;
+                leaf.prev = prev;
+            }
+            s.leaves.push(leaf);
+            level.push((id, first, span));
+        }
+        if level.is_empty() {
+            s.leaves.push(Leaf::new());
+            level.push((0, Box::default(), 0));
+        }
+        let per_inner = INNER_CAP * 3 / 4;
+        while level.len() > 1 {
+            let mut up = Vec::new();
+            for chunk in level.chunks(per_inner) {
+                let mut node = Inner {
+                    pivot: Vec::new(),
+                    shift: Vec::new(),
+                    child: Vec::new(),
+                };
+                let mut at = 0u64;
+                for (id, pivot, span) in chunk {
+                    node.pivot.push(pivot.clone());
+                    node.shift.push(at);
+                    node.child.push(*id);
+                    at += span;
+                }
+                let id = s.inners.len() as u32;
+                s.inners.push(node);
+                up.push((id, chunk[0].1.clone(), at));
+            }
+            level = up;
+            s.height += 1;
+        }
+        s.root = level[0].0;
+        s
+    }
+
+    /// Total bytes covered (the space's length).
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Number of intervals.
+    pub fn len(&self) -> u64 {
+        self.intervals
+    }
+
+    /// Whether the index has no interval (never: there is always one).
+    pub fn is_empty(&self) -> bool {
+        self.intervals == 0
+    }
+
+    /// Bytes of memory held.
+    pub fn memory(&self) -> usize {
+        self.leaves.iter().map(Leaf::memory).sum::<usize>()
+            + self.inners.iter().map(Inner::memory).sum::<usize>()
+            + (self.free_leaves.capacity() + self.free_inners.capacity()) * 4
+    }
+
+    /// The interval that holds `key`.
+    pub fn find(&self, key: &[u8]) -> Found {
+        let mut f = Found {
+            path: [(0, 0); MAX_HEIGHT],
+            depth: 0,
+            leaf: 0,
+            idx: 0,
+            offset: 0,
+        };
+        let mut node = self.root;
+        let mut start = 0u64;
+        for _ in 0..self.height {
+            let n = &self.inners[node as usize];
+            let i = n.child_index(key);
+            f.path[f.depth] = (node, i as u16);
+            f.depth += 1;
+            start += n.shift[i];
+            node = n.child[i];
+        }
+        let leaf = &self.leaves[node as usize];
+        let idx = leaf.locate(key);
+        f.leaf = node;
+        f.idx = idx;
+        f.offset = start + leaf.start_of(idx);
+        f
+    }
+
+    /// The last interval.
+    pub fn last(&self) -> Found {
+        let mut f = Found {
+            path: [(0, 0); MAX_HEIGHT],
+            depth: 0,
+            leaf: 0,
+            idx: 0,
+            offset: 0,
+        };
+        let mut node = self.root;
+        let mut start = 0u64;
+        for _ in 0..self.height {
+            let n = &self.inners[node as usize];
+            let i = n.child.len() - 1;
+            f.path[f.depth] = (node, i as u16);
+            f.depth += 1;
+            start += n.shift[i];
+            node = n.child[i];
+        }
+        let leaf = &self.leaves[node as usize];
+        f.leaf = node;
+        f.idx = leaf.len() - 1;
+        f.offset = start + leaf.start_of(f.idx);
+        f
+    }
+
+    /// The interval's bookkeeping.
+    pub fn meta(&self, f: &Found) -> &Meta {
+        &self.leaves[f.leaf as usize].meta[f.idx]
+    }
+
+    /// The interval's anchor.
+    pub fn anchor(&self, f: &Found) -> &[u8] {
+        self.leaves[f.leaf as usize].anchor(f.idx)
+    }
+
+    /// The anchor of the interval after `f` (its exclusive key bound), or
+    /// `None` for the last interval.
+    pub fn next_anchor(&self, f: &Found) -> Option<&[u8]> {
+        let leaf = &self.leaves[f.leaf as usize];
+        if f.idx + 1 < leaf.len() {
+            return Some(leaf.anchor(f.idx + 1));
+        }
+        match leaf.next {
+            NIL => None,
+            n => Some(self.leaves[n as usize].anchor(0)),
+        }
+    }
+
+    /// The interval before `f`: its anchor (for a re-`find`), or `None` for
+    /// the first interval.
+    pub fn prev_anchor(&self, f: &Found) -> Option<&[u8]> {
+        let leaf = &self.leaves[f.leaf as usize];
+        if f.idx > 0 {
+            return Some(leaf.anchor(f.idx - 1));
+        }
+        match leaf.prev {
+            NIL => None,
+            p => {
+                let p = &self.leaves[p as usize];
+                Some(p.anchor(p.len() - 1))
+            }
+        }
+    }
+
+    /// Sets the interval's size and count, shifting every later interval.
+    pub fn resize(&mut self, f: &Found, size: u32, count: u16) {
+        let m = &mut self.leaves[f.leaf as usize].meta[f.idx];
+        let delta = i64::from(size) - i64::from(m.size);
+        m.size = size;
+        m.count = count;
+        if delta != 0 {
+            for &(node, i) in &f.path[..f.depth] {
+                let n = &mut self.inners[node as usize];
+                for s in &mut n.shift[i as usize + 1..] {
+                    *s = s.wrapping_add_signed(delta);
+                }
+            }
+            self.total = self.total.wrapping_add_signed(delta);
+        }
+    }
+
+    /// Sets the interval's fragmentation mark.
+    pub fn set_fragmented(&mut self, f: &Found, fragmented: bool) {
+        self.leaves[f.leaf as usize].meta[f.idx].fragmented = fragmented;
+    }
+
+    /// Replaces the interval at `f` by `parts` (whose sizes add up to its
+    /// size); `parts[0]` keeps the interval's anchor, whatever it says.
+    pub fn split(&mut self, f: &Found, parts: Vec<NewInterval>) {
+        debug_assert_eq!(
+            parts.iter().map(|p| u64::from(p.meta.size)).sum::<u64>(),
+            u64::from(self.meta(f).size)
+        );
+        let mut parts = parts.into_iter();
+        let Some(first) = parts.next() else { return };
+        self.leaves[f.leaf as usize].meta[f.idx] = first.meta;
+        let rest: Vec<NewInterval> = parts.collect();
+        if rest.is_empty() {
+            return;
+        }
+        self.intervals += rest.len() as u64;
+        self.leaves[f.leaf as usize].insert(f.idx + 1, rest);
+        self.fix_overflow(f);
+    }
+
+    /// Merges the interval after `f` into it (sizes and counts add up; the
+    /// caller sets the cache reference). Returns false when `f` is the last.
+    pub fn merge_next(&mut self, f: &Found, count: u16, cache: u64) -> bool {
+        let Some(next) = self.next_anchor(f).map(<[u8]>::to_vec) else {
+            return false;
+        };
+        let g = self.find(&next);
+        let next_size = self.meta(&g).size;
+        // Shrink the next interval to nothing (shifting nothing overall),
+        // grow this one, then drop the empty interval.
+        self.resize(&g, 0, 0);
+        let f = self.find(self.anchor(f).to_vec().as_slice());
+        let m = self.meta(&f);
+        let size = m.size + next_size;
+        self.resize(&f, size, count);
+        self.meta(&f).cache.store(cache, Ordering::Relaxed);
+        let g = self.find(&next);
+        self.remove(&g);
+        true
+    }
+
+    /// The interval after `f`.
+    pub fn next(&self, f: &Found) -> Option<Found> {
+        self.next_anchor(f).map(|a| self.find(a))
+    }
+
+    /// Calls `visit(anchor, offset, meta)` for every interval in order.
+    pub fn for_each(&self, mut visit: impl FnMut(&[u8], u64, &Meta)) {
+        let mut node = self.root;
+        for _ in 0..self.height {
+            node = self.inners[node as usize].child[0];
+        }
+        let mut offset = 0u64;
+        while node != NIL {
+            let leaf = &self.leaves[node as usize];
+            for i in 0..leaf.len() {
+                visit(leaf.anchor(i), offset, &leaf.meta[i]);
+                offset += u64::from(leaf.meta[i].size);
+            }
+            node = leaf.next;
+        }
+    }
+
+    /// Removes an empty interval that is not the first.
+    fn remove(&mut self, f: &Found) {
+        debug_assert_eq!(self.meta(f).size, 0);
+        self.intervals -= 1;
+        let leaf_id = f.leaf;
+        self.leaves[leaf_id as usize].remove(f.idx);
+        let leaf = &self.leaves[leaf_id as usize];
+        if leaf.len() == 0 {
+            // Unlink the leaf and drop it from its parents.
+            let (prev, next) = (leaf.prev, leaf.next);
+            if prev != NIL {
+                self.leaves[prev as usize].next = next;
+            }
+            if next != NIL {
+                self.leaves[next as usize].prev = prev;
+            }
+            self.free_leaves.push(leaf_id);
+            self.remove_child(f, f.depth);
+        } else if f.idx == 0 {
+            let first: Box<[u8]> = leaf.anchor(0).into();
+            self.set_pivot(f, f.depth, first);
+        }
+    }
+
+    /// Removes the path's child at `level` (a node that became empty) from
+    /// its parent, recursively.
+    fn remove_child(&mut self, f: &Found, level: usize) {
+        if level == 0 {
+            // The root emptied: impossible while the first interval lives.
+            return;
+        }
+        let (parent, i) = f.path[level - 1];
+        let i = i as usize;
+        let p = &mut self.inners[parent as usize];
+        p.pivot.remove(i);
+        p.shift.remove(i);
+        p.child.remove(i);
+        if p.child.is_empty() {
+            self.free_inners.push(parent);
+            self.remove_child(f, level - 1);
+            return;
+        }
+        if i == 0 {
+            // The new first child starts where the removed one did.
+            let base = p.shift[0];
+            for s in &mut p.shift {
+                *s -= base;
+            }
+            let first = std::mem::take(&mut p.pivot[0]);
+            if level >= 2 {
+                self.set_pivot(f, level - 1, first);
+            }
+        }
+        self.shrink_root();
+    }
+
+    /// Sets the pivot that routes to the path's node at `level` (the lowest
+    /// ancestor where it is not the first child).
+    fn set_pivot(&mut self, f: &Found, level: usize, pivot: Box<[u8]>) {
+        let mut l = level;
+        while l > 0 {
+            let (parent, i) = f.path[l - 1];
+            if i > 0 {
+                self.inners[parent as usize].pivot[i as usize] = pivot;
+                return;
+            }
+            l -= 1;
+        }
+    }
+
+    fn shrink_root(&mut self) {
+        while self.height > 0 && self.inners[self.root as usize].child.len() == 1 {
+            let old = self.root;
+            self.root = self.inners[old as usize].child[0];
+            self.free_inners.push(old);
+            self.height -= 1;
+        }
+    }
+
+    fn alloc_leaf(&mut self, leaf: Leaf) -> u32 {
+        match self.free_leaves.pop() {
+            Some(id) => {
+                self.leaves[id as usize] = leaf;
+                id
+            }
+            None => {
+                self.leaves.push(leaf);
+                (self.leaves.len() - 1) as u32
+            }
+        }
+    }
+
+    fn alloc_inner(&mut self, node: Inner) -> u32 {
+        match self.free_inners.pop() {
+            Some(id) => {
+                self.inners[id as usize] = node;
+                id
+            }
+            None => {
+                self.inners.push(node);
+                (self.inners.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Splits the path's leaf (and then its ancestors) while over capacity.
+    fn fix_overflow(&mut self, f: &Found) {
+        let leaf_id = f.leaf;
+        if self.leaves[leaf_id as usize].len() <= LEAF_CAP {
+            return;
+        }
+        // Cut the leaf into pieces of at most three quarters of a leaf.
+        let mut pieces: Vec<(u32, Box<[u8]>, u64)> = Vec::new();
+        let n = self.leaves[leaf_id as usize].len();
+        let per = LEAF_CAP * 3 / 4;
+        let mut cut = n - (n - 1) % per - 1;
+        if cut == 0 {
+            cut = per;
+        }
+        let mut tails = Vec::new();
+        while cut > 0 && cut < self.leaves[leaf_id as usize].len() {
+            let tail = self.leaves[leaf_id as usize].split_off(cut);
+            tails.push(tail);
+            cut = cut.saturating_sub(per);
+        }
+        tails.reverse();
+        let mut start = self.leaves[leaf_id as usize].span();
+        let mut prev = leaf_id;
+        let after = self.leaves[leaf_id as usize].next;
+        for mut t in tails {
+            let span = t.span();
+            let first: Box<[u8]> = t.anchor(0).into();
+            t.prev = prev;
+            let id = self.alloc_leaf(t);
+            self.leaves[prev as usize].next = id;
+            pieces.push((id, first, start));
+            start += span;
+            prev = id;
+        }
+        self.leaves[prev as usize].next = after;
+        if after != NIL {
+            self.leaves[after as usize].prev = prev;
+        }
+        self.add_children(f, f.depth, pieces);
+    }
+
+    /// Adds `children` (id, pivot, start relative to the path's node at
+    /// `level`) right after that node in its parent, splitting upwards.
+    fn add_children(&mut self, f: &Found, level: usize, children: Vec<(u32, Box<[u8]>, u64)>) {
+        if level == 0 {
+            // The node at level 0 is the root: grow a new root above it.
+            let old = self.root;
+            let mut node = Inner {
+                pivot: vec![Box::default()],
+                shift: vec![0],
+                child: vec![old],
+            };
+            for (id, pivot, start) in children {
+                node.pivot.push(pivot);
+                node.shift.push(start);
+                node.child.push(id);
+            }
+            self.root = self.alloc_inner(node);
+            self.height += 1;
+            self.split_inner_if_needed(self.root, None);
+            return;
+        }
+        let (parent, i) = f.path[level - 1];
+        let i = i as usize;
+        let base = self.inners[parent as usize].shift[i];
+        {
+            let p = &mut self.inners[parent as usize];
+            for (k, (id, pivot, start)) in children.into_iter().enumerate() {
+                p.pivot.insert(i + 1 + k, pivot);
+                p.shift.insert(i + 1 + k, base + start);
+                p.child.insert(i + 1 + k, id);
+            }
+        }
+        self.split_inner_if_needed(parent, Some((f, level - 1)));
+    }
+
+    /// Splits internal node `id` while it has too many children.
+    fn split_inner_if_needed(&mut self, id: u32, at: Option<(&Found, usize)>) {
+        let n = self.inners[id as usize].child.len();
+        if n <= INNER_CAP {
+            return;
+        }
+        let per = INNER_CAP * 3 / 4;
+        let mut pieces = Vec::new();
+        let mut cut = n - (n - 1) % per - 1;
+        if cut == 0 {
+            cut = per;
+        }
+        let mut tails = Vec::new();
+        while cut > 0 && cut < self.inners[id as usize].child.len() {
+            let node = &mut self.inners[id as usize];
+            let base = node.shift[cut];
+            let pivot = node.pivot.split_off(cut);
+            let shift: Vec<u64> = node.shift.split_off(cut).iter().map(|s| s - base).collect();
+            let child = node.child.split_off(cut);
+            tails.push((
+                Inner {
+                    pivot,
+                    shift,
+                    child,
+                },
+                base,
+            ));
+            cut = cut.saturating_sub(per);
+        }
+        tails.reverse();
+        for (mut t, base) in tails {
+            let first = std::mem::take(&mut t.pivot[0]);
+            let nid = self.alloc_inner(t);
+            pieces.push((nid, first, base));
+        }
+        match at {
+            Some((f, level)) => self.add_children(f, level, pieces),
+            None => {
+                // `id` is the root.
+                let mut node = Inner {
+                    pivot: vec![Box::default()],
+                    shift: vec![0],
+                    child: vec![id],
+                };
+                for (nid, pivot, start) in pieces {
+                    node.pivot.push(pivot);
+                    node.shift.push(start);
+                    node.child.push(nid);
+                }
+                self.root = self.alloc_inner(node);
+                self.height += 1;
+                self.split_inner_if_needed(self.root, None);
+            }
+        }
+    }
+}
+
+/// The shortest key `s` with `left < s <= right` (requires `left < right`):
+/// the anchor of an interval whose first key is `right` after one whose last
+/// key is `left`.
+pub fn separator(left: &[u8], right: &[u8]) -> Vec<u8> {
+    let common = left.iter().zip(right).take_while(|(a, b)| a == b).count();
+    right[..(common + 1).min(right.len())].to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    fn iv(anchor: &[u8], size: u32) -> NewInterval {
+        NewInterval {
+            anchor: anchor.to_vec(),
+            meta: Meta {
+                size,
+                count: 1,
+                ..Meta::default()
+            },
+        }
+    }
+
+    /// The model: (anchor, size) in order.
+    fn check(s: &SparseIndex, model: &[(Vec<u8>, u32)]) {
+        let mut got = Vec::new();
+        s.for_each(|a, off, m| got.push((a.to_vec(), off, m.size)));
+        let mut off = 0u64;
+        let want: Vec<_> = model
+            .iter()
+            .map(|(a, sz)| {
+                let o = off;
+                off += u64::from(*sz);
+                (a.clone(), o, *sz)
+            })
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(s.total(), off);
+        assert_eq!(s.len(), model.len() as u64);
+        for (a, o, _) in &want {
+            let f = s.find(a);
+            assert_eq!(s.anchor(&f), &a[..]);
+            assert_eq!(f.offset, *o);
+            // A key just above the anchor lands in the same interval
+            // (anchors in these tests never extend one another).
+            let mut k = a.clone();
+            k.push(0);
+            let g = s.find(&k);
+            assert_eq!(s.anchor(&g), &a[..]);
+            assert_eq!(g.offset, *o);
+        }
+    }
+
+    fn key(n: u32) -> Vec<u8> {
+        format!("k{n:08}").into_bytes()
+    }
+
+    #[test]
+    fn separators_are_shortest_and_between() {
+        assert_eq!(separator(b"abc", b"abd"), b"abd");
+        assert_eq!(separator(b"ab", b"abzz"), b"abz");
+        assert_eq!(separator(b"a", b"b"), b"b");
+        assert_eq!(separator(b"", b"x"), b"x");
+        assert_eq!(separator(b"user1234", b"user5"), b"user5");
+        let s = separator(b"apple", b"banana");
+        assert!(s.as_slice() > b"apple".as_slice() && s.as_slice() <= b"banana".as_slice());
+    }
+
+    /// Anchors in the test: the empty key or an 8-byte big-endian number.
+    fn num(a: &[u8]) -> u64 {
+        if a.is_empty() {
+            0
+        } else {
+            u64::from_be_bytes(a.try_into().unwrap())
+        }
+    }
+
+    #[test]
+    fn random_operations_match_a_model() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut model: Vec<(Vec<u8>, u32)> = vec![(Vec::new(), 0)];
+        let mut s = SparseIndex::new();
+        for step in 0..6000 {
+            let i = rng.gen_range(0..model.len());
+            let f = s.find(&model[i].0);
+            match rng.gen_range(0..10) {
+                0..=3 => {
+                    let size = rng.gen_range(0..5000);
+                    s.resize(&f, size, 1);
+                    model[i].1 = size;
+                }
+                4..=7 => {
+                    // Split into 2..5 parts with anchors evenly between this
+                    // interval's anchor and the next one.
+                    let parts = rng.gen_range(2..6u64);
+                    let lo = num(&model[i].0);
+                    let hi = model.get(i + 1).map_or(u64::MAX, |n| num(&n.0));
+                    let gap = (hi - lo) / parts;
+                    if gap == 0 {
+                        continue;
+                    }
+                    let mut new = vec![iv(&model[i].0, 0)];
+                    let mut added = Vec::new();
+                    for k in 1..parts {
+                        let a = (lo + k * gap).to_be_bytes().to_vec();
+                        new.push(iv(&a, 0));
+                        added.push((a, 0));
+                    }
+                    let total = model[i].1;
+                    let cut = if total > 0 {
+                        rng.gen_range(0..=total)
+                    } else {
+                        0
+                    };
+                    new[0].meta.size = total - cut;
+                    new[1].meta.size = cut;
+                    added[0].1 = cut;
+                    model[i].1 = total - cut;
+                    s.split(&f, new);
+                    for (k, a) in added.into_iter().enumerate() {
+                        model.insert(i + 1 + k, a);
+                    }
+                }
+                _ => {
+                    if i + 1 < model.len() {
+                        let merged = model[i].1 + model[i + 1].1;
+                        assert!(s.merge_next(&f, 2, 0));
+                        model[i].1 = merged;
+                        model.remove(i + 1);
+                    } else {
+                        assert!(!s.merge_next(&f, 2, 0));
+                    }
+                }
+            }
+            if step % 97 == 0 || step > 5900 {
+                check(&s, &model);
+            }
+        }
+        check(&s, &model);
+        assert!(s.height > 1, "the test must grow internal levels");
+        // Merge everything back into one interval.
+        while model.len() > 1 {
+            let f = s.find(b"");
+            model[0].1 += model[1].1;
+            model.remove(1);
+            assert!(s.merge_next(&f, 0, 0));
+        }
+        check(&s, &model);
+        assert_eq!(s.height, 0);
+    }
+
+    #[test]
+    fn build_in_bulk_and_navigate() {
+        let mut items = vec![iv(b"", 10)];
+        for n in 1..5000 {
+            items.push(iv(&key(n), n % 17));
+        }
+        let s = SparseIndex::build(items.clone());
+        let model: Vec<_> = items
+            .iter()
+            .map(|n| (n.anchor.clone(), n.meta.size))
+            .collect();
+        check(&s, &model);
+        let f = s.find(&key(77));
+        assert_eq!(s.next_anchor(&f), Some(&key(78)[..]));
+        assert_eq!(s.prev_anchor(&f), Some(&key(76)[..]));
+        let first = s.find(b"");
+        assert_eq!(s.prev_anchor(&first), None);
+        let last = s.find(b"\xff");
+        assert_eq!(s.next_anchor(&last), None);
+        assert_eq!(s.anchor(&last), &key(4999)[..]);
+        assert_eq!(s.last().offset, last.offset);
+        assert_eq!(s.anchor(&s.last()), &key(4999)[..]);
+        assert!(s.memory() > 0);
+    }
+}

@@ -1,0 +1,392 @@
+//! The shared state of an open store and its read and write paths.
+//!
+//! Locks, in the order they may be taken: `writer` (serializes writers and
+//! MemTable rotation), `mems` (the list of MemTables), `state` (the sparse
+//! index, which must agree with the space). Readers take `mems` and `state`
+//! shared, for microseconds; the committer takes `state` exclusively only to
+//! apply one small group of changes at a time.
+//!
+//! Invariants:
+//! - Every write with a sequence number `<= visible` is in a MemTable or in
+//!   the space; a reader at snapshot `visible` sees whole batches.
+//! - A frozen MemTable's write-ahead log is durable before the committer
+//!   writes any of it to the space, and is removed only after the space has
+//!   synced its content.
+//! - The sparse index and the space change together under `state`'s write
+//!   lock, so a reader holding `state` shared reads consistent offsets.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flexspace::{FlexSpace, Storage};
+use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard};
+
+use crate::batch::{BatchOp, WriteBatch};
+use crate::cache::{CacheRef, IntervalCache};
+use crate::codec::check_sizes;
+use crate::error::{Error, Result};
+use crate::files::wal_name;
+use crate::interval::IntervalData;
+use crate::memtable::MemTable;
+use crate::options::Options;
+use crate::sparse::{Found, SparseIndex};
+use crate::wal::{Wal, MAX_RECORD};
+
+/// Frozen MemTables allowed to wait for the committer before writers stall.
+pub(crate) const MAX_FROZEN: usize = 2;
+/// The tag flexdb puts on extents that start with a pair.
+pub(crate) const PAIR_TAG: u16 = 1;
+
+/// A MemTable that takes no more writes, waiting for the committer.
+pub(crate) struct Frozen {
+    pub mem: Arc<MemTable>,
+    pub wal: Arc<Wal>,
+    pub gen: u64,
+}
+
+/// The MemTables readers consult, newest first.
+pub(crate) struct MemTables {
+    pub active: Arc<MemTable>,
+    /// Oldest first.
+    pub frozen: VecDeque<Frozen>,
+}
+
+/// What only writers touch.
+pub(crate) struct Writer {
+    pub next_seq: u64,
+    pub active: Arc<MemTable>,
+    pub wal: Arc<Wal>,
+    pub gen: u64,
+}
+
+/// What the sparse index guards.
+pub(crate) struct State {
+    pub sparse: SparseIndex,
+    /// Pairs in the space.
+    pub pairs: u64,
+}
+
+/// The committer's mailbox.
+#[derive(Default)]
+pub(crate) struct Work {
+    pub shutdown: bool,
+    /// Generations up to this one are durable in the space.
+    pub committed_gen: u64,
+    /// Why the store stopped taking writes, if it did.
+    pub stopped: Option<String>,
+}
+
+/// Counters (see `Stats`).
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub max_reader_wait_ns: AtomicU64,
+    pub wal_bytes_retired: AtomicU64,
+    pub defragmented: AtomicU64,
+}
+
+/// Everything an open store shares between threads.
+pub(crate) struct Shared {
+    pub dir: PathBuf,
+    pub opts: Options,
+    pub storage: Arc<dyn Storage>,
+    pub space: FlexSpace,
+    pub cache: IntervalCache,
+    pub writer: Mutex<Writer>,
+    pub mems: RwLock<MemTables>,
+    pub state: RwLock<State>,
+    pub visible: AtomicU64,
+    pub work: Mutex<Work>,
+    /// Wakes the committer.
+    pub work_cv: Condvar,
+    /// Wakes writers stalled on a full backlog and `flush` waiters.
+    pub done_cv: Condvar,
+    pub counters: Counters,
+}
+
+pub(crate) fn io_err(file: &str) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        file: file.into(),
+        source,
+    }
+}
+
+/// Maps a flexspace error onto the store's error type.
+pub(crate) fn space_err(e: flexspace::Error) -> Error {
+    match e {
+        flexspace::Error::Io { file, source } => Error::Io {
+            file: file.into(),
+            source,
+        },
+        flexspace::Error::Corrupt { file, detail } => Error::Corrupt {
+            file: file.into(),
+            detail,
+        },
+        flexspace::Error::NoSpace(s) => Error::NoSpace(s),
+        flexspace::Error::Locked(p) => Error::Locked(p),
+        flexspace::Error::Poisoned => Error::Stopped("an earlier I/O error on the space".into()),
+        e => Error::Corrupt {
+            file: "space".into(),
+            detail: e.to_string(),
+        },
+    }
+}
+
+impl Shared {
+    /// Refuses writes once the store stopped.
+    pub fn check_stopped(&self) -> Result<()> {
+        match &self.work.lock().stopped {
+            Some(why) => Err(Error::Stopped(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Records why the store stopped and wakes everyone waiting.
+    pub fn stop(&self, why: String) {
+        let mut w = self.work.lock();
+        if w.stopped.is_none() {
+            w.stopped = Some(why);
+        }
+        drop(w);
+        self.work_cv.notify_all();
+        self.done_cv.notify_all();
+    }
+
+    // ------------------------------------------------------------ writes
+
+    /// Applies `batch` atomically; with `sync`, returns once it is durable.
+    pub fn write(&self, batch: &WriteBatch, sync: bool) -> Result<()> {
+        self.check_stopped()?;
+        for op in batch.ops() {
+            match op {
+                BatchOp::Put { key, value } => check_sizes(key, Some(value))?,
+                BatchOp::Delete { key } => check_sizes(key, None)?,
+            }
+        }
+        if batch.is_empty() {
+            return if sync { self.sync() } else { Ok(()) };
+        }
+        let payload = batch.encode();
+        if payload.len() > MAX_RECORD {
+            return Err(Error::BatchTooLarge {
+                len: payload.len(),
+                max: MAX_RECORD,
+            });
+        }
+        let mut w = self.writer.lock();
+        self.make_room(&mut w)?;
+        let seq = w.next_seq;
+        let end = match w.wal.append(seq, &payload) {
+            Ok(end) => end,
+            Err(e) => {
+                self.stop(e.to_string());
+                return Err(e);
+            }
+        };
+        for (i, op) in batch.ops().iter().enumerate() {
+            let s = seq + i as u64;
+            match op {
+                BatchOp::Put { key, value } => w.active.insert(key, s, Some(value)),
+                BatchOp::Delete { key } => w.active.insert(key, s, None),
+            }
+        }
+        let last = seq + batch.len() as u64 - 1;
+        w.next_seq = last + 1;
+        self.visible.store(last, Ordering::Release);
+        let wal = w.wal.clone();
+        drop(w);
+        if sync {
+            if let Err(e) = wal.sync_to(end) {
+                self.stop(e.to_string());
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Rotates a full MemTable, stalling while the committer's backlog is
+    /// full.
+    fn make_room(&self, w: &mut parking_lot::MutexGuard<'_, Writer>) -> Result<()> {
+        while w.active.approximate_bytes() >= self.opts.memtable_bytes {
+            if self.mems.read().frozen.len() < MAX_FROZEN {
+                return self.rotate(w);
+            }
+            // The committer wakes us after each commit; the timeout only
+            // guards against a lost wakeup.
+            self.done_cv.wait_for(w, Duration::from_millis(10));
+            self.check_stopped()?;
+        }
+        Ok(())
+    }
+
+    /// Freezes the active MemTable and starts a new one with a new log.
+    /// The old log is synced first, so logs are durable in order (a synced
+    /// write in a newer log implies every write before it is durable).
+    pub fn rotate(&self, w: &mut Writer) -> Result<()> {
+        if w.active.is_empty() {
+            return Ok(());
+        }
+        let r = (|| {
+            w.wal.sync()?;
+            let gen = w.gen + 1;
+            let name = wal_name(gen);
+            let file = self.storage.open_file(&name, true).map_err(io_err(&name))?;
+            let wal = Arc::new(Wal::create(file, &name)?);
+            self.storage.sync_dir().map_err(io_err(&name))?;
+            Ok::<_, Error>((gen, wal))
+        })();
+        let (gen, wal) = match r {
+            Ok(x) => x,
+            Err(e) => {
+                self.stop(e.to_string());
+                return Err(e);
+            }
+        };
+        let active = Arc::new(MemTable::new());
+        {
+            let mut m = self.mems.write();
+            m.frozen.push_back(Frozen {
+                mem: w.active.clone(),
+                wal: w.wal.clone(),
+                gen: w.gen,
+            });
+            m.active = active.clone();
+        }
+        w.active = active;
+        w.wal = wal;
+        w.gen = gen;
+        // Notify under the mailbox lock: the committer checks for work and
+        // sleeps under it, so the wakeup cannot fall between the two.
+        let _work = self.work.lock();
+        self.work_cv.notify_all();
+        Ok(())
+    }
+
+    /// Makes every write so far durable.
+    pub fn sync(&self) -> Result<()> {
+        let wal = self.writer.lock().wal.clone();
+        wal.sync().inspect_err(|e| self.stop(e.to_string()))
+    }
+
+    /// Commits every write so far to the space and waits until it is
+    /// durable there.
+    pub fn flush(&self) -> Result<()> {
+        let target = {
+            let mut w = self.writer.lock();
+            self.rotate(&mut w)?;
+            match self.mems.read().frozen.back() {
+                Some(f) => f.gen,
+                None => return Ok(()),
+            }
+        };
+        let mut work = self.work.lock();
+        loop {
+            if let Some(why) = &work.stopped {
+                return Err(Error::Stopped(why.clone()));
+            }
+            if work.committed_gen >= target {
+                return Ok(());
+            }
+            self.done_cv.wait_for(&mut work, Duration::from_millis(100));
+        }
+    }
+
+    // ------------------------------------------------------------- reads
+
+    /// Takes the sparse index shared, recording how long the wait was.
+    pub fn read_state(&self) -> RwLockReadGuard<'_, State> {
+        if let Some(g) = self.state.try_read() {
+            return g;
+        }
+        let t = Instant::now();
+        let g = self.state.read();
+        let waited = t.elapsed().as_nanos() as u64;
+        self.counters
+            .max_reader_wait_ns
+            .fetch_max(waited, Ordering::Relaxed);
+        g
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_sizes(key, None)?;
+        let snapshot = self.visible.load(Ordering::Acquire);
+        {
+            let m = self.mems.read();
+            if let Some(v) = m.active.get(key, snapshot) {
+                return Ok(v.map(Vec::from));
+            }
+            for f in m.frozen.iter().rev() {
+                if let Some(v) = f.mem.get(key, snapshot) {
+                    return Ok(v.map(Vec::from));
+                }
+            }
+        }
+        let st = self.read_state();
+        let f = st.sparse.find(key);
+        if st.sparse.meta(&f).size == 0 {
+            return Ok(None);
+        }
+        let data = self.interval(&st, &f)?;
+        Ok(data.get(key).map(<[u8]>::to_vec))
+    }
+
+    /// The content of the interval at `f`, from the cache or read from the
+    /// space (and then cached). The caller holds `state`.
+    pub fn interval(&self, st: &State, f: &Found) -> Result<Arc<IntervalData>> {
+        let meta = st.sparse.meta(f);
+        let cached = CacheRef::unpack(meta.cache.load(Ordering::Acquire));
+        if let Some(d) = self.cache.get(cached) {
+            return Ok(d);
+        }
+        let data = Arc::new(self.load_interval(st, f)?);
+        let r = self.cache.insert(None, data.clone());
+        meta.cache.store(r.pack(), Ordering::Release);
+        Ok(data)
+    }
+
+    /// Reads and verifies the interval at `f` from the space.
+    pub fn load_interval(&self, st: &State, f: &Found) -> Result<IntervalData> {
+        let size = st.sparse.meta(f).size as usize;
+        let mut buf = vec![0u8; size];
+        let (n, extents) = self
+            .space
+            .read_counted(f.offset, &mut buf)
+            .map_err(space_err)?;
+        let corrupt = |detail: String| Error::Corrupt {
+            file: "data".into(),
+            detail: format!("interval at offset {}: {detail}", f.offset),
+        };
+        if n != size {
+            return Err(corrupt(format!(
+                "the space ends {} bytes into a {size}-byte interval",
+                n
+            )));
+        }
+        let data = IntervalData::parse(buf, extents as u32).map_err(corrupt)?;
+        // The pairs must lie in the interval's key range.
+        if !data.is_empty() {
+            let anchor = st.sparse.anchor(f);
+            if data.key(0) < anchor
+                || st
+                    .sparse
+                    .next_anchor(f)
+                    .is_some_and(|n| data.key(data.len() - 1) >= n)
+            {
+                return Err(corrupt(
+                    "its keys lie outside the range the sparse index gives it".into(),
+                ));
+            }
+        }
+        Ok(data)
+    }
+
+    /// Drops `r` from the cache if it is set.
+    pub fn uncache(&self, packed: u64) {
+        if let Some(r) = CacheRef::unpack(packed) {
+            self.cache.remove(r);
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! The public API on real files: puts, gets, deletes, batches, ranges,
+//! reopen, errors.
+
+use flexdb::{Db, Error, Options, WriteBatch, WriteOptions};
+
+fn open(dir: &std::path::Path) -> Db {
+    Db::open(
+        dir,
+        Options::new()
+            .create_if_missing(true)
+            .memtable_bytes(16 << 10)
+            .cache_bytes(64 << 10),
+    )
+    .unwrap()
+}
+
+#[test]
+fn put_get_delete_across_commits_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    for i in 0..5000u32 {
+        db.put(format!("key{:06}", i * 7 % 5000), format!("value-{i}"))
+            .unwrap();
+    }
+    for i in (0..5000u32).step_by(3) {
+        db.delete(format!("key{i:06}")).unwrap();
+    }
+    db.flush().unwrap();
+    let check = |db: &Db| {
+        for i in 0..5000u32 {
+            let got = db.get(format!("key{i:06}")).unwrap();
+            if i % 3 == 0 {
+                assert_eq!(got, None, "key {i}");
+            } else {
+                let j = (0..5000u32).find(|j| j * 7 % 5000 == i).unwrap();
+                assert_eq!(got, Some(format!("value-{j}").into_bytes()), "key {i}");
+            }
+        }
+        let n = db.iter().count();
+        assert_eq!(n, 5000 - 1667);
+    };
+    check(&db);
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert_eq!(report.pairs, 5000 - 1667);
+    assert_eq!(db.stats().pairs, 5000 - 1667);
+    db.close().unwrap();
+    let db = open(dir.path());
+    check(&db);
+    assert!(db.check().unwrap().is_ok());
+}
+
+#[test]
+fn batches_ranges_and_reverse() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let mut b = WriteBatch::new();
+    for i in 0..300u32 {
+        b.put(format!("{i:04}").as_bytes(), b"x").unwrap();
+    }
+    db.write_opt(b, &WriteOptions { sync: true }).unwrap();
+    fn keys(it: impl Iterator<Item = flexdb::Result<flexdb::KeyValue>>) -> Vec<String> {
+        it.map(|kv| String::from_utf8(kv.unwrap().0).unwrap())
+            .collect()
+    }
+    assert_eq!(keys(db.range("0100".."0103")), ["0100", "0101", "0102"]);
+    assert_eq!(
+        keys(db.range("0100"..="0102").rev()),
+        ["0102", "0101", "0100"]
+    );
+    assert_eq!(keys(db.range::<&str, _>(.."0002")), ["0000", "0001"]);
+    assert_eq!(keys(db.range::<&str, _>("0298"..)), ["0298", "0299"]);
+    assert_eq!(keys(db.prefix("015")).len(), 10);
+    db.flush().unwrap();
+    let mut it = db.iter();
+    it.seek("0250");
+    assert_eq!(it.next().unwrap().unwrap().0, b"0250");
+    it.seek_back("0252");
+    assert_eq!(it.next_back().unwrap().unwrap().0, b"0252");
+    assert_eq!(it.next().unwrap().unwrap().0, b"0251");
+    assert!(it.next().is_none());
+    assert!(it.next_back().is_none());
+    // Both ends meet in the middle without repeating a key.
+    let mut it = db.iter();
+    let mut seen = Vec::new();
+    loop {
+        match (it.next(), it.next_back()) {
+            (None, None) => break,
+            (a, b) => {
+                seen.extend(a.map(|kv| kv.unwrap().0));
+                seen.extend(b.map(|kv| kv.unwrap().0));
+            }
+        }
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 300);
+}
+
+#[test]
+fn errors_are_typed() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope");
+    assert!(matches!(
+        Db::open(&missing, Options::new()),
+        Err(Error::NotFound(_))
+    ));
+    let db = open(&dir.path().join("db"));
+    assert!(matches!(
+        Db::open(dir.path().join("db"), Options::new()),
+        Err(Error::Locked(_))
+    ));
+    assert!(matches!(
+        db.put(vec![0u8; flexdb::MAX_KEY_LEN + 1], b""),
+        Err(Error::KeyTooLarge { .. })
+    ));
+    assert!(matches!(
+        db.get(vec![0u8; flexdb::MAX_KEY_LEN + 1]),
+        Err(Error::KeyTooLarge { .. })
+    ));
+    db.put(vec![1u8; flexdb::MAX_KEY_LEN], vec![2u8; 1 << 20])
+        .unwrap();
+    assert_eq!(
+        db.get(vec![1u8; flexdb::MAX_KEY_LEN])
+            .unwrap()
+            .map(|v| v.len()),
+        Some(1 << 20)
+    );
+    db.put(b"", b"").unwrap();
+    assert_eq!(db.get(b"").unwrap(), Some(Vec::new()));
+    drop(db);
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), b"hi").unwrap();
+    assert!(matches!(
+        Db::open(&other, Options::new().create_if_missing(true)),
+        Err(Error::NotAStore(..))
+    ));
+    assert!(matches!(
+        Db::open(dir.path().join("db"), Options::new().error_if_exists(true)),
+        Err(Error::AlreadyExists(_))
+    ));
+    let db = Db::open(dir.path().join("db"), Options::new()).unwrap();
+    assert_eq!(db.get(b"").unwrap(), Some(Vec::new()));
+    assert_eq!(
+        db.get(vec![1u8; flexdb::MAX_KEY_LEN])
+            .unwrap()
+            .map(|v| v.len()),
+        Some(1 << 20)
+    );
+}
