@@ -80,15 +80,13 @@ impl CliError {
             | E::BatchTooLarge { .. }
             | E::InvalidArgument(_) => Code::BadInput,
         };
-        let names_a_path = matches!(
-            e,
-            E::NotFound(_)
-                | E::NotAStore(..)
-                | E::Locked(_)
-                | E::AlreadyExists(_)
-                | E::Corrupt { .. }
-                | E::Io { .. }
-        );
+        // The store's path errors carry it; a file path counts only when
+        // it is absolute (some errors name a file relative to the store).
+        let names_a_path = match &e {
+            E::NotFound(_) | E::NotAStore(..) | E::Locked(_) | E::AlreadyExists(_) => true,
+            E::Corrupt { file, .. } | E::Io { file, .. } => file.is_absolute(),
+            _ => false,
+        };
         if names_a_path {
             Self::new(code, e.to_string())
         } else {
@@ -179,6 +177,14 @@ mod tests {
         });
         assert_eq!(c, Code::Corrupt);
         assert_eq!(m, "corruption in /db/space/data: bad crc");
+        let (c, m) = code(E::Corrupt {
+            file: "data".into(),
+            detail: "bad crc".into(),
+        });
+        assert_eq!(
+            (c, m.as_str()),
+            (Code::Corrupt, "/db: corruption in data: bad crc")
+        );
         let (c, m) = code(E::Io {
             file: "/db/wal".into(),
             source: io::Error::other("boom"),

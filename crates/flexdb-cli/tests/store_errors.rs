@@ -110,5 +110,10 @@ fn flipped_bytes_in_the_data_file_are_corruption() {
     );
     assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
     assert!(run.stderr.starts_with("flexdb: "), "{}", run.stderr);
+    assert!(run.stderr.contains(d), "names the store: {}", run.stderr);
     assert!(!run.stderr.contains("panicked"));
+    // Reading every pair meets the damage too: status 6, naming the store.
+    for args in [&["scan", d][..], &["dump", d]] {
+        flexdb(args).fails(code::CORRUPT, &[d, "corrupt"]);
+    }
 }

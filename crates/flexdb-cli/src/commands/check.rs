@@ -54,10 +54,11 @@ pub fn print(
             t.push_str("status          ok\n");
         } else {
             t.push_str(&format!(
-                "status          {} problems\n",
-                report.problems.len()
+                "status          {} {}\n",
+                problems.len(),
+                plural(problems.len(), "problem")
             ));
-            for p in &report.problems {
+            for p in problems {
                 t.push_str(&format!("problem: {}\n", p.replace('\n', " ")));
             }
         }
@@ -71,11 +72,21 @@ pub fn print(
     Err(CliError::new(
         Code::Corrupt,
         format!(
-            "{}: check found {} problem(s); the first: {first}",
+            "{}: check found {} {}; the first: {first}",
             dir.display(),
-            problems.len()
+            problems.len(),
+            plural(problems.len(), "problem")
         ),
     ))
+}
+
+/// `word`, with an `s` unless `n` is 1.
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        word.to_string()
+    } else {
+        format!("{word}s")
+    }
 }
 
 #[cfg(test)]
@@ -110,7 +121,7 @@ mod tests {
         assert_eq!(e.code, Code::Corrupt);
         assert_eq!(
             e.message.unwrap(),
-            "/db: check found 2 problem(s); the first: interval 3 out of order"
+            "/db: check found 2 problems; the first: interval 3 out of order"
         );
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains(
