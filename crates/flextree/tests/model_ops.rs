@@ -14,6 +14,7 @@ enum Op {
     Append { len: u64, addr: u64 },
     Collapse { at: u64, len: u64 },
     Remap { at: u64, len: u64, addr: u64 },
+    RemapMerged { at: u64, len: u64, addr: u64 },
     SetTag { at: u64, tag: u16 },
     Query { at: u64, len: u64 },
 }
@@ -28,6 +29,7 @@ fn op(max_len: u64) -> impl Strategy<Value = Op> {
         2 => (len.clone(), 0u64..1 << 40).prop_map(|(len, addr)| Op::Append { len, addr }),
         3 => (frac, len.clone()).prop_map(|(at, len)| Op::Collapse { at, len }),
         1 => (frac, len.clone(), 0u64..1 << 40).prop_map(|(at, len, addr)| Op::Remap { at, len, addr }),
+        1 => (frac, len.clone(), 0u64..1 << 40).prop_map(|(at, len, addr)| Op::RemapMerged { at, len, addr }),
         2 => (frac, 0u16..5).prop_map(|(at, tag)| Op::SetTag { at, tag }),
         2 => (frac, len).prop_map(|(at, len)| Op::Query { at, len }),
     ]
@@ -97,6 +99,24 @@ fn apply(tree: &mut FlexTree, model: &mut Model, op: &Op) {
             } else {
                 assert!(matches!(
                     tree.remap(at, len, addr),
+                    Err(Error::AddressTooLarge(_))
+                ));
+            }
+        }
+        Op::RemapMerged { at, len, addr } if total > 0 => {
+            let at = pick(at, total);
+            let len = len.min(total - at);
+            if addr_ok(addr, len) {
+                let before = tree.extent_count();
+                tree.remap_merged(at, len, addr).unwrap();
+                model.remap_merged(at, len, addr);
+                // One extent covers the range (merging is off here).
+                let e = tree.extent_at(at).unwrap();
+                assert_eq!((e.offset, e.len, e.addr), (at, len, Some(addr)));
+                assert!(tree.extent_count() <= before + 2);
+            } else {
+                assert!(matches!(
+                    tree.remap_merged(at, len, addr),
                     Err(Error::AddressTooLarge(_))
                 ));
             }

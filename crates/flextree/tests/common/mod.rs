@@ -73,6 +73,22 @@ impl Model {
         }
     }
 
+    /// The range becomes one extent with the tag of the extent that
+    /// started at `off` (0 if `off` was inside an extent).
+    pub fn remap_merged(&mut self, off: u64, len: u64, addr: u64) {
+        let i = self.split_at(off);
+        let j = self.split_at(off + len);
+        let tag = self.ext[i].tag;
+        self.ext.splice(
+            i..j,
+            [MExt {
+                len,
+                addr: Some(addr),
+                tag,
+            }],
+        );
+    }
+
     pub fn set_tag(&mut self, off: u64, tag: u16) {
         if tag == 0 && !self.starts().any(|(s, _)| s == off) {
             return;
