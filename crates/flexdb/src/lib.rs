@@ -24,6 +24,7 @@
 mod batch;
 pub mod cache;
 mod check;
+mod chunk;
 pub mod codec;
 mod committer;
 mod db;
@@ -35,6 +36,7 @@ pub mod memtable;
 mod merge;
 mod open;
 mod options;
+pub mod skiplist;
 pub mod sparse;
 mod stats;
 mod store;

@@ -1,113 +1,31 @@
-//! The MemTable: a concurrent ordered map holding the newest writes until the
-//! committer merges them into the space.
+//! The MemTable: the newest writes, ordered, until the committer merges
+//! them into the space.
 //!
-//! Every write is kept as its own version, ordered by key ascending and then
-//! sequence number descending, so a reader at snapshot `s` finds the newest
-//! version of a key with a sequence number `<= s` by one ordered search. A
-//! reader never sees a version newer than its snapshot: writers publish a
-//! sequence number only after every version up to it is inserted, which makes
-//! a `WriteBatch` visible all at once (and leaves room for snapshots).
+//! Every write is kept as its own version in an arena skip list
+//! (`skiplist`), ordered by key ascending and then sequence number
+//! descending, so a reader at snapshot `s` finds the newest version of a key
+//! with a sequence number `<= s` by one ordered search. A reader never sees a
+//! version newer than its snapshot: writers publish a sequence number only
+//! after every version up to it is inserted, which makes a `WriteBatch`
+//! visible all at once (and leaves room for snapshots).
 //!
 //! Invariants: versions are never removed while the table lives; a deletion
-//! is a version whose value is `None` (a tombstone) so it can hide the pair
-//! in the space until it is committed; `approximate_bytes` grows with every
-//! insert, also overwrites, so a table fills up under updates too.
+//! is a version without a value (a tombstone) so it can hide the pair in the
+//! space until it is committed; `approximate_bytes` grows with every insert,
+//! also overwrites, so a table fills up under updates too.
 
-use std::borrow::Borrow;
-use std::cmp::Ordering;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 
-use crossbeam_skiplist::SkipMap;
+use crate::skiplist::{EntryRef, SkipList};
 
 /// A value version: `None` is a deletion.
 pub type Version = Option<Box<[u8]>>;
 
-/// Per-entry bookkeeping counted on top of key and value bytes.
-const ENTRY_OVERHEAD: usize = 80;
-
-/// The skip list's key: a user key and the sequence number of one write.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MemKey {
-    /// The user's key.
-    pub key: Box<[u8]>,
-    /// The write's sequence number.
-    pub seq: u64,
-}
-
-/// What can be compared as a (key, sequence) pair without allocating.
-pub trait KeySeq {
-    /// The user key.
-    fn key(&self) -> &[u8];
-    /// The sequence number.
-    fn seq(&self) -> u64;
-}
-
-impl KeySeq for MemKey {
-    fn key(&self) -> &[u8] {
-        &self.key
-    }
-    fn seq(&self) -> u64 {
-        self.seq
-    }
-}
-
-impl KeySeq for (&[u8], u64) {
-    fn key(&self) -> &[u8] {
-        self.0
-    }
-    fn seq(&self) -> u64 {
-        self.1
-    }
-}
-
-fn order(a: &dyn KeySeq, b: &dyn KeySeq) -> Ordering {
-    a.key().cmp(b.key()).then_with(|| b.seq().cmp(&a.seq()))
-}
-
-impl Ord for MemKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        order(self, other)
-    }
-}
-
-impl PartialOrd for MemKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl<'a> Borrow<dyn KeySeq + 'a> for MemKey {
-    fn borrow(&self) -> &(dyn KeySeq + 'a) {
-        self
-    }
-}
-
-impl PartialEq for dyn KeySeq + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        order(self, other) == Ordering::Equal
-    }
-}
-
-impl Eq for dyn KeySeq + '_ {}
-
-impl PartialOrd for dyn KeySeq + '_ {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for dyn KeySeq + '_ {
-    fn cmp(&self, other: &Self) -> Ordering {
-        order(self, other)
-    }
-}
-
-/// A concurrent ordered map of write versions.
+/// An ordered table of write versions: one writer at a time (the store's
+/// writer lock), any number of concurrent readers.
 #[derive(Default)]
 pub struct MemTable {
-    map: SkipMap<MemKey, Version>,
-    bytes: AtomicUsize,
+    list: SkipList,
 }
 
 impl MemTable {
@@ -118,43 +36,34 @@ impl MemTable {
 
     /// Records a write of `key` at `seq` (a deletion when `value` is `None`).
     pub fn insert(&self, key: &[u8], seq: u64, value: Option<&[u8]>) {
-        let size = key.len() + value.map_or(0, <[u8]>::len) + ENTRY_OVERHEAD;
-        self.map.insert(
-            MemKey {
-                key: key.into(),
-                seq,
-            },
-            value.map(Box::from),
-        );
-        self.bytes.fetch_add(size, AtomicOrdering::Relaxed);
+        self.list.insert(key, seq, value);
     }
 
     /// The newest version of `key` with a sequence number `<= snapshot`:
     /// `Some(None)` for a deletion, `None` when the table has no version.
     pub fn get(&self, key: &[u8], snapshot: u64) -> Option<Version> {
-        let probe: &dyn KeySeq = &(key, snapshot);
-        let e = self.map.lower_bound(Bound::Included(probe))?;
-        (&*e.key().key == key).then(|| e.value().clone())
+        let e = self.list.lower_bound(key, snapshot)?;
+        (e.key == key).then(|| e.value.map(Box::from))
     }
 
     /// Approximate memory held, in bytes.
     pub fn approximate_bytes(&self) -> usize {
-        self.bytes.load(AtomicOrdering::Relaxed)
+        self.list.memory()
     }
 
     /// Number of versions.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.list.len()
     }
 
     /// Whether the table holds no write.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.list.is_empty()
     }
 
     /// Up to `max` keys after `from` (in key order, visible at `snapshot`),
-    /// each with its newest visible version, stopping at `end`. `from` is
-    /// excluded when `exclusive`. Used by iterators, which refill in chunks.
+    /// each with its newest visible version, stopping at `end`. Used by
+    /// iterators, which refill in chunks.
     pub fn scan_forward(
         &self,
         from: Bound<&[u8]>,
@@ -165,33 +74,31 @@ impl MemTable {
     ) {
         // Versions of a key run from newest to oldest; the first one with a
         // sequence number <= snapshot is the key's visible version.
-        let start: Bound<&dyn KeySeq> = match from {
-            Bound::Included(k) => Bound::Included(&(k, u64::MAX) as &dyn KeySeq),
-            Bound::Excluded(k) => Bound::Excluded(&(k, 0u64) as &dyn KeySeq),
-            Bound::Unbounded => Bound::Unbounded,
+        let (it, skip) = match from {
+            Bound::Included(k) => (self.list.iter_from(k, u64::MAX), None),
+            Bound::Excluded(k) => (self.list.iter_from(k, 0), Some(k)),
+            Bound::Unbounded => (self.list.iter(), None),
         };
-        let mut last: Option<&[u8]> = None;
-        let mut entries = self.map.range::<dyn KeySeq, _>((start, Bound::Unbounded));
+        let mut last: Option<&[u8]> = skip;
         let mut taken = 0;
-        for e in entries.by_ref() {
-            let k = &*e.key().key;
-            if !within_end(k, end) {
+        for e in it {
+            if !within_end(e.key, end) {
                 break;
             }
-            if e.key().seq > snapshot || last.is_some_and(|l| l == k) {
+            if e.seq > snapshot || last == Some(e.key) {
                 continue;
             }
             if taken == max {
                 break;
             }
-            out.push((k.into(), e.value().clone()));
+            out.push((e.key.into(), e.value.map(Box::from)));
             taken += 1;
-            last = out.last().map(|(k, _)| &**k);
+            last = Some(e.key);
         }
     }
 
     /// Like [`MemTable::scan_forward`] in reverse: up to `max` keys before
-    /// `from` (excluded when `Excluded`), stopping at `end` (a lower bound).
+    /// `from`, in descending order, stopping at `end` (a lower bound).
     pub fn scan_backward(
         &self,
         from: Bound<&[u8]>,
@@ -200,53 +107,67 @@ impl MemTable {
         max: usize,
         out: &mut Vec<(Box<[u8]>, Version)>,
     ) {
-        let upper: Bound<&dyn KeySeq> = match from {
-            Bound::Included(k) => Bound::Included(&(k, 0u64) as &dyn KeySeq),
-            Bound::Excluded(k) => Bound::Excluded(&(k, u64::MAX) as &dyn KeySeq),
-            Bound::Unbounded => Bound::Unbounded,
+        // Windows of entries just before a position, walked back; each key
+        // found is then looked up for its visible version.
+        let mut pos: Option<(Vec<u8>, u64)> = match from {
+            Bound::Included(k) => Some((k.to_vec(), 0)),
+            Bound::Excluded(k) => Some((k.to_vec(), u64::MAX)),
+            Bound::Unbounded => None,
         };
-        // Walking backwards a key's versions come oldest first: remember the
-        // best visible version of the current key and emit it when the key
-        // changes.
-        let mut pending: Option<(Box<[u8]>, Version)> = None;
-        let mut cur: Option<Box<[u8]>> = None;
         let mut taken = 0;
-        let mut entries = self.map.range::<dyn KeySeq, _>((Bound::Unbounded, upper));
-        while let Some(e) = entries.next_back() {
-            let k = &*e.key().key;
-            if !within_start(k, end) {
-                break;
+        loop {
+            let (window, from_start) = self.list.iter_before(
+                pos.as_ref().map(|(k, _)| k.as_slice()),
+                pos.as_ref().map_or(0, |p| p.1),
+            );
+            let before = |e: &EntryRef<'_>| match &pos {
+                Some((k, s)) => {
+                    (e.key, std::cmp::Reverse(e.seq)) < (k.as_slice(), std::cmp::Reverse(*s))
+                }
+                None => true,
+            };
+            let mut keys: Vec<&[u8]> = Vec::new();
+            for e in window.take_while(before) {
+                if keys.last() != Some(&e.key) {
+                    keys.push(e.key);
+                }
             }
-            if cur.as_deref() != Some(k) {
-                if let Some(p) = pending.take() {
-                    out.push(p);
+            // The window may start inside the versions of its first key,
+            // whose newer versions come before it: leave that key to the
+            // next window, unless it is the only one.
+            if !from_start && keys.len() > 1 {
+                keys.remove(0);
+            }
+            let Some(&lowest) = keys.first() else {
+                return;
+            };
+            for &k in keys.iter().rev() {
+                if !within_start(k, end) {
+                    return;
+                }
+                if let Some(v) = self.get(k, snapshot) {
+                    out.push((k.into(), v));
                     taken += 1;
                     if taken == max {
                         return;
                     }
                 }
-                cur = Some(k.into());
             }
-            if e.key().seq <= snapshot {
-                pending = Some((k.into(), e.value().clone()));
+            if from_start {
+                return;
             }
-        }
-        if let Some(p) = pending {
-            out.push(p);
+            pos = Some((lowest.to_vec(), u64::MAX));
         }
     }
 
-    /// The newest version of every key, in key order (for the committer,
-    /// on a frozen table).
-    pub fn newest(&self) -> impl Iterator<Item = (Box<[u8]>, Version)> + '_ {
-        let mut last: Option<Box<[u8]>> = None;
-        self.map.iter().filter_map(move |e| {
-            let k = &e.key().key;
-            if last.as_deref() == Some(&**k) {
-                return None;
-            }
-            last = Some(k.clone());
-            Some((k.clone(), e.value().clone()))
+    /// The newest version of every key, in key order, borrowed from the
+    /// table (for the committer, on a frozen table).
+    pub fn newest(&self) -> impl Iterator<Item = EntryRef<'_>> + '_ {
+        let mut last: Option<&[u8]> = None;
+        self.list.iter().filter(move |e| {
+            let repeat = last == Some(e.key);
+            last = Some(e.key);
+            !repeat
         })
     }
 }
@@ -294,7 +215,10 @@ mod tests {
         assert_eq!(t.get(b"kk", u64::MAX), None);
         assert_eq!(t.get(b"j", 3), None);
         assert_eq!(t.len(), 5);
-        let newest: Vec<_> = t.newest().collect();
+        let newest: Vec<_> = t
+            .newest()
+            .map(|e| (Box::<[u8]>::from(e.key), e.value.map(Box::from)))
+            .collect();
         assert_eq!(
             newest,
             vec![
