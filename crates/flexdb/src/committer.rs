@@ -22,8 +22,8 @@ use std::sync::Arc;
 use crate::cache::CacheRef;
 use crate::error::Result;
 use crate::interval::{Builder, IntervalData};
+use crate::memtable::EntryRef;
 use crate::merge::{merge, split_points, Update};
-use crate::skiplist::EntryRef;
 use crate::sparse::{separator, Found, Meta, NewInterval, UNKNOWN_COUNT};
 use crate::store::{space_err, Frozen, Shared, PAIR_TAG};
 

@@ -21,6 +21,7 @@
 //! and their CLOCK cache), `memtable`, `wal`, `batch`, `codec` (encodings),
 //! `open` (creation and recovery), `iter`, `check`, `files`.
 
+mod arena;
 mod batch;
 pub mod cache;
 mod check;
@@ -36,7 +37,6 @@ pub mod memtable;
 mod merge;
 mod open;
 mod options;
-pub mod skiplist;
 pub mod sparse;
 mod stats;
 mod store;
