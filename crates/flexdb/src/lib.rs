@@ -33,6 +33,7 @@ mod error;
 mod files;
 pub mod interval;
 mod iter;
+mod keys;
 pub mod memtable;
 mod merge;
 mod open;

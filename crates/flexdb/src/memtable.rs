@@ -95,8 +95,8 @@ impl Table {
 }
 
 /// A sorted run: the newest version of each key, in key order, each with
-/// the key's first eight bytes for cheap comparisons.
-type Run = Vec<(u64, EntryPtr)>;
+/// the key's first sixteen bytes for cheap comparisons.
+type Run = Vec<(u128, EntryPtr)>;
 
 /// The newest version of each key among the first `upto` entries, sorted:
 /// a main run and a small tail run (the tail wins over main on equal keys).
@@ -121,6 +121,8 @@ pub struct MemTable {
     writer: Mutex<Writer>,
     table: AtomicPtr<Table>,
     /// Tables replaced by bigger ones, freed when the MemTable drops.
+    // The boxes themselves must stay alive: readers hold pointers to them.
+    #[allow(clippy::vec_box)]
     retired: Mutex<Vec<Box<Table>>>,
     /// Entries published.
     len: AtomicUsize,
@@ -143,11 +145,13 @@ impl Drop for MemTable {
     }
 }
 
-fn prefix(key: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    let n = key.len().min(8);
+/// The first 16 bytes of a key as a big-endian number (zero padded): equal
+/// prefixes fall back to a full comparison.
+fn prefix(key: &[u8]) -> u128 {
+    let mut b = [0u8; 16];
+    let n = key.len().min(16);
     b[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(b)
+    u128::from_be_bytes(b)
 }
 
 impl MemTable {
@@ -232,7 +236,7 @@ impl MemTable {
             .table
             .swap(Box::into_raw(Box::new(new)), Ordering::AcqRel);
         // SAFETY: `old_ptr` came from `Box::into_raw`; readers that still
-        // hold it keep working because it is retired, not freed.
+        // hold it keep working because the box is retired, not freed.
         self.retired.lock().push(unsafe { Box::from_raw(old_ptr) });
     }
 
@@ -269,7 +273,7 @@ impl MemTable {
     }
 
     /// Orders `(prefix, entry)` by key ascending, then newest first.
-    fn cmp_entries(&self, a: &(u64, EntryPtr), b: &(u64, EntryPtr)) -> CmpOrdering {
+    fn cmp_entries(&self, a: &(u128, EntryPtr), b: &(u128, EntryPtr)) -> CmpOrdering {
         a.0.cmp(&b.0).then_with(|| {
             let (x, y) = (self.entry(a.1), self.entry(b.1));
             x.key.cmp(y.key).then_with(|| y.seq.cmp(&x.seq))
@@ -315,7 +319,7 @@ impl MemTable {
         out
     }
 
-    fn cmp_key(&self, a: &(u64, EntryPtr), b: &(u64, EntryPtr)) -> CmpOrdering {
+    fn cmp_key(&self, a: &(u128, EntryPtr), b: &(u128, EntryPtr)) -> CmpOrdering {
         a.0.cmp(&b.0)
             .then_with(|| self.entry(a.1).key.cmp(self.entry(b.1).key))
     }
@@ -723,7 +727,7 @@ mod tests {
                         if let Some(Some(v)) = t.get(&k, u64::MAX) {
                             assert_eq!(&v[..4], &k);
                         }
-                        if rounds % 64 == 0 {
+                        if rounds.is_multiple_of(64) {
                             let mut out = Vec::new();
                             t.scan_forward(
                                 Bound::Included(&k),
