@@ -27,7 +27,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::batch::{BatchOp, WriteBatch};
 use crate::cache::IntervalCache;
-use crate::codec::{get_varint, MAX_KEY_LEN};
+use crate::codec::{decode_pair, Decoded};
 use crate::error::{Error, Result};
 use crate::files::{self, wal_name};
 use crate::memtable::MemTable;
@@ -317,10 +317,13 @@ pub(crate) fn rebuild_index(space: &FlexSpace) -> Result<SparseIndex> {
 }
 
 /// For each sample point, the first tagged extent in the step after it and
-/// the key of the pair that starts there.
+/// the key of the pair that starts there. The whole pair is read and its
+/// checksum verified: an anchor taken from damaged bytes would send lookups
+/// to the wrong interval, where a missing key would look absent instead of
+/// failing.
 fn sample_anchors(space: &FlexSpace, samples: &[u64]) -> Result<Anchors> {
     let mut out = Vec::new();
-    let mut head = [0u8; 20];
+    let mut buf = vec![0u8; 512];
     for &x in samples {
         let Some((off, _)) = space.next_tagged(x, x + SAMPLE_STEP).map_err(space_err)? else {
             continue;
@@ -328,23 +331,22 @@ fn sample_anchors(space: &FlexSpace, samples: &[u64]) -> Result<Anchors> {
         if out.last().is_some_and(|(o, _): &(u64, Vec<u8>)| *o == off) {
             continue;
         }
-        let n = space.read(off, &mut head).map_err(space_err)?;
         let bad = |what: &str| Error::Corrupt {
             file: "data".into(),
             detail: format!("the pair at offset {off}: {what}"),
         };
-        let (klen, a) = get_varint(&head[..n]).ok_or_else(|| bad("bad key length"))?;
-        let (_, b) = get_varint(&head[a..n]).ok_or_else(|| bad("bad value length"))?;
-        if klen > MAX_KEY_LEN as u64 {
-            return Err(bad("key longer than the limit"));
-        }
-        let mut key = vec![0u8; klen as usize];
-        let got = space
-            .read(off + (a + b) as u64, &mut key)
-            .map_err(space_err)?;
-        if got != key.len() {
-            return Err(bad("truncated key"));
-        }
+        let key = loop {
+            let n = space.read(off, &mut buf).map_err(space_err)?;
+            match decode_pair(&buf[..n]) {
+                Decoded::Pair { key, .. } => break key.to_vec(),
+                Decoded::Incomplete { need } if n == buf.len() && need > n => {
+                    buf.resize(need, 0);
+                }
+                Decoded::Incomplete { .. } => return Err(bad("truncated by the end of the space")),
+                Decoded::Invalid => return Err(bad("fails its checksum or length check")),
+            }
+        };
+        buf.truncate(512);
         out.push((off, key));
     }
     Ok(out)

@@ -116,6 +116,15 @@ pub(crate) fn io_err(file: &str) -> impl Fn(std::io::Error) -> Error + '_ {
 /// Maps a flexspace error onto the store's error type.
 pub(crate) fn space_err(e: flexspace::Error) -> Error {
     match e {
+        // Reading past the end of a space file means it was truncated.
+        flexspace::Error::Io { file, source }
+            if source.kind() == std::io::ErrorKind::UnexpectedEof =>
+        {
+            Error::Corrupt {
+                file: file.into(),
+                detail: format!("truncated ({source})"),
+            }
+        }
         flexspace::Error::Io { file, source } => Error::Io {
             file: file.into(),
             source,

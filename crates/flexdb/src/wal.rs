@@ -1,13 +1,27 @@
 //! The write-ahead log: numbered, checksummed records with group commit.
 //!
-//! File format (docs/FORMAT.md): a 16-byte header (`FLEXWAL1`, format
-//! version, zero) then records `crc32c u32 | len u32 | seq u64 | payload`,
-//! the CRC covering `len`, `seq` and the payload. One file per MemTable
-//! generation; the store retires a file once its MemTable is durable in the
-//! space.
+//! File format (docs/FORMAT.md): a 32-byte header (`FLEXWAL1`, format
+//! version, zero, then a *durable-length slot*: a file length known durable,
+//! with its CRC) then records
+//! `crc32c u32 | len u32 | seq u64 | synced u64 | payload`, the CRC covering
+//! everything after it. `synced` is the file offset up to which the log was
+//! durable when the record was appended. One file per MemTable generation;
+//! the store retires a file once its MemTable is durable in the space.
+//!
+//! Replay stops at the first record that does not verify: a crash may leave
+//! any mixture of the writes after the last sync (devices reorder them), so
+//! a damaged record followed by intact ones is normal there. It is
+//! corruption when an intact later record says the damaged bytes had
+//! already been synced, or when the file is shorter than its durable-length
+//! slot says (truncation); then replay fails instead of silently dropping
+//! durable writes. Each sync also rewrites the slot with the length the
+//! *previous* sync made durable (the same fsync covers it, and that length
+//! is durable whatever order the device writes in), so only damage within
+//! the last synced stretch can pass for a crash's torn tail.
 //!
 //! Invariants:
-//! - Records are appended in sequence order, to an in-memory buffer first;
+//! - Records are appended in increasing sequence order (a batch's record
+//!   carries the number of its first operation), to an in-memory buffer first;
 //!   the buffer goes to the file in order (when it passes `FLUSH_BYTES`, on
 //!   `flush` and on `sync_to`), so the file always holds a prefix of the
 //!   appended records and replay returns a prefix.
@@ -29,8 +43,10 @@ use crate::error::{Error, Result};
 const MAGIC: &[u8; 8] = b"FLEXWAL1";
 const FORMAT_VERSION: u32 = 1;
 /// Bytes of the file header.
-pub const HEADER_LEN: u64 = 16;
-const RECORD_HEAD: usize = 16;
+pub const HEADER_LEN: u64 = 32;
+/// Where the durable-length slot lies in the header.
+const SLOT_AT: u64 = 16;
+const RECORD_HEAD: usize = 24;
 /// Buffered bytes that make an append hand the buffer to the file.
 const FLUSH_BYTES: usize = 64 << 10;
 /// The largest payload of one record.
@@ -65,13 +81,33 @@ pub struct Wal {
     synced: AtomicU64,
     /// Bytes written to the file so far.
     written_bytes: AtomicU64,
+    /// The length the durable-length slot holds (I/O lock).
+    slot: AtomicU64,
 }
 
-fn encode_record(out: &mut Vec<u8>, seq: u64, payload: &[u8]) {
+/// The durable-length slot for `len`: the length and its CRC.
+fn slot(len: u64) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&len.to_le_bytes());
+    let crc = crc32c::crc32c(&b[..8]);
+    b[8..12].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// The length in a durable-length slot, 0 when it does not verify.
+fn parse_slot(b: &[u8]) -> u64 {
+    if b.len() < 12 || u32_at(b, 8) != crc32c::crc32c(&b[..8]) {
+        return 0;
+    }
+    u64_at(b, 0)
+}
+
+fn encode_record(out: &mut Vec<u8>, seq: u64, synced: u64, payload: &[u8]) {
     let start = out.len();
     out.extend_from_slice(&[0; 4]);
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&synced.to_le_bytes());
     out.extend_from_slice(payload);
     let crc = crc32c::crc32c(&out[start + 4..]);
     out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
@@ -87,11 +123,12 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// Whether a valid record with sequence number `seq` starts at `pos`.
-fn record_at(bytes: &[u8], pos: usize, seq: Option<u64>) -> Option<Record> {
+/// The valid record starting at `pos` whose sequence number is above
+/// `after` (any, when `None`), and its `synced` field.
+fn record_at(bytes: &[u8], pos: usize, after: Option<u64>) -> Option<(Record, u64)> {
     let h = bytes.get(pos..pos + RECORD_HEAD)?;
     let rseq = u64_at(h, 8);
-    if seq.is_some_and(|s| s != rseq) {
+    if after.is_some_and(|a| rseq <= a) {
         return None;
     }
     let plen = u32_at(h, 4) as usize;
@@ -103,10 +140,13 @@ fn record_at(bytes: &[u8], pos: usize, seq: Option<u64>) -> Option<Record> {
     if crc32c::crc32c(body) != u32_at(h, 0) {
         return None;
     }
-    Some(Record {
-        seq: rseq,
-        payload: bytes[pos + RECORD_HEAD..end].to_vec(),
-    })
+    Some((
+        Record {
+            seq: rseq,
+            payload: bytes[pos + RECORD_HEAD..end].to_vec(),
+        },
+        u64_at(h, 16),
+    ))
 }
 
 impl Wal {
@@ -117,6 +157,7 @@ impl Wal {
         header.extend_from_slice(MAGIC);
         header.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
         header.extend_from_slice(&[0; 4]);
+        header.extend_from_slice(&slot(HEADER_LEN));
         let io = |e| io_err(name, e);
         file.set_len(0).map_err(io)?;
         file.write_all_at(0, &header).map_err(io)?;
@@ -132,6 +173,7 @@ impl Wal {
             io: Mutex::new(()),
             synced: AtomicU64::new(HEADER_LEN),
             written_bytes: AtomicU64::new(HEADER_LEN),
+            slot: AtomicU64::new(HEADER_LEN),
         })
     }
 
@@ -150,6 +192,7 @@ impl Wal {
             io: Mutex::new(()),
             synced: AtomicU64::new(len),
             written_bytes: AtomicU64::new(0),
+            slot: AtomicU64::new(len),
         }
     }
 
@@ -163,41 +206,63 @@ impl Wal {
             detail: detail.to_string(),
         };
         let len = file.len().map_err(|e| io_err(name, e))?;
-        if len < HEADER_LEN {
-            return Err(corrupt("shorter than the log header"));
-        }
         let mut bytes = vec![0u8; len as usize];
         file.read_exact_at(0, &mut bytes)
             .map_err(|e| io_err(name, e))?;
-        if &bytes[..8] != MAGIC {
-            return Err(corrupt("not a FlexDB write-ahead log"));
+        let header_ok = len >= HEADER_LEN
+            && &bytes[..8] == MAGIC
+            && bytes[8..12] == FORMAT_VERSION.to_le_bytes();
+        if !header_ok {
+            // A log is created by writing and syncing its header before any
+            // record: a crash during creation leaves at most a torn header.
+            if len <= HEADER_LEN {
+                return Ok(Vec::new());
+            }
+            return Err(corrupt(if &bytes[..8] == MAGIC {
+                "unknown log format version"
+            } else {
+                "not a FlexDB write-ahead log"
+            }));
         }
-        if bytes[8..12] != FORMAT_VERSION.to_le_bytes() {
-            return Err(corrupt("unknown log format version"));
+        let durable = parse_slot(&bytes[SLOT_AT as usize..HEADER_LEN as usize]);
+        if len < durable {
+            return Err(corrupt(&format!(
+                "truncated to {len} bytes, below the {durable} bytes it had synced"
+            )));
         }
         let mut records: Vec<Record> = Vec::new();
         let mut pos = HEADER_LEN as usize;
-        while let Some(r) = record_at(&bytes, pos, records.last().map(|r| r.seq + 1)) {
+        while let Some((r, _)) = record_at(&bytes, pos, records.last().map(|r| r.seq)) {
             pos += RECORD_HEAD + r.payload.len();
             records.push(r);
         }
-        if let Some(last) = records.last() {
-            // Records carry consecutive sequence numbers, so one that starts
-            // `d` bytes further has a number at most `d / RECORD_HEAD` higher:
-            // that bound makes the scan cheap (a random sequence number almost
-            // never qualifies, and no checksum is computed for it).
-            let after = last.seq;
-            let damaged = (pos + 1..bytes.len()).any(|p| {
+        if (pos as u64) < durable {
+            return Err(corrupt(&format!(
+                "the record at byte {pos} is damaged, below the {durable} bytes the log had synced"
+            )));
+        }
+        if pos < bytes.len() {
+            // A record's operations take consecutive sequence numbers and
+            // each takes at least one payload byte, so a record that starts
+            // `d` bytes further has a number at most `d + 1` above the last
+            // good one: that bound keeps the scan cheap (a random sequence
+            // number almost never qualifies, and no checksum is computed for
+            // it).
+            let after = records.last().map(|r| r.seq);
+            let damaged_durable = (pos + 1..bytes.len()).any(|p| {
                 let Some(h) = bytes.get(p..p + RECORD_HEAD) else {
                     return false;
                 };
                 let seq = u64_at(h, 8);
-                let reach = ((p - pos) / RECORD_HEAD) as u64 + 1;
-                seq > after && seq - after <= reach && record_at(&bytes, p, Some(seq)).is_some()
+                let plausible = match after {
+                    Some(a) => seq > a && seq - a <= (p - pos) as u64 + 1,
+                    None => true,
+                };
+                plausible && u64_at(h, 16) > pos as u64 && record_at(&bytes, p, after).is_some()
             });
-            if damaged {
+            if damaged_durable {
                 return Err(corrupt(&format!(
-                    "a record after sequence number {after} is damaged but later records are intact"
+                    "the record at byte {pos} is damaged, but a later record shows it was synced"
                 )));
             }
         }
@@ -217,7 +282,8 @@ impl Wal {
         if let Some(why) = &b.failed {
             return Err(self.stopped(why));
         }
-        encode_record(&mut b.bytes, seq, payload);
+        let synced = self.synced.load(Ordering::Acquire);
+        encode_record(&mut b.bytes, seq, synced, payload);
         let end = b.start + b.bytes.len() as u64;
         if b.bytes.len() >= FLUSH_BYTES {
             // Hand the buffer to the file unless a sync is doing so already.
@@ -246,6 +312,15 @@ impl Wal {
         let b = self.buf.lock();
         let stop = b.start + b.bytes.len() as u64;
         self.write_out(b)?;
+        // Record what the previous sync made durable; this fsync carries it.
+        let prev = self.synced.load(Ordering::Acquire);
+        if prev > self.slot.load(Ordering::Relaxed) {
+            if let Err(e) = self.file.write_all_at(SLOT_AT, &slot(prev)) {
+                self.buf.lock().failed = Some(format!("write failed: {e}"));
+                return Err(io_err(&self.name, e));
+            }
+            self.slot.store(prev, Ordering::Relaxed);
+        }
         if let Err(e) = self.file.sync() {
             let why = format!("sync failed: {e}");
             self.buf.lock().failed = Some(why);
@@ -325,8 +400,9 @@ mod tests {
     fn records_replay_in_order() {
         let f = mem();
         let wal = Wal::create(f.clone(), "wal").unwrap();
+        // Sequence numbers jump by a batch's size from record to record.
         for i in 0..100u32 {
-            let end = wal.append(10 + u64::from(i), &i.to_le_bytes()).unwrap();
+            let end = wal.append(10 + 3 * u64::from(i), &i.to_le_bytes()).unwrap();
             if i % 7 == 0 {
                 wal.sync_to(end).unwrap();
             }
@@ -335,7 +411,7 @@ mod tests {
         let recs = Wal::read(f.as_ref(), "wal").unwrap();
         assert_eq!(recs.len(), 100);
         for (i, r) in recs.iter().enumerate() {
-            assert_eq!(r.seq, 10 + i as u64);
+            assert_eq!(r.seq, 10 + 3 * i as u64);
             assert_eq!(r.payload, (i as u32).to_le_bytes());
         }
     }
@@ -364,7 +440,7 @@ mod tests {
         }
         wal.sync().unwrap();
         let len = f.len().unwrap();
-        for cut in [len - 1, len - 20, len - 36, HEADER_LEN + 5, HEADER_LEN] {
+        for cut in [len - 1, len - 20, len - 36, HEADER_LEN + 5, HEADER_LEN, 3] {
             let mut b = vec![0; cut as usize];
             f.read_exact_at(0, &mut b).unwrap();
             let recs = Wal::read(&MemFile::from_bytes(b), "wal").unwrap();
@@ -375,40 +451,103 @@ mod tests {
         }
     }
 
-    #[test]
-    fn damaged_middle_record_is_corruption() {
+    /// A log of records 0..5, synced, then records 5..7 (not synced).
+    fn two_batches() -> Arc<dyn StorageFile> {
         let f = mem();
         let wal = Wal::create(f.clone(), "wal").unwrap();
         for i in 0..5u8 {
             wal.append(u64::from(i), &[i; 8]).unwrap();
         }
         wal.sync().unwrap();
-        let third = HEADER_LEN + 2 * (RECORD_HEAD as u64 + 8) + RECORD_HEAD as u64;
+        for i in 5..7u8 {
+            wal.append(u64::from(i), &[i; 8]).unwrap();
+        }
+        wal.flush().unwrap();
+        f
+    }
+
+    fn flip(f: &Arc<dyn StorageFile>, at: u64) {
         let mut b = [0u8; 1];
-        f.read_exact_at(third, &mut b).unwrap();
-        f.write_all_at(third, &[b[0] ^ 1]).unwrap();
+        f.read_exact_at(at, &mut b).unwrap();
+        f.write_all_at(at, &[b[0] ^ 1]).unwrap();
+    }
+
+    #[test]
+    fn truncation_below_an_earlier_sync_is_corruption() {
+        let f = two_batches();
+        // Sync twice more so the slot holds the length after record 6.
+        let wal = Wal {
+            file: f.clone(),
+            name: "wal".into(),
+            buf: Mutex::new(Buffer {
+                bytes: Vec::new(),
+                start: f.len().unwrap(),
+                failed: None,
+            }),
+            io: Mutex::new(()),
+            synced: AtomicU64::new(HEADER_LEN + 5 * (RECORD_HEAD as u64 + 8)),
+            written_bytes: AtomicU64::new(0),
+            slot: AtomicU64::new(HEADER_LEN),
+        };
+        wal.append(7, b"x").unwrap();
+        wal.sync().unwrap();
+        let len = f.len().unwrap();
+        let durable = HEADER_LEN + 5 * (RECORD_HEAD as u64 + 8);
+        for cut in [durable - 1, HEADER_LEN + 3, durable - 20] {
+            let mut b = vec![0; cut as usize];
+            f.read_exact_at(0, &mut b).unwrap();
+            assert!(
+                matches!(
+                    Wal::read(&MemFile::from_bytes(b), "wal"),
+                    Err(Error::Corrupt { .. })
+                ),
+                "cut at {cut}"
+            );
+        }
+        // Within the last synced stretch a cut passes for a torn tail.
+        let mut b = vec![0; (len - 3) as usize];
+        f.read_exact_at(0, &mut b).unwrap();
+        assert_eq!(Wal::read(&MemFile::from_bytes(b), "wal").unwrap().len(), 7);
+    }
+
+    #[test]
+    fn damage_to_synced_records_is_corruption_and_to_the_tail_is_a_tear() {
+        let record = RECORD_HEAD as u64 + 8;
+        // A payload byte of record 2: a later record was appended after the
+        // sync that covered it.
+        let f = two_batches();
+        flip(&f, HEADER_LEN + 2 * record + RECORD_HEAD as u64);
         assert!(matches!(
             Wal::read(f.as_ref(), "wal"),
             Err(Error::Corrupt { .. })
         ));
-        // Damage to the last record looks like a torn tail.
-        let last = f.len().unwrap() - 1;
+        // Record 5 was never synced: damage there (or a device that wrote
+        // record 6 but not 5) is a torn tail.
+        let f = two_batches();
+        flip(&f, HEADER_LEN + 5 * record + RECORD_HEAD as u64);
+        assert_eq!(Wal::read(f.as_ref(), "wal").unwrap().len(), 5);
+        // The last record of the synced batch, with nothing after that
+        // sync to vouch for it, cannot be told from a tear.
         let g = mem();
         let wal = Wal::create(g.clone(), "wal").unwrap();
         for i in 0..5u8 {
             wal.append(u64::from(i), &[i; 8]).unwrap();
         }
         wal.sync().unwrap();
-        g.write_all_at(last, &[0xEE]).unwrap();
+        let last = g.len().unwrap() - 1;
+        flip(&g, last);
         assert_eq!(Wal::read(g.as_ref(), "wal").unwrap().len(), 4);
     }
 
     #[test]
     fn not_a_log_is_corruption() {
-        let f = MemFile::from_bytes(b"hello world, not a log".to_vec());
+        let f = MemFile::from_bytes(b"hello world, this is not a write-ahead log at all".to_vec());
         assert!(matches!(Wal::read(&f, "x"), Err(Error::Corrupt { .. })));
+        // A torn header (a crash while the log was created) holds nothing.
         let f = MemFile::from_bytes(vec![1, 2]);
-        assert!(matches!(Wal::read(&f, "x"), Err(Error::Corrupt { .. })));
+        assert!(Wal::read(&f, "x").unwrap().is_empty());
+        let f = MemFile::from_bytes(b"FLEXWAL".to_vec());
+        assert!(Wal::read(&f, "x").unwrap().is_empty());
     }
 
     #[test]
