@@ -63,7 +63,7 @@ impl Db {
         name: impl AsRef<Path>,
         options: Options,
     ) -> Result<Db> {
-        let shared = crate::open::open_storage(storage, name.as_ref(), options)?;
+        let shared = crate::open::open_storage(storage, name.as_ref(), options, false)?;
         Self::start(shared)
     }
 

@@ -42,6 +42,7 @@ pub mod sparse;
 mod stats;
 mod store;
 pub mod wal;
+mod wal_map;
 
 pub use batch::{BatchOp, WriteBatch};
 pub use check::CheckReport;

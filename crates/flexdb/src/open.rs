@@ -18,7 +18,7 @@
 //! every one used before.
 
 use std::collections::VecDeque;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -29,11 +29,13 @@ use crate::batch::{BatchOp, WriteBatch};
 use crate::cache::IntervalCache;
 use crate::codec::{decode_pair, Decoded};
 use crate::error::{Error, Result};
-use crate::files::{self, wal_name};
+use crate::files;
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::sparse::{Meta, NewInterval, SparseIndex, UNKNOWN_COUNT};
-use crate::store::{io_err, space_err, Counters, Frozen, MemTables, Shared, State, Work, Writer};
+use crate::store::{
+    io_err, new_wal, space_err, Counters, Frozen, MemTables, Shared, State, Work, Writer,
+};
 use crate::wal::Wal;
 
 /// Bytes between samples when the sparse index is rebuilt (§5.4: 8 KiB).
@@ -59,19 +61,26 @@ pub(crate) fn open_dir(dir: &Path, opts: Options) -> Result<Shared> {
         },
         e => Error::NotAStore(dir.to_path_buf(), e.to_string()),
     })?;
-    open_storage(Arc::new(storage), dir, opts)
+    open_storage(Arc::new(storage), dir, opts, true)
 }
 
-/// Opens the store on any storage backend (`dir` names it in errors).
-pub(crate) fn open_storage(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Shared> {
+/// Opens the store on any storage backend (`dir` names it in errors; with
+/// `real`, it is the directory the backend's files are in).
+pub(crate) fn open_storage(
+    storage: Arc<dyn Storage>,
+    dir: &Path,
+    opts: Options,
+    real: bool,
+) -> Result<Shared> {
+    let real_dir = real.then(|| dir.to_path_buf());
     validate(&opts)?;
     let found = files::inspect(storage.as_ref()).map_err(|e| in_dir(e, dir))?;
     match found {
         files::Found::Store if opts.error_if_exists => Err(Error::AlreadyExists(dir.to_path_buf())),
-        files::Found::Store => recover(storage, dir, opts).map_err(|e| in_dir(e, dir)),
+        files::Found::Store => recover(storage, dir, real_dir, opts).map_err(|e| in_dir(e, dir)),
         files::Found::Foreign(why) => Err(Error::NotAStore(dir.to_path_buf(), why)),
         files::Found::Nothing if !opts.create_if_missing => Err(Error::NotFound(dir.to_path_buf())),
-        files::Found::Nothing => create(storage, dir, opts).map_err(|e| in_dir(e, dir)),
+        files::Found::Nothing => create(storage, dir, real_dir, opts).map_err(|e| in_dir(e, dir)),
     }
 }
 
@@ -115,19 +124,23 @@ fn space_options(opts: &Options, create: bool) -> flexspace::Options {
         .commit_log_bytes(256 << 20)
 }
 
-fn create(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Shared> {
+fn create(
+    storage: Arc<dyn Storage>,
+    dir: &Path,
+    real_dir: Option<PathBuf>,
+    opts: Options,
+) -> Result<Shared> {
     files::remove_leftovers(&storage)?;
     let space = FlexSpace::open_with_storage(storage.clone(), space_options(&opts, true))
         .map_err(space_err)?;
     let gen = 1;
-    let name = wal_name(gen);
-    let file = storage.open_file(&name, true).map_err(io_err(&name))?;
-    let wal = Arc::new(Wal::create(file, &name)?);
+    let wal = new_wal(&storage, real_dir.as_deref(), &opts, gen)?;
     // The manifest last: a store exists once it is durable.
     files::write_manifest(storage.as_ref())?;
     Ok(assemble(
         storage,
         dir,
+        real_dir,
         opts,
         space,
         SparseIndex::new(),
@@ -147,6 +160,7 @@ fn create(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Shared
 fn assemble(
     storage: Arc<dyn Storage>,
     dir: &Path,
+    real_dir: Option<PathBuf>,
     opts: Options,
     space: FlexSpace,
     sparse: SparseIndex,
@@ -158,6 +172,7 @@ fn assemble(
     let visible = writer.next_seq - 1;
     Shared {
         dir: dir.to_path_buf(),
+        real_dir,
         cache: IntervalCache::new(opts.cache_bytes),
         opts,
         storage,
@@ -179,7 +194,12 @@ fn assemble(
     }
 }
 
-fn recover(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Shared> {
+fn recover(
+    storage: Arc<dyn Storage>,
+    dir: &Path,
+    real_dir: Option<PathBuf>,
+    opts: Options,
+) -> Result<Shared> {
     let space = FlexSpace::open_with_storage(storage.clone(), space_options(&opts, false))
         .map_err(|e| match e {
             flexspace::Error::NotAFlexSpace(_) => Error::Corrupt {
@@ -227,16 +247,14 @@ fn recover(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Share
         frozen.push_back(Frozen { mem, wal, gen });
     }
     let gen = last_gen + 1;
-    let name = wal_name(gen);
-    let file = storage.open_file(&name, true).map_err(io_err(&name))?;
-    let wal = Arc::new(Wal::create(file, &name)?);
-    storage.sync_dir().map_err(io_err(&name))?;
+    let wal = new_wal(&storage, real_dir.as_deref(), &opts, gen)?;
     let sparse = rebuild_index(&space)?;
     // Every generation below the oldest replayed one is in the space.
     let committed_gen = frozen.front().map_or(gen - 1, |f: &Frozen| f.gen - 1);
     Ok(assemble(
         storage,
         dir,
+        real_dir,
         opts,
         space,
         sparse,

@@ -90,6 +90,9 @@ pub(crate) struct Counters {
 /// Everything an open store shares between threads.
 pub(crate) struct Shared {
     pub dir: PathBuf,
+    /// The directory on a real file system (logs are then mapped), `None`
+    /// for other storage backends.
+    pub real_dir: Option<PathBuf>,
     pub opts: Options,
     pub storage: Arc<dyn Storage>,
     pub space: FlexSpace,
@@ -104,6 +107,24 @@ pub(crate) struct Shared {
     /// Wakes writers stalled on a full backlog and `flush` waiters.
     pub done_cv: Condvar,
     pub counters: Counters,
+}
+
+/// Creates the write-ahead log of generation `gen` (durably: its header and
+/// its directory entry are synced).
+pub(crate) fn new_wal(
+    storage: &Arc<dyn Storage>,
+    real_dir: Option<&std::path::Path>,
+    opts: &Options,
+    gen: u64,
+) -> Result<Arc<Wal>> {
+    let name = wal_name(gen);
+    let file = storage.open_file(&name, true).map_err(io_err(&name))?;
+    let path = real_dir.map(|d| d.join(&name));
+    // Room for a MemTable's worth of records; the log grows past it if need be.
+    let capacity = opts.memtable_bytes as u64 + (1 << 20);
+    let wal = Wal::create(file, &name, path.as_deref().map(|p| (p, capacity)))?;
+    storage.sync_dir().map_err(io_err(&name))?;
+    Ok(Arc::new(wal))
 }
 
 pub(crate) fn io_err(file: &str) -> impl Fn(std::io::Error) -> Error + '_ {
@@ -240,10 +261,7 @@ impl Shared {
         let r = (|| {
             w.wal.sync()?;
             let gen = w.gen + 1;
-            let name = wal_name(gen);
-            let file = self.storage.open_file(&name, true).map_err(io_err(&name))?;
-            let wal = Arc::new(Wal::create(file, &name)?);
-            self.storage.sync_dir().map_err(io_err(&name))?;
+            let wal = new_wal(&self.storage, self.real_dir.as_deref(), &self.opts, gen)?;
             Ok::<_, Error>((gen, wal))
         })();
         let (gen, wal) = match r {

@@ -70,9 +70,22 @@ struct Buffer {
     failed: Option<String>,
 }
 
+/// The mapped append path and its own handle for syncing (so appends go on
+/// during an fsync).
+struct Mapped {
+    log: Mutex<crate::wal_map::MappedLog>,
+    sync_file: std::fs::File,
+}
+
 /// A write-ahead log on one file.
+///
+/// Records reach the operating system either at once, through a shared
+/// mapping of the preallocated file (`wal_map`: real files, the default), or
+/// through an in-memory buffer written out in big chunks (any other storage
+/// backend, such as the fault-injecting one of the tests).
 pub struct Wal {
     file: Arc<dyn StorageFile>,
+    mapped: Option<Mapped>,
     name: String,
     buf: Mutex<Buffer>,
     /// Serializes writes and syncs of the file.
@@ -151,8 +164,15 @@ fn record_at(bytes: &[u8], pos: usize, after: Option<u64>) -> Option<(Record, u6
 
 impl Wal {
     /// Starts a new, empty log in `file` (truncated first, header synced).
-    /// `name` names the file in errors.
-    pub fn create(file: Arc<dyn StorageFile>, name: &str) -> Result<Wal> {
+    /// `name` names the file in errors. With `real`, the path of the same
+    /// file on a real file system, records are appended through a mapping
+    /// with room for `capacity` bytes to begin with (buffered writes when the
+    /// file cannot be preallocated and mapped).
+    pub fn create(
+        file: Arc<dyn StorageFile>,
+        name: &str,
+        real: Option<(&std::path::Path, u64)>,
+    ) -> Result<Wal> {
         let mut header = Vec::with_capacity(HEADER_LEN as usize);
         header.extend_from_slice(MAGIC);
         header.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -162,8 +182,17 @@ impl Wal {
         file.set_len(0).map_err(io)?;
         file.write_all_at(0, &header).map_err(io)?;
         file.sync().map_err(io)?;
+        let mapped = real.and_then(|(path, capacity)| {
+            let log = crate::wal_map::MappedLog::open(path, HEADER_LEN, capacity).ok()?;
+            let sync_file = std::fs::OpenOptions::new().write(true).open(path).ok()?;
+            Some(Mapped {
+                log: Mutex::new(log),
+                sync_file,
+            })
+        });
         Ok(Wal {
             file,
+            mapped,
             name: name.to_string(),
             buf: Mutex::new(Buffer {
                 bytes: Vec::new(),
@@ -183,6 +212,7 @@ impl Wal {
     pub fn detached(file: Arc<dyn StorageFile>, name: &str, len: u64) -> Wal {
         Wal {
             file,
+            mapped: None,
             name: name.to_string(),
             buf: Mutex::new(Buffer {
                 bytes: Vec::new(),
@@ -283,6 +313,19 @@ impl Wal {
             return Err(self.stopped(why));
         }
         let synced = self.synced.load(Ordering::Acquire);
+        if let Some(m) = &self.mapped {
+            // Encode into the (idle) buffer, then copy into the mapping.
+            b.bytes.clear();
+            encode_record(&mut b.bytes, seq, synced, payload);
+            let mut log = m.log.lock();
+            if let Err(e) = log.append(&b.bytes) {
+                b.failed = Some(format!("append failed: {e}"));
+                return Err(io_err(&self.name, e));
+            }
+            self.written_bytes
+                .fetch_add(b.bytes.len() as u64, Ordering::Relaxed);
+            return Ok(log.end());
+        }
         encode_record(&mut b.bytes, seq, synced, payload);
         let end = b.start + b.bytes.len() as u64;
         if b.bytes.len() >= FLUSH_BYTES {
@@ -294,8 +337,11 @@ impl Wal {
         Ok(end)
     }
 
-    /// Writes the buffer to the file (not synced).
+    /// Writes the buffer to the file (not synced; mapped logs have none).
     pub fn flush(&self) -> Result<()> {
+        if self.mapped.is_some() {
+            return Ok(());
+        }
         let _io = self.io.lock();
         self.write_out(self.buf.lock())
     }
@@ -308,6 +354,9 @@ impl Wal {
         let _io = self.io.lock();
         if self.synced.load(Ordering::Acquire) >= end {
             return Ok(());
+        }
+        if let Some(m) = &self.mapped {
+            return self.sync_mapped(m);
         }
         let b = self.buf.lock();
         let stop = b.start + b.bytes.len() as u64;
@@ -330,6 +379,28 @@ impl Wal {
         Ok(())
     }
 
+    /// The mapped log's sync; the caller holds the I/O lock.
+    fn sync_mapped(&self, m: &Mapped) -> Result<()> {
+        if let Some(why) = &self.buf.lock().failed {
+            return Err(self.stopped(why));
+        }
+        let stop = {
+            let mut log = m.log.lock();
+            let prev = self.synced.load(Ordering::Acquire);
+            if prev > self.slot.load(Ordering::Relaxed) {
+                log.write_at(SLOT_AT, &slot(prev));
+                self.slot.store(prev, Ordering::Relaxed);
+            }
+            log.end()
+        };
+        if let Err(e) = m.sync_file.sync_data() {
+            self.buf.lock().failed = Some(format!("sync failed: {e}"));
+            return Err(io_err(&self.name, e));
+        }
+        self.synced.store(stop, Ordering::Release);
+        Ok(())
+    }
+
     /// Makes every appended record durable.
     pub fn sync(&self) -> Result<()> {
         let end = self.end();
@@ -338,6 +409,9 @@ impl Wal {
 
     /// The file offset after the last appended record.
     pub fn end(&self) -> u64 {
+        if let Some(m) = &self.mapped {
+            return m.log.lock().end();
+        }
         let b = self.buf.lock();
         b.start + b.bytes.len() as u64
     }
@@ -399,7 +473,7 @@ mod tests {
     #[test]
     fn records_replay_in_order() {
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal").unwrap();
+        let wal = Wal::create(f.clone(), "wal", None).unwrap();
         // Sequence numbers jump by a batch's size from record to record.
         for i in 0..100u32 {
             let end = wal.append(10 + 3 * u64::from(i), &i.to_le_bytes()).unwrap();
@@ -419,7 +493,7 @@ mod tests {
     #[test]
     fn unsynced_records_stay_buffered_until_flushed() {
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal").unwrap();
+        let wal = Wal::create(f.clone(), "wal", None).unwrap();
         wal.append(1, b"small").unwrap();
         assert_eq!(f.len().unwrap(), HEADER_LEN);
         wal.flush().unwrap();
@@ -434,7 +508,7 @@ mod tests {
     #[test]
     fn torn_tail_ends_replay() {
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal").unwrap();
+        let wal = Wal::create(f.clone(), "wal", None).unwrap();
         for i in 0..10u8 {
             wal.append(u64::from(i), &[i; 20]).unwrap();
         }
@@ -454,7 +528,7 @@ mod tests {
     /// A log of records 0..5, synced, then records 5..7 (not synced).
     fn two_batches() -> Arc<dyn StorageFile> {
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal").unwrap();
+        let wal = Wal::create(f.clone(), "wal", None).unwrap();
         for i in 0..5u8 {
             wal.append(u64::from(i), &[i; 8]).unwrap();
         }
@@ -478,6 +552,7 @@ mod tests {
         // Sync twice more so the slot holds the length after record 6.
         let wal = Wal {
             file: f.clone(),
+            mapped: None,
             name: "wal".into(),
             buf: Mutex::new(Buffer {
                 bytes: Vec::new(),
@@ -529,7 +604,7 @@ mod tests {
         // The last record of the synced batch, with nothing after that
         // sync to vouch for it, cannot be told from a tear.
         let g = mem();
-        let wal = Wal::create(g.clone(), "wal").unwrap();
+        let wal = Wal::create(g.clone(), "wal", None).unwrap();
         for i in 0..5u8 {
             wal.append(u64::from(i), &[i; 8]).unwrap();
         }
@@ -552,13 +627,15 @@ mod tests {
 
     #[test]
     fn concurrent_syncers_share_the_log() {
-        let f = mem();
-        let wal = Arc::new(Wal::create(f.clone(), "wal").unwrap());
+        let file = Arc::new(MemFile::new());
+        let f: Arc<dyn StorageFile> = file.clone();
+        let wal = Arc::new(Wal::create(f.clone(), "wal", None).unwrap());
         let next = Arc::new(Mutex::new(0u64));
         let threads: Vec<_> = (0..4u8)
             .map(|t| {
                 let wal = wal.clone();
                 let next = next.clone();
+                let file = file.clone();
                 std::thread::spawn(move || {
                     for i in 0..200u32 {
                         let mut payload = vec![t];
@@ -573,8 +650,10 @@ mod tests {
                         };
                         if i % 3 == 0 {
                             wal.sync_to(end).unwrap();
-                            // Durable means: in the file, with everything before.
-                            let recs = Wal::read(f_of(&wal).as_ref(), "wal").unwrap();
+                            // Durable means: in the file, with everything
+                            // before (read from one snapshot of the file).
+                            let snapshot = MemFile::from_bytes(file.to_bytes());
+                            let recs = Wal::read(&snapshot, "wal").unwrap();
                             assert!(recs.len() as u64 > seq);
                         }
                     }
@@ -595,9 +674,5 @@ mod tests {
             assert!(last[t].is_none_or(|l| l < n));
             last[t] = Some(n);
         }
-    }
-
-    fn f_of(wal: &Wal) -> Arc<dyn StorageFile> {
-        wal.file.clone()
     }
 }
