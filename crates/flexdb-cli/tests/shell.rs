@@ -6,7 +6,6 @@ mod common;
 use common::{code, flexdb, flexdb_in, p};
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn a_script_runs_line_by_line() {
     let tmp = tempfile::tempdir().unwrap();
     let d = p(&tmp.path().join("db")).to_string();
@@ -66,7 +65,6 @@ put never reached
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn status_is_that_of_the_last_command() {
     let tmp = tempfile::tempdir().unwrap();
     let d = p(&tmp.path().join("db")).to_string();
@@ -81,7 +79,6 @@ fn status_is_that_of_the_last_command() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn help_stats_check_and_flush() {
     let tmp = tempfile::tempdir().unwrap();
     let d = p(&tmp.path().join("db")).to_string();
