@@ -26,6 +26,8 @@ get 6d79206b6579
 put zz 00
 encoding base64
 get bXkga2V5
+get 6d79206b6579 --hex
+scan --prefix 6d79 --keys-only --hex
 bogus
 put 'unterminated
 exit
@@ -39,7 +41,9 @@ put never reached
          -dash-\nmy key\n\
          hex\n\
          74776f0a6c696e6573\n\
-         dHdvCmxpbmVz\n"
+         dHdvCmxpbmVz\n\
+         74776f0a6c696e6573\n\
+         6d79206b6579\n"
     );
     let errors: Vec<&str> = run.stderr.lines().collect();
     assert_eq!(errors.len(), 4, "{}", run.stderr);
