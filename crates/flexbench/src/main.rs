@@ -11,6 +11,13 @@ mod space_bench;
 mod tree_bench;
 mod ycsb;
 
+/// mimalloc instead of the system allocator: glibc's per-thread arenas
+/// grow and shrink with an mprotect per step under the store's allocation
+/// pattern (measured in docs/DESIGN.md); the library itself stays
+/// allocator-agnostic.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};

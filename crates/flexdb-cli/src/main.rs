@@ -17,6 +17,13 @@ mod progress;
 mod shell;
 mod store;
 
+/// mimalloc instead of the system allocator: glibc's per-thread arenas
+/// grow and shrink with an mprotect per step under the store's allocation
+/// pattern (measured in docs/DESIGN.md); the library itself stays
+/// allocator-agnostic.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};

@@ -22,9 +22,9 @@ use std::sync::Arc;
 use crate::cache::CacheRef;
 use crate::error::Result;
 use crate::interval::{Builder, IntervalData};
-use crate::memtable::Version;
-use crate::merge::{merge, split_points};
-use crate::sparse::{separator, Meta, NewInterval, UNKNOWN_COUNT};
+use crate::memtable::EntryRef;
+use crate::merge::{merge, split_points, Update};
+use crate::sparse::{separator, Found, Meta, NewInterval, UNKNOWN_COUNT};
 use crate::store::{space_err, Frozen, Shared, PAIR_TAG};
 
 /// An interval splits above this many pairs (§5.1: 16).
@@ -39,6 +39,17 @@ const GROUP_BYTES: usize = 256 << 10;
 /// An interval this small after deletions merges with its successor when
 /// both fit under the split thresholds.
 const MERGE_PAIRS: usize = 4;
+
+/// CPU time of the calling thread (for the `FLEXDB_TRACE` report).
+fn thread_cpu() -> std::time::Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
 
 /// The committer thread's body.
 pub(crate) fn run(shared: Arc<Shared>) {
@@ -75,11 +86,39 @@ pub(crate) fn run(shared: Arc<Shared>) {
 
 /// Commits one frozen MemTable and retires it.
 fn commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
+    let t0 = std::time::Instant::now();
+    let c0 = thread_cpu();
     frozen.wal.sync()?;
-    let updates: Vec<(Box<[u8]>, Version)> = frozen.mem.newest().collect();
-    let mut at = 0;
-    while at < updates.len() {
-        at += apply_group(shared, &updates[at..])?;
+    // Stream the newest versions in key order, one interval's group at a
+    // time, borrowing keys and values from the table.
+    let mut entries = frozen.mem.newest().peekable();
+    let mut group: Vec<Update<'_>> = Vec::with_capacity(GROUP_UPDATES);
+    let (mut count, mut groups) = (0usize, 0usize);
+    while let Some(first) = entries.next() {
+        group.clear();
+        group.push(update(first));
+        let target = find_interval(shared, first.key)?;
+        let mut bytes = first.key.len() + first.value.map_or(0, <[u8]>::len);
+        while group.len() < GROUP_UPDATES && bytes < GROUP_BYTES {
+            let Some(next) = entries.peek() else { break };
+            if target.bound.as_deref().is_some_and(|b| next.key >= b) {
+                break;
+            }
+            bytes += next.key.len() + next.value.map_or(0, <[u8]>::len);
+            group.extend(entries.next().map(update));
+        }
+        apply_group(shared, &target, &group)?;
+        count += group.len();
+        groups += 1;
+    }
+    if std::env::var_os("FLEXDB_TRACE").is_some() {
+        eprintln!(
+            "commit gen {}: {count} updates {groups} groups in {:?} (cpu {:?}, {:.2} us/update)",
+            frozen.gen,
+            t0.elapsed(),
+            thread_cpu() - c0,
+            (thread_cpu() - c0).as_secs_f64() * 1e6 / count.max(1) as f64,
+        );
     }
     let pairs = shared.state.read().pairs;
     let max_seq = shared.visible.load(Ordering::Acquire);
@@ -115,31 +154,37 @@ fn commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
     Ok(())
 }
 
-/// Applies the leading updates that fall into one interval (at most a
-/// group's worth); returns how many it consumed.
-fn apply_group(shared: &Shared, updates: &[(Box<[u8]>, Version)]) -> Result<usize> {
-    // Find the interval and its content. Only this thread changes the index
-    // and the space, so what it reads stays valid after the read lock goes.
-    let (f, data, bound) = {
-        let st = shared.read_state();
-        let f = st.sparse.find(&updates[0].0);
-        let data = shared.interval(&st, &f)?;
-        let bound = st.sparse.next_anchor(&f).map(<[u8]>::to_vec);
-        (f, data, bound)
-    };
-    let mut n = 0;
-    let mut bytes = 0;
-    while n < updates.len() && n < GROUP_UPDATES && bytes < GROUP_BYTES {
-        if bound.as_deref().is_some_and(|b| &*updates[n].0 >= b) {
-            break;
-        }
-        bytes += updates[n].0.len() + updates[n].1.as_ref().map_or(0, |v| v.len());
-        n += 1;
+fn update(e: EntryRef<'_>) -> Update<'_> {
+    Update {
+        key: e.key,
+        value: e.value,
     }
-    let group = &updates[..n];
-    let merged = merge(&data, group);
+}
+
+/// The interval a group goes to: where it is, its content, and the key
+/// bound of the next interval.
+struct Target {
+    f: Found,
+    data: Arc<IntervalData>,
+    bound: Option<Vec<u8>>,
+}
+
+/// Finds the interval holding `key`. Only this thread changes the index and
+/// the space, so what it reads stays valid after the read lock goes.
+fn find_interval(shared: &Shared, key: &[u8]) -> Result<Target> {
+    let st = shared.read_state();
+    let f = st.sparse.find(key);
+    let data = shared.interval(&st, &f)?;
+    let bound = st.sparse.next_anchor(&f).map(<[u8]>::to_vec);
+    Ok(Target { f, data, bound })
+}
+
+/// Applies a group of updates that all fall into one interval.
+fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Result<()> {
+    let (f, data) = (target.f, &target.data);
+    let merged = merge(data, updates);
     if merged.edits.is_empty() {
-        return Ok(n);
+        return Ok(());
     }
     let space = &shared.space;
     let mut st = shared.state.write();
@@ -196,7 +241,7 @@ fn apply_group(shared: &Shared, updates: &[(Box<[u8]>, Version)]) -> Result<usiz
             });
         }
         st.sparse.split(&f, parts);
-        return Ok(n);
+        return Ok(());
     }
     st.sparse.resize(&f, new_size, new.len() as u16);
     let data = Arc::new(merged.data);
@@ -207,7 +252,7 @@ fn apply_group(shared: &Shared, updates: &[(Box<[u8]>, Version)]) -> Result<usiz
             let pm = st.sparse.meta(&p);
             let (count, cache) = (pm.count, pm.cache.load(Ordering::Relaxed));
             st.sparse.merge_next(&p, count, cache);
-            return Ok(n);
+            return Ok(());
         }
     } else if data.len() <= MERGE_PAIRS {
         if let Some(next) = st.sparse.next(&f) {
@@ -228,13 +273,13 @@ fn apply_group(shared: &Shared, updates: &[(Box<[u8]>, Version)]) -> Result<usiz
                 shared.uncache(nm.cache.load(Ordering::Relaxed));
                 let r = shared.cache.insert(None, joined.clone());
                 st.sparse.merge_next(&f, joined.len() as u16, r.pack());
-                return Ok(n);
+                return Ok(());
             }
         }
     }
     let r = shared.cache.insert(None, data);
     st.sparse.meta(&f).cache.store(r.pack(), Ordering::Release);
-    Ok(n)
+    Ok(())
 }
 
 fn meta_of(data: &IntervalData, r: CacheRef) -> Meta {

@@ -21,9 +21,11 @@
 //! and their CLOCK cache), `memtable`, `wal`, `batch`, `codec` (encodings),
 //! `open` (creation and recovery), `iter`, `check`, `files`.
 
+mod arena;
 mod batch;
 pub mod cache;
 mod check;
+mod chunk;
 pub mod codec;
 mod committer;
 mod db;
@@ -31,6 +33,7 @@ mod error;
 mod files;
 pub mod interval;
 mod iter;
+mod keys;
 pub mod memtable;
 mod merge;
 mod open;

@@ -1,160 +1,400 @@
-//! The MemTable: a concurrent ordered map holding the newest writes until the
-//! committer merges them into the space.
+//! The MemTable: the newest writes until the committer merges them into the
+//! space.
 //!
-//! Every write is kept as its own version, ordered by key ascending and then
-//! sequence number descending, so a reader at snapshot `s` finds the newest
-//! version of a key with a sequence number `<= s` by one ordered search. A
-//! reader never sees a version newer than its snapshot: writers publish a
-//! sequence number only after every version up to it is inserted, which makes
-//! a `WriteBatch` visible all at once (and leaves room for snapshots).
+//! Every write is kept as its own version in an arena (`arena`), linked to
+//! the previous version of its key. A hash table maps each key to its newest
+//! version, so a point write or read costs one or two cache misses instead
+//! of the twenty a skip list needs on a big table (docs/DESIGN.md has the
+//! measurements). Ordered access (iterators, the committer) uses a sorted
+//! *view*: the newest version of each key as of some number of writes,
+//! built on demand by sorting and kept as a large sorted run plus a small
+//! sorted tail, so that interleaved writes and scans re-sort only the tail.
 //!
-//! Invariants: versions are never removed while the table lives; a deletion
-//! is a version whose value is `None` (a tombstone) so it can hide the pair
-//! in the space until it is committed; `approximate_bytes` grows with every
-//! insert, also overwrites, so a table fills up under updates too.
+//! A reader at snapshot `s` follows a key's versions from the newest until
+//! one has a sequence number `<= s`. Writers publish a sequence number only
+//! after every version up to it is inserted, which makes a `WriteBatch`
+//! visible all at once (and leaves room for snapshots).
+//!
+//! Invariants:
+//! - One writer at a time (the `writer` mutex); readers never block writers
+//!   and are never blocked by them, except a reader building a view, which
+//!   briefly copies the list of entries.
+//! - A hash slot is published (`Release`) only after its entry is complete,
+//!   and always names the newest version of its key; a table is replaced
+//!   only by a complete copy, and replaced tables are kept until the
+//!   MemTable drops, so a reader holding one never sees freed memory.
+//! - Versions are never removed while the table lives; a deletion is a
+//!   version without a value (a tombstone) so it can hide the pair in the
+//!   space until it is committed.
 
-use std::borrow::Borrow;
-use std::cmp::Ordering;
+use std::cmp::Ordering as CmpOrdering;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
-use crossbeam_skiplist::SkipMap;
+use parking_lot::Mutex;
+
+pub use crate::arena::EntryRef;
+use crate::arena::{Arena, EntryPtr};
 
 /// A value version: `None` is a deletion.
 pub type Version = Option<Box<[u8]>>;
 
-/// Per-entry bookkeeping counted on top of key and value bytes.
-const ENTRY_OVERHEAD: usize = 80;
+/// Entries the sorted tail of a view may hold before it is merged into the
+/// main run.
+const TAIL_MAX: usize = 512;
+const INITIAL_SLOTS: usize = 1 << 10;
+/// Bytes counted per entry on top of the arena (hash slot and view slot).
+const INDEX_OVERHEAD: usize = 32;
 
-/// The skip list's key: a user key and the sequence number of one write.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MemKey {
-    /// The user's key.
-    pub key: Box<[u8]>,
-    /// The write's sequence number.
-    pub seq: u64,
+/// The hash table: open addressing, linear probing. A slot holds the top 16
+/// bits of the key's hash and a 48-bit entry pointer; 0 is empty.
+struct Table {
+    mask: usize,
+    slots: Box<[AtomicU64]>,
 }
 
-/// What can be compared as a (key, sequence) pair without allocating.
-pub trait KeySeq {
-    /// The user key.
-    fn key(&self) -> &[u8];
-    /// The sequence number.
-    fn seq(&self) -> u64;
+fn pack(hash: u32, e: EntryPtr) -> u64 {
+    (u64::from(hash >> 16) << 48) | (e.as_ptr() as u64 & ((1 << 48) - 1))
 }
 
-impl KeySeq for MemKey {
-    fn key(&self) -> &[u8] {
-        &self.key
+fn unpack(slot: u64) -> Option<EntryPtr> {
+    EntryPtr::from_raw((slot & ((1 << 48) - 1)) as *mut _)
+}
+
+fn hash(key: &[u8]) -> u32 {
+    crc32c::crc32c(key)
+}
+
+impl Table {
+    fn new(slots: usize) -> Table {
+        Table {
+            mask: slots - 1,
+            slots: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+        }
     }
-    fn seq(&self) -> u64 {
-        self.seq
-    }
-}
 
-impl KeySeq for (&[u8], u64) {
-    fn key(&self) -> &[u8] {
-        self.0
-    }
-    fn seq(&self) -> u64 {
-        self.1
-    }
-}
-
-fn order(a: &dyn KeySeq, b: &dyn KeySeq) -> Ordering {
-    a.key().cmp(b.key()).then_with(|| b.seq().cmp(&a.seq()))
-}
-
-impl Ord for MemKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        order(self, other)
-    }
-}
-
-impl PartialOrd for MemKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl<'a> Borrow<dyn KeySeq + 'a> for MemKey {
-    fn borrow(&self) -> &(dyn KeySeq + 'a) {
-        self
+    /// The slot holding `key` or, if none does, the empty slot where it
+    /// goes, and the entry found.
+    fn probe(&self, key: &[u8], h: u32) -> (usize, Option<EntryPtr>) {
+        let tag = u64::from(h >> 16);
+        let mut i = h as usize & self.mask;
+        loop {
+            let s = self.slots[i].load(Ordering::Acquire);
+            let Some(e) = unpack(s) else {
+                return (i, None);
+            };
+            // SAFETY: published entries live as long as the MemTable that
+            // owns this table (tables never outlive it).
+            if s >> 48 == tag && unsafe { e.key() } == key {
+                return (i, Some(e));
+            }
+            i = (i + 1) & self.mask;
+        }
     }
 }
 
-impl PartialEq for dyn KeySeq + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        order(self, other) == Ordering::Equal
-    }
+/// A sorted run: the newest version of each key, in key order, each with
+/// the key's first sixteen bytes for cheap comparisons.
+type Run = Vec<(u128, EntryPtr)>;
+
+/// The newest version of each key among the first `upto` entries, sorted:
+/// a main run and a small tail run (the tail wins over main on equal keys).
+pub(crate) struct View {
+    main: Arc<Run>,
+    main_upto: usize,
+    tail: Run,
+    upto: usize,
 }
 
-impl Eq for dyn KeySeq + '_ {}
-
-impl PartialOrd for dyn KeySeq + '_ {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
+struct Writer {
+    arena: Arena,
+    /// Every entry in the order it was written.
+    order: Vec<EntryPtr>,
+    /// Distinct keys (slots in use).
+    keys: usize,
 }
 
-impl Ord for dyn KeySeq + '_ {
-    fn cmp(&self, other: &Self) -> Ordering {
-        order(self, other)
-    }
-}
-
-/// A concurrent ordered map of write versions.
-#[derive(Default)]
+/// An ordered table of write versions: one writer at a time (the store's
+/// writer lock), any number of concurrent readers.
 pub struct MemTable {
-    map: SkipMap<MemKey, Version>,
+    writer: Mutex<Writer>,
+    table: AtomicPtr<Table>,
+    /// Tables replaced by bigger ones, freed when the MemTable drops.
+    // The boxes themselves must stay alive: readers hold pointers to them.
+    #[allow(clippy::vec_box)]
+    retired: Mutex<Vec<Box<Table>>>,
+    /// Entries published.
+    len: AtomicUsize,
     bytes: AtomicUsize,
+    view: Mutex<Arc<View>>,
+}
+
+impl Default for MemTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for MemTable {
+    fn drop(&mut self) {
+        let t = *self.table.get_mut();
+        // SAFETY: the table was created by `Box::into_raw` and, with `&mut
+        // self`, no reader can hold it any more.
+        drop(unsafe { Box::from_raw(t) });
+    }
+}
+
+/// The first 16 bytes of a key as a big-endian number (zero padded): equal
+/// prefixes fall back to a full comparison.
+fn prefix(key: &[u8]) -> u128 {
+    let mut b = [0u8; 16];
+    let n = key.len().min(16);
+    b[..n].copy_from_slice(&key[..n]);
+    u128::from_be_bytes(b)
 }
 
 impl MemTable {
     /// An empty table.
     pub fn new() -> Self {
-        Self::default()
+        MemTable {
+            writer: Mutex::new(Writer {
+                arena: Arena::new(),
+                order: Vec::new(),
+                keys: 0,
+            }),
+            table: AtomicPtr::new(Box::into_raw(Box::new(Table::new(INITIAL_SLOTS)))),
+            retired: Mutex::new(Vec::new()),
+            len: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
+            view: Mutex::new(Arc::new(View {
+                main: Arc::new(Vec::new()),
+                main_upto: 0,
+                tail: Vec::new(),
+                upto: 0,
+            })),
+        }
+    }
+
+    fn table(&self) -> &Table {
+        // SAFETY: the pointer always names a live table: the current one is
+        // freed only on drop, replaced ones are kept in `retired` until then.
+        unsafe { &*self.table.load(Ordering::Acquire) }
+    }
+
+    /// An entry of this table, borrowed for the table's lifetime.
+    fn entry(&self, e: EntryPtr) -> EntryRef<'_> {
+        // SAFETY: every `EntryPtr` this table hands around points into its
+        // own arena, which lives as long as `self`.
+        unsafe { e.get() }
+    }
+
+    /// The previous version of `e`'s key.
+    fn prev(&self, e: EntryPtr) -> Option<EntryPtr> {
+        // SAFETY: as in `entry`.
+        EntryPtr::from_raw(unsafe { e.header() }.prev.cast_mut())
     }
 
     /// Records a write of `key` at `seq` (a deletion when `value` is `None`).
     pub fn insert(&self, key: &[u8], seq: u64, value: Option<&[u8]>) {
-        let size = key.len() + value.map_or(0, <[u8]>::len) + ENTRY_OVERHEAD;
-        self.map.insert(
-            MemKey {
-                key: key.into(),
-                seq,
-            },
-            value.map(Box::from),
+        let h = hash(key);
+        let mut w = self.writer.lock();
+        let table = self.table();
+        let (slot, found) = table.probe(key, h);
+        let e = w.arena.push(key, seq, value, found, h);
+        w.order.push(e);
+        table.slots[slot].store(pack(h, e), Ordering::Release);
+        if found.is_none() {
+            w.keys += 1;
+            if w.keys * 2 > table.slots.len() {
+                self.grow(table);
+            }
+        }
+        self.bytes.store(
+            w.arena.used() + w.order.len() * INDEX_OVERHEAD,
+            Ordering::Relaxed,
         );
-        self.bytes.fetch_add(size, AtomicOrdering::Relaxed);
+        self.len.store(w.order.len(), Ordering::Release);
+    }
+
+    /// Replaces the table by one twice its size (writer only).
+    fn grow(&self, old: &Table) {
+        let new = Table::new(old.slots.len() * 2);
+        for s in old.slots.iter() {
+            let v = s.load(Ordering::Relaxed);
+            if let Some(e) = unpack(v) {
+                // SAFETY: `e` is a published entry of this table's arena.
+                let h = unsafe { e.header() }.hash;
+                let mut i = h as usize & new.mask;
+                while new.slots[i].load(Ordering::Relaxed) != 0 {
+                    i = (i + 1) & new.mask;
+                }
+                new.slots[i].store(v, Ordering::Relaxed);
+            }
+        }
+        let old_ptr = self
+            .table
+            .swap(Box::into_raw(Box::new(new)), Ordering::AcqRel);
+        // SAFETY: `old_ptr` came from `Box::into_raw`; readers that still
+        // hold it keep working because the box is retired, not freed.
+        self.retired.lock().push(unsafe { Box::from_raw(old_ptr) });
     }
 
     /// The newest version of `key` with a sequence number `<= snapshot`:
     /// `Some(None)` for a deletion, `None` when the table has no version.
     pub fn get(&self, key: &[u8], snapshot: u64) -> Option<Version> {
-        let probe: &dyn KeySeq = &(key, snapshot);
-        let e = self.map.lower_bound(Bound::Included(probe))?;
-        (&*e.key().key == key).then(|| e.value().clone())
+        let (_, found) = self.table().probe(key, hash(key));
+        let e = self.visible(found?, snapshot)?;
+        Some(self.entry(e).value.map(Box::from))
+    }
+
+    /// The newest version at or after `e` with a sequence number
+    /// `<= snapshot`.
+    fn visible(&self, mut e: EntryPtr, snapshot: u64) -> Option<EntryPtr> {
+        while self.entry(e).seq > snapshot {
+            e = self.prev(e)?;
+        }
+        Some(e)
     }
 
     /// Approximate memory held, in bytes.
     pub fn approximate_bytes(&self) -> usize {
-        self.bytes.load(AtomicOrdering::Relaxed)
+        self.bytes.load(Ordering::Relaxed)
     }
 
     /// Number of versions.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.len.load(Ordering::Acquire)
     }
 
     /// Whether the table holds no write.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len() == 0
+    }
+
+    /// Orders `(prefix, entry)` by key ascending, then newest first.
+    fn cmp_entries(&self, a: &(u128, EntryPtr), b: &(u128, EntryPtr)) -> CmpOrdering {
+        a.0.cmp(&b.0).then_with(|| {
+            let (x, y) = (self.entry(a.1), self.entry(b.1));
+            x.key.cmp(y.key).then_with(|| y.seq.cmp(&x.seq))
+        })
+    }
+
+    /// The newest version of each key among `entries`, sorted by key.
+    fn sort_newest(&self, entries: &[EntryPtr]) -> Run {
+        let mut run: Run = entries
+            .iter()
+            .map(|&e| (prefix(self.entry(e).key), e))
+            .collect();
+        run.sort_unstable_by(|a, b| self.cmp_entries(a, b));
+        run.dedup_by(|later, first| {
+            first.0 == later.0 && self.entry(first.1).key == self.entry(later.1).key
+        });
+        run
+    }
+
+    /// Merges two sorted runs; on equal keys `newer` wins.
+    fn merge_runs(&self, older: &Run, newer: &Run) -> Run {
+        let mut out = Vec::with_capacity(older.len() + newer.len());
+        let (mut i, mut j) = (0, 0);
+        while i < older.len() && j < newer.len() {
+            match self.cmp_key(&older[i], &newer[j]) {
+                CmpOrdering::Less => {
+                    out.push(older[i]);
+                    i += 1;
+                }
+                CmpOrdering::Greater => {
+                    out.push(newer[j]);
+                    j += 1;
+                }
+                CmpOrdering::Equal => {
+                    out.push(newer[j]);
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        out.extend_from_slice(&older[i..]);
+        out.extend_from_slice(&newer[j..]);
+        out
+    }
+
+    fn cmp_key(&self, a: &(u128, EntryPtr), b: &(u128, EntryPtr)) -> CmpOrdering {
+        a.0.cmp(&b.0)
+            .then_with(|| self.entry(a.1).key.cmp(self.entry(b.1).key))
+    }
+
+    /// A sorted view of every entry written so far.
+    pub(crate) fn view(&self) -> Arc<View> {
+        let mut cur = self.view.lock();
+        // Read the length under the lock: a view built meanwhile by another
+        // reader may already cover more (readers filter by snapshot, so a
+        // view covering newer writes is as good).
+        let upto = self.len();
+        if cur.upto >= upto {
+            return cur.clone();
+        }
+        let new: Vec<EntryPtr> = {
+            let w = self.writer.lock();
+            w.order[cur.main_upto..upto].to_vec()
+        };
+        let fresh = self.sort_newest(&new);
+        let view = if fresh.len() <= TAIL_MAX {
+            View {
+                main: cur.main.clone(),
+                main_upto: cur.main_upto,
+                tail: fresh,
+                upto,
+            }
+        } else {
+            View {
+                main: Arc::new(self.merge_runs(&cur.main, &fresh)),
+                main_upto: upto,
+                tail: Vec::new(),
+                upto,
+            }
+        };
+        *cur = Arc::new(view);
+        cur.clone()
+    }
+
+    /// Index of the first element of `run` at or after (after, when
+    /// `exclusive`) `key`.
+    fn lower(&self, run: &Run, key: &[u8], exclusive: bool) -> usize {
+        let p = prefix(key);
+        run.partition_point(|x| match x.0.cmp(&p) {
+            CmpOrdering::Less => true,
+            CmpOrdering::Greater => false,
+            CmpOrdering::Equal => {
+                let k = self.entry(x.1).key;
+                if exclusive {
+                    k <= key
+                } else {
+                    k < key
+                }
+            }
+        })
+    }
+
+    fn start(&self, run: &Run, from: Bound<&[u8]>) -> usize {
+        match from {
+            Bound::Included(k) => self.lower(run, k, false),
+            Bound::Excluded(k) => self.lower(run, k, true),
+            Bound::Unbounded => 0,
+        }
+    }
+
+    fn end(&self, run: &Run, from: Bound<&[u8]>) -> usize {
+        match from {
+            Bound::Included(k) => self.lower(run, k, true),
+            Bound::Excluded(k) => self.lower(run, k, false),
+            Bound::Unbounded => run.len(),
+        }
     }
 
     /// Up to `max` keys after `from` (in key order, visible at `snapshot`),
-    /// each with its newest visible version, stopping at `end`. `from` is
-    /// excluded when `exclusive`. Used by iterators, which refill in chunks.
+    /// each with its newest visible version, stopping at `end`. Used by
+    /// iterators, which refill in chunks.
     pub fn scan_forward(
         &self,
         from: Bound<&[u8]>,
@@ -163,35 +403,49 @@ impl MemTable {
         max: usize,
         out: &mut Vec<(Box<[u8]>, Version)>,
     ) {
-        // Versions of a key run from newest to oldest; the first one with a
-        // sequence number <= snapshot is the key's visible version.
-        let start: Bound<&dyn KeySeq> = match from {
-            Bound::Included(k) => Bound::Included(&(k, u64::MAX) as &dyn KeySeq),
-            Bound::Excluded(k) => Bound::Excluded(&(k, 0u64) as &dyn KeySeq),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        let mut last: Option<&[u8]> = None;
-        let mut entries = self.map.range::<dyn KeySeq, _>((start, Bound::Unbounded));
+        let v = self.view();
+        let (mut i, mut j) = (self.start(&v.main, from), self.start(&v.tail, from));
         let mut taken = 0;
-        for e in entries.by_ref() {
-            let k = &*e.key().key;
-            if !within_end(k, end) {
+        while taken < max {
+            let pick = match (v.main.get(i), v.tail.get(j)) {
+                (None, None) => break,
+                (Some(a), None) => {
+                    i += 1;
+                    a.1
+                }
+                (None, Some(b)) => {
+                    j += 1;
+                    b.1
+                }
+                (Some(a), Some(b)) => match self.cmp_key(a, b) {
+                    CmpOrdering::Less => {
+                        i += 1;
+                        a.1
+                    }
+                    CmpOrdering::Greater => {
+                        j += 1;
+                        b.1
+                    }
+                    CmpOrdering::Equal => {
+                        i += 1;
+                        j += 1;
+                        b.1
+                    }
+                },
+            };
+            let key = self.entry(pick).key;
+            if !within_end(key, end) {
                 break;
             }
-            if e.key().seq > snapshot || last.is_some_and(|l| l == k) {
-                continue;
+            if let Some(e) = self.visible(pick, snapshot) {
+                out.push((key.into(), self.entry(e).value.map(Box::from)));
+                taken += 1;
             }
-            if taken == max {
-                break;
-            }
-            out.push((k.into(), e.value().clone()));
-            taken += 1;
-            last = out.last().map(|(k, _)| &**k);
         }
     }
 
     /// Like [`MemTable::scan_forward`] in reverse: up to `max` keys before
-    /// `from` (excluded when `Excluded`), stopping at `end` (a lower bound).
+    /// `from`, in descending order, stopping at `end` (a lower bound).
     pub fn scan_backward(
         &self,
         from: Bound<&[u8]>,
@@ -200,53 +454,82 @@ impl MemTable {
         max: usize,
         out: &mut Vec<(Box<[u8]>, Version)>,
     ) {
-        let upper: Bound<&dyn KeySeq> = match from {
-            Bound::Included(k) => Bound::Included(&(k, 0u64) as &dyn KeySeq),
-            Bound::Excluded(k) => Bound::Excluded(&(k, u64::MAX) as &dyn KeySeq),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        // Walking backwards a key's versions come oldest first: remember the
-        // best visible version of the current key and emit it when the key
-        // changes.
-        let mut pending: Option<(Box<[u8]>, Version)> = None;
-        let mut cur: Option<Box<[u8]>> = None;
+        let v = self.view();
+        let (mut i, mut j) = (self.end(&v.main, from), self.end(&v.tail, from));
         let mut taken = 0;
-        let mut entries = self.map.range::<dyn KeySeq, _>((Bound::Unbounded, upper));
-        while let Some(e) = entries.next_back() {
-            let k = &*e.key().key;
-            if !within_start(k, end) {
+        while taken < max {
+            let a = i.checked_sub(1).map(|k| v.main[k]);
+            let b = j.checked_sub(1).map(|k| v.tail[k]);
+            let pick = match (a, b) {
+                (None, None) => break,
+                (Some(a), None) => {
+                    i -= 1;
+                    a.1
+                }
+                (None, Some(b)) => {
+                    j -= 1;
+                    b.1
+                }
+                (Some(a), Some(b)) => match self.cmp_key(&a, &b) {
+                    CmpOrdering::Greater => {
+                        i -= 1;
+                        a.1
+                    }
+                    CmpOrdering::Less => {
+                        j -= 1;
+                        b.1
+                    }
+                    CmpOrdering::Equal => {
+                        i -= 1;
+                        j -= 1;
+                        b.1
+                    }
+                },
+            };
+            let key = self.entry(pick).key;
+            if !within_start(key, end) {
                 break;
             }
-            if cur.as_deref() != Some(k) {
-                if let Some(p) = pending.take() {
-                    out.push(p);
-                    taken += 1;
-                    if taken == max {
-                        return;
-                    }
-                }
-                cur = Some(k.into());
+            if let Some(e) = self.visible(pick, snapshot) {
+                out.push((key.into(), self.entry(e).value.map(Box::from)));
+                taken += 1;
             }
-            if e.key().seq <= snapshot {
-                pending = Some((k.into(), e.value().clone()));
-            }
-        }
-        if let Some(p) = pending {
-            out.push(p);
         }
     }
 
-    /// The newest version of every key, in key order (for the committer,
-    /// on a frozen table).
-    pub fn newest(&self) -> impl Iterator<Item = (Box<[u8]>, Version)> + '_ {
-        let mut last: Option<Box<[u8]>> = None;
-        self.map.iter().filter_map(move |e| {
-            let k = &e.key().key;
-            if last.as_deref() == Some(&**k) {
-                return None;
-            }
-            last = Some(k.clone());
-            Some((k.clone(), e.value().clone()))
+    /// The newest version of every key, in key order, borrowed from the
+    /// table (for the committer, on a frozen table).
+    pub fn newest(&self) -> impl Iterator<Item = EntryRef<'_>> + '_ {
+        let v = self.view();
+        let (mut i, mut j) = (0, 0);
+        std::iter::from_fn(move || {
+            let pick = match (v.main.get(i), v.tail.get(j)) {
+                (None, None) => return None,
+                (Some(a), None) => {
+                    i += 1;
+                    a.1
+                }
+                (None, Some(b)) => {
+                    j += 1;
+                    b.1
+                }
+                (Some(a), Some(b)) => match self.cmp_key(a, b) {
+                    CmpOrdering::Less => {
+                        i += 1;
+                        a.1
+                    }
+                    CmpOrdering::Greater => {
+                        j += 1;
+                        b.1
+                    }
+                    CmpOrdering::Equal => {
+                        i += 1;
+                        j += 1;
+                        b.1
+                    }
+                },
+            };
+            Some(self.entry(pick))
         })
     }
 }
@@ -272,7 +555,9 @@ pub fn within_start(k: &[u8], start: Bound<&[u8]>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use std::collections::BTreeMap;
 
     fn v(s: &str) -> Version {
         Some(s.as_bytes().into())
@@ -281,26 +566,29 @@ mod tests {
     #[test]
     fn snapshots_see_the_newest_version_at_or_below_them() {
         let t = MemTable::new();
-        t.insert(b"k", 5, Some(b"five"));
         t.insert(b"k", 3, Some(b"three"));
+        t.insert(b"k", 5, Some(b"five"));
+        t.insert(b"j", 6, Some(b"j6"));
         t.insert(b"k", 9, None);
-        t.insert(b"j", 4, Some(b"j4"));
-        t.insert(b"l", 1, Some(b"l1"));
+        t.insert(b"l", 10, Some(b"l10"));
         assert_eq!(t.get(b"k", 2), None);
         assert_eq!(t.get(b"k", 3), Some(v("three")));
         assert_eq!(t.get(b"k", 8), Some(v("five")));
         assert_eq!(t.get(b"k", 9), Some(None));
         assert_eq!(t.get(b"k", u64::MAX), Some(None));
         assert_eq!(t.get(b"kk", u64::MAX), None);
-        assert_eq!(t.get(b"j", 3), None);
+        assert_eq!(t.get(b"j", 5), None);
         assert_eq!(t.len(), 5);
-        let newest: Vec<_> = t.newest().collect();
+        let newest: Vec<_> = t
+            .newest()
+            .map(|e| (Box::<[u8]>::from(e.key), e.value.map(Box::from)))
+            .collect();
         assert_eq!(
             newest,
             vec![
-                (b"j".to_vec().into(), v("j4")),
+                (b"j".to_vec().into(), v("j6")),
                 (b"k".to_vec().into(), None),
-                (b"l".to_vec().into(), v("l1")),
+                (b"l".to_vec().into(), v("l10")),
             ]
         );
     }
@@ -310,6 +598,8 @@ mod tests {
         let t = MemTable::new();
         for (i, k) in ["a", "b", "c", "d", "e"].iter().enumerate() {
             t.insert(k.as_bytes(), i as u64 + 1, Some(k.as_bytes()));
+        }
+        for (i, k) in ["a", "b", "c", "d", "e"].iter().enumerate() {
             t.insert(k.as_bytes(), i as u64 + 10, None);
         }
         let keys = |out: &Vec<(Box<[u8]>, Version)>| {
@@ -359,28 +649,120 @@ mod tests {
     }
 
     #[test]
-    fn concurrent_writers_and_readers() {
+    fn views_match_a_model_while_writes_interleave_with_scans() {
+        let mut rng = StdRng::seed_from_u64(11);
+        let t = MemTable::new();
+        let mut model: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        for seq in 1..30_000u64 {
+            // Keys sharing long prefixes exercise the full comparisons.
+            let k = format!("prefix-{:05}", rng.gen_range(0..5000)).into_bytes();
+            let val = rng.gen_bool(0.8).then(|| seq.to_le_bytes().to_vec());
+            t.insert(&k, seq, val.as_deref());
+            model.insert(k, val);
+            if seq % 997 == 0 || rng.gen_ratio(1, 300) {
+                let from = format!("prefix-{:05}", rng.gen_range(0..5000)).into_bytes();
+                let mut out = Vec::new();
+                t.scan_forward(
+                    Bound::Included(&from),
+                    Bound::Unbounded,
+                    u64::MAX,
+                    40,
+                    &mut out,
+                );
+                let want: Vec<_> = model
+                    .range(from.clone()..)
+                    .take(40)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                let got: Vec<_> = out
+                    .into_iter()
+                    .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                    .collect();
+                assert_eq!(got, want);
+                let mut out = Vec::new();
+                t.scan_backward(
+                    Bound::Excluded(&from),
+                    Bound::Unbounded,
+                    u64::MAX,
+                    40,
+                    &mut out,
+                );
+                let want: Vec<_> = model
+                    .range(..from)
+                    .rev()
+                    .take(40)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                let got: Vec<_> = out
+                    .into_iter()
+                    .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                    .collect();
+                assert_eq!(got, want);
+            }
+        }
+        let got: Vec<_> = t
+            .newest()
+            .map(|e| (e.key.to_vec(), e.value.map(<[u8]>::to_vec)))
+            .collect();
+        let want: Vec<_> = model.into_iter().collect();
+        assert_eq!(got, want);
+        assert!(t.approximate_bytes() > 30_000 * 16);
+    }
+
+    #[test]
+    fn readers_run_while_the_writer_inserts() {
         let t = Arc::new(MemTable::new());
-        let threads: Vec<_> = (0..4u64)
-            .map(|th| {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|r| {
                 let t = t.clone();
+                let stop = stop.clone();
                 std::thread::spawn(move || {
-                    for i in 0..1000u64 {
-                        let seq = i * 4 + th + 1;
-                        t.insert(&(i % 50).to_le_bytes(), seq, Some(&seq.to_le_bytes()));
-                        let _ = t.get(&(i % 7).to_le_bytes(), seq);
+                    let mut rng = StdRng::seed_from_u64(r);
+                    let mut rounds = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        // Values name their own key, so any torn or stale
+                        // read would show.
+                        let k = rng.gen_range(0..20_000u32).to_be_bytes();
+                        if let Some(Some(v)) = t.get(&k, u64::MAX) {
+                            assert_eq!(&v[..4], &k);
+                        }
+                        if rounds.is_multiple_of(64) {
+                            let mut out = Vec::new();
+                            t.scan_forward(
+                                Bound::Included(&k),
+                                Bound::Unbounded,
+                                u64::MAX,
+                                64,
+                                &mut out,
+                            );
+                            for w in out.windows(2) {
+                                assert!(w[0].0 < w[1].0);
+                            }
+                            for (k, v) in &out {
+                                assert_eq!(&v.as_ref().unwrap()[..4], &k[..]);
+                            }
+                        }
+                        rounds += 1;
                     }
+                    rounds
                 })
             })
             .collect();
-        for h in threads {
-            h.join().unwrap();
+        let mut rng = StdRng::seed_from_u64(9);
+        let mut distinct = std::collections::HashSet::new();
+        for seq in 1..200_000u64 {
+            let k = rng.gen_range(0..20_000u32).to_be_bytes();
+            distinct.insert(k);
+            let mut v = k.to_vec();
+            v.extend_from_slice(&seq.to_le_bytes());
+            t.insert(&k, seq, Some(&v));
         }
-        for k in 0..50u64 {
-            // The largest sequence written for key k is from i = 950 + k.
-            let want = (950 + k) * 4 + 4;
-            let got = t.get(&k.to_le_bytes(), u64::MAX).unwrap().unwrap();
-            assert_eq!(&*got, &want.to_le_bytes());
+        stop.store(true, Ordering::Relaxed);
+        for r in readers {
+            assert!(r.join().unwrap() > 0);
         }
+        assert_eq!(t.len(), 199_999);
+        assert_eq!(t.newest().count(), distinct.len());
     }
 }

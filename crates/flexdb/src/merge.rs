@@ -14,7 +14,15 @@
 //! never rewritten; deleting a missing key changes nothing.
 
 use crate::interval::{Builder, IntervalData};
-use crate::memtable::Version;
+
+/// One write to merge: a key and its new value (`None`: delete it).
+#[derive(Clone, Copy, Debug)]
+pub struct Update<'a> {
+    /// The key.
+    pub key: &'a [u8],
+    /// The new value, or `None` for a deletion.
+    pub value: Option<&'a [u8]>,
+}
 
 /// One replacement of old bytes by new ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +47,7 @@ pub struct Merged {
 }
 
 /// Merges `updates` (sorted by key, at most one per key) into `old`.
-pub fn merge(old: &IntervalData, updates: &[(Box<[u8]>, Version)]) -> Merged {
+pub fn merge(old: &IntervalData, updates: &[Update<'_>]) -> Merged {
     let mut out = Builder::new();
     let mut edits = Vec::new();
     let mut pairs_delta = 0i64;
@@ -63,7 +71,7 @@ pub fn merge(old: &IntervalData, updates: &[(Box<[u8]>, Version)]) -> Merged {
     while i < n || j < updates.len() {
         let old_at = if i < n { old.offset(i) } else { old.size() };
         let order = match (i < n, j < updates.len()) {
-            (true, true) => old.key(i).cmp(&updates[j].0),
+            (true, true) => old.key(i).cmp(updates[j].key),
             (true, false) => std::cmp::Ordering::Less,
             _ => std::cmp::Ordering::Greater,
         };
@@ -75,7 +83,7 @@ pub fn merge(old: &IntervalData, updates: &[(Box<[u8]>, Version)]) -> Merged {
                 i += 1;
             }
             std::cmp::Ordering::Greater => {
-                let (key, value) = &updates[j];
+                let Update { key, value } = updates[j];
                 if let Some(v) = value {
                     run.get_or_insert((old_at, out.len_bytes()));
                     out.push_pair(key, v);
@@ -84,9 +92,9 @@ pub fn merge(old: &IntervalData, updates: &[(Box<[u8]>, Version)]) -> Merged {
                 j += 1;
             }
             std::cmp::Ordering::Equal => {
-                let (key, value) = &updates[j];
+                let Update { key, value } = updates[j];
                 match value {
-                    Some(v) if old.pair(i).1 == &v[..] => {
+                    Some(v) if old.pair(i).1 == v => {
                         close(&mut run, old_at, &out, &mut edits);
                         out.push_record(old.key(i), old.record(i));
                     }
@@ -179,9 +187,9 @@ mod tests {
                 proptest::option::of(proptest::collection::vec(any::<u8>(), 0..6)), 0..20),
         ) {
             let data = interval(&old);
-            let updates: Vec<(Box<[u8]>, Version)> = ups
+            let updates: Vec<Update<'_>> = ups
                 .iter()
-                .map(|(k, v)| (k.clone().into_boxed_slice(), v.clone().map(Vec::into_boxed_slice)))
+                .map(|(k, v)| Update { key: k, value: v.as_deref() })
                 .collect();
             let m = merge(&data, &updates);
             let mut model = old.clone();
@@ -214,8 +222,14 @@ mod tests {
         let m = merge(
             &data,
             &[
-                (b"a".to_vec().into(), Some(b"1".to_vec().into())),
-                (b"c".to_vec().into(), None),
+                Update {
+                    key: b"a",
+                    value: Some(b"1"),
+                },
+                Update {
+                    key: b"c",
+                    value: None,
+                },
             ],
         );
         assert!(m.edits.is_empty());
@@ -224,8 +238,14 @@ mod tests {
         let m = merge(
             &data,
             &[
-                (b"aa".to_vec().into(), Some(b"x".to_vec().into())),
-                (b"ab".to_vec().into(), Some(b"y".to_vec().into())),
+                Update {
+                    key: b"aa",
+                    value: Some(b"x"),
+                },
+                Update {
+                    key: b"ab",
+                    value: Some(b"y"),
+                },
             ],
         );
         assert_eq!(m.edits.len(), 1);

@@ -106,9 +106,13 @@ fn validate(opts: &Options) -> Result<()> {
 }
 
 fn space_options(opts: &Options, create: bool) -> flexspace::Options {
+    // The store's durability comes from its write-ahead log: the space only
+    // needs to commit when the committer finishes a MemTable (it syncs then),
+    // not every megabyte of index log on its own.
     flexspace::Options::new()
         .create(create)
         .max_data_size(opts.max_space_bytes)
+        .commit_log_bytes(256 << 20)
 }
 
 fn create(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Shared> {

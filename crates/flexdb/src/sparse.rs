@@ -23,6 +23,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::keys::Keys;
+
 /// Intervals per leaf.
 const LEAF_CAP: usize = 64;
 /// Children per internal node.
@@ -69,9 +71,8 @@ pub struct NewInterval {
 }
 
 struct Leaf {
-    /// Anchors, concatenated; anchor `i` is `keys[ends[i-1]..ends[i]]`.
-    keys: Vec<u8>,
-    ends: Vec<u32>,
+    /// Anchors.
+    keys: Keys,
     meta: Vec<Meta>,
     next: u32,
     prev: u32,
@@ -80,8 +81,7 @@ struct Leaf {
 impl Leaf {
     fn new() -> Self {
         Leaf {
-            keys: Vec::new(),
-            ends: Vec::new(),
+            keys: Keys::new(),
             meta: Vec::new(),
             next: NIL,
             prev: NIL,
@@ -93,8 +93,7 @@ impl Leaf {
     }
 
     fn anchor(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        &self.keys[start..self.ends[i] as usize]
+        self.keys.get(i)
     }
 
     /// Index of the last anchor `<= key` (0 when none is).
@@ -121,61 +120,23 @@ impl Leaf {
 
     /// Inserts intervals at `at`.
     fn insert(&mut self, at: usize, items: Vec<NewInterval>) {
-        let key_at = if at == 0 {
-            0
-        } else {
-            self.ends[at - 1] as usize
-        };
-        let added: usize = items.iter().map(|n| n.anchor.len()).sum();
-        let tail: Vec<u8> = self.keys.split_off(key_at);
-        let mut new_ends = Vec::with_capacity(items.len());
-        let mut metas = Vec::with_capacity(items.len());
-        for n in items {
-            self.keys.extend_from_slice(&n.anchor);
-            new_ends.push(self.keys.len() as u32);
-            metas.push(n.meta);
-        }
-        self.keys.extend_from_slice(&tail);
-        for e in &mut self.ends[at..] {
-            *e += added as u32;
-        }
-        self.ends.splice(at..at, new_ends);
-        self.meta.splice(at..at, metas);
+        self.keys
+            .insert_many(at, items.iter().map(|n| n.anchor.as_slice()));
+        self.meta.splice(at..at, items.into_iter().map(|n| n.meta));
+        debug_assert_eq!(self.keys.len(), self.meta.len());
     }
 
     /// Removes interval `at`.
     fn remove(&mut self, at: usize) {
-        let start = if at == 0 {
-            0
-        } else {
-            self.ends[at - 1] as usize
-        };
-        let end = self.ends[at] as usize;
-        self.keys.drain(start..end);
-        let removed = (end - start) as u32;
-        self.ends.remove(at);
-        for e in &mut self.ends[at..] {
-            *e -= removed;
-        }
+        self.keys.remove(at);
         self.meta.remove(at);
     }
 
     /// Moves intervals `from..` into a new leaf.
     fn split_off(&mut self, from: usize) -> Leaf {
-        let key_at = if from == 0 { 0 } else { self.ends[from - 1] };
-        let keys = self.keys.split_off(key_at as usize);
-        let ends = self
-            .ends
-            .split_off(from)
-            .iter()
-            .map(|e| e - key_at)
-            .collect();
-        let meta = self.meta.split_off(from);
-        self.keys.shrink_to_fit();
         Leaf {
-            keys,
-            ends,
-            meta,
+            keys: self.keys.split_off(from),
+            meta: self.meta.split_off(from),
             next: NIL,
             prev: NIL,
         }
@@ -183,15 +144,14 @@ impl Leaf {
 
     fn memory(&self) -> usize {
         std::mem::size_of::<Leaf>()
-            + self.keys.capacity()
-            + self.ends.capacity() * 4
+            + self.keys.memory()
             + self.meta.capacity() * std::mem::size_of::<Meta>()
     }
 }
 
 struct Inner {
-    /// Anchor of the first interval under each child (`pivot[0]` unused).
-    pivot: Vec<Box<[u8]>>,
+    /// Anchor of the first interval under each child (pivot 0 unused).
+    pivot: Keys,
     /// Start of each child relative to this node's start.
     shift: Vec<u64>,
     child: Vec<u32>,
@@ -203,7 +163,7 @@ impl Inner {
         let (mut lo, mut hi) = (1, self.child.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if &*self.pivot[mid] <= key {
+            if self.pivot.get(mid) <= key {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -214,7 +174,7 @@ impl Inner {
 
     fn memory(&self) -> usize {
         std::mem::size_of::<Inner>()
-            + self.pivot.iter().map(|p| p.len() + 16).sum::<usize>()
+            + self.pivot.memory()
             + self.shift.capacity() * 8
             + self.child.capacity() * 4
     }
@@ -304,13 +264,13 @@ impl SparseIndex {
             let mut up = Vec::new();
             for chunk in level.chunks(per_inner) {
                 let mut node = Inner {
-                    pivot: Vec::new(),
+                    pivot: Keys::new(),
                     shift: Vec::new(),
                     child: Vec::new(),
                 };
                 let mut at = 0u64;
                 for (id, pivot, span) in chunk {
-                    node.pivot.push(pivot.clone());
+                    node.pivot.push(pivot);
                     node.shift.push(at);
                     node.child.push(*id);
                     at += span;
@@ -543,8 +503,8 @@ impl SparseIndex {
             self.free_leaves.push(leaf_id);
             self.remove_child(f, f.depth);
         } else if f.idx == 0 {
-            let first: Box<[u8]> = leaf.anchor(0).into();
-            self.set_pivot(f, f.depth, first);
+            let first = leaf.anchor(0).to_vec();
+            self.set_pivot(f, f.depth, &first);
         }
     }
 
@@ -572,9 +532,10 @@ impl SparseIndex {
             for s in &mut p.shift {
                 *s -= base;
             }
-            let first = std::mem::take(&mut p.pivot[0]);
+            let first = p.pivot.get(0).to_vec();
+            p.pivot.set(0, b"");
             if level >= 2 {
-                self.set_pivot(f, level - 1, first);
+                self.set_pivot(f, level - 1, &first);
             }
         }
         self.shrink_root();
@@ -582,12 +543,12 @@ impl SparseIndex {
 
     /// Sets the pivot that routes to the path's node at `level` (the lowest
     /// ancestor where it is not the first child).
-    fn set_pivot(&mut self, f: &Found, level: usize, pivot: Box<[u8]>) {
+    fn set_pivot(&mut self, f: &Found, level: usize, pivot: &[u8]) {
         let mut l = level;
         while l > 0 {
             let (parent, i) = f.path[l - 1];
             if i > 0 {
-                self.inners[parent as usize].pivot[i as usize] = pivot;
+                self.inners[parent as usize].pivot.set(i as usize, pivot);
                 return;
             }
             l -= 1;
@@ -677,12 +638,13 @@ impl SparseIndex {
             // The node at level 0 is the root: grow a new root above it.
             let old = self.root;
             let mut node = Inner {
-                pivot: vec![Box::default()],
+                pivot: Keys::new(),
                 shift: vec![0],
                 child: vec![old],
             };
+            node.pivot.push(b"");
             for (id, pivot, start) in children {
-                node.pivot.push(pivot);
+                node.pivot.push(&pivot);
                 node.shift.push(start);
                 node.child.push(id);
             }
@@ -697,7 +659,7 @@ impl SparseIndex {
         {
             let p = &mut self.inners[parent as usize];
             for (k, (id, pivot, start)) in children.into_iter().enumerate() {
-                p.pivot.insert(i + 1 + k, pivot);
+                p.pivot.insert(i + 1 + k, &pivot);
                 p.shift.insert(i + 1 + k, base + start);
                 p.child.insert(i + 1 + k, id);
             }
@@ -736,7 +698,8 @@ impl SparseIndex {
         }
         tails.reverse();
         for (mut t, base) in tails {
-            let first = std::mem::take(&mut t.pivot[0]);
+            let first: Box<[u8]> = t.pivot.get(0).into();
+            t.pivot.set(0, b"");
             let nid = self.alloc_inner(t);
             pieces.push((nid, first, base));
         }
@@ -745,12 +708,13 @@ impl SparseIndex {
             None => {
                 // `id` is the root.
                 let mut node = Inner {
-                    pivot: vec![Box::default()],
+                    pivot: Keys::new(),
                     shift: vec![0],
                     child: vec![id],
                 };
+                node.pivot.push(b"");
                 for (nid, pivot, start) in pieces {
-                    node.pivot.push(pivot);
+                    node.pivot.push(&pivot);
                     node.shift.push(start);
                     node.child.push(nid);
                 }

@@ -16,6 +16,9 @@ use crate::options::SEGMENT_SIZE;
 /// Valid-byte counts and free lists of the data file's segments.
 pub struct Segments {
     pub valid: Vec<u64>,
+    /// The sum of `valid` (kept, not recomputed: it is read on every
+    /// mutation).
+    total: u64,
     /// Free segments, highest first (so `pop` reuses low segments first).
     free: Vec<u32>,
     pending: Vec<u32>,
@@ -43,6 +46,7 @@ impl Segments {
             .filter(|&s| valid[s as usize] == 0)
             .collect();
         Segments {
+            total: valid.iter().sum(),
             valid,
             free,
             pending: Vec::new(),
@@ -73,19 +77,23 @@ impl Segments {
     /// Adds `len` valid bytes at `addr`.
     pub fn add(&mut self, addr: u64, len: u64) {
         for_each_part(addr, len, |s, n| self.valid[s as usize] += n);
+        self.total += len;
     }
 
     /// Removes `len` valid bytes at `addr`; emptied segments become pending.
     pub fn remove(&mut self, addr: u64, len: u64) {
         let mut emptied = Vec::new();
+        let mut removed = 0;
         for_each_part(addr, len, |s, n| {
             let v = &mut self.valid[s as usize];
+            removed += n.min(*v);
             *v = v.saturating_sub(n);
             if *v == 0 && self.open != Some(s) {
                 emptied.push(s);
             }
         });
         self.pending.extend(emptied);
+        self.total -= removed;
     }
 
     /// Closes the open segment (it becomes pending if nothing in it is
@@ -111,7 +119,7 @@ impl Segments {
 
     /// Total valid bytes.
     pub fn total_valid(&self) -> u64 {
-        self.valid.iter().sum()
+        self.total
     }
 
     /// Used (non-free) segments, least valid first, excluding the open one.
@@ -142,6 +150,9 @@ mod tests {
         assert_eq!(s.free_count(), 3);
         s.release_pending();
         assert_eq!(s.free_count(), 4);
+        assert_eq!(s.total_valid(), 0);
+        s.add(SEGMENT_SIZE + 5, 10);
+        assert_eq!(s.total_valid(), 10);
         assert_eq!(s.take_free(), Some(0));
     }
 
