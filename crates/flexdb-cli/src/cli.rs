@@ -40,6 +40,15 @@ impl EncodingArgs {
     pub fn encoding(self) -> Encoding {
         Encoding::from_flags(self.hex, self.base64)
     }
+
+    /// The selected encoding, or `default` when no flag is given.
+    pub fn or(self, default: Encoding) -> Encoding {
+        if self.hex || self.base64 {
+            self.encoding()
+        } else {
+            default
+        }
+    }
 }
 
 /// Which pairs `scan` lists.

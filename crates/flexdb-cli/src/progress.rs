@@ -47,8 +47,16 @@ impl Progress {
                     Some(pos) => bar.set_position(pos),
                     None => bar.set_position(self.pairs),
                 }
-                bar.set_message(format!("{} pairs", self.pairs));
+                let rate = self.pairs as f64 / self.start.elapsed().as_secs_f64().max(1e-3);
+                bar.set_message(format!("{} pairs, {rate:.0} pairs/s", self.pairs));
             }
+        }
+    }
+
+    /// Shows what the command does now that no pair moves (e.g. flushing).
+    pub fn stage(&self, what: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!("{} pairs, {what}", self.pairs));
         }
     }
 
@@ -79,7 +87,7 @@ fn make_bar(total: Option<u64>) -> ProgressBar {
         ),
         None => (
             ProgressBar::new_spinner(),
-            "{spinner} [{elapsed_precise}] {pos} pairs ({per_sec})",
+            "{spinner} [{elapsed_precise}] {msg}",
         ),
     };
     let style = ProgressStyle::with_template(template)

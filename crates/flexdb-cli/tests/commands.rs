@@ -12,7 +12,6 @@ fn store() -> (tempfile::TempDir, String) {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn put_creates_the_store_and_get_reads_it_back() {
     let (_tmp, d) = store();
     assert_eq!(flexdb(&["put", &d, "hello", "world"]).ok(), "");
@@ -30,7 +29,6 @@ fn put_creates_the_store_and_get_reads_it_back() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn get_of_an_absent_key_exits_1_silently() {
     let (_tmp, d) = store();
     flexdb(&["put", &d, "a", "1"]).ok();
@@ -40,7 +38,6 @@ fn get_of_an_absent_key_exits_1_silently() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn del_removes_and_deleting_an_absent_key_succeeds() {
     let (_tmp, d) = store();
     flexdb(&["put", &d, "a", "1"]).ok();
@@ -51,7 +48,6 @@ fn del_removes_and_deleting_an_absent_key_succeeds() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn hex_and_base64_switch_input_and_output() {
     let (_tmp, d) = store();
     flexdb(&["put", &d, "00ff", "DEADbeef", "--hex"]).ok();
@@ -72,7 +68,6 @@ fn hex_and_base64_switch_input_and_output() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn scan_bounds_prefix_limit_reverse() {
     let (_tmp, d) = store();
     for k in ["a", "b", "ba", "bb", "c", "d"] {
@@ -111,7 +106,6 @@ fn scan_bounds_prefix_limit_reverse() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn scan_escapes_text_so_each_pair_is_one_line() {
     let (_tmp, d) = store();
     flexdb(&["put", &d, "k\t1", "line\nbreak\\"]).ok();
@@ -128,7 +122,6 @@ fn scan_escapes_text_so_each_pair_is_one_line() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn stats_table_and_json() {
     let (_tmp, d) = store();
     let input: String = (0..100)
@@ -151,7 +144,6 @@ fn stats_table_and_json() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn check_passes_on_a_healthy_store() {
     let (_tmp, d) = store();
     for i in 0..5 {
@@ -174,7 +166,6 @@ fn check_passes_on_a_healthy_store() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn oversized_keys_exit_8_naming_the_store() {
     let (_tmp, d) = store();
     flexdb(&["put", &d, "a", "1"]).ok();

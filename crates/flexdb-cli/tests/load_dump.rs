@@ -78,7 +78,6 @@ fn parse_jsonl(text: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn dump_then_load_gives_an_identical_store_in_every_format() {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
@@ -118,7 +117,6 @@ fn dump_then_load_gives_an_identical_store_in_every_format() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn dump_writes_the_documented_bytes() {
     let tmp = tempfile::tempdir().unwrap();
     let d = p(&tmp.path().join("db")).to_string();
@@ -142,7 +140,6 @@ fn dump_writes_the_documented_bytes() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn load_prints_a_summary_and_batches_large_inputs() {
     let tmp = tempfile::tempdir().unwrap();
     let d = p(&tmp.path().join("db")).to_string();
@@ -179,7 +176,6 @@ fn load_prints_a_summary_and_batches_large_inputs() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn dump_to_a_file_prints_a_summary_dump_to_stdout_does_not() {
     let tmp = tempfile::tempdir().unwrap();
     let d = p(&tmp.path().join("db")).to_string();
@@ -199,7 +195,6 @@ fn dump_to_a_file_prints_a_summary_dump_to_stdout_does_not() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn malformed_lines_name_the_line_and_keep_what_came_before() {
     let tmp = tempfile::tempdir().unwrap();
     let cases: &[(&str, &str, &str)] = &[
@@ -227,7 +222,6 @@ fn malformed_lines_name_the_line_and_keep_what_came_before() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn oversized_keys_in_a_load_name_their_line() {
     let tmp = tempfile::tempdir().unwrap();
     let d = p(&tmp.path().join("db")).to_string();
@@ -240,7 +234,6 @@ fn oversized_keys_in_a_load_name_their_line() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn dump_into_a_closed_pipe_exits_quietly() {
     let tmp = tempfile::tempdir().unwrap();
     let d = p(&tmp.path().join("db")).to_string();

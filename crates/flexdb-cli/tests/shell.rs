@@ -6,7 +6,6 @@ mod common;
 use common::{code, flexdb, flexdb_in, p};
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn a_script_runs_line_by_line() {
     let tmp = tempfile::tempdir().unwrap();
     let d = p(&tmp.path().join("db")).to_string();
@@ -27,6 +26,8 @@ get 6d79206b6579
 put zz 00
 encoding base64
 get bXkga2V5
+get 6d79206b6579 --hex
+scan --prefix 6d79 --keys-only --hex
 bogus
 put 'unterminated
 exit
@@ -40,7 +41,9 @@ put never reached
          -dash-\nmy key\n\
          hex\n\
          74776f0a6c696e6573\n\
-         dHdvCmxpbmVz\n"
+         dHdvCmxpbmVz\n\
+         74776f0a6c696e6573\n\
+         6d79206b6579\n"
     );
     let errors: Vec<&str> = run.stderr.lines().collect();
     assert_eq!(errors.len(), 4, "{}", run.stderr);
@@ -66,7 +69,6 @@ put never reached
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn status_is_that_of_the_last_command() {
     let tmp = tempfile::tempdir().unwrap();
     let d = p(&tmp.path().join("db")).to_string();
@@ -81,7 +83,6 @@ fn status_is_that_of_the_last_command() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn help_stats_check_and_flush() {
     let tmp = tempfile::tempdir().unwrap();
     let d = p(&tmp.path().join("db")).to_string();

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use common::{code, flexdb, p};
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn an_empty_directory_is_no_store_for_reads() {
     let tmp = tempfile::tempdir().unwrap();
     let d = p(tmp.path());
@@ -21,7 +20,6 @@ fn an_empty_directory_is_no_store_for_reads() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn a_directory_of_foreign_files_is_not_a_store() {
     let tmp = tempfile::tempdir().unwrap();
     let d = p(tmp.path());
@@ -47,7 +45,6 @@ fn a_directory_of_foreign_files_is_not_a_store() {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn a_store_open_elsewhere_is_locked() {
     let tmp = tempfile::tempdir().unwrap();
     let d = p(tmp.path());
@@ -78,7 +75,6 @@ fn find(dir: &Path, name: &str, found: &mut Vec<PathBuf>) {
 }
 
 #[test]
-#[ignore = "needs flexdb::Db (todo!() when written); run with --ignored"]
 fn flipped_bytes_in_the_data_file_are_corruption() {
     let tmp = tempfile::tempdir().unwrap();
     let d = p(tmp.path());

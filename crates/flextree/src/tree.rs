@@ -7,7 +7,12 @@
 //!   when `total == 0`.
 //! - `extents` counts the leaf entries.
 //! - Mutating operations validate their arguments first and then cannot
-//!   fail, so an error leaves the tree unchanged.
+//!   fail, so an error leaves the tree unchanged. An insertion relies on it:
+//!   it adds its length to the shift values after its path on the way down
+//!   (`descend_insert`), before the leaf is reached.
+//! - A merge of a new extent into its predecessor respects the merge limit
+//!   and never produces a mapped extent whose physical range contains a
+//!   multiple of the merge boundary strictly inside it.
 
 use crate::arena::Arena;
 use crate::checkpoint::Persist;

@@ -124,23 +124,35 @@ mod tests {
     }
 
     #[test]
-    fn the_mem_engine_behaves_like_a_sorted_map() {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = EngineConfig {
-            cache_bytes: 1 << 20,
-            sync: false,
-        };
-        let e = open("mem", dir.path(), &cfg).unwrap();
-        e.put(b"b", b"22").unwrap();
-        e.put(b"a", b"1").unwrap();
-        e.put(b"c", b"333").unwrap();
-        assert_eq!(e.get(b"b").unwrap(), Some(2));
-        assert_eq!(e.get(b"x").unwrap(), None);
-        assert_eq!(e.scan(b"a", 2).unwrap(), 2);
-        assert_eq!(e.scan(b"bb", 10).unwrap(), 1);
-        e.delete(b"c").unwrap();
-        assert_eq!(e.scan(b"", 10).unwrap(), 2);
-        e.flush().unwrap();
-        e.close().unwrap();
+    fn every_compiled_engine_behaves_like_a_sorted_map() {
+        for name in ENGINES.iter().filter(|n| compiled_in(n).is_ok()) {
+            let dir = tempfile::tempdir().unwrap();
+            let cfg = EngineConfig {
+                cache_bytes: 1 << 20,
+                sync: false,
+            };
+            let e = open(name, dir.path(), &cfg).unwrap();
+            e.put(b"b", b"22").unwrap();
+            e.put(b"a", b"1").unwrap();
+            e.put(b"c", b"333").unwrap();
+            assert_eq!(e.get(b"b").unwrap(), Some(2), "{name}");
+            assert_eq!(e.get(b"x").unwrap(), None, "{name}");
+            assert_eq!(e.scan(b"a", 2).unwrap(), 2, "{name}");
+            assert_eq!(e.scan(b"bb", 10).unwrap(), 1, "{name}");
+            e.delete(b"c").unwrap();
+            assert_eq!(e.scan(b"", 10).unwrap(), 2, "{name}");
+            e.put(b"b", b"4444").unwrap();
+            e.flush().unwrap();
+            e.close().unwrap();
+            if *name == "mem" {
+                continue;
+            }
+            // Persistent engines keep everything across a clean close.
+            let e = open(name, dir.path(), &cfg).unwrap();
+            assert_eq!(e.get(b"b").unwrap(), Some(4), "{name}");
+            assert_eq!(e.get(b"c").unwrap(), None, "{name}");
+            assert_eq!(e.scan(b"", usize::MAX).unwrap(), 2, "{name}");
+            e.close().unwrap();
+        }
     }
 }

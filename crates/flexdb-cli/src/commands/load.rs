@@ -55,6 +55,7 @@ pub fn load(
     if !batch.is_empty() {
         write(batch)?;
     }
+    progress.stage("flushing");
     db.flush().map_err(|e| CliError::db(dir, e))?;
     match failure {
         None => Ok(progress.pairs()),

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand};
 use flexdb::Db;
 
-use crate::cli::ScanArgs;
+use crate::cli::{EncodingArgs, ScanArgs};
 use crate::commands::{check, decode_arg, kv, scan, stats, stdout_err};
 use crate::encoding::Encoding;
 use crate::exit::{CliError, Code};
@@ -43,22 +43,33 @@ enum ShellCommand {
         key: String,
         #[arg(allow_hyphen_values = true)]
         value: String,
+        #[command(flatten)]
+        enc: EncodingArgs,
     },
     /// Print the value of KEY.
     #[command(help_template = COMMAND_TEMPLATE)]
     Get {
         #[arg(allow_hyphen_values = true)]
         key: String,
+        #[command(flatten)]
+        enc: EncodingArgs,
     },
     /// Remove KEY.
     #[command(help_template = COMMAND_TEMPLATE)]
     Del {
         #[arg(allow_hyphen_values = true)]
         key: String,
+        #[command(flatten)]
+        enc: EncodingArgs,
     },
     /// List pairs (--from inclusive, --to exclusive).
     #[command(help_template = COMMAND_TEMPLATE)]
-    Scan(ScanArgs),
+    Scan {
+        #[command(flatten)]
+        scan: ScanArgs,
+        #[command(flatten)]
+        enc: EncodingArgs,
+    },
     /// Print the store's counters.
     #[command(help_template = COMMAND_TEMPLATE)]
     Stats {
@@ -136,7 +147,8 @@ impl Session<'_> {
         let (db, dir, enc) = (self.db, self.dir, self.enc);
         let db_err = |e| CliError::db(dir, e);
         let code = match parsed.command {
-            ShellCommand::Put { key, value } => {
+            ShellCommand::Put { key, value, enc: e } => {
+                let enc = e.or(enc);
                 let (k, v) = (
                     decode_arg(enc, "key", &key)?,
                     decode_arg(enc, "value", &value)?,
@@ -144,18 +156,21 @@ impl Session<'_> {
                 kv::put(db, dir, &k, &v)?;
                 Code::Success
             }
-            ShellCommand::Get { key } => {
+            ShellCommand::Get { key, enc: e } => {
+                let enc = e.or(enc);
                 let code = kv::get(db, dir, &decode_arg(enc, "key", &key)?, enc, out)?;
                 if code == Code::KeyNotFound {
                     return Err(CliError::new(Code::KeyNotFound, "(not found)"));
                 }
                 code
             }
-            ShellCommand::Del { key } => {
+            ShellCommand::Del { key, enc: e } => {
+                let enc = e.or(enc);
                 kv::del(db, dir, &decode_arg(enc, "key", &key)?)?;
                 Code::Success
             }
-            ShellCommand::Scan(args) => {
+            ShellCommand::Scan { scan: args, enc: e } => {
+                let enc = e.or(enc);
                 let range = scan::range_of(&args, enc)?;
                 scan::scan(db, dir, range, &args, enc, out)?;
                 Code::Success
@@ -302,12 +317,15 @@ mod tests {
     fn lines_parse() {
         let p = |s: &str| Line::try_parse_from(words::split(s).unwrap()).map(|l| l.command);
         assert!(
-            matches!(p("put 'a b' -1").unwrap(), ShellCommand::Put { key, value } if key == "a b" && value == "-1")
+            matches!(p("put 'a b' -1").unwrap(), ShellCommand::Put { key, value, .. } if key == "a b" && value == "-1")
         );
         assert!(matches!(p("quit").unwrap(), ShellCommand::Exit));
         assert!(matches!(
             p("scan --from a --limit 3").unwrap(),
-            ShellCommand::Scan(ScanArgs { limit: Some(3), .. })
+            ShellCommand::Scan {
+                scan: ScanArgs { limit: Some(3), .. },
+                ..
+            }
         ));
         assert!(p("frob").is_err());
         assert_eq!(

@@ -65,7 +65,13 @@ impl Engine for LmdbEngine {
     }
     fn scan(&self, start: &[u8], n: usize) -> Result<usize> {
         let r = self.env.read_txn().map_err(err)?;
-        let range = (std::ops::Bound::Included(start), std::ops::Bound::Unbounded);
+        // LMDB refuses an empty key, also as a bound: "" means from the start.
+        let from = if start.is_empty() {
+            std::ops::Bound::Unbounded
+        } else {
+            std::ops::Bound::Included(start)
+        };
+        let range = (from, std::ops::Bound::Unbounded);
         let mut count = 0;
         for item in self.db.range(&r, &range).map_err(err)?.take(n) {
             std::hint::black_box(item.map_err(err)?);

@@ -12,6 +12,7 @@ pub mod lmdb_engine;
 pub mod rocksdb_engine;
 
 /// Stand-ins for the peers that were not compiled in.
+#[cfg(not(all(feature = "fjall", feature = "lmdb", feature = "rocksdb")))]
 macro_rules! missing_peer {
     ($module:ident, $name:literal) => {
         #[doc = concat!("`", $name, "` without its cargo feature.")]
