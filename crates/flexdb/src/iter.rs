@@ -5,31 +5,63 @@
 //! refills a buffer in chunks: it reads up to `CHUNK` keys from every
 //! source, and only the keys up to the smallest last key of a source that
 //! filled its chunk are certain to be complete; those are merged (the
-//! newest MemTable wins, deletions hide pairs) and emitted. The space is
-//! read under the sparse index's shared lock one chunk at a time, so a long
-//! scan never holds the committer back.
+//! newest MemTable wins, deletions hide pairs) and buffered. Pairs from the
+//! space are buffered as references into the decoded interval they come
+//! from (shared, immutable), so a pair is copied once, into the `Vec`s the
+//! caller receives. The space is read under the sparse index's shared lock
+//! one chunk at a time, so a long scan never holds the committer back.
 //!
-//! Invariants: the front only moves up and the back only moves down
-//! (except by `seek`/`seek_back`); the two ends never cross; every key
-//! emitted lies in the range; each key is seen at a state no older than
-//! the iterator's creation.
+//! Invariants: every key buffered by the front is below every key buffered
+//! by the back and below the unfetched region (`lo`, `hi`); the front only
+//! moves up and the back only moves down (except by `seek`/`seek_back`);
+//! the two ends never cross; every key emitted lies in the range; each key
+//! is seen at a state no older than the iterator's creation.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::error::Result;
+use crate::interval::IntervalData;
 use crate::memtable::{within_end, within_start, MemTable, Version};
 use crate::store::Shared;
 
 /// A pair yielded by an iterator: `(key, value)`.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
 
-/// A merged pair on its way to a buffer.
-type LivePair = (Box<[u8]>, Box<[u8]>);
-
 /// Keys each source reads per refill.
 const CHUNK: usize = 64;
+
+/// A pair found by a source: in a MemTable (copied, or a deletion), or pair
+/// `i` of a decoded interval of the space.
+#[derive(Clone)]
+enum Item {
+    Mem(Box<[u8]>, Version),
+    Space(Arc<IntervalData>, usize),
+}
+
+impl Item {
+    fn key(&self) -> &[u8] {
+        match self {
+            Item::Mem(k, _) => k,
+            Item::Space(d, i) => d.key(*i),
+        }
+    }
+
+    fn is_live(&self) -> bool {
+        !matches!(self, Item::Mem(_, None))
+    }
+
+    fn into_pair(self) -> KeyValue {
+        match self {
+            Item::Mem(k, v) => (k.into_vec(), v.map(<[u8]>::into_vec).unwrap_or_default()),
+            Item::Space(d, i) => {
+                let (k, v) = d.pair(i);
+                (k.to_vec(), v.to_vec())
+            }
+        }
+    }
+}
 
 /// An iterator over the pairs of a key range, from [`crate::Db::range`].
 /// Forward with `next`, backward with `next_back` (`.rev()`); the two ends
@@ -44,15 +76,14 @@ pub struct Iter<'a> {
     mems: Vec<Arc<MemTable>>,
     /// The range as asked for.
     range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
-    /// What is left: `lo` rises as the front emits, `hi` falls as the back
+    /// What is left: `lo` rises as the front fetches, `hi` falls as the back
     /// does.
     lo: Bound<Vec<u8>>,
     hi: Bound<Vec<u8>>,
-    /// Fetched by the front, not yet emitted, ascending; every key in it
-    /// is below `lo`'s region and below every key in `back`.
-    front: VecDeque<KeyValue>,
+    /// Fetched by the front, not yet emitted, ascending.
+    front: VecDeque<Item>,
     /// Fetched by the back, not yet emitted, descending.
-    back: VecDeque<KeyValue>,
+    back: VecDeque<Item>,
     /// Nothing is left to fetch between `lo` and `hi`.
     exhausted: bool,
     /// An error ended the iteration.
@@ -67,9 +98,19 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
+/// Whether no key lies between `lo` and `hi`.
+fn bounds_cross(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+    match (lo, hi) {
+        (Bound::Unbounded, _) | (_, Bound::Unbounded) => false,
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
+        | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
+    }
+}
+
 /// One source's chunk: its keys in order, and whether it may have more.
 struct Chunk {
-    items: Vec<(Box<[u8]>, Version)>,
+    items: Vec<Item>,
     full: bool,
 }
 
@@ -78,7 +119,8 @@ impl<'a> Iter<'a> {
         let snapshot = shared.visible.load(std::sync::atomic::Ordering::Acquire);
         let mems = {
             let m = shared.mems.read();
-            let mut v = vec![m.active.clone()];
+            let mut v = Vec::with_capacity(1 + m.frozen.len());
+            v.push(m.active.clone());
             v.extend(m.frozen.iter().rev().map(|f| f.mem.clone()));
             v
         };
@@ -111,7 +153,7 @@ impl<'a> Iter<'a> {
         while self
             .back
             .back()
-            .is_some_and(|(k, _)| !within_start(k, as_ref(&self.lo)))
+            .is_some_and(|i| !within_start(i.key(), as_ref(&self.lo)))
         {
             self.back.pop_back();
         }
@@ -131,41 +173,54 @@ impl<'a> Iter<'a> {
         while self
             .front
             .back()
-            .is_some_and(|(k, _)| !within_end(k, as_ref(&self.hi)))
+            .is_some_and(|i| !within_end(i.key(), as_ref(&self.hi)))
         {
             self.front.pop_back();
         }
         self.exhausted = bounds_cross(&self.lo, &self.hi);
     }
 
-    /// Reads the next chunk of keys above `lo` into `front`.
-    fn fill_front(&mut self) -> Result<()> {
+    fn mem_chunks(&self, reverse: bool) -> Vec<Chunk> {
         let mut chunks = Vec::with_capacity(self.mems.len() + 1);
         for m in &self.mems {
-            let mut items = Vec::new();
-            m.scan_forward(
-                as_ref(&self.lo),
-                as_ref(&self.hi),
-                self.snapshot,
-                CHUNK,
-                &mut items,
-            );
-            let full = items.len() == CHUNK;
+            let mut out = Vec::new();
+            if reverse {
+                m.scan_backward(
+                    as_ref(&self.hi),
+                    as_ref(&self.lo),
+                    self.snapshot,
+                    CHUNK,
+                    &mut out,
+                );
+            } else {
+                m.scan_forward(
+                    as_ref(&self.lo),
+                    as_ref(&self.hi),
+                    self.snapshot,
+                    CHUNK,
+                    &mut out,
+                );
+            }
+            let full = out.len() == CHUNK;
+            let items = out.into_iter().map(|(k, v)| Item::Mem(k, v)).collect();
             chunks.push(Chunk { items, full });
         }
+        chunks
+    }
+
+    /// Reads the next chunk of keys above `lo` into `front`.
+    fn fill_front(&mut self) -> Result<()> {
+        let mut chunks = self.mem_chunks(false);
         chunks.push(self.space_forward()?);
-        let (merged, horizon) = merge_chunks(chunks, false);
-        for (k, v) in merged {
-            self.front.push_back((k.into_vec(), v.into_vec()));
-        }
+        let horizon = merge_chunks(chunks, false, &mut self.front);
         match horizon {
-            Some(h) => self.lo = Bound::Excluded(h.into_vec()),
+            Some(h) => self.lo = Bound::Excluded(h),
             None => {
                 // Everything left was fetched: the region ends at the last
                 // key the front holds (so a later seek of the back cannot
                 // fetch it again).
-                if let Some((k, _)) = self.front.back() {
-                    self.lo = Bound::Excluded(k.clone());
+                if let Some(i) = self.front.back() {
+                    self.lo = Bound::Excluded(i.key().to_vec());
                 }
                 self.exhausted = true;
             }
@@ -175,29 +230,14 @@ impl<'a> Iter<'a> {
 
     /// Reads the next chunk of keys below `hi` into `back`.
     fn fill_back(&mut self) -> Result<()> {
-        let mut chunks = Vec::with_capacity(self.mems.len() + 1);
-        for m in &self.mems {
-            let mut items = Vec::new();
-            m.scan_backward(
-                as_ref(&self.hi),
-                as_ref(&self.lo),
-                self.snapshot,
-                CHUNK,
-                &mut items,
-            );
-            let full = items.len() == CHUNK;
-            chunks.push(Chunk { items, full });
-        }
+        let mut chunks = self.mem_chunks(true);
         chunks.push(self.space_backward()?);
-        let (merged, horizon) = merge_chunks(chunks, true);
-        for (k, v) in merged {
-            self.back.push_back((k.into_vec(), v.into_vec()));
-        }
+        let horizon = merge_chunks(chunks, true, &mut self.back);
         match horizon {
-            Some(h) => self.hi = Bound::Excluded(h.into_vec()),
+            Some(h) => self.hi = Bound::Excluded(h),
             None => {
-                if let Some((k, _)) = self.back.back() {
-                    self.hi = Bound::Excluded(k.clone());
+                if let Some(i) = self.back.back() {
+                    self.hi = Bound::Excluded(i.key().to_vec());
                 }
                 self.exhausted = true;
             }
@@ -208,32 +248,33 @@ impl<'a> Iter<'a> {
     /// Up to `CHUNK` pairs of the space above `lo` (and within `hi`).
     fn space_forward(&self) -> Result<Chunk> {
         let st = self.shared.read_state();
-        let mut items = Vec::new();
+        let mut items = Vec::with_capacity(CHUNK);
         let start: &[u8] = match &self.lo {
             Bound::Included(k) | Bound::Excluded(k) => k,
             Bound::Unbounded => &[],
         };
         let mut f = st.sparse.find(start);
+        let mut first = true;
         loop {
             if st.sparse.meta(&f).size > 0 {
                 let data = self.shared.interval(&st, &f)?;
-                let mut i = match &self.lo {
-                    Bound::Included(k) => data.lower_bound(k),
-                    Bound::Excluded(k) => data.upper_bound(k),
-                    Bound::Unbounded => 0,
+                let mut i = match (&self.lo, first) {
+                    (Bound::Included(k), true) => data.lower_bound(k),
+                    (Bound::Excluded(k), true) => data.upper_bound(k),
+                    _ => 0,
                 };
                 while i < data.len() {
-                    let (k, v) = data.pair(i);
-                    if !within_end(k, as_ref(&self.hi)) {
+                    if !within_end(data.key(i), as_ref(&self.hi)) {
                         return Ok(Chunk { items, full: false });
                     }
-                    items.push((k.into(), Some(v.into())));
+                    items.push(Item::Space(data.clone(), i));
                     if items.len() == CHUNK {
                         return Ok(Chunk { items, full: true });
                     }
                     i += 1;
                 }
             }
+            first = false;
             match st.sparse.next(&f) {
                 Some(n) => {
                     if !within_end(st.sparse.anchor(&n), as_ref(&self.hi)) {
@@ -250,31 +291,32 @@ impl<'a> Iter<'a> {
     /// descending order.
     fn space_backward(&self) -> Result<Chunk> {
         let st = self.shared.read_state();
-        let mut items = Vec::new();
+        let mut items = Vec::with_capacity(CHUNK);
         let mut f = match &self.hi {
             Bound::Included(k) | Bound::Excluded(k) => st.sparse.find(k),
             Bound::Unbounded => st.sparse.last(),
         };
+        let mut first = true;
         loop {
             if st.sparse.meta(&f).size > 0 {
                 let data = self.shared.interval(&st, &f)?;
-                let mut i = match &self.hi {
-                    Bound::Included(k) => data.upper_bound(k),
-                    Bound::Excluded(k) => data.lower_bound(k),
-                    Bound::Unbounded => data.len(),
+                let mut i = match (&self.hi, first) {
+                    (Bound::Included(k), true) => data.upper_bound(k),
+                    (Bound::Excluded(k), true) => data.lower_bound(k),
+                    _ => data.len(),
                 };
                 while i > 0 {
                     i -= 1;
-                    let (k, v) = data.pair(i);
-                    if !within_start(k, as_ref(&self.lo)) {
+                    if !within_start(data.key(i), as_ref(&self.lo)) {
                         return Ok(Chunk { items, full: false });
                     }
-                    items.push((k.into(), Some(v.into())));
+                    items.push(Item::Space(data.clone(), i));
                     if items.len() == CHUNK {
                         return Ok(Chunk { items, full: true });
                     }
                 }
             }
+            first = false;
             // The interval's anchor is at or below all its keys: when it is
             // below the range, no earlier interval can hold anything.
             if !within_start(st.sparse.anchor(&f), as_ref(&self.lo)) {
@@ -288,55 +330,65 @@ impl<'a> Iter<'a> {
     }
 }
 
-/// Whether no key lies between `lo` and `hi`.
-fn bounds_cross(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
-    match (lo, hi) {
-        (Bound::Unbounded, _) | (_, Bound::Unbounded) => false,
-        (Bound::Included(a), Bound::Included(b)) => a > b,
-        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
-        | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
-    }
-}
-
 /// Merges the chunks of the sources (MemTables newest first, the space
-/// last), each ascending (descending when `reverse`). Returns the live pairs
-/// up to the horizon and the horizon: the key up to which every source is
-/// complete (`None`: every source is exhausted, all keys are complete).
-fn merge_chunks(chunks: Vec<Chunk>, reverse: bool) -> (Vec<LivePair>, Option<Box<[u8]>>) {
+/// last), each ascending (descending when `reverse`), appending the live
+/// pairs up to the horizon to `out`. Returns the horizon: the key up to
+/// which every source is complete (`None`: every source is exhausted).
+fn merge_chunks(chunks: Vec<Chunk>, reverse: bool, out: &mut VecDeque<Item>) -> Option<Vec<u8>> {
     let before = |a: &[u8], b: &[u8]| if reverse { a > b } else { a < b };
-    let horizon: Option<Box<[u8]>> = chunks
+    let horizon: Option<Vec<u8>> = chunks
         .iter()
         .filter(|c| c.full)
-        .filter_map(|c| c.items.last().map(|(k, _)| k.clone()))
-        .reduce(|a, b| if before(&a, &b) { a } else { b });
-    let mut pos = vec![0usize; chunks.len()];
-    let mut out = Vec::new();
+        .filter_map(|c| c.items.last().map(|i| i.key()))
+        .reduce(|a, b| if before(a, b) { a } else { b })
+        .map(<[u8]>::to_vec);
+    // The common case: only the space has pairs here.
+    if chunks[..chunks.len() - 1]
+        .iter()
+        .all(|c| c.items.is_empty())
+    {
+        let space = chunks
+            .into_iter()
+            .next_back()
+            .map(|c| c.items)
+            .unwrap_or_default();
+        out.extend(space);
+        return horizon;
+    }
+    let mut queues: Vec<VecDeque<Item>> = chunks.into_iter().map(|c| c.items.into()).collect();
     loop {
-        // The next key over all sources, and the newest source holding it.
-        let mut best: Option<(usize, &[u8])> = None;
-        for (s, c) in chunks.iter().enumerate() {
-            if let Some((k, _)) = c.items.get(pos[s]) {
-                if best.is_none_or(|(_, b)| before(k, b)) {
-                    best = Some((s, k));
-                }
+        // The next key over all sources; on ties the newest source (the
+        // lowest index) wins and the others' versions are dropped.
+        let mut best: Option<usize> = None;
+        for (s, q) in queues.iter().enumerate() {
+            let Some(k) = q.front().map(Item::key) else {
+                continue;
+            };
+            let better = match best {
+                None => true,
+                Some(b) => queues[b].front().is_some_and(|bi| before(k, bi.key())),
+            };
+            if better {
+                best = Some(s);
             }
         }
-        let Some((s, key)) = best else { break };
-        if horizon.as_deref().is_some_and(|h| before(h, key)) {
+        let Some(s) = best else { break };
+        let Some(item) = queues[s].pop_front() else {
+            break;
+        };
+        if horizon.as_deref().is_some_and(|h| before(h, item.key())) {
             break;
         }
-        let key: Box<[u8]> = key.into();
-        let value = chunks[s].items[pos[s]].1.clone();
-        for (t, c) in chunks.iter().enumerate() {
-            if c.items.get(pos[t]).is_some_and(|(k, _)| *k == key) {
-                pos[t] += 1;
+        for (t, q) in queues.iter_mut().enumerate() {
+            if t != s && q.front().is_some_and(|i| i.key() == item.key()) {
+                q.pop_front();
             }
         }
-        if let Some(v) = value {
-            out.push((key, v));
+        if item.is_live() {
+            out.push_back(item);
         }
     }
-    (out, horizon)
+    horizon
 }
 
 impl Iterator for Iter<'_> {
@@ -344,15 +396,15 @@ impl Iterator for Iter<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            if let Some(kv) = self.front.pop_front() {
-                return Some(Ok(kv));
+            if let Some(item) = self.front.pop_front() {
+                return Some(Ok(item.into_pair()));
             }
             if self.failed {
                 return None;
             }
             if self.exhausted {
                 // Only what the back fetched is left: its smallest first.
-                return self.back.pop_back().map(Ok);
+                return self.back.pop_back().map(|i| Ok(i.into_pair()));
             }
             if let Err(e) = self.fill_front() {
                 self.failed = true;
@@ -365,14 +417,14 @@ impl Iterator for Iter<'_> {
 impl DoubleEndedIterator for Iter<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
         loop {
-            if let Some(kv) = self.back.pop_front() {
-                return Some(Ok(kv));
+            if let Some(item) = self.back.pop_front() {
+                return Some(Ok(item.into_pair()));
             }
             if self.failed {
                 return None;
             }
             if self.exhausted {
-                return self.front.pop_back().map(Ok);
+                return self.front.pop_back().map(|i| Ok(i.into_pair()));
             }
             if let Err(e) = self.fill_back() {
                 self.failed = true;
