@@ -27,13 +27,12 @@ use std::sync::atomic::Ordering;
 use crate::error::{io, Result};
 use crate::log;
 use crate::open::{meta, DATA, LOG};
-use crate::space::{FlexSpace, Maint};
+use crate::space::{Maint, Shared};
 use crate::storage::StorageFile;
 use crate::writer::flush;
 
-impl FlexSpace {
-    /// Makes everything done so far durable.
-    pub fn sync(&self) -> Result<()> {
+impl Shared {
+    pub(crate) fn sync(&self) -> Result<()> {
         self.check_usable()?;
         let mut m = self.maint.lock();
         self.commit_locked(&mut m)?;
@@ -43,9 +42,7 @@ impl FlexSpace {
         Ok(())
     }
 
-    /// Commits, then writes a checkpoint of the tree and restarts the log,
-    /// unless nothing changed since the last checkpoint.
-    pub fn checkpoint(&self) -> Result<()> {
+    pub(crate) fn checkpoint(&self) -> Result<()> {
         self.check_usable()?;
         let mut m = self.maint.lock();
         self.checkpoint_locked(&mut m)
@@ -140,7 +137,7 @@ impl FlexSpace {
                 Ok(v) => v,
                 Err(e) => {
                     self.state.write().poisoned = true;
-                    return Err(e.into());
+                    return Err(crate::error::tree(e));
                 }
             }
         };
@@ -177,6 +174,7 @@ impl FlexSpace {
         let sealed = self.state.read().seal_seq;
         self.writer.wait_sealed(sealed).map_err(io(DATA))?;
         self.state.write().closed = true;
+        self.bg.stop();
         Ok(())
     }
 }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use crate::error::{io, Error, Result};
 use crate::open::DATA;
 use crate::options::{MAX_EXTENT, SEGMENT_SIZE};
-use crate::space::{max_inflight, FlexSpace, Maint};
+use crate::space::{max_inflight, Maint, Shared};
 use crate::state::State;
 use crate::storage::StorageFile;
 
@@ -60,17 +60,14 @@ fn room_due(st: &State) -> bool {
     st.available() < room_wanted(st) && st.gc_stuck_at.is_none_or(|g| st.seg.garbage().1 > g)
 }
 
-fn garbage_due(st: &State, high: f64, low: f64) -> bool {
+pub(crate) fn garbage_due(st: &State, high: f64, low: f64) -> bool {
     let r = st.seg.garbage_ratio();
     r > high || (st.gc_active && r > low)
 }
 
-impl FlexSpace {
-    /// Whether [`FlexSpace::maintain`] has work to do: a commit (the log
-    /// buffer reached `commit_log_bytes`), garbage collection (free room is
-    /// low or garbage is high) or a checkpoint (the log file is past
-    /// `checkpoint_log_bytes`).
-    pub fn maintenance_due(&self) -> bool {
+impl Shared {
+    /// See [`crate::FlexSpace::maintenance_due`].
+    pub(crate) fn maintenance_due(&self) -> bool {
         let st = self.state.read();
         if st.poisoned {
             return false;
@@ -89,11 +86,8 @@ impl FlexSpace {
         end.saturating_sub(crate::log::HEADER as u64) > self.opts.checkpoint_log_bytes
     }
 
-    /// Does the maintenance that is due (see
-    /// [`FlexSpace::maintenance_due`]), holding the space's write lock only
-    /// in short steps. With `auto_maintenance` off, the layer above calls
-    /// this (e.g. from a background thread).
-    pub fn maintain(&self) -> Result<()> {
+    /// See [`crate::FlexSpace::maintain`].
+    pub(crate) fn maintain(&self) -> Result<()> {
         self.check_usable()?;
         let mut m = self.maint.lock();
         let commit_due = {
@@ -123,12 +117,8 @@ impl FlexSpace {
         self.checkpoint_if_due(&mut m)
     }
 
-    /// Makes sure that mutations adding up to `bytes` of data will not need
-    /// garbage collection inline: commits, waits for quarantined segments
-    /// and collects garbage now, as needed, and waits for the background
-    /// segment writers to keep up. Fails with `NoSpace` when the data file
-    /// cannot hold `bytes` more.
-    pub fn reserve(&self, bytes: u64) -> Result<()> {
+    /// See [`crate::FlexSpace::reserve`].
+    pub(crate) fn reserve(&self, bytes: u64) -> Result<()> {
         self.check_usable()?;
         self.writer.wait_below(max_inflight(&self.opts));
         self.make_room(bytes, true)?;
@@ -143,17 +133,13 @@ impl FlexSpace {
     }
 
     /// Makes `bytes` (plus the reserve, when asked) appendable if it can,
-    /// by commits, grace-period waits and GC rounds; with automatic
-    /// maintenance also collects garbage when it is due. Never fails for
-    /// lack of room: the caller checks.
+    /// by commits, grace-period waits and GC rounds. Never fails for lack
+    /// of room: the caller checks.
     pub(crate) fn make_room(&self, bytes: u64, with_reserve: bool) -> Result<()> {
-        let garbage_work = with_reserve && self.opts.auto_maintenance;
         {
             let st = self.state.read();
             let want = bytes + if with_reserve { room_wanted(&st) } else { 0 };
-            let garbage = garbage_work
-                && garbage_due(&st, self.opts.gc_garbage_high, self.opts.gc_garbage_low);
-            if st.available() >= want && !garbage {
+            if st.available() >= want {
                 return Ok(());
             }
         }
@@ -174,7 +160,7 @@ impl FlexSpace {
                 )
             };
             if avail >= want {
-                break;
+                return Ok(());
             }
             if pending > 0 {
                 self.commit_locked(&mut m)?;
@@ -186,20 +172,9 @@ impl FlexSpace {
                 continue;
             }
             if stuck || !self.gc_round(&mut m, Goal::Room)? {
-                break;
+                return Ok(());
             }
         }
-        if garbage_work {
-            let due = {
-                let st = self.state.read();
-                garbage_due(&st, self.opts.gc_garbage_high, self.opts.gc_garbage_low)
-            };
-            // One round at a time: the mutation waiting on it stays short.
-            if due {
-                self.gc_round(&mut m, Goal::Garbage)?;
-            }
-        }
-        Ok(())
     }
 
     /// One garbage-collection round (see the module documentation); false
@@ -293,11 +268,9 @@ impl FlexSpace {
         Ok(())
     }
 
-    /// Rewrites `offset..offset + len` into freshly appended, contiguous
-    /// extents: each run of mapped bytes becomes extents of up to
-    /// `MAX_EXTENT` bytes (split where a segment ends). Tags inside the
-    /// range may be dropped, except the one at its start.
-    pub fn defrag(&self, offset: u64, len: u64) -> Result<()> {
+    /// See [`crate::FlexSpace::defrag`]: under the gate, chunk by chunk,
+    /// the bytes are read without the lock and remapped under it.
+    pub(crate) fn defrag(&self, offset: u64, len: u64) -> Result<()> {
         self.check_usable()?;
         self.state.read().check_range(offset, len)?;
         self.writer.wait_below(max_inflight(&self.opts));

@@ -20,6 +20,7 @@
 //! exclusive lock (docs/DESIGN.md, "FlexSpace").
 
 mod aligned;
+mod bg;
 mod commit;
 mod counting;
 mod error;

@@ -132,7 +132,9 @@ pub fn create(storage: &dyn Storage, opts: &Options) -> Result<Opened> {
         .map_err(io(LOG))?;
     files.log.sync().map_err(io(LOG))?;
     let tree = new_tree();
-    let version = tree.checkpoint(files.tree.as_ref(), &meta(&[0; 3]))?;
+    let version = tree
+        .checkpoint(files.tree.as_ref(), &meta(&[0; 3]))
+        .map_err(crate::error::tree)?;
     Ok(Opened {
         tree,
         files,

@@ -31,6 +31,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::bg::Background;
 use crate::error::{io, Error, Result};
 use crate::grace::Readers;
 use crate::log::LogOp;
@@ -123,6 +124,11 @@ pub(crate) struct Counters {
 /// space.sync().unwrap();
 /// ```
 pub struct FlexSpace {
+    s: Arc<Shared>,
+}
+
+/// Everything a space is made of; shared with its background maintainer.
+pub(crate) struct Shared {
     pub(crate) state: RwLock<State>,
     pub(crate) gate: Mutex<()>,
     pub(crate) maint: Mutex<Maint>,
@@ -131,8 +137,16 @@ pub struct FlexSpace {
     pub(crate) files: Files,
     pub(crate) opts: Options,
     pub(crate) counters: Counters,
+    pub(crate) bg: Arc<Background>,
+    /// An error of background maintenance, for the next caller.
+    pub(crate) bg_error: Mutex<Option<Error>>,
     pub(crate) _storage: Arc<dyn Storage>,
 }
+
+/// With automatic maintenance, a mutation commits inline when the log
+/// buffer holds this many times `commit_log_bytes` (the background
+/// maintainer is behind).
+const LOG_BEHIND: usize = 4;
 
 /// Most segments in flight before mutations wait for the writers.
 pub(crate) fn max_inflight(opts: &Options) -> usize {
@@ -178,31 +192,35 @@ impl FlexSpace {
         let counters = Counters::default();
         counters.log_end.store(o.log_end, Ordering::Relaxed);
         Ok(FlexSpace {
-            state: RwLock::new(st),
-            gate: Mutex::new(()),
-            maint: Mutex::new(Maint {
-                log_end: o.log_end,
-                seq: o.seq,
-                version: o.version,
+            s: Arc::new(Shared {
+                state: RwLock::new(st),
+                gate: Mutex::new(()),
+                maint: Mutex::new(Maint {
+                    log_end: o.log_end,
+                    seq: o.seq,
+                    version: o.version,
+                }),
+                readers,
+                writer,
+                files: o.files,
+                opts: options,
+                counters,
+                bg: Arc::new(Background::default()),
+                bg_error: Mutex::new(None),
+                _storage: storage,
             }),
-            readers,
-            writer,
-            files: o.files,
-            opts: options,
-            counters,
-            _storage: storage,
         })
     }
 
     /// Commits, checkpoints (unless nothing changed since the last
     /// checkpoint) and closes the space.
     pub fn close(self) -> Result<()> {
-        self.close_inner()
+        self.s.close_inner()
     }
 
     /// Size of the space in bytes.
     pub fn len(&self) -> u64 {
-        self.state.read().tree.len()
+        self.s.state.read().tree.len()
     }
 
     /// Whether the space is empty.
@@ -220,14 +238,14 @@ impl FlexSpace {
     /// (a mutation that finds no other free space waits for them), and do
     /// not hold one across a mutation of the same space on the same thread.
     pub fn plan_read(&self, offset: u64, len: u64) -> Result<ReadPlan<'_>> {
-        let st = self.state.read();
+        let st = self.s.state.read();
         let size = st.tree.len();
         if offset > size {
             return Err(Error::OutOfRange { offset, len, size });
         }
         let n = len.min(size - offset);
-        let guard = self.readers.enter(st.seg.epoch());
-        read::plan(&st, offset, n, self.files.data.as_ref(), guard)
+        let guard = self.s.readers.enter(st.seg.epoch());
+        read::plan(&st, offset, n, self.s.files.data.as_ref(), guard)
     }
 
     /// Reads up to `buf.len()` bytes at `offset`; returns the bytes read
@@ -248,17 +266,17 @@ impl FlexSpace {
     /// extent's start and the bytes read (at most the extent's length).
     pub fn read_extent(&self, offset: u64, buf: &mut [u8]) -> Result<(u64, usize)> {
         let plan = {
-            let st = self.state.read();
+            let st = self.s.state.read();
             let e = st.tree.extent_at(offset).map_err(|_| Error::OutOfRange {
                 offset,
                 len: 1,
                 size: st.tree.len(),
             })?;
             let n = (buf.len() as u64).min(e.len);
-            let guard = self.readers.enter(st.seg.epoch());
+            let guard = self.s.readers.enter(st.seg.epoch());
             (
                 e.offset,
-                read::plan(&st, e.offset, n, self.files.data.as_ref(), guard)?,
+                read::plan(&st, e.offset, n, self.s.files.data.as_ref(), guard)?,
             )
         };
         let (n, _) = plan.1.read(buf)?;
@@ -268,12 +286,12 @@ impl FlexSpace {
     /// Overwrites `data.len()` bytes at `offset` (extending the space; a
     /// gap past the end becomes a hole).
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
-        self.mutate(data.len() as u64, |g| g.write(offset, data))
+        self.s.mutate(data.len() as u64, |g| g.write(offset, data))
     }
 
     /// Inserts `data` at `offset`, shifting later bytes up.
     pub fn insert(&self, offset: u64, data: &[u8]) -> Result<()> {
-        self.mutate(data.len() as u64, |g| {
+        self.s.mutate(data.len() as u64, |g| {
             g.check_point(offset)?;
             g.insert(offset, data, 0)
         })
@@ -284,7 +302,7 @@ impl FlexSpace {
     /// parse from (flexdb: pair boundaries); a tag survives every later
     /// shift of its extent, and an extent split off another's middle gets 0.
     pub fn insert_tagged(&self, offset: u64, data: &[u8], tag: u16) -> Result<()> {
-        self.mutate(data.len() as u64, |g| {
+        self.s.mutate(data.len() as u64, |g| {
             g.check_point(offset)?;
             g.insert(offset, data, tag)
         })
@@ -292,7 +310,7 @@ impl FlexSpace {
 
     /// Removes `len` bytes at `offset`, shifting later bytes down.
     pub fn collapse(&self, offset: u64, len: u64) -> Result<()> {
-        self.mutate(0, |g| {
+        self.s.mutate(0, |g| {
             g.check_range(offset, len)?;
             g.collapse(offset, len)
         })
@@ -306,7 +324,7 @@ impl FlexSpace {
     /// Replaces the `old_len` bytes at `offset` with `data`, tagging the
     /// extent that starts with the new data (see [`FlexSpace::insert_tagged`]).
     pub fn update_tagged(&self, offset: u64, data: &[u8], old_len: u64, tag: u16) -> Result<()> {
-        self.mutate(data.len() as u64, |g| {
+        self.s.mutate(data.len() as u64, |g| {
             g.check_range(offset, old_len)?;
             if old_len > 0 {
                 g.collapse(offset, old_len)?;
@@ -320,7 +338,7 @@ impl FlexSpace {
 
     /// Tags the extent starting at `offset` (splitting an extent there).
     pub fn set_tag(&self, offset: u64, tag: u16) -> Result<()> {
-        self.mutate(0, |g| {
+        self.s.mutate(0, |g| {
             g.tree.set_tag(offset, tag).map_err(|_| Error::OutOfRange {
                 offset,
                 len: 1,
@@ -333,7 +351,7 @@ impl FlexSpace {
 
     /// The tag of the extent starting at `offset` (0 inside an extent).
     pub fn get_tag(&self, offset: u64) -> Result<u16> {
-        let st = self.state.read();
+        let st = self.s.state.read();
         st.tree.get_tag(offset).map_err(|_| Error::OutOfRange {
             offset,
             len: 1,
@@ -345,8 +363,8 @@ impl FlexSpace {
     /// its offset and tag.
     pub fn next_tagged(&self, from: u64, limit: u64) -> Result<Option<(u64, u16)>> {
         // A long scan holds the read lock: keep mutations off the lock.
-        let _gate = self.gate.lock();
-        let st = self.state.read();
+        let _gate = self.s.gate.lock();
+        let st = self.s.state.read();
         let size = st.tree.len();
         if from >= size || from >= limit {
             return Ok(None);
@@ -366,7 +384,7 @@ impl FlexSpace {
     /// with the operations before them and recovered by
     /// [`FlexSpace::user_meta`] from the commit point a crash recovers.
     pub fn set_user_meta(&self, words: [u64; 3]) -> Result<()> {
-        self.mutate(0, |g| {
+        self.s.mutate(0, |g| {
             g.user_meta = words;
             g.log(LogOp::Meta { words });
             Ok(())
@@ -375,12 +393,12 @@ impl FlexSpace {
 
     /// The metadata words last set (or recovered).
     pub fn user_meta(&self) -> [u64; 3] {
-        self.state.read().user_meta
+        self.s.state.read().user_meta
     }
 
     /// Sets the size of the space (cutting or appending a hole).
     pub fn truncate(&self, len: u64) -> Result<()> {
-        self.mutate(0, |g| {
+        self.s.mutate(0, |g| {
             let size = g.tree.len();
             if len < size {
                 g.collapse(len, size - len)
@@ -400,20 +418,68 @@ impl FlexSpace {
     /// from the space with it (read it right after [`FlexSpace::sync`] or
     /// [`FlexSpace::checkpoint`], with no mutation in between).
     pub fn commit_id(&self) -> (u64, u64) {
-        self.state.read().commit_id
+        self.s.state.read().commit_id
+    }
+
+    /// Makes everything done so far durable (a commit; with automatic
+    /// maintenance also a checkpoint when the log file is big).
+    pub fn sync(&self) -> Result<()> {
+        self.s.sync()
+    }
+
+    /// Commits, then writes a checkpoint of the tree and restarts the log,
+    /// unless nothing changed since the last checkpoint. Mutations wait
+    /// while the tree is written; readers do not.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.s.checkpoint()
+    }
+
+    /// Whether [`FlexSpace::maintain`] has work to do: a commit (the log
+    /// buffer reached `commit_log_bytes`), garbage collection (free room is
+    /// low, or garbage is above `gc_garbage_high`) or a checkpoint (the log
+    /// file is past `checkpoint_log_bytes`).
+    pub fn maintenance_due(&self) -> bool {
+        self.s.maintenance_due()
+    }
+
+    /// Does the maintenance that is due (see
+    /// [`FlexSpace::maintenance_due`]), holding the space's write lock only
+    /// in short steps; mutations wait during garbage-collection rounds and
+    /// the tree write of a checkpoint, readers never do. With
+    /// `auto_maintenance` off the layer above calls this (e.g. from its own
+    /// committer thread); with it on, a background thread does.
+    pub fn maintain(&self) -> Result<()> {
+        self.s.maintain()
+    }
+
+    /// Makes sure that mutations adding up to `bytes` of data will not need
+    /// garbage collection inline: commits, waits for quarantined segments
+    /// and collects garbage now as needed, and waits for the background
+    /// segment writers to keep up. Fails with `NoSpace` when the data file
+    /// cannot hold `bytes` more. Call it outside any lock of your own.
+    pub fn reserve(&self, bytes: u64) -> Result<()> {
+        self.s.reserve(bytes)
+    }
+
+    /// Rewrites `offset..offset + len` into freshly appended, contiguous
+    /// extents: each run of mapped bytes becomes extents of up to
+    /// `MAX_EXTENT` bytes (split where a segment ends). Tags inside the
+    /// range may be dropped, except the one at its start.
+    pub fn defrag(&self, offset: u64, len: u64) -> Result<()> {
+        self.s.defrag(offset, len)
     }
 
     /// Counters.
     pub fn stats(&self) -> Stats {
-        let st = self.state.read();
+        let st = self.s.state.read();
         let used = st.seg.in_use();
         let live = st.seg.live();
         let data_file_bytes = used as u64 * SEGMENT_SIZE;
         Stats {
             len: st.tree.len(),
-            data_bytes_written: self.files.data.written(),
-            tree_bytes_written: self.files.tree.written(),
-            log_bytes_written: self.files.log.written(),
+            data_bytes_written: self.s.files.data.written(),
+            tree_bytes_written: self.s.files.tree.written(),
+            log_bytes_written: self.s.files.log.written(),
             segments: st.seg.count(),
             free_segments: st.seg.free_count(),
             segment_utilization: if used == 0 {
@@ -421,10 +487,10 @@ impl FlexSpace {
             } else {
                 live as f64 / data_file_bytes as f64
             },
-            gc_runs: self.counters.gc_runs.load(Ordering::Relaxed),
-            gc_relocated_bytes: self.counters.gc_relocated.load(Ordering::Relaxed),
-            commits: self.counters.commits.load(Ordering::Relaxed),
-            checkpoints: self.counters.checkpoints.load(Ordering::Relaxed),
+            gc_runs: self.s.counters.gc_runs.load(Ordering::Relaxed),
+            gc_relocated_bytes: self.s.counters.gc_relocated.load(Ordering::Relaxed),
+            commits: self.s.counters.commits.load(Ordering::Relaxed),
+            checkpoints: self.s.counters.checkpoints.load(Ordering::Relaxed),
             extents: st.tree.extent_count(),
             uncommitted: st.dirty,
             live_bytes: live,
@@ -436,8 +502,8 @@ impl FlexSpace {
             },
             garbage_ratio: st.seg.garbage_ratio(),
             reclaimable_segments: st.seg.pending_count() + st.seg.quarantined(),
-            inflight_segments: self.writer.inflight(),
-            log_file_bytes: self.counters.log_end.load(Ordering::Relaxed),
+            inflight_segments: self.s.writer.inflight(),
+            log_file_bytes: self.s.counters.log_end.load(Ordering::Relaxed),
         }
     }
 
@@ -446,8 +512,8 @@ impl FlexSpace {
     /// the per-segment valid-byte counts match the extents. Returns one
     /// sentence per problem found.
     pub fn check(&self) -> Result<Vec<String>> {
-        let _gate = self.gate.lock();
-        let st = self.state.read();
+        let _gate = self.s.gate.lock();
+        let st = self.s.state.read();
         let mut problems = Vec::new();
         let nseg = st.seg.count() as u64;
         let mut valid = vec![0u64; st.seg.count()];
@@ -506,14 +572,19 @@ impl FlexSpace {
     /// Drops the space's files from the page cache (for cold-read
     /// benchmarks).
     pub fn drop_caches(&self) -> Result<()> {
-        self.files.data.drop_cache().map_err(io(DATA))?;
-        self.files.tree.drop_cache().map_err(io(TREE))?;
-        self.files.log.drop_cache().map_err(io(LOG))
+        self.s.files.data.drop_cache().map_err(io(DATA))?;
+        self.s.files.tree.drop_cache().map_err(io(TREE))?;
+        self.s.files.log.drop_cache().map_err(io(LOG))
     }
+}
 
+impl Shared {
     /// Fails with the error of a failed background write (poisoning the
     /// space) or `Poisoned`.
     pub(crate) fn check_usable(&self) -> Result<()> {
+        if let Some(e) = self.bg_error.lock().take() {
+            return Err(e);
+        }
         if let Some(e) = self.writer.failure() {
             let mut st = self.state.write();
             if !st.poisoned {
@@ -530,10 +601,11 @@ impl FlexSpace {
     /// Runs a mutation that may add `new_bytes` of data: first (with no lock
     /// held) waits for the segment writers to keep up and, with automatic
     /// maintenance, makes room; then applies it under the gate and the
-    /// write lock; then, with automatic maintenance, commits when the log
-    /// buffer is big (and checkpoints when the log file is).
+    /// write lock; then, with automatic maintenance, wakes the background
+    /// maintainer when work is due (and commits inline when the log buffer
+    /// has grown far past its threshold: the maintainer is behind).
     pub(crate) fn mutate(
-        &self,
+        self: &Arc<Self>,
         new_bytes: u64,
         f: impl FnOnce(&mut State) -> Result<()>,
     ) -> Result<()> {
@@ -559,11 +631,22 @@ impl FlexSpace {
                         return Err(Error::Poisoned);
                     };
                     f(&mut st)?;
-                    let commit_due = st.log_buf.len() >= self.opts.commit_log_bytes;
+                    let log = st.log_buf.len();
+                    let due = self.opts.auto_maintenance
+                        && (log >= self.opts.commit_log_bytes
+                            || crate::gc::garbage_due(
+                                &st,
+                                self.opts.gc_garbage_high,
+                                self.opts.gc_garbage_low,
+                            ));
                     drop(st);
                     drop(_gate);
-                    if self.opts.auto_maintenance && commit_due {
-                        self.commit_auto()?;
+                    if due {
+                        if log >= self.opts.commit_log_bytes.saturating_mul(LOG_BEHIND) {
+                            self.commit_auto()?;
+                        } else {
+                            self.bg.kick(self);
+                        }
                     }
                     return Ok(());
                 }
@@ -584,12 +667,13 @@ impl FlexSpace {
 impl Drop for FlexSpace {
     fn drop(&mut self) {
         let skip = {
-            let st = self.state.read();
+            let st = self.s.state.read();
             st.closed || st.poisoned
         };
         if !skip {
             // Errors cannot be reported from drop; the last commit is safe.
-            let _ = self.close_inner();
+            let _ = self.s.close_inner();
         }
+        self.s.bg.stop();
     }
 }
