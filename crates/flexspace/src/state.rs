@@ -196,9 +196,7 @@ impl State {
     fn open_segment(&mut self) -> Result<()> {
         self.seal_open();
         self.reap();
-        if self.seg.free_count() == 0 {
-            self.seg.release(&self.readers);
-        }
+        self.seg.release(&self.readers);
         let s = self
             .seg
             .open_lowest_free()

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod blocking;
+
 use flexspace::{FlexSpace, Result};
 use rand::rngs::StdRng;
 use rand::Rng;
