@@ -184,7 +184,7 @@ fn readers_match_the_writers_history_under_forced_maintenance() {
                     space.maintain().unwrap();
                 }
                 i += 1;
-                if i % 2000 == 0 {
+                if i.is_multiple_of(2000) {
                     space.checkpoint().unwrap();
                 }
                 std::thread::sleep(std::time::Duration::from_micros(50));

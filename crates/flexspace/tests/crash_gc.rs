@@ -47,7 +47,7 @@ fn hash(state: &[(u32, u32)]) -> u64 {
 }
 
 fn decode(bytes: &[u8]) -> Option<Vec<(u32, u32)>> {
-    if bytes.len() % BLOCK != 0 {
+    if !bytes.len().is_multiple_of(BLOCK) {
         return None;
     }
     bytes
