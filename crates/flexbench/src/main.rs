@@ -9,6 +9,7 @@ mod device;
 mod index;
 mod space_bench;
 mod tree_bench;
+mod ycsb;
 
 use std::process::ExitCode;
 
@@ -79,6 +80,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// YCSB workloads (Table 5) on the paper's datasets (Table 3): FlexDB
+    /// and peer engines side by side.
+    Ycsb(ycsb::YcsbArgs),
+    /// Internal: the child the crash test of `ycsb` kills.
+    #[command(hide = true)]
+    YcsbCrashChild(ycsb::CrashChildArgs),
 }
 
 fn main() -> ExitCode {
@@ -185,6 +192,8 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Ycsb(args) => return ExitCode::from(ycsb::run(&args)),
+        Command::YcsbCrashChild(args) => return ExitCode::from(ycsb::crash_child(&args)),
     }
     ExitCode::SUCCESS
 }

@@ -13,7 +13,9 @@ const CHUNK: usize = 1 << CHUNK_BITS;
 /// Nodes of one kind, addressed by id.
 #[derive(Clone, Default)]
 pub(crate) struct Arena<T> {
-    chunks: Vec<Box<[T]>>,
+    /// Fixed-size chunks: indexing one with `id % CHUNK` needs no bounds
+    /// check.
+    chunks: Vec<Box<[T; CHUNK]>>,
     len: usize,
 }
 
@@ -35,8 +37,11 @@ impl<T: Clone> Arena<T> {
     pub fn push(&mut self, node: T) -> u32 {
         let id = self.len;
         if id.is_multiple_of(CHUNK) {
-            self.chunks
-                .push(vec![node.clone(); CHUNK].into_boxed_slice());
+            let chunk: Box<[T]> = vec![node.clone(); CHUNK].into_boxed_slice();
+            match chunk.try_into() {
+                Ok(chunk) => self.chunks.push(chunk),
+                Err(_) => unreachable!("the vector holds exactly CHUNK nodes"),
+            }
         }
         self.chunks[id >> CHUNK_BITS][id % CHUNK] = node;
         self.len += 1;
@@ -52,7 +57,7 @@ impl<T: Clone> Arena<T> {
     /// Bytes of node memory held (whole chunks).
     pub fn memory_usage(&self) -> usize {
         self.chunks.len() * CHUNK * std::mem::size_of::<T>()
-            + self.chunks.capacity() * std::mem::size_of::<Box<[T]>>()
+            + self.chunks.capacity() * std::mem::size_of::<Box<[T; CHUNK]>>()
     }
 }
 

@@ -53,6 +53,7 @@ impl FlexTree {
             it.stack[level] = (node, i as u32);
             rel -= n.shift[i];
             node = n.child[i];
+            self.prefetch_node(node, level + 1 == self.height);
         }
         let start = offset - rel;
         let (idx, entry_start) = self.leaves[node as usize].locate(rel);

@@ -6,7 +6,9 @@
 //!   search scan (docs/DESIGN.md explains why: a 16-byte entry and no
 //!   per-insert rewrite of the later entries' offsets).
 //! - An internal node's `shift[0] == 0` and `shift[i]` is the start of child
-//!   `i` relative to the node's start, strictly increasing. The shift value of
+//!   `i` relative to the node's start, strictly increasing. The unused slots
+//!   `shift[count..]` hold `u64::MAX` (above any offset), so the child
+//!   search is a fixed-step binary search over the whole array. The shift value of
 //!   a child pointer doubles as the pivot that separates it from its left
 //!   sibling, so an internal node stores one array, not two.
 //! - The effective offset of any entry is the sum of the shift values on its
@@ -28,8 +30,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// Entries per leaf node.
 pub(crate) const LEAF_CAP: usize = 64;
-/// Children per internal node.
+/// Children per internal node (a power of two: see `child_index`).
 pub(crate) const INTERNAL_CAP: usize = 128;
+const _: () = assert!(INTERNAL_CAP.is_power_of_two());
 
 /// A node's relation to the tree file (see the module invariants).
 pub(crate) struct DiskState {
@@ -145,7 +148,11 @@ pub(crate) fn addr_of(word: u64) -> Option<u64> {
 }
 
 /// A leaf node: up to `LEAF_CAP` extents in structure-of-arrays layout.
+///
+/// `repr(C)` keeps `count` in front, in the cache line of the first lengths,
+/// so a visit does not fetch a line for it alone.
 #[derive(Clone)]
+#[repr(C)]
 pub(crate) struct Leaf {
     pub count: usize,
     pub disk: DiskState,
@@ -167,17 +174,45 @@ impl Leaf {
 
     /// The entry holding relative offset `rel` and its start; `(count,
     /// span)` when `rel` is at or past the end.
+    ///
+    /// The scan adds up four lengths per step and branches once per step,
+    /// then settles the entry inside the step (measured in docs/DESIGN.md).
     #[inline]
     pub fn locate(&self, rel: u64) -> (usize, u64) {
+        let lens = &self.len[..self.count.min(LEAF_CAP)];
         let mut start = 0u64;
-        for (i, &len) in self.len[..self.count].iter().enumerate() {
+        let mut chunks = lens.chunks_exact(4);
+        let mut i = 0;
+        for c in chunks.by_ref() {
+            let e1 = start + c[0];
+            let e2 = e1 + c[1];
+            let e3 = e2 + c[2];
+            let e4 = e3 + c[3];
+            if rel < e4 {
+                return if rel < e2 {
+                    if rel < e1 {
+                        (i, start)
+                    } else {
+                        (i + 1, e1)
+                    }
+                } else if rel < e3 {
+                    (i + 2, e2)
+                } else {
+                    (i + 3, e3)
+                };
+            }
+            start = e4;
+            i += 4;
+        }
+        for &len in chunks.remainder() {
             let end = start + len;
             if rel < end {
                 return (i, start);
             }
             start = end;
+            i += 1;
         }
-        (self.count, start)
+        (i, start)
     }
 
     /// The start of entry `i` relative to the leaf.
@@ -211,7 +246,10 @@ impl Leaf {
 }
 
 /// An internal node: up to `INTERNAL_CAP` children with shift values.
+///
+/// `repr(C)` keeps `count` in front, in the cache line of the first shifts.
 #[derive(Clone)]
+#[repr(C)]
 pub(crate) struct Internal {
     pub count: usize,
     pub disk: DiskState,
@@ -223,18 +261,42 @@ pub(crate) struct Internal {
 
 impl Internal {
     pub fn new() -> Self {
+        let mut shift = [u64::MAX; INTERNAL_CAP];
+        shift[0] = 0;
         Internal {
             count: 0,
             disk: DiskState::new(),
-            shift: [0; INTERNAL_CAP],
+            shift,
             child: [0; INTERNAL_CAP],
         }
     }
 
-    /// Index of the child covering relative offset `rel`.
+    /// Index of the child covering relative offset `rel` (the last child
+    /// for `rel` at or past the end).
+    ///
+    /// A binary search with a fixed number of steps over the whole array:
+    /// `shift[0] == 0 <= rel` and the unused slots hold `u64::MAX`, so no
+    /// step depends on `count`, each is a compare and a conditional move,
+    /// and the steps unroll (measured in docs/DESIGN.md).
     #[inline]
     pub fn child_index(&self, rel: u64) -> usize {
-        upper_bound(&self.shift[1..self.count], rel)
+        let mut base = 0usize;
+        let mut half = INTERNAL_CAP / 2;
+        while half > 0 {
+            // `base + half < INTERNAL_CAP` always; the mask only lets the
+            // compiler see it.
+            if self.shift[(base + half) & (INTERNAL_CAP - 1)] <= rel {
+                base += half;
+            }
+            half /= 2;
+        }
+        base
+    }
+
+    /// Marks slots `from..to` unused.
+    #[inline]
+    pub fn clear_from(&mut self, from: usize, to: usize) {
+        self.shift[from..to].fill(u64::MAX);
     }
 
     /// Inserts a child at `at`.
@@ -252,6 +314,7 @@ impl Internal {
         let c = self.count;
         self.shift.copy_within(at + 1..c, at);
         self.child.copy_within(at + 1..c, at);
+        self.shift[c - 1] = u64::MAX;
         self.count = c - 1;
     }
 
@@ -275,36 +338,55 @@ impl Internal {
     }
 }
 
-/// Number of elements of the sorted slice that are `<= key`.
-#[inline]
-pub(crate) fn upper_bound(sorted: &[u64], key: u64) -> usize {
-    sorted.partition_point(|&v| v <= key)
-}
-
-/// Hints the CPU to start loading `bytes` bytes at `ptr` into the cache.
+/// Hints the CPU to start loading every cache line that overlaps the first
+/// `bytes` bytes of `obj` (at most its size).
 ///
-/// Descending the tree is a chain of dependent cache misses: the binary
-/// search in a node cannot start before the node arrives, and each probe
-/// waits for the previous one. Prefetching the whole search array of the
-/// next node as soon as its index is known turns those probes' misses into
-/// parallel ones (measured in docs/DESIGN.md).
+/// Descending the tree is a chain of dependent cache misses: the search in
+/// a node cannot start before the node arrives. Prefetching all the lines
+/// the next node's visit will touch as soon as its id is known turns their
+/// misses into parallel ones (measured in docs/DESIGN.md). Lines are
+/// counted from the aligned line that holds the first byte, so a node that
+/// does not start on a line boundary is still covered to its last byte.
 #[inline(always)]
-pub(crate) fn prefetch<T>(data: &[T]) {
+fn prefetch_lines<T>(obj: &T, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let start = data.as_ptr() as *const i8;
-        let bytes = std::mem::size_of_val(data);
-        let mut off = 0;
-        while off < bytes {
-            // SAFETY: a prefetch is only a hint; it never faults and has no
-            // architectural effect, and `start + off` stays inside `data`.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(off)) };
-            off += 64;
+        let start = obj as *const T as *const i8;
+        let line = start.wrapping_sub(start as usize % 64);
+        // A constant count (one more line than `bytes` needs when aligned)
+        // lets the loop unroll into plain prefetch instructions.
+        for k in 0..bytes / 64 + 1 {
+            // SAFETY: a prefetch is only a hint: it never faults and has no
+            // architectural effect, whatever the address. The address is
+            // formed with wrapping arithmetic, so forming it is defined too.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(line.wrapping_add(k * 64)) };
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = data;
+    let _ = (obj, bytes);
+}
+
+impl Leaf {
+    /// Starts loading what a search reads: the header and the lengths.
+    #[inline(always)]
+    pub fn prefetch_search(&self) {
+        prefetch_lines(self, std::mem::offset_of!(Leaf, word));
+    }
+
+    /// Starts loading the whole leaf (an update moves words too).
+    #[inline(always)]
+    pub fn prefetch_all(&self) {
+        prefetch_lines(self, std::mem::size_of::<Leaf>());
+    }
+}
+
+impl Internal {
+    /// Starts loading what a search reads: the header and the shifts.
+    #[inline(always)]
+    pub fn prefetch_search(&self) {
+        prefetch_lines(self, std::mem::offset_of!(Internal, child));
+    }
 }
 
 #[cfg(test)]
@@ -312,12 +394,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn upper_bound_matches_linear_count() {
-        for n in 0..40u64 {
-            let v: Vec<u64> = (0..n).map(|i| i * 3).collect();
-            for key in 0..n * 3 + 3 {
-                let want = v.iter().filter(|&&x| x <= key).count();
-                assert_eq!(upper_bound(&v, key), want, "n={n} key={key}");
+    fn child_index_matches_a_linear_count() {
+        for count in 1..=INTERNAL_CAP {
+            let mut n = Internal::new();
+            for i in 0..count {
+                n.insert_child(i, i as u64 * 3, i as u32);
+            }
+            for rel in 0..count as u64 * 3 + 3 {
+                let want = n.shift[1..count].iter().filter(|&&x| x <= rel).count();
+                assert_eq!(n.child_index(rel), want, "count={count} rel={rel}");
+            }
+            // Removing children keeps the padding.
+            while n.count > 1 {
+                n.remove_child(n.count / 2);
+                let c = n.count;
+                assert!(n.shift[c..].iter().all(|&s| s == u64::MAX));
+                assert_eq!(n.child_index(u64::MAX - 1), c - 1);
+            }
+        }
+    }
+
+    #[test]
+    fn locate_matches_a_linear_scan() {
+        let mut l = Leaf::new();
+        for count in 0..=LEAF_CAP {
+            l.count = count;
+            for i in 0..count {
+                l.len[i] = 1 + (i as u64 * 7) % 5;
+            }
+            let span: u64 = l.len[..count].iter().sum();
+            for rel in 0..=span + 1 {
+                let mut start = 0;
+                let mut want = (count, span);
+                for i in 0..count {
+                    if rel < start + l.len[i] {
+                        want = (i, start);
+                        break;
+                    }
+                    start += l.len[i];
+                }
+                assert_eq!(l.locate(rel), want, "count={count} rel={rel}");
             }
         }
     }

@@ -16,7 +16,7 @@ use crate::extent::{Extent, Piece, MAX_ADDR, MAX_SPACE};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::node::{addr_of, prefetch, tag_of, with_tag, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
+use crate::node::{addr_of, tag_of, with_tag, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
 
 /// The deepest tree supported. A tree of this height would need more extents
 /// than memory can hold, so the limit is never reached in practice.
@@ -429,11 +429,11 @@ impl FlexTree {
 
     /// Starts loading the search array of node `id` into the cache.
     #[inline(always)]
-    fn prefetch_node(&self, id: u32, is_leaf: bool) {
+    pub(crate) fn prefetch_node(&self, id: u32, is_leaf: bool) {
         if is_leaf {
-            prefetch(&self.leaves[id as usize].len[..]);
+            self.leaves[id as usize].prefetch_search();
         } else {
-            prefetch(&self.internals[id as usize].shift[..]);
+            self.internals[id as usize].prefetch_search();
         }
     }
 
@@ -483,37 +483,12 @@ impl FlexTree {
     /// so that the leaf has room for two more entries and every internal node
     /// on the path for one more child. Marks the path dirty.
     pub(crate) fn descend_mut(&mut self, offset: u64, path: &mut Path) -> (u32, u64) {
-        if self.node_full(self.root, self.height == 0) {
-            let mut r = Internal::new();
-            r.count = 1;
-            r.child[0] = self.root;
-            self.root = self.alloc_internal(r);
-            self.height += 1;
-        }
+        self.grow_root_if_full();
         let mut node = self.root;
         let mut rel = offset;
         let mut span = self.total;
         for level in 0..self.height {
-            let child_is_leaf = level + 1 == self.height;
-            let mut idx = self.internals[node as usize].child_index(rel);
-            let child = self.internals[node as usize].child[idx];
-            if child_is_leaf {
-                // Inserts and cuts touch lengths and words too.
-                let l = &self.leaves[child as usize];
-                prefetch(&l.len[..]);
-                prefetch(&l.word[..]);
-            } else {
-                self.prefetch_node(child, false);
-            }
-            if self.node_full(child, child_is_leaf) {
-                let n = &self.internals[node as usize];
-                let at_end = rel - n.shift[idx] == n.child_span(idx, span);
-                self.split_child(node, idx, child_is_leaf, at_end);
-                let n = &self.internals[node as usize];
-                if idx + 1 < n.count && rel >= n.shift[idx + 1] {
-                    idx += 1;
-                }
-            }
+            let idx = self.child_for_mut(node, rel, span, level + 1 == self.height);
             let n = &mut self.internals[node as usize];
             n.disk.mark_dirty();
             path.push(node, idx);
@@ -523,6 +498,88 @@ impl FlexTree {
         }
         self.leaves[node as usize].disk.mark_dirty();
         (node, rel)
+    }
+
+    /// Like [`FlexTree::descend_mut`] for an insertion of `len` bytes at
+    /// `offset`: adds `len` to the shift values after the path on the way
+    /// down (the insertion cannot fail once it has started), so no path is
+    /// kept and no second walk is needed.
+    fn descend_insert(&mut self, offset: u64, len: u64) -> (u32, u64) {
+        self.grow_root_if_full();
+        let mut node = self.root;
+        let mut rel = offset;
+        let mut span = self.total;
+        for level in 0..self.height {
+            let idx = self.child_for_mut(node, rel, span, level + 1 == self.height);
+            let n = &mut self.internals[node as usize];
+            n.disk.mark_dirty();
+            span = n.child_span(idx, span);
+            rel -= n.shift[idx];
+            n.shift_after(idx, len);
+            node = n.child[idx];
+        }
+        self.leaves[node as usize].disk.mark_dirty();
+        (node, rel)
+    }
+
+    /// Gives a full root a new parent, so that the descent can split it.
+    #[inline]
+    fn grow_root_if_full(&mut self) {
+        if self.node_full(self.root, self.height == 0) {
+            let mut r = Internal::new();
+            r.count = 1;
+            r.child[0] = self.root;
+            self.root = self.alloc_internal(r);
+            self.height += 1;
+        }
+    }
+
+    /// One step of a mutating descent at internal node `node` (spanning
+    /// `span` bytes): the index of the child holding `rel`, after splitting
+    /// that child if it lacks room. Starts loading the child into the cache.
+    #[inline(always)]
+    fn child_for_mut(&mut self, node: u32, rel: u64, span: u64, child_is_leaf: bool) -> usize {
+        let n = &self.internals[node as usize];
+        let idx = n.child_index(rel);
+        let child = n.child[idx];
+        let full = if child_is_leaf {
+            // Inserts and cuts touch lengths and words too.
+            let l = &self.leaves[child as usize];
+            l.prefetch_all();
+            l.count + 2 > LEAF_CAP
+        } else {
+            let c = &self.internals[child as usize];
+            c.prefetch_search();
+            c.count >= INTERNAL_CAP
+        };
+        if full {
+            self.split_for(node, idx, rel, span, child_is_leaf)
+        } else {
+            idx
+        }
+    }
+
+    /// Splits child `idx` of `node` and returns the index of the half that
+    /// holds `rel`.
+    #[cold]
+    #[inline(never)]
+    fn split_for(
+        &mut self,
+        node: u32,
+        idx: usize,
+        rel: u64,
+        span: u64,
+        child_is_leaf: bool,
+    ) -> usize {
+        let n = &self.internals[node as usize];
+        let at_end = rel - n.shift[idx] == n.child_span(idx, span);
+        self.split_child(node, idx, child_is_leaf, at_end);
+        let n = &self.internals[node as usize];
+        if idx + 1 < n.count && rel >= n.shift[idx + 1] {
+            idx + 1
+        } else {
+            idx
+        }
     }
 
     /// Splits child `idx` of `parent` in two. An `at_end` split (the coming
@@ -557,6 +614,7 @@ impl FlexTree {
             }
             new.child[..n].copy_from_slice(&old.child[h..c]);
             new.count = n;
+            old.clear_from(h, c);
             old.count = h;
             old.disk.mark_dirty();
             (base, self.alloc_internal(new))
@@ -569,8 +627,8 @@ impl FlexTree {
 
     /// Inserts one leaf entry; arguments are validated by the caller.
     fn insert_entry(&mut self, offset: u64, len: u64, addr: Option<u64>) {
-        let mut path = Path::new();
-        let (leaf_id, rel) = self.descend_mut(offset, &mut path);
+        let (leaf_id, rel) = self.descend_insert(offset, len);
+        self.total += len;
         let (merge_limit, boundary) = (self.merge_limit, self.merge_boundary);
         let l = &mut self.leaves[leaf_id as usize];
         let (e, start) = l.locate(rel);
@@ -586,7 +644,6 @@ impl FlexTree {
             l.set_entry(e + 1, len, addr, 0);
             l.set_entry(e + 2, elen - d, a.map(|x| x + d), 0);
             self.extents += 2;
-            self.finish_insert(&path, len);
             return;
         } else {
             e
@@ -596,16 +653,6 @@ impl FlexTree {
             l.set_entry(pos, len, addr, 0);
             self.extents += 1;
         }
-        self.finish_insert(&path, len);
-    }
-
-    /// Shifts everything after the insertion path by `len`.
-    #[inline]
-    fn finish_insert(&mut self, path: &Path, len: u64) {
-        for &(node, idx) in path.iter() {
-            self.internals[node as usize].shift_after(idx, len);
-        }
-        self.total += len;
     }
 
     /// Restores fill and height after a removal along `path`: empty nodes are

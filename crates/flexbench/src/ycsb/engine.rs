@@ -1,0 +1,146 @@
+//! The interface `flexbench ycsb` drives, and the engines behind it.
+//!
+//! Invariants: every engine runs with its write-ahead log (or journal) on
+//! and, unless `sync` is set, no fsync per write; `open` creates the store
+//! when the directory holds none; an engine that was not compiled in is
+//! refused with the cargo feature that would build it.
+
+use std::path::Path;
+use std::time::Duration;
+
+pub use super::engines::*;
+
+/// Errors of the harness and the engines, as messages.
+pub type Result<T> = std::result::Result<T, String>;
+
+/// How to configure an engine.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Bytes of the engine's user-space cache (flexdb's interval cache,
+    /// RocksDB's block cache, fjall's block cache; LMDB has none).
+    pub cache_bytes: usize,
+    /// Sync the write-ahead log on every write.
+    pub sync: bool,
+}
+
+/// Counters an engine may expose.
+#[derive(Clone, Debug, Default)]
+pub struct EngineStats {
+    /// The longest time a reader waited for a writer since open.
+    pub max_reader_wait: Option<Duration>,
+    /// Bytes of memory held by the engine's index (flexdb: the sparse
+    /// index; RocksDB: table readers' index and filter memory outside the
+    /// block cache).
+    pub index_bytes: Option<u64>,
+    /// Bytes of memory held by flexdb's extent index (FlexTree).
+    pub extent_index_bytes: Option<u64>,
+}
+
+/// A key-value store under test. Shared between the client threads.
+pub trait Engine: Send + Sync {
+    /// Sets `key` to `value`.
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// The length of the value of `key`, if present (the value is read).
+    fn get(&self, key: &[u8]) -> Result<Option<usize>>;
+    /// Removes `key` (YCSB's core workloads never delete; kept for
+    /// completeness of the interface and its tests).
+    #[allow(dead_code)]
+    fn delete(&self, key: &[u8]) -> Result<()>;
+    /// Reads up to `n` pairs from the first key `>= start`; returns how
+    /// many it read.
+    fn scan(&self, start: &[u8], n: usize) -> Result<usize>;
+    /// Moves buffered writes to the engine's main structure (memtables to
+    /// the space or to tables) and makes them durable.
+    fn flush(&self) -> Result<()>;
+    /// Closes the store cleanly.
+    fn close(self: Box<Self>) -> Result<()>;
+    /// The engine's counters.
+    fn stats(&self) -> EngineStats {
+        EngineStats::default()
+    }
+}
+
+/// The engines `--engine` accepts (`mem` is the harness's own in-memory
+/// reference, not a benchmark peer).
+pub const ENGINES: [&str; 5] = ["flexdb", "rocksdb", "lmdb", "fjall", "mem"];
+
+/// Opens (creating if needed) engine `name` in directory `dir`.
+pub fn open(name: &str, dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    match name {
+        "flexdb" => flexdb_engine::open(dir, cfg),
+        "mem" => mem_engine::open(),
+        "rocksdb" => rocksdb_engine::open(dir, cfg),
+        "lmdb" => lmdb_engine::open(dir, cfg),
+        "fjall" => fjall_engine::open(dir, cfg),
+        other => Err(format!(
+            "unknown engine '{other}' (expected one of {})",
+            ENGINES.join(", ")
+        )),
+    }
+}
+
+/// Whether engine `name` was compiled into this binary.
+pub fn compiled_in(name: &str) -> Result<()> {
+    let feature = match name {
+        "flexdb" | "mem" => return Ok(()),
+        "rocksdb" if cfg!(feature = "rocksdb") => return Ok(()),
+        "lmdb" if cfg!(feature = "lmdb") => return Ok(()),
+        "fjall" if cfg!(feature = "fjall") => return Ok(()),
+        "rocksdb" | "lmdb" | "fjall" => name,
+        other => {
+            return Err(format!(
+                "unknown engine '{other}' (expected one of {})",
+                ENGINES.join(", ")
+            ))
+        }
+    };
+    Err(format!(
+        "engine '{name}' is not compiled into this flexbench: rebuild with \
+         `cargo build --release -p flexbench --features {feature}` (or --features peers)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_and_missing_engines_are_explained() {
+        assert!(compiled_in("flexdb").is_ok());
+        assert!(compiled_in("nope").unwrap_err().contains("unknown engine"));
+        for peer in ["rocksdb", "lmdb", "fjall"] {
+            let compiled = match peer {
+                "rocksdb" => cfg!(feature = "rocksdb"),
+                "lmdb" => cfg!(feature = "lmdb"),
+                _ => cfg!(feature = "fjall"),
+            };
+            let r = compiled_in(peer);
+            assert_eq!(r.is_ok(), compiled, "{peer}");
+            if let Err(e) = r {
+                assert!(e.contains(&format!("--features {peer}")), "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_mem_engine_behaves_like_a_sorted_map() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = EngineConfig {
+            cache_bytes: 1 << 20,
+            sync: false,
+        };
+        let e = open("mem", dir.path(), &cfg).unwrap();
+        e.put(b"b", b"22").unwrap();
+        e.put(b"a", b"1").unwrap();
+        e.put(b"c", b"333").unwrap();
+        assert_eq!(e.get(b"b").unwrap(), Some(2));
+        assert_eq!(e.get(b"x").unwrap(), None);
+        assert_eq!(e.scan(b"a", 2).unwrap(), 2);
+        assert_eq!(e.scan(b"bb", 10).unwrap(), 1);
+        e.delete(b"c").unwrap();
+        assert_eq!(e.scan(b"", 10).unwrap(), 2);
+        e.flush().unwrap();
+        e.close().unwrap();
+    }
+}

@@ -1,0 +1,62 @@
+//! FlexDB through its public API.
+
+use std::ops::Bound;
+use std::path::Path;
+
+use crate::ycsb::engine::{Engine, EngineConfig, EngineStats, Result};
+
+struct FlexDbEngine {
+    db: flexdb::Db,
+}
+
+/// Opens (creating if needed) a FlexDB store in `dir`.
+pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
+    let opts = flexdb::Options::new()
+        .create_if_missing(true)
+        .cache_bytes(cfg.cache_bytes)
+        .sync_writes(cfg.sync);
+    let db = flexdb::Db::open(dir, opts).map_err(|e| format!("flexdb: {e}"))?;
+    Ok(Box::new(FlexDbEngine { db }))
+}
+
+fn err(e: flexdb::Error) -> String {
+    format!("flexdb: {e}")
+}
+
+impl Engine for FlexDbEngine {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.db.put(key, value).map_err(err)
+    }
+    fn get(&self, key: &[u8]) -> Result<Option<usize>> {
+        self.db.get(key).map(|v| v.map(|v| v.len())).map_err(err)
+    }
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        self.db.delete(key).map_err(err)
+    }
+    fn scan(&self, start: &[u8], n: usize) -> Result<usize> {
+        let mut count = 0;
+        for item in self
+            .db
+            .range::<[u8], _>((Bound::Included(start), Bound::Unbounded))
+            .take(n)
+        {
+            item.map_err(err)?;
+            count += 1;
+        }
+        Ok(count)
+    }
+    fn flush(&self) -> Result<()> {
+        self.db.flush().map_err(err)
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        self.db.close().map_err(err)
+    }
+    fn stats(&self) -> EngineStats {
+        let s = self.db.stats();
+        EngineStats {
+            max_reader_wait: Some(s.max_reader_wait),
+            index_bytes: Some(s.sparse_index_bytes),
+            extent_index_bytes: Some(s.extent_index_bytes),
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! LMDB (crate `heed`): a copy-on-write B+-tree in one memory-mapped file.
+//! It has no write-ahead log; without `--sync` it runs with `NO_SYNC`
+//! (commits reach the page cache, not the disk, like the others' WAL
+//! writes without fsync). One write transaction per write.
+
+use std::path::Path;
+
+use heed::types::Bytes;
+use heed::{Database, Env, EnvFlags, EnvOpenOptions};
+
+use crate::ycsb::engine::{Engine, EngineConfig, Result};
+
+struct LmdbEngine {
+    env: Env,
+    db: Database<Bytes, Bytes>,
+}
+
+fn err(e: heed::Error) -> String {
+    format!("lmdb: {e}")
+}
+
+/// The map size: the most the file may grow to (it is sparse).
+const MAP_SIZE: usize = 1 << 40;
+
+/// Opens (creating if needed) an LMDB environment in `dir`.
+pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
+    let mut opts = EnvOpenOptions::new();
+    opts.map_size(MAP_SIZE).max_dbs(1).max_readers(256);
+    let flags = if cfg.sync {
+        EnvFlags::empty()
+    } else {
+        EnvFlags::NO_SYNC | EnvFlags::NO_META_SYNC
+    };
+    // SAFETY: the directory is ours alone, opened once per process, and
+    // the flags only relax durability (documented above).
+    let env = unsafe {
+        opts.flags(flags);
+        opts.open(dir)
+    }
+    .map_err(err)?;
+    let mut wtxn = env.write_txn().map_err(err)?;
+    let db: Database<Bytes, Bytes> = env.create_database(&mut wtxn, None).map_err(err)?;
+    wtxn.commit().map_err(err)?;
+    Ok(Box::new(LmdbEngine { env, db }))
+}
+
+impl Engine for LmdbEngine {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut w = self.env.write_txn().map_err(err)?;
+        self.db.put(&mut w, key, value).map_err(err)?;
+        w.commit().map_err(err)
+    }
+    fn get(&self, key: &[u8]) -> Result<Option<usize>> {
+        let r = self.env.read_txn().map_err(err)?;
+        Ok(self
+            .db
+            .get(&r, key)
+            .map_err(err)?
+            .map(|v| std::hint::black_box(v).len()))
+    }
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        let mut w = self.env.write_txn().map_err(err)?;
+        self.db.delete(&mut w, key).map_err(err)?;
+        w.commit().map_err(err)
+    }
+    fn scan(&self, start: &[u8], n: usize) -> Result<usize> {
+        let r = self.env.read_txn().map_err(err)?;
+        let range = (std::ops::Bound::Included(start), std::ops::Bound::Unbounded);
+        let mut count = 0;
+        for item in self.db.range(&r, &range).map_err(err)?.take(n) {
+            std::hint::black_box(item.map_err(err)?);
+            count += 1;
+        }
+        Ok(count)
+    }
+    fn flush(&self) -> Result<()> {
+        self.env.force_sync().map_err(err)
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        let LmdbEngine { env, db: _ } = *self;
+        env.force_sync().map_err(err)?;
+        env.prepare_for_closing().wait();
+        Ok(())
+    }
+}

@@ -1,0 +1,52 @@
+//! `mem`: a `BTreeMap` behind a lock, the harness's reference engine (for
+//! tests of the harness itself; it keeps nothing on disk).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::RwLock;
+
+use crate::ycsb::engine::{Engine, Result};
+
+#[derive(Default)]
+struct MemEngine {
+    map: RwLock<BTreeMap<Vec<u8>, Vec<u8>>>,
+}
+
+/// A new, empty in-memory engine.
+pub fn open() -> Result<Box<dyn Engine>> {
+    Ok(Box::<MemEngine>::default())
+}
+
+fn poisoned<T>(_: T) -> String {
+    "mem: lock poisoned by a panicked thread".into()
+}
+
+impl Engine for MemEngine {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.map
+            .write()
+            .map_err(poisoned)?
+            .insert(key.to_vec(), value.to_vec());
+        Ok(())
+    }
+    fn get(&self, key: &[u8]) -> Result<Option<usize>> {
+        Ok(self.map.read().map_err(poisoned)?.get(key).map(Vec::len))
+    }
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        self.map.write().map_err(poisoned)?.remove(key);
+        Ok(())
+    }
+    fn scan(&self, start: &[u8], n: usize) -> Result<usize> {
+        let map = self.map.read().map_err(poisoned)?;
+        Ok(map
+            .range::<[u8], _>((Bound::Included(start), Bound::Unbounded))
+            .take(n)
+            .count())
+    }
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        Ok(())
+    }
+}

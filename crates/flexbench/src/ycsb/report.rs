@@ -1,0 +1,396 @@
+//! What `flexbench ycsb` measures, and its human table and JSON lines.
+//!
+//! Invariants: every record serialises to one JSON object with a `kind`
+//! ("workload" or "reopen") and the engine's name; a figure an engine does
+//! not provide is `null`, never 0; tables compare each engine with flexdb
+//! measured in the same invocation.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Latency figures of one operation kind (or of all), in microseconds.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Latency {
+    /// Operations measured.
+    pub count: u64,
+    /// Median.
+    pub p50_us: f64,
+    /// 95th percentile.
+    pub p95_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// Maximum.
+    pub max_us: f64,
+    /// Mean.
+    pub mean_us: f64,
+}
+
+impl Latency {
+    /// The figures of a histogram of nanoseconds.
+    pub fn of(h: &Histogram<u64>) -> Latency {
+        if h.is_empty() {
+            return Latency::default();
+        }
+        let us = |ns: u64| ns as f64 / 1000.0;
+        Latency {
+            count: h.len(),
+            p50_us: us(h.value_at_quantile(0.50)),
+            p95_us: us(h.value_at_quantile(0.95)),
+            p99_us: us(h.value_at_quantile(0.99)),
+            max_us: us(h.max()),
+            mean_us: h.mean() / 1000.0,
+        }
+    }
+}
+
+/// One workload run on one engine at one thread count.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct WorkloadResult {
+    /// The engine.
+    pub engine: String,
+    /// The workload (load, a..f, put).
+    pub workload: String,
+    /// The dataset (zippydb, udb, sys).
+    pub dataset: String,
+    /// The key distribution given by `--dist` (workload d reads "latest").
+    pub dist: String,
+    /// The distribution this workload's requests followed.
+    pub request_dist: String,
+    /// Records loaded (`--records`).
+    pub records: u64,
+    /// Client threads.
+    pub threads: usize,
+    /// Whether every write synced the WAL.
+    pub sync: bool,
+    /// Seconds the timed phase took.
+    pub seconds: f64,
+    /// Operations done.
+    pub ops: u64,
+    /// Millions of operations per second.
+    pub mops: f64,
+    /// Latency percentiles over all operations.
+    pub p50_us: f64,
+    /// See `p50_us`.
+    pub p95_us: f64,
+    /// See `p50_us`.
+    pub p99_us: f64,
+    /// See `p50_us`.
+    pub max_us: f64,
+    /// Latency per operation kind (read, update, insert, scan, rmw, put).
+    pub latency: BTreeMap<String, Latency>,
+    /// Reads (and read-modify-writes) that found no value.
+    pub read_misses: u64,
+    /// Pairs returned by scans.
+    pub scanned_pairs: u64,
+    /// Key and value bytes the workload wrote.
+    pub user_bytes_written: u64,
+    /// Bytes written to the device during the workload and its settling
+    /// flush (block-device counter: includes other processes' writes).
+    pub device_bytes_written: u64,
+    /// Bytes this process wrote to storage (`/proc/self/io` write_bytes
+    /// less cancelled_write_bytes).
+    pub process_bytes_written: u64,
+    /// device_bytes_written / user_bytes_written (null for no writes).
+    pub write_amp: Option<f64>,
+    /// process_bytes_written / user_bytes_written (null for no writes).
+    pub process_write_amp: Option<f64>,
+    /// Bytes the store's directory takes on disk (du) after the workload.
+    pub disk_bytes: u64,
+    /// Key and value bytes of the live records.
+    pub logical_bytes: u64,
+    /// disk_bytes / logical_bytes.
+    pub space_amp: f64,
+    /// The longest reader wait since the store was opened, in microseconds
+    /// (flexdb only; null for engines that do not report it).
+    pub max_reader_wait_us: Option<f64>,
+    /// Memory held by the engine's index (flexdb: sparse index).
+    pub index_bytes: Option<u64>,
+    /// Memory held by flexdb's extent index.
+    pub extent_index_bytes: Option<u64>,
+    /// Resident memory of the process after the workload.
+    pub vm_rss_bytes: Option<u64>,
+    /// Peak resident memory of the process since the engine was opened.
+    pub vm_hwm_bytes: Option<u64>,
+}
+
+/// Reopen times of one engine.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct ReopenResult {
+    /// The engine.
+    pub engine: String,
+    /// Always "reopen".
+    pub workload: String,
+    /// The dataset.
+    pub dataset: String,
+    /// Records loaded.
+    pub records: u64,
+    /// Milliseconds a clean close took after the workloads.
+    pub close_ms: Option<f64>,
+    /// Milliseconds the open after the clean close took.
+    pub clean_open_ms: Option<f64>,
+    /// Writes the killed child had acknowledged when it was killed.
+    pub crash_acknowledged: Option<u64>,
+    /// Milliseconds the open after SIGKILL took (recovery).
+    pub crash_open_ms: Option<f64>,
+    /// Pairs found by a full scan after that recovery (untimed).
+    pub crash_recovered_pairs: Option<u64>,
+    /// Why a part was not measured, if one was not.
+    pub note: Option<String>,
+}
+
+/// One line of output.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Record {
+    /// A workload figure.
+    Workload(Box<WorkloadResult>),
+    /// Reopen times.
+    Reopen(ReopenResult),
+}
+
+/// The records as JSON lines.
+pub fn json_lines(records: &[Record]) -> String {
+    let mut s = String::new();
+    for r in records {
+        s += &serde_json::to_string(r).unwrap_or_default();
+        s.push('\n');
+    }
+    s
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "n/a".into(), |v| v.to_string())
+}
+
+fn mib(v: Option<u64>) -> String {
+    opt(v.map(|b| format!("{:.1}", b as f64 / (1 << 20) as f64)))
+}
+
+/// The records as human tables: throughput and latency side by side with
+/// each engine's throughput over flexdb's, the latency per operation kind,
+/// amplification and memory, and reopen times.
+pub fn table(records: &[Record]) -> String {
+    let ws: Vec<&WorkloadResult> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Workload(w) => Some(w.as_ref()),
+            Record::Reopen(_) => None,
+        })
+        .collect();
+    let mut s = String::new();
+    if let Some(first) = ws.first() {
+        s += &format!(
+            "# ycsb: dataset {} ({} records), dist {}, sync {}\n",
+            first.dataset, first.records, first.dist, first.sync
+        );
+    }
+    s += &format!(
+        "{:<8} {:>3} {:<8} {:>11} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}\n",
+        "workload",
+        "thr",
+        "engine",
+        "ops",
+        "Mops/s",
+        "x flexdb",
+        "p50 us",
+        "p99 us",
+        "max us",
+        "misses"
+    );
+    for w in &ws {
+        let base = ws
+            .iter()
+            .find(|b| b.engine == "flexdb" && b.workload == w.workload && b.threads == w.threads)
+            .map(|b| format!("{:.2}x", w.mops / b.mops.max(1e-12)))
+            .unwrap_or_else(|| "-".into());
+        s += &format!(
+            "{:<8} {:>3} {:<8} {:>11} {:>9.4} {:>9} {:>9.1} {:>9.1} {:>10.1} {:>9}\n",
+            w.workload,
+            w.threads,
+            w.engine,
+            w.ops,
+            w.mops,
+            base,
+            w.p50_us,
+            w.p99_us,
+            w.max_us,
+            w.read_misses
+        );
+    }
+    s += "\n# latency per operation kind (us)\n";
+    s += &format!(
+        "{:<8} {:>3} {:<8} {:<7} {:>11} {:>9} {:>9} {:>9} {:>10}\n",
+        "workload", "thr", "engine", "op", "count", "p50", "p95", "p99", "max"
+    );
+    for w in &ws {
+        for (op, l) in &w.latency {
+            s += &format!(
+                "{:<8} {:>3} {:<8} {:<7} {:>11} {:>9.1} {:>9.1} {:>9.1} {:>10.1}\n",
+                w.workload,
+                w.threads,
+                w.engine,
+                op,
+                l.count,
+                l.p50_us,
+                l.p95_us,
+                l.p99_us,
+                l.max_us
+            );
+        }
+    }
+    s += "\n# amplification and memory (after each workload; WA = device bytes / user bytes written)\n";
+    s += &format!(
+        "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10} {:>6} {:>11} {:>10} {:>10} {:>9} {:>9}\n",
+        "workload",
+        "thr",
+        "engine",
+        "WA",
+        "procWA",
+        "disk MiB",
+        "SA",
+        "rdwait us",
+        "index MiB",
+        "extent MiB",
+        "RSS MiB",
+        "HWM MiB"
+    );
+    for w in &ws {
+        s += &format!(
+            "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10.1} {:>6.2} {:>11} {:>10} {:>10} {:>9} {:>9}\n",
+            w.workload,
+            w.threads,
+            w.engine,
+            opt(w.write_amp.map(|v| format!("{v:.2}"))),
+            opt(w.process_write_amp.map(|v| format!("{v:.2}"))),
+            w.disk_bytes as f64 / (1 << 20) as f64,
+            w.space_amp,
+            opt(w.max_reader_wait_us.map(|v| format!("{v:.0}"))),
+            mib(w.index_bytes),
+            mib(w.extent_index_bytes),
+            mib(w.vm_rss_bytes),
+            mib(w.vm_hwm_bytes),
+        );
+    }
+    let reopens: Vec<&ReopenResult> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Reopen(x) => Some(x),
+            Record::Workload(_) => None,
+        })
+        .collect();
+    if !reopens.is_empty() {
+        s += "\n# reopen (ms): clean close, open after it; open after SIGKILL during writes\n";
+        s += &format!(
+            "{:<8} {:>10} {:>10} {:>12} {:>12} {:>12}  {}\n",
+            "engine", "close", "open", "killed at", "crash open", "recovered", "note"
+        );
+        for r in reopens {
+            let ms = |v: Option<f64>| opt(v.map(|v| format!("{v:.1}")));
+            s += &format!(
+                "{:<8} {:>10} {:>10} {:>12} {:>12} {:>12}  {}\n",
+                r.engine,
+                ms(r.close_ms),
+                ms(r.clean_open_ms),
+                opt(r.crash_acknowledged),
+                ms(r.crash_open_ms),
+                opt(r.crash_recovered_pairs),
+                r.note.as_deref().unwrap_or("")
+            );
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(engine: &str, mops: f64) -> WorkloadResult {
+        let mut latency = BTreeMap::new();
+        latency.insert(
+            "read".to_string(),
+            Latency {
+                count: 10,
+                p50_us: 1.0,
+                p95_us: 2.0,
+                p99_us: 3.0,
+                max_us: 4.0,
+                mean_us: 1.5,
+            },
+        );
+        WorkloadResult {
+            engine: engine.into(),
+            workload: "c".into(),
+            dataset: "udb".into(),
+            dist: "zipf".into(),
+            request_dist: "zipf".into(),
+            records: 100,
+            threads: 2,
+            ops: 10,
+            mops,
+            latency,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn json_lines_have_the_issue_shape_and_round_trip() {
+        let records = vec![
+            Record::Workload(Box::new(sample("flexdb", 0.5))),
+            Record::Reopen(ReopenResult {
+                engine: "flexdb".into(),
+                workload: "reopen".into(),
+                clean_open_ms: Some(3.0),
+                ..Default::default()
+            }),
+        ];
+        let text = json_lines(&records);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+        assert_eq!(v["kind"], "workload");
+        assert_eq!(v["engine"], "flexdb");
+        assert_eq!(v["workload"], "c");
+        assert_eq!(v["threads"], 2);
+        assert_eq!(v["mops"], 0.5);
+        assert!(v["p99_us"].is_number());
+        assert!(v["write_amp"].is_null());
+        assert!(v["max_reader_wait_us"].is_null());
+        assert_eq!(v["latency"]["read"]["p99_us"], 3.0);
+        let back: Vec<Record> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(back, records);
+    }
+
+    #[test]
+    fn the_table_compares_with_flexdb() {
+        let t = table(&[
+            Record::Workload(Box::new(sample("flexdb", 0.5))),
+            Record::Workload(Box::new(sample("rocksdb", 0.25))),
+        ]);
+        assert!(t.contains("0.50x"), "{t}");
+        assert!(t.contains("1.00x"), "{t}");
+        assert!(t.contains("n/a"), "{t}");
+    }
+
+    #[test]
+    fn latency_of_a_histogram() {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+        for v in 1..=1000u64 {
+            h.record(v * 1000).unwrap();
+        }
+        let l = Latency::of(&h);
+        assert_eq!(l.count, 1000);
+        assert!((l.p50_us - 500.0).abs() < 1.0, "{l:?}");
+        assert!((l.p99_us - 990.0).abs() < 1.0, "{l:?}");
+        assert!((l.max_us - 1000.0).abs() < 1.0, "{l:?}");
+        assert_eq!(
+            Latency::of(&Histogram::<u64>::new(3).unwrap()),
+            Latency::default()
+        );
+    }
+}

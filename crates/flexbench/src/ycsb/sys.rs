@@ -1,0 +1,98 @@
+//! What the operating system says about the process and the store's
+//! directory: memory, bytes written, bytes on disk.
+//!
+//! Invariant: every probe returns `None` (or 0 for sizes) where the
+//! information is not available, never an error that stops a run.
+
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+
+/// A field of `/proc/self/status` in bytes (`VmRSS`, `VmHWM`).
+pub fn proc_status_bytes(field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_status_kb(&s, field).map(|kb| kb * 1024)
+}
+
+fn parse_status_kb(status: &str, field: &str) -> Option<u64> {
+    status.lines().find_map(|l| {
+        let rest = l.strip_prefix(field)?.strip_prefix(':')?;
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// Resets the process's peak resident size (VmHWM) to its current RSS.
+pub fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// Bytes this process caused to be written to storage so far
+/// (`write_bytes - cancelled_write_bytes` of `/proc/self/io`).
+pub fn process_bytes_written() -> u64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/io") else {
+        return 0;
+    };
+    let field = |name: &str| -> u64 {
+        s.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    field("write_bytes:").saturating_sub(field("cancelled_write_bytes:"))
+}
+
+/// Bytes the files under `dir` occupy on disk (allocated blocks, as du).
+pub fn disk_usage(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(m) = e.path().symlink_metadata() else {
+                continue;
+            };
+            total += m.blocks() * 512;
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    total
+}
+
+/// Writes back every dirty page of the file system holding `dir`.
+pub fn syncfs(dir: &Path) {
+    if let Ok(f) = std::fs::File::open(dir) {
+        // SAFETY: syncfs on a descriptor we own; it takes no pointers.
+        unsafe {
+            libc::syncfs(f.as_raw_fd());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_fields_parse() {
+        let s = "Name:\tx\nVmHWM:\t  2048 kB\nVmRSS:\t    1024 kB\n";
+        assert_eq!(parse_status_kb(s, "VmRSS"), Some(1024));
+        assert_eq!(parse_status_kb(s, "VmHWM"), Some(2048));
+        assert_eq!(parse_status_kb(s, "VmSwap"), None);
+        assert!(proc_status_bytes("VmRSS").unwrap_or(1) > 0);
+    }
+
+    #[test]
+    fn du_counts_allocated_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/f"), vec![1u8; 100_000]).unwrap();
+        syncfs(dir.path());
+        let du = disk_usage(dir.path());
+        assert!(du >= 100_000, "{du}");
+        assert_eq!(disk_usage(&dir.path().join("missing")), 0);
+    }
+}

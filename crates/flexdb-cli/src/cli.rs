@@ -1,0 +1,251 @@
+//! The command line, as clap parses it (`flexdb --help` shows it).
+//!
+//! Invariants: parsing is pure (no I/O); every key or value argument
+//! accepts a leading `-` (so `put DIR k -1` works); `--hex` and `--base64`
+//! exclude each other. The shell reuses [`ScanArgs`] so `scan` takes the
+//! same flags in both places.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::encoding::Encoding;
+use crate::formats::Format;
+
+/// Command-line tool for FlexDB stores.
+///
+/// Exit status: 0 success, 1 key not found (get), 2 usage error, 3 store not
+/// found, 4 not a FlexDB store, 5 locked, 6 corruption, 7 I/O error, 8 bad
+/// input data.
+#[derive(Parser, Debug)]
+#[command(name = "flexdb", version, about, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How keys and values are written in arguments and output.
+#[derive(Args, Debug, Clone, Copy, Default)]
+pub struct EncodingArgs {
+    /// Keys and values are hexadecimal (input and output).
+    #[arg(long, conflicts_with = "base64")]
+    pub hex: bool,
+    /// Keys and values are standard base64 (input and output).
+    #[arg(long)]
+    pub base64: bool,
+}
+
+impl EncodingArgs {
+    /// The selected encoding.
+    pub fn encoding(self) -> Encoding {
+        Encoding::from_flags(self.hex, self.base64)
+    }
+}
+
+/// Which pairs `scan` lists.
+#[derive(Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScanArgs {
+    /// Start at this key (inclusive).
+    #[arg(long, value_name = "KEY", allow_hyphen_values = true)]
+    pub from: Option<String>,
+    /// Stop before this key (exclusive).
+    #[arg(long, value_name = "KEY", allow_hyphen_values = true)]
+    pub to: Option<String>,
+    /// Only keys starting with PREFIX (combines with --from and --to).
+    #[arg(long, allow_hyphen_values = true)]
+    pub prefix: Option<String>,
+    /// Print at most N pairs.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+    /// Largest key first.
+    #[arg(long)]
+    pub reverse: bool,
+    /// Print keys only.
+    #[arg(long)]
+    pub keys_only: bool,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Set KEY to VALUE (creates the store if missing).
+    Put {
+        /// The store's directory.
+        dir: PathBuf,
+        #[arg(allow_hyphen_values = true)]
+        key: String,
+        #[arg(allow_hyphen_values = true)]
+        value: String,
+        #[command(flatten)]
+        enc: EncodingArgs,
+    },
+    /// Print the value of KEY (exit status 1, no output, if it is absent).
+    Get {
+        /// The store's directory.
+        dir: PathBuf,
+        #[arg(allow_hyphen_values = true)]
+        key: String,
+        #[command(flatten)]
+        enc: EncodingArgs,
+    },
+    /// Remove KEY (removing an absent key is not an error).
+    Del {
+        /// The store's directory.
+        dir: PathBuf,
+        #[arg(allow_hyphen_values = true)]
+        key: String,
+        #[command(flatten)]
+        enc: EncodingArgs,
+    },
+    /// List pairs in key order, one `KEY<TAB>VALUE` line each (text is
+    /// escaped: \\ \t \n \r \xHH).
+    Scan {
+        /// The store's directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        scan: ScanArgs,
+        #[command(flatten)]
+        enc: EncodingArgs,
+    },
+    /// Load pairs from FILE (or stdin) into the store (creates it if missing).
+    Load {
+        /// The store's directory.
+        dir: PathBuf,
+        /// The input file; `-` or nothing for stdin.
+        file: Option<PathBuf>,
+        /// The input format.
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+        /// Pairs per write batch.
+        #[arg(long, value_name = "N", default_value_t = 10_000,
+              value_parser = clap::value_parser!(u64).range(1..))]
+        batch_size: u64,
+        /// No progress bar and no summary line.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Write every pair of the store to FILE (or stdout), in key order.
+    Dump {
+        /// The store's directory.
+        dir: PathBuf,
+        /// The output file; `-` or nothing for stdout.
+        file: Option<PathBuf>,
+        /// The output format.
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+        /// No progress and no summary line.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Print the store's counters.
+    Stats {
+        /// The store's directory.
+        dir: PathBuf,
+        /// One JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Verify the whole store (exit status 6 if anything is wrong).
+    Check {
+        /// The store's directory.
+        dir: PathBuf,
+        /// One JSON object instead of a report.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Interactive shell (reads commands line by line when stdin is not a
+    /// terminal).
+    Shell {
+        /// The store's directory.
+        dir: PathBuf,
+        /// Create the store if it is missing.
+        #[arg(long)]
+        create: bool,
+        #[command(flatten)]
+        enc: EncodingArgs,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Command, clap::Error> {
+        Cli::try_parse_from(std::iter::once("flexdb").chain(args.iter().copied()))
+            .map(|c| c.command)
+    }
+
+    #[test]
+    fn definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn keys_and_values_may_start_with_a_dash() {
+        match parse(&["put", "/db", "-k", "-1"]).unwrap() {
+            Command::Put { key, value, .. } => {
+                assert_eq!((key.as_str(), value.as_str()), ("-k", "-1"))
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["scan", "/db", "--from", "-a", "--to", "-b"]).unwrap() {
+            Command::Scan { scan, .. } => {
+                assert_eq!(scan.from.as_deref(), Some("-a"));
+                assert_eq!(scan.to.as_deref(), Some("-b"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn usage_errors_are_rejected() {
+        use clap::error::ErrorKind;
+        let kind = |args: &[&str]| parse(args).unwrap_err().kind();
+        assert_eq!(
+            kind(&["get", "/db", "k", "--hex", "--base64"]),
+            ErrorKind::ArgumentConflict
+        );
+        assert_eq!(kind(&["get", "/db"]), ErrorKind::MissingRequiredArgument);
+        assert_eq!(kind(&["frobnicate"]), ErrorKind::InvalidSubcommand);
+        assert_eq!(
+            kind(&["load", "/db", "--format", "xml"]),
+            ErrorKind::InvalidValue
+        );
+        assert_eq!(
+            kind(&["load", "/db", "--batch-size", "0"]),
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(
+            kind(&["scan", "/db", "--limit", "many"]),
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(
+            kind(&["put", "/db", "k", "v", "extra"]),
+            ErrorKind::UnknownArgument
+        );
+    }
+
+    #[test]
+    fn defaults() {
+        match parse(&["load", "/db"]).unwrap() {
+            Command::Load {
+                file,
+                format,
+                batch_size,
+                quiet,
+                ..
+            } => {
+                assert_eq!(
+                    (file, format, batch_size, quiet),
+                    (None, Format::Jsonl, 10_000, false)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["get", "/db", "00", "--hex"]).unwrap() {
+            Command::Get { enc, .. } => assert_eq!(enc.encoding(), Encoding::Hex),
+            other => panic!("{other:?}"),
+        }
+    }
+}

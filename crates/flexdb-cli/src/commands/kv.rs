@@ -1,0 +1,42 @@
+//! `put`, `get` and `del` of one key.
+//!
+//! Invariants: `get` prints the value followed by one newline (raw bytes in
+//! text mode, else encoded) and returns [`Code::KeyNotFound`] with no
+//! output when the key is absent; `put` and `del` print nothing.
+
+use std::io::Write;
+use std::path::Path;
+
+use flexdb::Db;
+
+use super::stdout_err;
+use crate::encoding::Encoding;
+use crate::exit::{CliError, Code};
+
+/// Sets `key` to `value`.
+pub fn put(db: &Db, dir: &Path, key: &[u8], value: &[u8]) -> Result<(), CliError> {
+    db.put(key, value).map_err(|e| CliError::db(dir, e))
+}
+
+/// Prints the value of `key`.
+pub fn get(
+    db: &Db,
+    dir: &Path,
+    key: &[u8],
+    enc: Encoding,
+    out: &mut dyn Write,
+) -> Result<Code, CliError> {
+    match db.get(key).map_err(|e| CliError::db(dir, e))? {
+        Some(value) => {
+            out.write_all(&enc.value(&value)).map_err(stdout_err)?;
+            out.write_all(b"\n").map_err(stdout_err)?;
+            Ok(Code::Success)
+        }
+        None => Ok(Code::KeyNotFound),
+    }
+}
+
+/// Removes `key`.
+pub fn del(db: &Db, dir: &Path, key: &[u8]) -> Result<(), CliError> {
+    db.delete(key).map_err(|e| CliError::db(dir, e))
+}

@@ -1,0 +1,55 @@
+//! The commands, each over an open store and an output, shared by the
+//! command line (main.rs) and the shell.
+//!
+//! Invariants: a command never opens or closes the store itself and never
+//! prints an error: it returns a [`crate::exit::CliError`]; it writes its
+//! regular output only to the writer it is given.
+
+pub mod check;
+pub mod dump;
+pub mod kv;
+pub mod load;
+pub mod scan;
+pub mod stats;
+
+use crate::encoding::Encoding;
+use crate::exit::CliError;
+
+/// Decodes the argument `arg` named `what` ("key", "value", "--from").
+pub fn decode_arg(enc: Encoding, what: &str, arg: &str) -> Result<Vec<u8>, CliError> {
+    enc.decode(arg).map_err(|e| {
+        let mut shown: String = arg.chars().take(40).collect();
+        if shown.len() < arg.len() {
+            shown.push('…');
+        }
+        CliError::bad_input(format!("{what} {shown:?}: {e}"))
+    })
+}
+
+/// Writes to stdout, mapping failures (a broken pipe exits quietly).
+pub fn stdout_err(e: std::io::Error) -> CliError {
+    CliError::io("stdout", e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exit::Code;
+
+    #[test]
+    fn bad_arguments_are_bad_input_naming_the_argument() {
+        let e = decode_arg(Encoding::Hex, "key", "xyz").unwrap_err();
+        assert_eq!(e.code, Code::BadInput);
+        assert_eq!(
+            e.message.as_deref(),
+            Some("key \"xyz\": invalid hex: 'x' is not a hex digit (at position 0)")
+        );
+        let long = "!".repeat(100);
+        let e = decode_arg(Encoding::Base64, "value", &long).unwrap_err();
+        assert!(e
+            .message
+            .unwrap()
+            .starts_with(&format!("value \"{}…\": invalid base64", "!".repeat(40))));
+        assert_eq!(decode_arg(Encoding::Text, "key", "a b").unwrap(), b"a b");
+    }
+}

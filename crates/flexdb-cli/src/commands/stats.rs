@@ -1,0 +1,133 @@
+//! `stats`: the store's counters as a table or one JSON object.
+//!
+//! Invariants: the JSON object has one member per field of
+//! [`flexdb::Stats`], under the same name (`max_reader_wait` in
+//! microseconds as `max_reader_wait_us`); the table has the same names and
+//! order, one per line, with byte counts also shown in decimal units.
+
+use flexdb::Stats;
+use serde_json::{json, Value};
+
+use crate::progress::human_bytes;
+
+/// The counters as (name, number, is a byte count), in display order.
+/// The destructuring names every field, so a new field of `Stats` fails
+/// the build here until it is shown.
+fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
+    let Stats {
+        pairs,
+        space_bytes,
+        memtable_bytes,
+        committer_backlog,
+        backlog_bytes,
+        intervals,
+        sparse_index_bytes,
+        extent_index_bytes,
+        extents,
+        cache_capacity,
+        cache_bytes,
+        cache_hit_ratio,
+        wal_bytes_written,
+        data_bytes_written,
+        tree_bytes_written,
+        log_bytes_written,
+        gc_relocated_bytes,
+        defragmented_intervals,
+        max_reader_wait,
+    } = s;
+    let wait_us = u64::try_from(max_reader_wait.as_micros()).unwrap_or(u64::MAX);
+    vec![
+        ("pairs", json!(pairs), false),
+        ("space_bytes", json!(space_bytes), true),
+        ("memtable_bytes", json!(memtable_bytes), true),
+        ("committer_backlog", json!(committer_backlog), false),
+        ("backlog_bytes", json!(backlog_bytes), true),
+        ("intervals", json!(intervals), false),
+        ("sparse_index_bytes", json!(sparse_index_bytes), true),
+        ("extent_index_bytes", json!(extent_index_bytes), true),
+        ("extents", json!(extents), false),
+        ("cache_capacity", json!(cache_capacity), true),
+        ("cache_bytes", json!(cache_bytes), true),
+        ("cache_hit_ratio", json!(cache_hit_ratio), false),
+        ("wal_bytes_written", json!(wal_bytes_written), true),
+        ("data_bytes_written", json!(data_bytes_written), true),
+        ("tree_bytes_written", json!(tree_bytes_written), true),
+        ("log_bytes_written", json!(log_bytes_written), true),
+        ("gc_relocated_bytes", json!(gc_relocated_bytes), true),
+        (
+            "defragmented_intervals",
+            json!(defragmented_intervals),
+            false,
+        ),
+        ("max_reader_wait_us", json!(wait_us), false),
+    ]
+}
+
+/// One JSON object.
+pub fn to_json(s: &Stats) -> Value {
+    Value::Object(
+        rows(s)
+            .into_iter()
+            .map(|(k, v, _)| (k.to_string(), v))
+            .collect(),
+    )
+}
+
+/// A table, one `name  value` line per counter.
+pub fn table(s: &Stats) -> String {
+    let rows = rows(s);
+    let width = rows.iter().map(|(k, _, _)| k.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (name, value, bytes) in rows {
+        let shown = match (&value, bytes) {
+            (Value::Number(n), true) => match n.as_u64() {
+                Some(b) if b >= 1000 => format!("{b} ({})", human_bytes(b)),
+                _ => n.to_string(),
+            },
+            (Value::Number(n), false) if n.is_f64() => {
+                format!("{:.3}", n.as_f64().unwrap_or(0.0))
+            }
+            (v, _) => v.to_string(),
+        };
+        out.push_str(&format!("{name:<width$}  {shown}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn sample() -> Stats {
+        Stats {
+            pairs: 3,
+            space_bytes: 123_456,
+            cache_hit_ratio: 0.5,
+            max_reader_wait: Duration::from_micros(1500),
+            ..Stats::default()
+        }
+    }
+
+    #[test]
+    fn json_has_every_field() {
+        let v = to_json(&sample());
+        let obj = v.as_object().unwrap();
+        assert_eq!(obj.len(), 19);
+        assert_eq!(v["pairs"], 3);
+        assert_eq!(v["space_bytes"], 123_456);
+        assert_eq!(v["cache_hit_ratio"], 0.5);
+        assert_eq!(v["max_reader_wait_us"], 1500);
+    }
+
+    #[test]
+    fn table_lines() {
+        let t = table(&sample());
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 19);
+        assert_eq!(lines[0], "pairs                   3");
+        assert_eq!(lines[1], "space_bytes             123456 (123.5 kB)");
+        assert!(t.contains("cache_hit_ratio         0.500\n"));
+        assert!(t.contains("max_reader_wait_us      1500\n"));
+    }
+}
