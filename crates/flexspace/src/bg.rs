@@ -6,13 +6,15 @@
 //! Invariants:
 //! - At most one maintainer thread per space runs at a time; it starts on
 //!   demand and exits after a short idle time, or once the space stops it
-//!   (close or drop), so no thread outlives a space for long (even one
-//!   that is leaked).
+//!   (close or drop): [`Background::stop`] joins it, so after a close or
+//!   drop no maintenance of the space runs any more. A leaked space's
+//!   thread exits after the idle time.
 //! - The thread holds only a weak reference while idle.
 //! - An error of background maintenance is kept for the next call on the
 //!   space to return (the failed commit has already poisoned the space).
 
 use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
@@ -35,6 +37,7 @@ struct Flags {
 pub struct Background {
     flags: Mutex<Flags>,
     cv: Condvar,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Background {
@@ -57,12 +60,23 @@ impl Background {
         // Without a thread, maintenance happens inline once the log buffer
         // has grown far enough (see `Shared::mutate`).
         f.running = spawned.is_ok();
+        if let Ok(h) = spawned {
+            // The previous thread (if any) has exited: it cleared `running`.
+            *self.thread.lock() = Some(h);
+        }
     }
 
-    /// No more maintenance: the thread exits after its current step.
+    /// No more maintenance: waits for the thread to finish its current step
+    /// and exit. Call with no lock of the space held.
     pub fn stop(&self) {
         self.flags.lock().stopped = true;
         self.cv.notify_all();
+        let handle = self.thread.lock().take();
+        if let Some(h) = handle {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
     }
 
     /// Waits for a request; false when the thread should exit.

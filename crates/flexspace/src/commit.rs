@@ -68,7 +68,7 @@ impl Shared {
         let snap = {
             let mut st = self.state.write();
             st.check_usable()?;
-            if !st.dirty {
+            if !st.dirty || st.closed {
                 return Ok(());
             }
             st.dirty = false;
@@ -169,11 +169,14 @@ impl Shared {
             return Ok(());
         }
         self.check_usable()?;
-        let mut m = self.maint.lock();
-        self.checkpoint_locked(&mut m)?;
-        let sealed = self.state.read().seal_seq;
-        self.writer.wait_sealed(sealed).map_err(io(DATA))?;
-        self.state.write().closed = true;
+        {
+            let mut m = self.maint.lock();
+            self.checkpoint_locked(&mut m)?;
+            let sealed = self.state.read().seal_seq;
+            self.writer.wait_sealed(sealed).map_err(io(DATA))?;
+            // Under `maint`: background maintenance after this sees it.
+            self.state.write().closed = true;
+        }
         self.bg.stop();
         Ok(())
     }

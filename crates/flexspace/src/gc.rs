@@ -90,6 +90,9 @@ impl Shared {
     pub(crate) fn maintain(&self) -> Result<()> {
         self.check_usable()?;
         let mut m = self.maint.lock();
+        if self.state.read().closed {
+            return Ok(());
+        }
         let commit_due = {
             let mut st = self.state.write();
             st.release();
@@ -322,7 +325,7 @@ impl Shared {
                 }
             }
             let guard = self.readers.enter(st.seg.epoch());
-            let plan = crate::read::plan(&st, at, n, self.files.data.as_ref(), guard)?;
+            let plan = crate::read::plan(&st, at, n, self.source(), guard)?;
             (runs, plan)
         };
         let mut data = vec![0u8; n as usize];

@@ -35,6 +35,13 @@ pub struct Options {
     pub gc_garbage_low: f64,
     /// Background threads writing sealed segments (at least 1).
     pub segment_writers: usize,
+    /// Read the data file through a read-only memory mapping where the
+    /// storage can map it ([`crate::FileStorage`] can): reads copy from the
+    /// page cache without a system call per extent. The trade-off: an I/O
+    /// error while a mapped page is read in (or another process truncating
+    /// the data file) raises SIGBUS and ends the process, where `pread`
+    /// returns an error. Off by default.
+    pub mmap_reads: bool,
 }
 
 impl Default for Options {
@@ -48,6 +55,7 @@ impl Default for Options {
             gc_garbage_high: 0.5,
             gc_garbage_low: 0.4,
             segment_writers: 2,
+            mmap_reads: false,
         }
     }
 }
@@ -92,6 +100,12 @@ impl Options {
     /// Sets `segment_writers`.
     pub fn segment_writers(mut self, threads: usize) -> Self {
         self.segment_writers = threads;
+        self
+    }
+
+    /// Sets `mmap_reads`.
+    pub fn mmap_reads(mut self, on: bool) -> Self {
+        self.mmap_reads = on;
         self
     }
 

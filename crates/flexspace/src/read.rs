@@ -17,6 +17,7 @@ use flextree::FlexTree;
 
 use crate::error::{io, Error, Result};
 use crate::grace::ReadGuard;
+use crate::mapping::Mapping;
 use crate::options::SEGMENT_SIZE;
 use crate::segbuf::SegBuf;
 use crate::state::State;
@@ -77,12 +78,19 @@ impl Parts {
     }
 }
 
+/// Where the data file's bytes are read from.
+#[derive(Clone, Copy)]
+pub struct Source<'a> {
+    pub file: &'a dyn StorageFile,
+    pub map: Option<&'a Mapping>,
+}
+
 /// A planned read: see [`crate::FlexSpace::plan_read`].
 pub struct ReadPlan<'a> {
     parts: Parts,
     len: usize,
     extents: usize,
-    file: &'a dyn StorageFile,
+    source: Source<'a>,
     _guard: ReadGuard<'a>,
 }
 
@@ -124,7 +132,14 @@ impl ReadPlan<'_> {
                         });
                     }
                 }
-                Src::File(a) => self.file.read_exact_at(*a, out).map_err(io("data"))?,
+                Src::File(a) => {
+                    if !self.source.map.is_some_and(|m| m.read(*a, out)) {
+                        self.source
+                            .file
+                            .read_exact_at(*a, out)
+                            .map_err(io("data"))?;
+                    }
+                }
             }
             at += take;
         }
@@ -138,7 +153,7 @@ pub fn plan<'a>(
     st: &State,
     offset: u64,
     len: u64,
-    file: &'a dyn StorageFile,
+    source: Source<'a>,
     guard: ReadGuard<'a>,
 ) -> Result<ReadPlan<'a>> {
     let mut parts = Parts::default();
@@ -151,7 +166,7 @@ pub fn plan<'a>(
         parts,
         len: len as usize,
         extents,
-        file,
+        source,
         _guard: guard,
     })
 }

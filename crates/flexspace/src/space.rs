@@ -40,7 +40,7 @@ use crate::options::{Options, SEGMENT_SIZE};
 use crate::read::{self, ReadPlan};
 use crate::segments::for_each_part;
 use crate::state::State;
-use crate::storage::{FileStorage, Storage, StorageFile};
+use crate::storage::{FileStorage, Mapping, Storage, StorageFile};
 use crate::writer::Writer;
 
 /// Counters of a FlexSpace.
@@ -135,6 +135,8 @@ pub(crate) struct Shared {
     pub(crate) readers: Arc<Readers>,
     pub(crate) writer: Arc<Writer>,
     pub(crate) files: Files,
+    /// The data file mapped for reads (`Options::mmap_reads`).
+    pub(crate) map: Option<Mapping>,
     pub(crate) opts: Options,
     pub(crate) counters: Counters,
     pub(crate) bg: Arc<Background>,
@@ -184,6 +186,12 @@ impl FlexSpace {
         } else {
             return Err(Error::NotAFlexSpace(Default::default()));
         };
+        let map = match options.mmap_reads {
+            true => storage
+                .map_file(DATA, o.valid.len() as u64 * SEGMENT_SIZE)
+                .map_err(io(DATA))?,
+            false => None,
+        };
         let readers = Arc::new(Readers::default());
         let writer = Arc::new(Writer::new(o.files.data.clone(), options.segment_writers));
         let mut st = State::new(o.tree, o.valid, writer.clone(), readers.clone());
@@ -203,6 +211,7 @@ impl FlexSpace {
                 readers,
                 writer,
                 files: o.files,
+                map,
                 opts: options,
                 counters,
                 bg: Arc::new(Background::default()),
@@ -245,7 +254,7 @@ impl FlexSpace {
         }
         let n = len.min(size - offset);
         let guard = self.s.readers.enter(st.seg.epoch());
-        read::plan(&st, offset, n, self.s.files.data.as_ref(), guard)
+        read::plan(&st, offset, n, self.s.source(), guard)
     }
 
     /// Reads up to `buf.len()` bytes at `offset`; returns the bytes read
@@ -276,7 +285,7 @@ impl FlexSpace {
             let guard = self.s.readers.enter(st.seg.epoch());
             (
                 e.offset,
-                read::plan(&st, e.offset, n, self.s.files.data.as_ref(), guard)?,
+                read::plan(&st, e.offset, n, self.s.source(), guard)?,
             )
         };
         let (n, _) = plan.1.read(buf)?;
@@ -579,6 +588,14 @@ impl FlexSpace {
 }
 
 impl Shared {
+    /// Where planned reads of the data file go.
+    pub(crate) fn source(&self) -> read::Source<'_> {
+        read::Source {
+            file: self.files.data.as_ref(),
+            map: self.map.as_ref(),
+        }
+    }
+
     /// Fails with the error of a failed background write (poisoning the
     /// space) or `Poisoned`.
     pub(crate) fn check_usable(&self) -> Result<()> {
@@ -674,6 +691,10 @@ impl Drop for FlexSpace {
             // Errors cannot be reported from drop; the last commit is safe.
             let _ = self.s.close_inner();
         }
+        // No thread of this space may touch its files once it is gone (the
+        // directory may be reopened right away): the maintainer exits, and
+        // sealed segments still being written finish first.
         self.s.bg.stop();
+        self.s.writer.wait_idle();
     }
 }

@@ -180,6 +180,15 @@ impl Writer {
         }
     }
 
+    /// Waits until no segment is in flight (failed writes count as done).
+    pub fn wait_idle(&self) {
+        let sh = &self.shared;
+        let mut q = sh.q.lock();
+        while !q.inflight.is_empty() {
+            sh.done.wait(&mut q);
+        }
+    }
+
     /// A failed write, if any happened.
     pub fn failure(&self) -> Option<io::Error> {
         self.shared.q.lock().failure.as_ref().map(Failure::to_error)

@@ -119,12 +119,23 @@ fn state_hash(ids: &[u64]) -> u64 {
 /// history: the writer records each state before it makes it.
 #[test]
 fn readers_match_the_writers_history_under_forced_maintenance() {
+    history_under_forced_maintenance(false);
+}
+
+/// The same with reads through the memory mapping of the data file.
+#[test]
+fn readers_match_the_writers_history_with_mmap_reads() {
+    history_under_forced_maintenance(true);
+}
+
+fn history_under_forced_maintenance(mmap: bool) {
     use std::collections::HashSet;
     use std::sync::Mutex;
 
     let dir = tempfile::tempdir().unwrap();
     let opts = Options::new()
         .create(true)
+        .mmap_reads(mmap)
         .max_data_size(8 * SEGMENT_SIZE)
         .auto_maintenance(false)
         .commit_log_bytes(16 << 10)
