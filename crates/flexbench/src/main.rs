@@ -81,6 +81,9 @@ enum Command {
         /// while the file baseline still needs multiples of 4096).
         #[arg(long, value_parser = device::parse_size, default_value = "4096")]
         insert_align: u64,
+        /// Open flexspace with `mmap_reads` (reads through a memory mapping).
+        #[arg(long)]
+        mmap_reads: bool,
         /// One JSON object per line instead of a table.
         #[arg(long)]
         json: bool,
@@ -144,6 +147,7 @@ fn main() -> ExitCode {
             dir,
             seed,
             insert_align,
+            mmap_reads,
             json,
         } => {
             if insert_align == 0 {
@@ -186,6 +190,7 @@ fn main() -> ExitCode {
                 dir: dir.clone(),
                 seed,
                 insert_align,
+                mmap_reads,
             };
             match bench.run() {
                 Ok(results) if json => {

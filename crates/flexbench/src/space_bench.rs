@@ -69,6 +69,8 @@ pub struct PhaseResult {
     /// Size of the space (or file) during the phase: for the baseline's
     /// insert phase, what the timed inserts reached.
     pub data_bytes: u64,
+    /// Whether flexspace read its data file through a memory mapping.
+    pub mmap_reads: bool,
     /// Seconds the phase took.
     pub seconds: f64,
 }
@@ -213,6 +215,8 @@ pub struct SpaceBench {
     /// targets; 1 lets flexspace insert at any byte, which the file
     /// baseline cannot).
     pub insert_align: u64,
+    /// Open flexspace with `Options::mmap_reads`.
+    pub mmap_reads: bool,
 }
 
 impl SpaceBench {
@@ -224,8 +228,11 @@ impl SpaceBench {
         let mut out = Vec::new();
         let sdir = self.dir.join("flexspace");
         let cap = (self.total * 4).max(256 << 20);
-        let space = FlexSpace::open(&sdir, Options::new().create(true).max_data_size(cap))
-            .map_err(|e| e.to_string())?;
+        let opts = Options::new()
+            .create(true)
+            .max_data_size(cap)
+            .mmap_reads(self.mmap_reads);
+        let space = FlexSpace::open(&sdir, opts).map_err(|e| e.to_string())?;
         self.run_target("flexspace", &mut SpaceTarget(space, sdir.clone()), &mut out)?;
         let _ = std::fs::remove_dir_all(&sdir);
         if self.baseline_file {
@@ -398,6 +405,7 @@ impl SpaceBench {
             wa,
             bytes,
             data_bytes: 0,
+            mmap_reads: target == "flexspace" && self.mmap_reads,
             seconds: secs,
         }
     }
@@ -446,6 +454,9 @@ pub fn table(results: &[PhaseResult], source: &str) -> String {
             r.data_bytes >> 20,
             ratio
         );
+    }
+    if results.iter().any(|r| r.mmap_reads) {
+        s += "(flexspace read its data file through a memory mapping: --mmap-reads)\n";
     }
     s += &format!("(device writes from {source}; ");
     s += "data MiB: size when the phase ran; a baseline whose timed write phase \
