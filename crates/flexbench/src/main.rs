@@ -8,6 +8,7 @@ mod baseline;
 mod device;
 mod index;
 mod space_bench;
+mod space_latency;
 mod tree_bench;
 mod ycsb;
 
@@ -84,6 +85,10 @@ enum Command {
         /// Open flexspace with `mmap_reads` (reads through a memory mapping).
         #[arg(long)]
         mmap_reads: bool,
+        /// Instead of the table: measure the latency of reads made by a
+        /// second thread during flexspace's write phase.
+        #[arg(long)]
+        reader_latency: bool,
         /// One JSON object per line instead of a table.
         #[arg(long)]
         json: bool,
@@ -148,6 +153,7 @@ fn main() -> ExitCode {
             seed,
             insert_align,
             mmap_reads,
+            reader_latency,
             json,
         } => {
             if insert_align == 0 {
@@ -179,6 +185,26 @@ fn main() -> ExitCode {
             if let Err(e) = std::fs::create_dir_all(&dir) {
                 eprintln!("flexbench: {}: {e}", dir.display());
                 return ExitCode::from(1);
+            }
+            if reader_latency {
+                let opts = flexspace::Options::new()
+                    .create(true)
+                    .max_data_size((total * 4).max(256 << 20))
+                    .mmap_reads(mmap_reads);
+                let sdir = dir.join("flexspace-latency");
+                let r = space_latency::run(&sdir, pattern, io_size, total, seed, opts);
+                let _ = std::fs::remove_dir_all(&sdir);
+                match r {
+                    Ok(r) if json => {
+                        println!("{}", serde_json::to_string(&r).unwrap_or_default())
+                    }
+                    Ok(r) => print!("{}", space_latency::table(&r)),
+                    Err(e) => {
+                        eprintln!("flexbench: {e}");
+                        return ExitCode::from(1);
+                    }
+                }
+                return ExitCode::SUCCESS;
             }
             let bench = space_bench::SpaceBench {
                 pattern,

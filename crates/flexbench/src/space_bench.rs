@@ -39,7 +39,7 @@ pub enum Pattern {
 }
 
 impl Pattern {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Pattern::RandInsert => "rand-insert",
             Pattern::RandWrite => "rand-write",

@@ -37,6 +37,7 @@ mod segments;
 mod space;
 mod state;
 mod storage;
+mod timed;
 mod writer;
 
 pub use error::{Error, Result};

@@ -99,6 +99,47 @@ impl SegBuf {
     }
 }
 
+/// Unshared buffers kept for reuse, so that making a segment buffer (a
+/// 4 MiB allocation and zeroing) rarely happens under the space's lock:
+/// mutations top the pool up before they take it ([`Pool::fill`]).
+pub struct Pool {
+    bufs: Mutex<Vec<SegBuf>>,
+    cap: usize,
+}
+
+impl Pool {
+    /// A pool keeping at most `cap` buffers.
+    pub fn new(cap: usize) -> Pool {
+        Pool {
+            bufs: Mutex::new(Vec::new()),
+            cap,
+        }
+    }
+
+    /// A buffer from the pool, or a new one.
+    pub fn take(&self) -> SegBuf {
+        self.bufs.lock().pop().unwrap_or_else(SegBuf::new)
+    }
+
+    /// Keeps `buf` if the pool has room (else frees it).
+    pub fn give(&self, buf: SegBuf) {
+        let mut b = self.bufs.lock();
+        if b.len() < self.cap {
+            b.push(buf);
+        }
+    }
+
+    /// Makes sure the pool holds at least `n` buffers (at most its cap),
+    /// allocating with no lock of the space held.
+    pub fn fill(&self, n: usize) {
+        let n = n.min(self.cap);
+        while self.bufs.lock().len() < n {
+            let b = SegBuf::new();
+            self.give(b);
+        }
+    }
+}
+
 /// The single writer of a buffer.
 pub struct Filler {
     buf: Arc<SegBuf>,
@@ -174,6 +215,20 @@ mod tests {
         let f = Filler::new(again);
         assert_eq!(f.filled(), 0);
         assert!(!f.shared().read(0, &mut out));
+    }
+
+    #[test]
+    fn the_pool_keeps_buffers_up_to_its_cap() {
+        let p = Pool::new(2);
+        p.fill(5);
+        assert_eq!(p.bufs.lock().len(), 2);
+        let a = p.take();
+        let b = p.take();
+        let c = p.take();
+        p.give(a);
+        p.give(b);
+        p.give(c);
+        assert_eq!(p.bufs.lock().len(), 2);
     }
 
     #[test]

@@ -29,7 +29,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 use crate::bg::Background;
 use crate::error::{io, Error, Result};
@@ -38,9 +38,11 @@ use crate::log::LogOp;
 use crate::open::{self, Files, DATA, LOG, TREE};
 use crate::options::{Options, SEGMENT_SIZE};
 use crate::read::{self, ReadPlan};
+use crate::segbuf::Pool;
 use crate::segments::for_each_part;
 use crate::state::State;
 use crate::storage::{FileStorage, Mapping, Storage, StorageFile};
+use crate::timed::TimedLock;
 use crate::writer::Writer;
 
 /// Counters of a FlexSpace.
@@ -86,6 +88,11 @@ pub struct Stats {
     pub inflight_segments: usize,
     /// Bytes in the log file (header included).
     pub log_file_bytes: u64,
+    /// The longest hold of the space's exclusive lock so far, in
+    /// microseconds (readers wait at most this long for the lock).
+    pub write_lock_max_us: f64,
+    /// Holds of the exclusive lock that lasted over 100 µs.
+    pub write_lock_holds_over_100us: u64,
 }
 
 /// What the commit path keeps between commits (behind `maint`).
@@ -129,11 +136,13 @@ pub struct FlexSpace {
 
 /// Everything a space is made of; shared with its background maintainer.
 pub(crate) struct Shared {
-    pub(crate) state: RwLock<State>,
+    pub(crate) state: TimedLock<State>,
     pub(crate) gate: Mutex<()>,
     pub(crate) maint: Mutex<Maint>,
     pub(crate) readers: Arc<Readers>,
     pub(crate) writer: Arc<Writer>,
+    /// Spare segment buffers (shared with the state).
+    pub(crate) pool: Arc<Pool>,
     pub(crate) files: Files,
     /// The data file mapped for reads (`Options::mmap_reads`).
     pub(crate) map: Option<Mapping>,
@@ -194,14 +203,21 @@ impl FlexSpace {
         };
         let readers = Arc::new(Readers::default());
         let writer = Arc::new(Writer::new(o.files.data.clone(), options.segment_writers));
-        let mut st = State::new(o.tree, o.valid, writer.clone(), readers.clone());
+        let pool = Arc::new(Pool::new(max_inflight(&options) + 2));
+        let mut st = State::new(
+            o.tree,
+            o.valid,
+            writer.clone(),
+            readers.clone(),
+            pool.clone(),
+        );
         st.user_meta = o.user_meta;
         st.commit_id = (o.version, o.seq);
         let counters = Counters::default();
         counters.log_end.store(o.log_end, Ordering::Relaxed);
         Ok(FlexSpace {
             s: Arc::new(Shared {
-                state: RwLock::new(st),
+                state: TimedLock::new(st),
                 gate: Mutex::new(()),
                 maint: Mutex::new(Maint {
                     log_end: o.log_end,
@@ -210,6 +226,7 @@ impl FlexSpace {
                 }),
                 readers,
                 writer,
+                pool,
                 files: o.files,
                 map,
                 opts: options,
@@ -513,6 +530,8 @@ impl FlexSpace {
             reclaimable_segments: st.seg.pending_count() + st.seg.quarantined(),
             inflight_segments: self.s.writer.inflight(),
             log_file_bytes: self.s.counters.log_end.load(Ordering::Relaxed),
+            write_lock_max_us: self.s.state.hold_stats().0 as f64 / 1000.0,
+            write_lock_holds_over_100us: self.s.state.hold_stats().1,
         }
     }
 
@@ -628,6 +647,11 @@ impl Shared {
     ) -> Result<()> {
         self.check_usable()?;
         self.writer.wait_below(max_inflight(&self.opts));
+        if new_bytes > 0 {
+            // What the mutation may need, made before taking the lock.
+            self.writer.prestart();
+            self.pool.fill(1 + (new_bytes / SEGMENT_SIZE) as usize);
+        }
         if self.opts.auto_maintenance {
             self.make_room(new_bytes, true)?;
         }

@@ -24,12 +24,9 @@ use crate::error::{Error, Result};
 use crate::grace::Readers;
 use crate::log::{self, LogOp};
 use crate::options::{MAX_EXTENT, SEGMENT_SIZE};
-use crate::segbuf::{Filler, SegBuf};
+use crate::segbuf::{Filler, Pool, SegBuf};
 use crate::segments::Segments;
 use crate::writer::Writer;
-
-/// Spare segment buffers kept for reuse.
-const SPARE_BUFFERS: usize = 2;
 
 /// Everything the space's lock protects.
 pub struct State {
@@ -37,7 +34,7 @@ pub struct State {
     pub seg: Segments,
     filler: Option<Filler>,
     resident: Vec<Option<Arc<SegBuf>>>,
-    spare: Vec<SegBuf>,
+    pool: Arc<Pool>,
     pub log_buf: Vec<u8>,
     /// Operations logged since the last commit took `log_buf`.
     pub dirty: bool,
@@ -66,6 +63,7 @@ impl State {
         valid: Vec<u64>,
         writer: Arc<Writer>,
         readers: Arc<Readers>,
+        pool: Arc<Pool>,
     ) -> Self {
         let n = valid.len();
         State {
@@ -73,7 +71,7 @@ impl State {
             seg: Segments::new(valid),
             filler: None,
             resident: vec![None; n],
-            spare: Vec::new(),
+            pool,
             log_buf: Vec::new(),
             dirty: false,
             user_meta: [0; 3],
@@ -175,10 +173,8 @@ impl State {
                     *slot = None;
                 }
             }
-            if self.spare.len() < SPARE_BUFFERS {
-                if let Some(b) = SegBuf::recycle(buf) {
-                    self.spare.push(b);
-                }
+            if let Some(b) = SegBuf::recycle(buf) {
+                self.pool.give(b);
             }
         }
     }
@@ -201,7 +197,7 @@ impl State {
             .seg
             .open_lowest_free()
             .ok_or_else(|| Error::NoSpace("no free segment".into()))?;
-        let f = Filler::new(self.spare.pop().unwrap_or_else(SegBuf::new));
+        let f = Filler::new(self.pool.take());
         if let Some(slot) = self.resident.get_mut(s as usize) {
             *slot = Some(f.shared().clone());
         }

@@ -33,7 +33,7 @@ use crate::segbuf::SegBuf;
 use crate::storage::StorageFile;
 
 /// How long an idle worker waits for work before it exits.
-const IDLE: Duration = Duration::from_millis(200);
+const IDLE: Duration = Duration::from_secs(2);
 
 /// Writes `buf`'s bytes `..end` of segment `seg` that the file does not hold
 /// yet (see the module invariants).
@@ -103,6 +103,8 @@ struct Shared {
     done: Condvar,
     max_threads: usize,
     inflight: AtomicUsize,
+    /// Mirror of `Queue::threads` for a lock-free check.
+    threads: AtomicUsize,
 }
 
 /// Handle to the segment writers of one space.
@@ -121,6 +123,7 @@ impl Writer {
                 done: Condvar::new(),
                 max_threads: threads.max(1),
                 inflight: AtomicUsize::new(0),
+                threads: AtomicUsize::new(0),
             }),
         }
     }
@@ -132,21 +135,30 @@ impl Writer {
         q.inflight.insert(seq);
         sh.inflight.fetch_add(1, Ordering::Relaxed);
         q.jobs.push_back(Job { seg, buf, seq });
-        if q.idle == 0 && q.threads < sh.max_threads {
-            let worker = sh.clone();
-            let spawned = std::thread::Builder::new()
-                .name("flexspace-seg".into())
-                .spawn(move || worker.run());
-            if spawned.is_ok() {
-                q.threads += 1;
-            } else if q.threads == 0 {
-                // No thread to hand it to: write it here.
-                drop(q);
-                sh.work_inline();
-                return;
-            }
+        // Threads are normally started by `prestart`, outside the space's
+        // lock; only when none runs is one started here.
+        if q.threads == 0 && !Shared::spawn(sh, &mut q) {
+            // No thread to hand it to: write it here.
+            drop(q);
+            sh.work_inline();
+            return;
         }
         sh.work.notify_one();
+    }
+
+    /// Starts the worker threads that are not running (call with no lock of
+    /// the space held: starting a thread takes tens of microseconds).
+    pub fn prestart(&self) {
+        let sh = &self.shared;
+        if sh.threads.load(Ordering::Relaxed) >= sh.max_threads {
+            return;
+        }
+        let mut q = sh.q.lock();
+        while q.threads < sh.max_threads {
+            if !Shared::spawn(sh, &mut q) {
+                break;
+            }
+        }
     }
 
     /// Segments in flight.
@@ -201,6 +213,19 @@ impl Writer {
 }
 
 impl Shared {
+    /// Starts one worker; false when the system refuses a thread.
+    fn spawn(this: &Arc<Self>, q: &mut Queue) -> bool {
+        let worker = this.clone();
+        let spawned = std::thread::Builder::new()
+            .name("flexspace-seg".into())
+            .spawn(move || worker.run());
+        if spawned.is_ok() {
+            q.threads += 1;
+            this.threads.store(q.threads, Ordering::Relaxed);
+        }
+        spawned.is_ok()
+    }
+
     fn run(self: Arc<Self>) {
         let mut q = self.q.lock();
         loop {
@@ -216,6 +241,7 @@ impl Shared {
             q.idle -= 1;
             if timed_out && q.jobs.is_empty() {
                 q.threads -= 1;
+                self.threads.store(q.threads, Ordering::Relaxed);
                 return;
             }
         }
