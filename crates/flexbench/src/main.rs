@@ -85,6 +85,10 @@ enum Command {
         /// Open flexspace with `mmap_reads` (reads through a memory mapping).
         #[arg(long)]
         mmap_reads: bool,
+        /// flexspace's garbage-collection thresholds `HIGH,LOW` (fractions
+        /// of the segments holding data; default: the library's).
+        #[arg(long, value_delimiter = ',', num_args = 1)]
+        gc_garbage: Option<Vec<f64>>,
         /// Instead of the table: measure the latency of reads made by a
         /// second thread during flexspace's write phase.
         #[arg(long)]
@@ -154,8 +158,10 @@ fn main() -> ExitCode {
             insert_align,
             mmap_reads,
             reader_latency,
+            gc_garbage,
             json,
         } => {
+            let gc = gc_garbage.map(|v| (v[0], v.get(1).copied().unwrap_or(v[0])));
             if insert_align == 0 {
                 eprintln!("flexbench: --insert-align must be positive");
                 return ExitCode::from(2);
@@ -191,6 +197,10 @@ fn main() -> ExitCode {
                     .create(true)
                     .max_data_size((total * 4).max(256 << 20))
                     .mmap_reads(mmap_reads);
+                let opts = match gc {
+                    Some((h, l)) => opts.gc_garbage(h, l),
+                    None => opts,
+                };
                 let sdir = dir.join("flexspace-latency");
                 let r = space_latency::run(&sdir, pattern, io_size, total, seed, opts);
                 let _ = std::fs::remove_dir_all(&sdir);
@@ -217,6 +227,7 @@ fn main() -> ExitCode {
                 seed,
                 insert_align,
                 mmap_reads,
+                gc_garbage: gc,
             };
             match bench.run() {
                 Ok(results) if json => {

@@ -64,6 +64,11 @@ pub struct PhaseResult {
     /// Write amplification (write phase only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wa: Option<f64>,
+    /// Write amplification counting only this process's writes
+    /// (`/proc/self/io`): without file-system metadata and journal, and
+    /// without other processes' writes to the shared device.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wa_process: Option<f64>,
     /// Bytes moved in the phase.
     pub bytes: u64,
     /// Size of the space (or file) during the phase: for the baseline's
@@ -71,6 +76,13 @@ pub struct PhaseResult {
     pub data_bytes: u64,
     /// Whether flexspace read its data file through a memory mapping.
     pub mmap_reads: bool,
+    /// flexspace after its write phase: data file bytes in use over live
+    /// bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub space_amplification: Option<f64>,
+    /// flexspace's write phase: bytes garbage collection relocated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gc_relocated_bytes: Option<u64>,
     /// Seconds the phase took.
     pub seconds: f64,
 }
@@ -86,6 +98,11 @@ trait Target {
     fn drop_cache(&self) -> Result<(), String>;
     /// The files holding the target's data (for the warm-up pass).
     fn files(&self) -> Vec<std::path::PathBuf>;
+    /// Space amplification and bytes relocated by garbage collection, for
+    /// targets that have them.
+    fn gc_stats(&self) -> Option<(f64, u64)> {
+        None
+    }
     /// Insert offsets must be multiples of this.
     fn insert_align(&self) -> u64;
 }
@@ -113,6 +130,10 @@ impl Target for SpaceTarget {
     }
     fn drop_cache(&self) -> Result<(), String> {
         self.0.drop_caches().map_err(|e| e.to_string())
+    }
+    fn gc_stats(&self) -> Option<(f64, u64)> {
+        let st = self.0.stats();
+        Some((st.space_amplification, st.gc_relocated_bytes))
     }
     fn files(&self) -> Vec<std::path::PathBuf> {
         std::fs::read_dir(&self.1)
@@ -217,6 +238,8 @@ pub struct SpaceBench {
     pub insert_align: u64,
     /// Open flexspace with `Options::mmap_reads`.
     pub mmap_reads: bool,
+    /// flexspace's garbage thresholds (high, low), if not the default.
+    pub gc_garbage: Option<(f64, f64)>,
 }
 
 impl SpaceBench {
@@ -232,6 +255,10 @@ impl SpaceBench {
             .create(true)
             .max_data_size(cap)
             .mmap_reads(self.mmap_reads);
+        let opts = match self.gc_garbage {
+            Some((h, l)) => opts.gc_garbage(h, l),
+            None => opts,
+        };
         let space = FlexSpace::open(&sdir, opts).map_err(|e| e.to_string())?;
         self.run_target("flexspace", &mut SpaceTarget(space, sdir.clone()), &mut out)?;
         let _ = std::fs::remove_dir_all(&sdir);
@@ -277,6 +304,7 @@ impl SpaceBench {
         let deadline = (name == "file" && self.pattern == Pattern::RandInsert)
             .then(|| Duration::from_secs_f64(self.baseline_seconds));
         let dev0 = counter.bytes_written();
+        let proc0 = crate::device::process_bytes_written();
         let start = Instant::now();
         let mut written = 0u64;
         while written < self.total {
@@ -300,6 +328,7 @@ impl SpaceBench {
         t.sync()?;
         let secs = start.elapsed().as_secs_f64();
         let dev = counter.bytes_written().saturating_sub(dev0);
+        let own = crate::device::process_bytes_written().saturating_sub(proc0);
         let mut r = self.result(
             name,
             "write",
@@ -308,6 +337,11 @@ impl SpaceBench {
             Some(dev as f64 / written as f64),
         );
         r.data_bytes = t.len();
+        r.wa_process = Some(own as f64 / written as f64);
+        if let Some((amp, moved)) = t.gc_stats() {
+            r.space_amplification = Some(amp);
+            r.gc_relocated_bytes = Some(moved);
+        }
         out.push(r);
         // A baseline stopped early is filled up to the same size (untimed),
         // so that both targets are read at the same size.
@@ -403,8 +437,11 @@ impl SpaceBench {
             phase: phase.into(),
             mbps: bytes as f64 / secs.max(1e-9) / 1e6,
             wa,
+            wa_process: None,
             bytes,
             data_bytes: 0,
+            space_amplification: None,
+            gc_relocated_bytes: None,
             mmap_reads: target == "flexspace" && self.mmap_reads,
             seconds: secs,
         }
@@ -433,8 +470,8 @@ fn warm_up(t: &dyn Target) -> Result<(), String> {
 /// A human table of the phases, with flexspace's ratio to the file.
 pub fn table(results: &[PhaseResult], source: &str) -> String {
     let mut s = format!(
-        "{:<10} {:<12} {:>8} {:<15} {:>10} {:>7} {:>10} {:>12}\n",
-        "target", "pattern", "io_size", "phase", "MB/s", "WA", "data MiB", "flex/file"
+        "{:<10} {:<12} {:>8} {:<15} {:>10} {:>7} {:>7} {:>10} {:>12}\n",
+        "target", "pattern", "io_size", "phase", "MB/s", "WA", "WA proc", "data MiB", "flex/file"
     );
     for r in results {
         let ratio = results
@@ -444,16 +481,27 @@ pub fn table(results: &[PhaseResult], source: &str) -> String {
             .map(|b| format!("{:.1}x", r.mbps / b.mbps.max(1e-12)))
             .unwrap_or_default();
         s += &format!(
-            "{:<10} {:<12} {:>8} {:<15} {:>10.1} {:>7} {:>10} {:>12}\n",
+            "{:<10} {:<12} {:>8} {:<15} {:>10.1} {:>7} {:>7} {:>10} {:>12}\n",
             r.target,
             r.pattern,
             r.io_size,
             r.phase,
             r.mbps,
             r.wa.map(|w| format!("{w:.3}")).unwrap_or_default(),
+            r.wa_process.map(|w| format!("{w:.3}")).unwrap_or_default(),
             r.data_bytes >> 20,
             ratio
         );
+    }
+    for r in results {
+        if let (Some(amp), Some(moved)) = (r.space_amplification, r.gc_relocated_bytes) {
+            s += &format!(
+                "({} after its write phase: space amplification {amp:.2}, \
+                 garbage collection relocated {} MiB)\n",
+                r.target,
+                moved >> 20
+            );
+        }
     }
     if results.iter().any(|r| r.mmap_reads) {
         s += "(flexspace read its data file through a memory mapping: --mmap-reads)\n";

@@ -52,8 +52,8 @@ impl Default for Options {
             commit_log_bytes: 1 << 20,
             checkpoint_log_bytes: 64 << 20,
             auto_maintenance: true,
-            gc_garbage_high: 0.5,
-            gc_garbage_low: 0.4,
+            gc_garbage_high: 0.6,
+            gc_garbage_low: 0.5,
             segment_writers: 2,
             mmap_reads: false,
         }
