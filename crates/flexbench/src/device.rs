@@ -52,15 +52,22 @@ impl DeviceCounter {
                 return sectors * 512;
             }
         }
-        std::fs::read_to_string("/proc/self/io")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("write_bytes: "))
-                    .and_then(|v| v.trim().parse().ok())
-            })
-            .unwrap_or(0)
+        process_bytes_written()
     }
+}
+
+/// Bytes this process caused to be written to storage (`write_bytes` of
+/// `/proc/self/io`: its own data, not file-system metadata or journal, and
+/// not other processes' writes to the same device).
+pub fn process_bytes_written() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("write_bytes: "))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 /// Parses sizes like `4096`, `64K`, `4M`, `1G` (powers of 1024).

@@ -6,7 +6,12 @@
 //!
 //! Invariants: both targets get the same sequence of offsets (same seed);
 //! write amplification is device bytes written during the write phase
-//! (including its final sync) over user bytes written.
+//! (including its final sync) over user bytes written. Both targets are
+//! read at the same size: the baseline's insert phase stops after
+//! `--baseline-seconds`, and the file is then filled up to `--total` by
+//! untimed appends. Before each warm read phase every file of the target
+//! is read sequentially (untimed), so "warm" means the whole data set is in
+//! the page cache whatever the cold phase managed to read in its time.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -34,7 +39,7 @@ pub enum Pattern {
 }
 
 impl Pattern {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Pattern::RandInsert => "rand-insert",
             Pattern::RandWrite => "rand-write",
@@ -59,8 +64,25 @@ pub struct PhaseResult {
     /// Write amplification (write phase only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wa: Option<f64>,
+    /// Write amplification counting only this process's writes
+    /// (`/proc/self/io`): without file-system metadata and journal, and
+    /// without other processes' writes to the shared device.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wa_process: Option<f64>,
     /// Bytes moved in the phase.
     pub bytes: u64,
+    /// Size of the space (or file) during the phase: for the baseline's
+    /// insert phase, what the timed inserts reached.
+    pub data_bytes: u64,
+    /// Whether flexspace read its data file through a memory mapping.
+    pub mmap_reads: bool,
+    /// flexspace after its write phase: data file bytes in use over live
+    /// bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub space_amplification: Option<f64>,
+    /// flexspace's write phase: bytes garbage collection relocated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gc_relocated_bytes: Option<u64>,
     /// Seconds the phase took.
     pub seconds: f64,
 }
@@ -74,11 +96,18 @@ trait Target {
     fn sync(&mut self) -> Result<(), String>;
     fn read(&self, at: u64, buf: &mut [u8]) -> Result<(), String>;
     fn drop_cache(&self) -> Result<(), String>;
+    /// The files holding the target's data (for the warm-up pass).
+    fn files(&self) -> Vec<std::path::PathBuf>;
+    /// Space amplification and bytes relocated by garbage collection, for
+    /// targets that have them.
+    fn gc_stats(&self) -> Option<(f64, u64)> {
+        None
+    }
     /// Insert offsets must be multiples of this.
     fn insert_align(&self) -> u64;
 }
 
-struct SpaceTarget(FlexSpace);
+struct SpaceTarget(FlexSpace, std::path::PathBuf);
 
 impl Target for SpaceTarget {
     fn len(&self) -> u64 {
@@ -102,6 +131,15 @@ impl Target for SpaceTarget {
     fn drop_cache(&self) -> Result<(), String> {
         self.0.drop_caches().map_err(|e| e.to_string())
     }
+    fn gc_stats(&self) -> Option<(f64, u64)> {
+        let st = self.0.stats();
+        Some((st.space_amplification, st.gc_relocated_bytes))
+    }
+    fn files(&self) -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&self.1)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    }
     fn insert_align(&self) -> u64 {
         1
     }
@@ -109,6 +147,7 @@ impl Target for SpaceTarget {
 
 struct FileTarget {
     file: File,
+    path: std::path::PathBuf,
     len: u64,
 }
 
@@ -167,6 +206,9 @@ impl Target for FileTarget {
             Err(format!("posix_fadvise: error {rc}"))
         }
     }
+    fn files(&self) -> Vec<std::path::PathBuf> {
+        vec![self.path.clone()]
+    }
     fn insert_align(&self) -> u64 {
         4096
     }
@@ -190,6 +232,14 @@ pub struct SpaceBench {
     pub dir: std::path::PathBuf,
     /// Random seed.
     pub seed: u64,
+    /// Random inserts go to multiples of this (the paper: 4096 for both
+    /// targets; 1 lets flexspace insert at any byte, which the file
+    /// baseline cannot).
+    pub insert_align: u64,
+    /// Open flexspace with `Options::mmap_reads`.
+    pub mmap_reads: bool,
+    /// flexspace's garbage thresholds (high, low), if not the default.
+    pub gc_garbage: Option<(f64, f64)>,
 }
 
 impl SpaceBench {
@@ -201,9 +251,16 @@ impl SpaceBench {
         let mut out = Vec::new();
         let sdir = self.dir.join("flexspace");
         let cap = (self.total * 4).max(256 << 20);
-        let space = FlexSpace::open(&sdir, Options::new().create(true).max_data_size(cap))
-            .map_err(|e| e.to_string())?;
-        self.run_target("flexspace", &mut SpaceTarget(space), &mut out)?;
+        let opts = Options::new()
+            .create(true)
+            .max_data_size(cap)
+            .mmap_reads(self.mmap_reads);
+        let opts = match self.gc_garbage {
+            Some((h, l)) => opts.gc_garbage(h, l),
+            None => opts,
+        };
+        let space = FlexSpace::open(&sdir, opts).map_err(|e| e.to_string())?;
+        self.run_target("flexspace", &mut SpaceTarget(space, sdir.clone()), &mut out)?;
         let _ = std::fs::remove_dir_all(&sdir);
         if self.baseline_file {
             if !self.io_size.is_multiple_of(4096) {
@@ -217,7 +274,12 @@ impl SpaceBench {
                 .truncate(true)
                 .open(&path)
                 .map_err(|e| e.to_string())?;
-            self.run_target("file", &mut FileTarget { file, len: 0 }, &mut out)?;
+            let mut target = FileTarget {
+                file,
+                path: path.clone(),
+                len: 0,
+            };
+            self.run_target("file", &mut target, &mut out)?;
             let _ = std::fs::remove_file(&path);
         }
         Ok(out)
@@ -242,13 +304,14 @@ impl SpaceBench {
         let deadline = (name == "file" && self.pattern == Pattern::RandInsert)
             .then(|| Duration::from_secs_f64(self.baseline_seconds));
         let dev0 = counter.bytes_written();
+        let proc0 = crate::device::process_bytes_written();
         let start = Instant::now();
         let mut written = 0u64;
         while written < self.total {
             match self.pattern {
                 Pattern::SeqWrite => t.append(&block)?,
                 Pattern::RandInsert => {
-                    let align = t.insert_align();
+                    let align = self.insert_align.max(t.insert_align());
                     let at = rng.gen_range(0..=t.len() / align) * align;
                     t.insert(at, &block)?;
                 }
@@ -265,18 +328,34 @@ impl SpaceBench {
         t.sync()?;
         let secs = start.elapsed().as_secs_f64();
         let dev = counter.bytes_written().saturating_sub(dev0);
-        out.push(self.result(
+        let own = crate::device::process_bytes_written().saturating_sub(proc0);
+        let mut r = self.result(
             name,
             "write",
             written,
             secs,
             Some(dev as f64 / written as f64),
-        ));
+        );
+        r.data_bytes = t.len();
+        r.wa_process = Some(own as f64 / written as f64);
+        if let Some((amp, moved)) = t.gc_stats() {
+            r.space_amplification = Some(amp);
+            r.gc_relocated_bytes = Some(moved);
+        }
+        out.push(r);
+        // A baseline stopped early is filled up to the same size (untimed),
+        // so that both targets are read at the same size.
+        while t.len() < self.total {
+            t.append(&block)?;
+        }
+        t.sync()?;
         let len = t.len();
         let mut buf = vec![0u8; io as usize];
         for cold in [true, false] {
             if cold {
                 t.drop_cache()?;
+            } else {
+                warm_up(t)?;
             }
             let (bytes, secs) = self.timed_reads(
                 |i| {
@@ -291,13 +370,17 @@ impl SpaceBench {
             } else {
                 "seq-read-warm"
             };
-            out.push(self.result(name, phase, bytes, secs, None));
+            let mut r = self.result(name, phase, bytes, secs, None);
+            r.data_bytes = len;
+            out.push(r);
         }
         let blocks = (len / io).max(1);
         let offsets: Vec<u64> = (0..blocks).map(|_| rng.gen_range(0..blocks) * io).collect();
         for cold in [true, false] {
             if cold {
                 t.drop_cache()?;
+            } else {
+                warm_up(t)?;
             }
             let (bytes, secs) = self.timed_reads(
                 |i| offsets.get(i as usize).copied().filter(|&a| a + io <= len),
@@ -309,7 +392,9 @@ impl SpaceBench {
             } else {
                 "rand-read-warm"
             };
-            out.push(self.result(name, phase, bytes, secs, None));
+            let mut r = self.result(name, phase, bytes, secs, None);
+            r.data_bytes = len;
+            out.push(r);
         }
         Ok(())
     }
@@ -352,17 +437,41 @@ impl SpaceBench {
             phase: phase.into(),
             mbps: bytes as f64 / secs.max(1e-9) / 1e6,
             wa,
+            wa_process: None,
             bytes,
+            data_bytes: 0,
+            space_amplification: None,
+            gc_relocated_bytes: None,
+            mmap_reads: target == "flexspace" && self.mmap_reads,
             seconds: secs,
         }
     }
 }
 
+/// Reads every file of `t` sequentially, so the page cache holds them.
+fn warm_up(t: &dyn Target) -> Result<(), String> {
+    use std::io::Read;
+    let mut buf = vec![0u8; 1 << 20];
+    for path in t.files() {
+        let Ok(mut f) = File::open(&path) else {
+            continue;
+        };
+        loop {
+            match f.read(&mut buf) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => return Err(format!("{}: {e}", path.display())),
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A human table of the phases, with flexspace's ratio to the file.
 pub fn table(results: &[PhaseResult], source: &str) -> String {
     let mut s = format!(
-        "{:<10} {:<12} {:>8} {:<15} {:>10} {:>7} {:>12}\n",
-        "target", "pattern", "io_size", "phase", "MB/s", "WA", "flex/file"
+        "{:<10} {:<12} {:>8} {:<15} {:>10} {:>7} {:>7} {:>10} {:>12}\n",
+        "target", "pattern", "io_size", "phase", "MB/s", "WA", "WA proc", "data MiB", "flex/file"
     );
     for r in results {
         let ratio = results
@@ -372,17 +481,36 @@ pub fn table(results: &[PhaseResult], source: &str) -> String {
             .map(|b| format!("{:.1}x", r.mbps / b.mbps.max(1e-12)))
             .unwrap_or_default();
         s += &format!(
-            "{:<10} {:<12} {:>8} {:<15} {:>10.1} {:>7} {:>12}\n",
+            "{:<10} {:<12} {:>8} {:<15} {:>10.1} {:>7} {:>7} {:>10} {:>12}\n",
             r.target,
             r.pattern,
             r.io_size,
             r.phase,
             r.mbps,
             r.wa.map(|w| format!("{w:.3}")).unwrap_or_default(),
+            r.wa_process.map(|w| format!("{w:.3}")).unwrap_or_default(),
+            r.data_bytes >> 20,
             ratio
         );
     }
-    s + &format!("(device writes from {source})\n")
+    for r in results {
+        if let (Some(amp), Some(moved)) = (r.space_amplification, r.gc_relocated_bytes) {
+            s += &format!(
+                "({} after its write phase: space amplification {amp:.2}, \
+                 garbage collection relocated {} MiB)\n",
+                r.target,
+                moved >> 20
+            );
+        }
+    }
+    if results.iter().any(|r| r.mmap_reads) {
+        s += "(flexspace read its data file through a memory mapping: --mmap-reads)\n";
+    }
+    s += &format!("(device writes from {source}; ");
+    s += "data MiB: size when the phase ran; a baseline whose timed write phase \
+          stopped early is filled to --total by untimed appends before its reads; \
+          warm phases follow an untimed sequential read of the target's files)\n";
+    s
 }
 
 /// The device counter source for `dir`.

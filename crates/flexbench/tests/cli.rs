@@ -54,3 +54,73 @@ fn bad_arguments_fail_with_a_message() {
     let out = flexbench(&["no-such-command"]);
     assert!(!out.status.success());
 }
+
+#[test]
+fn space_json_lines_have_the_documented_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let out = flexbench(&[
+        "space",
+        "--pattern",
+        "rand-insert",
+        "--total",
+        "8M",
+        "--read-seconds",
+        "0.2",
+        "--dir",
+        d,
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let phases: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            assert_eq!(v["target"], "flexspace");
+            assert_eq!(v["data_bytes"].as_u64(), Some(8 << 20));
+            assert!(v["mbps"].as_f64().unwrap() > 0.0);
+            v["phase"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            "write",
+            "seq-read-cold",
+            "seq-read-warm",
+            "rand-read-cold",
+            "rand-read-warm"
+        ]
+    );
+    let out = flexbench(&[
+        "space",
+        "--pattern",
+        "seq-write",
+        "--total",
+        "8M",
+        "--reader-latency",
+        "--dir",
+        d,
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["phase"], "read-during-write");
+    for k in [
+        "plan_p50_us",
+        "plan_max_us",
+        "read_p99_us",
+        "write_lock_max_us",
+    ] {
+        assert!(v[k].as_f64().unwrap() >= 0.0, "{k}");
+    }
+}

@@ -17,10 +17,32 @@ pub struct AlignedBuf {
 
 impl AlignedBuf {
     /// A buffer of `len` bytes (rounded up to whole blocks), all zero.
+    ///
+    /// The memory comes from `alloc_zeroed` (fresh zero pages for a large
+    /// buffer), not from copying a zero block into every slot: a segment
+    /// buffer is made under the space's write lock, and writing 4 MiB there
+    /// would hold it for a millisecond.
     pub fn zeroed(len: usize) -> Self {
-        AlignedBuf {
-            blocks: vec![Block([0; DIRECT_ALIGN]); len.div_ceil(DIRECT_ALIGN)],
-        }
+        let n = len.div_ceil(DIRECT_ALIGN).max(1);
+        let Ok(layout) = std::alloc::Layout::array::<Block>(n) else {
+            return AlignedBuf {
+                blocks: vec![Block([0; DIRECT_ALIGN]); n],
+            };
+        };
+        // SAFETY: `layout` has a nonzero size (n >= 1 blocks). The pointer
+        // is checked for null; the memory is zeroed, and an all-zero `Block`
+        // is a valid value, so `n` initialized blocks live there. It was
+        // allocated by the global allocator with exactly the layout a
+        // `Vec<Block>` of capacity `n` uses, so the vector may own and free
+        // it.
+        let blocks = unsafe {
+            let ptr = std::alloc::alloc_zeroed(layout).cast::<Block>();
+            if ptr.is_null() {
+                std::alloc::handle_alloc_error(layout);
+            }
+            Vec::from_raw_parts(ptr, n, n)
+        };
+        AlignedBuf { blocks }
     }
 
     /// The bytes.

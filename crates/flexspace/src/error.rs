@@ -62,3 +62,14 @@ pub(crate) fn io(file: &str) -> impl Fn(io::Error) -> Error + '_ {
         source,
     }
 }
+
+/// A tree error, with I/O errors on the tree file reported as `Io`.
+pub(crate) fn tree(e: flextree::Error) -> Error {
+    match e {
+        flextree::Error::Io(source) => Error::Io {
+            file: "tree".to_string(),
+            source,
+        },
+        e => Error::Tree(e),
+    }
+}

@@ -1,18 +1,34 @@
 //! A fault-injecting in-memory storage backend for crash and error tests.
 //!
-//! Every file keeps two images: `live` (what reads see) and `durable` (what
-//! survives a crash: `live` as of the file's last `sync`). All files share
-//! one operation counter (writes, syncs and length changes count). A
-//! [`Fault`] planned for operation N fires there: `Crash` makes that and
-//! every later operation fail, after which [`FaultStorage::crash_image`]
-//! gives the storage a restarted machine would see (durable images, with
-//! the first half of the last unsynced write torn in when asked); `NoSpace`
-//! and `Io` fail that one operation with ENOSPC or EIO and change nothing.
-//! Removals and renames count as operations and are durable at once; a
-//! handle names its file, so after a rename or removal it no longer reaches
-//! the bytes (unlike a POSIX descriptor): close handles first.
+//! Files are inodes named by a directory, as in POSIX: a handle reaches its
+//! inode's bytes whatever happens to the names later. Each inode keeps its
+//! `live` bytes (what reads see), its `durable` bytes (what its last `sync`
+//! made durable) and the operations since that sync (writes, length
+//! changes). The directory keeps its live names, its durable names (as of
+//! the last `sync_dir`) and the changes since. All files share one
+//! operation counter (creations, writes, syncs, length changes, removals,
+//! renames, directory syncs). A [`Fault`] planned for operation N fires
+//! there: `Crash` makes that and every later operation fail, after which
+//! [`FaultStorage::crash_image`] gives the storage a restarted machine would
+//! see; `NoSpace` and `Io` fail that one operation with ENOSPC or EIO and
+//! change nothing.
+//!
+//! What a crash keeps depends on the [`CrashModel`]:
+//! - `SyncedOnly`: each file's durable bytes (plus the first half of the
+//!   last unsynced write when the crash asks to tear it); every directory
+//!   change survives.
+//! - `Reorder { seed }` (a device that reorders writes): every operation
+//!   since its file's last sync is independently kept, lost or torn (each
+//!   512-byte sector of a torn write kept or not); every directory change
+//!   since the last `sync_dir` independently survives or not (a created
+//!   file may vanish, a removed one reappear with its durable bytes, a
+//!   rename happen or not, atomically). The choices come from `seed`, so an
+//!   image is reproducible.
+//!
+//! Invariant: `durable` is always `live` as of the last sync with the
+//! operations since replayed, so a sync costs what was written since.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::sync::Arc;
 
@@ -23,8 +39,9 @@ use crate::storage::{Storage, StorageFile};
 /// What happens at the planned operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
-    /// The machine stops; `tear` applies half of the last unsynced write to
-    /// the durable image.
+    /// The machine stops; with the `SyncedOnly` model, `tear` applies half
+    /// of the last unsynced write to the durable image (the `Reorder` model
+    /// tears writes on its own).
     Crash {
         /// Tear the last write.
         tear: bool,
@@ -35,21 +52,104 @@ pub enum Fault {
     Io,
 }
 
-#[derive(Clone, Default)]
-struct Image {
-    live: Vec<u8>,
-    durable: Vec<u8>,
+/// What survives a crash (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashModel {
+    /// Exactly the synced bytes (optionally half of the last write).
+    SyncedOnly,
+    /// Unsynced writes and directory changes independently kept, lost or
+    /// torn, from a seeded random sequence.
+    Reorder {
+        /// Seed of the random choices.
+        seed: u64,
+    },
 }
 
-#[derive(Default)]
+/// Sector size for torn writes.
+const SECTOR: usize = 512;
+
+#[derive(Clone)]
+enum Pending {
+    Write { off: usize, data: Vec<u8> },
+    SetLen(usize),
+}
+
+#[derive(Clone, Default)]
+struct Inode {
+    live: Vec<u8>,
+    durable: Vec<u8>,
+    unsynced: Vec<Pending>,
+}
+
+#[derive(Clone)]
+enum DirOp {
+    Create { name: String, ino: u64 },
+    Remove { name: String },
+    Rename { from: String, to: String },
+}
+
 struct State {
-    files: HashMap<String, Image>,
+    inodes: HashMap<u64, Inode>,
+    next_ino: u64,
+    names: BTreeMap<String, u64>,
+    durable_names: BTreeMap<String, u64>,
+    dir_ops: Vec<DirOp>,
     ops: u64,
     plan: Option<(u64, Fault)>,
     crashed: bool,
-    /// The last write since its file's sync: (file, offset, bytes).
-    last_write: Option<(String, u64, Vec<u8>)>,
     torn: bool,
+    /// The inode of the last write while it is unsynced.
+    last_write: Option<u64>,
+    model: CrashModel,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            inodes: HashMap::new(),
+            next_ino: 1,
+            names: BTreeMap::new(),
+            durable_names: BTreeMap::new(),
+            dir_ops: Vec::new(),
+            ops: 0,
+            plan: None,
+            crashed: false,
+            torn: false,
+            last_write: None,
+            model: CrashModel::SyncedOnly,
+        }
+    }
+}
+
+/// A small deterministic generator (splitmix64) for the crash choices.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn write_at(img: &mut Vec<u8>, off: usize, data: &[u8]) {
+    let end = off + data.len();
+    if img.len() < end {
+        img.resize(end, 0);
+    }
+    img[off..end].copy_from_slice(data);
+}
+
+fn apply(img: &mut Vec<u8>, p: &Pending) {
+    match p {
+        Pending::Write { off, data } => write_at(img, *off, data),
+        Pending::SetLen(n) => img.resize(*n, 0),
+    }
 }
 
 /// An in-memory storage that injects faults.
@@ -58,10 +158,21 @@ pub struct FaultStorage {
     state: Arc<Mutex<State>>,
 }
 
+fn crashed_error() -> io::Error {
+    io::Error::other("simulated crash")
+}
+
 impl FaultStorage {
-    /// An empty storage with no fault planned.
+    /// An empty storage with no fault planned and the `SyncedOnly` model.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty storage whose crashes follow `model`.
+    pub fn with_model(model: CrashModel) -> Self {
+        let s = Self::default();
+        s.state.lock().model = model;
+        s
     }
 
     /// Plans `fault` for operation number `at` (counting from now).
@@ -86,36 +197,96 @@ impl FaultStorage {
         self.state.lock().crashed
     }
 
-    /// The storage after a restart: each file's durable image (plus half of
-    /// the last unsynced write when the crash tears it).
+    /// The storage after a restart (see the module documentation). It has
+    /// the same crash model (a `Reorder` seed is varied), nothing unsynced,
+    /// and no fault planned.
     pub fn crash_image(&self) -> FaultStorage {
         let s = self.state.lock();
-        let mut files = HashMap::new();
-        for (name, img) in &s.files {
-            let mut durable = img.durable.clone();
-            if s.torn {
-                if let Some((f, off, data)) = &s.last_write {
-                    if f == name {
-                        let half = &data[..data.len() / 2];
-                        let end = *off as usize + half.len();
-                        if durable.len() < end {
-                            durable.resize(end, 0);
+        let (names, inodes, model) = match s.model {
+            CrashModel::SyncedOnly => {
+                let mut inodes = HashMap::new();
+                for (&ino, img) in &s.inodes {
+                    let mut d = img.durable.clone();
+                    if s.torn {
+                        if let Some(Pending::Write { off, data }) = img.unsynced.last() {
+                            // Only the very last write of the storage tears.
+                            if s.last_write_ino() == Some(ino) {
+                                write_at(&mut d, *off, &data[..data.len() / 2]);
+                            }
                         }
-                        durable[*off as usize..end].copy_from_slice(half);
+                    }
+                    inodes.insert(ino, d);
+                }
+                (s.names.clone(), inodes, CrashModel::SyncedOnly)
+            }
+            CrashModel::Reorder { seed } => {
+                let mut rng = Rng(seed ^ s.ops.rotate_left(32));
+                let mut names = s.durable_names.clone();
+                for op in &s.dir_ops {
+                    if rng.below(2) == 0 {
+                        continue;
+                    }
+                    match op {
+                        DirOp::Create { name, ino } => {
+                            names.insert(name.clone(), *ino);
+                        }
+                        DirOp::Remove { name } => {
+                            names.remove(name);
+                        }
+                        DirOp::Rename { from, to } => {
+                            if let Some(ino) = names.remove(from) {
+                                names.insert(to.clone(), ino);
+                            }
+                        }
                     }
                 }
+                let mut inodes = HashMap::new();
+                // Inodes in a fixed order, so the image is reproducible.
+                let mut order: Vec<&u64> = s.inodes.keys().collect();
+                order.sort();
+                for ino in order {
+                    let img = &s.inodes[ino];
+                    let mut d = img.durable.clone();
+                    for p in &img.unsynced {
+                        match (rng.below(3), p) {
+                            (0, _) => {}
+                            (1, p) => apply(&mut d, p),
+                            (_, Pending::Write { off, data }) => {
+                                for (i, sector) in data.chunks(SECTOR).enumerate() {
+                                    if rng.below(2) == 1 {
+                                        write_at(&mut d, off + i * SECTOR, sector);
+                                    }
+                                }
+                            }
+                            (_, p) => apply(&mut d, p),
+                        }
+                    }
+                    inodes.insert(*ino, d);
+                }
+                let model = CrashModel::Reorder { seed: rng.next() };
+                (names, inodes, model)
             }
-            files.insert(
-                name.clone(),
-                Image {
-                    live: durable.clone(),
-                    durable,
-                },
-            );
-        }
+        };
+        let inodes: HashMap<u64, Inode> = inodes
+            .into_iter()
+            .map(|(ino, d)| {
+                (
+                    ino,
+                    Inode {
+                        live: d.clone(),
+                        durable: d,
+                        unsynced: Vec::new(),
+                    },
+                )
+            })
+            .collect();
         FaultStorage {
             state: Arc::new(Mutex::new(State {
-                files,
+                inodes,
+                next_ino: s.next_ino,
+                durable_names: names.clone(),
+                names,
+                model,
                 ..State::default()
             })),
         }
@@ -123,16 +294,30 @@ impl FaultStorage {
 
     /// A copy of a file's live bytes (for corruption tests).
     pub fn file_bytes(&self, name: &str) -> Option<Vec<u8>> {
-        self.state.lock().files.get(name).map(|i| i.live.clone())
+        let s = self.state.lock();
+        let ino = s.names.get(name)?;
+        s.inodes.get(ino).map(|i| i.live.clone())
     }
 
-    /// Replaces a file's live and durable bytes (for corruption tests).
+    /// Replaces a file's live and durable bytes (for corruption tests);
+    /// creates it (durably) if needed.
     pub fn set_file_bytes(&self, name: &str, bytes: Vec<u8>) {
-        self.state.lock().files.insert(
-            name.to_string(),
-            Image {
+        let mut s = self.state.lock();
+        let ino = match s.names.get(name) {
+            Some(&i) => i,
+            None => {
+                let i = s.new_inode();
+                s.names.insert(name.to_string(), i);
+                s.durable_names.insert(name.to_string(), i);
+                i
+            }
+        };
+        s.inodes.insert(
+            ino,
+            Inode {
                 live: bytes.clone(),
                 durable: bytes,
+                unsynced: Vec::new(),
             },
         );
     }
@@ -142,7 +327,7 @@ impl State {
     /// Counts one operation and applies the plan.
     fn step(&mut self) -> io::Result<()> {
         if self.crashed {
-            return Err(io::Error::other("simulated crash"));
+            return Err(crashed_error());
         }
         let n = self.ops;
         self.ops += 1;
@@ -153,7 +338,7 @@ impl State {
                     Fault::Crash { tear } => {
                         self.crashed = true;
                         self.torn = tear;
-                        Err(io::Error::other("simulated crash"))
+                        Err(crashed_error())
                     }
                     Fault::NoSpace => Err(io::Error::from_raw_os_error(libc::ENOSPC)),
                     Fault::Io => Err(io::Error::from_raw_os_error(libc::EIO)),
@@ -162,10 +347,28 @@ impl State {
             _ => Ok(()),
         }
     }
+
+    fn new_inode(&mut self) -> u64 {
+        let ino = self.next_ino;
+        self.next_ino += 1;
+        self.inodes.insert(ino, Inode::default());
+        ino
+    }
+
+    /// The inode written last, if its write is still unsynced.
+    fn last_write_ino(&self) -> Option<u64> {
+        self.last_write
+    }
+
+    fn inode(&mut self, ino: u64) -> io::Result<&mut Inode> {
+        self.inodes
+            .get_mut(&ino)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+    }
 }
 
 struct FaultFile {
-    name: String,
+    ino: u64,
     state: Arc<Mutex<State>>,
 }
 
@@ -173,127 +376,141 @@ impl Storage for FaultStorage {
     fn open_file(&self, name: &str, create: bool) -> io::Result<Arc<dyn StorageFile>> {
         let mut s = self.state.lock();
         if s.crashed {
-            return Err(io::Error::other("simulated crash"));
+            return Err(crashed_error());
         }
-        if !s.files.contains_key(name) {
-            if !create {
-                return Err(io::Error::from(io::ErrorKind::NotFound));
+        let ino = match s.names.get(name) {
+            Some(&ino) => ino,
+            None if create => {
+                s.step()?;
+                let ino = s.new_inode();
+                s.names.insert(name.to_string(), ino);
+                s.dir_ops.push(DirOp::Create {
+                    name: name.to_string(),
+                    ino,
+                });
+                ino
             }
-            s.files.insert(name.to_string(), Image::default());
-        }
+            None => return Err(io::Error::from(io::ErrorKind::NotFound)),
+        };
         Ok(Arc::new(FaultFile {
-            name: name.to_string(),
+            ino,
             state: self.state.clone(),
         }))
     }
 
     fn exists(&self, name: &str) -> io::Result<bool> {
-        Ok(self.state.lock().files.contains_key(name))
+        let s = self.state.lock();
+        if s.crashed {
+            return Err(crashed_error());
+        }
+        Ok(s.names.contains_key(name))
     }
 
     fn remove_file(&self, name: &str) -> io::Result<()> {
         let mut s = self.state.lock();
         s.step()?;
-        s.files
+        s.names
             .remove(name)
-            .map(|_| ())
-            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        s.dir_ops.push(DirOp::Remove {
+            name: name.to_string(),
+        });
+        Ok(())
     }
 
     fn list_files(&self) -> io::Result<Vec<String>> {
         let s = self.state.lock();
         if s.crashed {
-            return Err(io::Error::other("simulated crash"));
+            return Err(crashed_error());
         }
-        let mut names: Vec<String> = s.files.keys().cloned().collect();
-        names.sort();
-        Ok(names)
+        Ok(s.names.keys().cloned().collect())
     }
 
     fn rename(&self, from: &str, to: &str) -> io::Result<()> {
         let mut s = self.state.lock();
         s.step()?;
-        let img = s
-            .files
+        let ino = s
+            .names
             .remove(from)
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
-        s.files.insert(to.to_string(), img);
+        s.names.insert(to.to_string(), ino);
+        s.dir_ops.push(DirOp::Rename {
+            from: from.to_string(),
+            to: to.to_string(),
+        });
         Ok(())
     }
 
     fn sync_dir(&self) -> io::Result<()> {
-        self.state.lock().step()
-    }
-}
-
-impl FaultFile {
-    fn with<R>(&self, f: impl FnOnce(&mut Image) -> R) -> io::Result<R> {
         let mut s = self.state.lock();
-        let img = s
-            .files
-            .get_mut(&self.name)
-            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
-        Ok(f(img))
+        s.step()?;
+        s.durable_names = s.names.clone();
+        s.dir_ops.clear();
+        Ok(())
     }
 }
 
 impl StorageFile for FaultFile {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        if self.state.lock().crashed {
-            return Err(io::Error::other("simulated crash"));
+        let mut s = self.state.lock();
+        if s.crashed {
+            return Err(crashed_error());
         }
-        self.with(|img| {
-            let start = offset as usize;
-            match start.checked_add(buf.len()) {
-                Some(end) if end <= img.live.len() => {
-                    buf.copy_from_slice(&img.live[start..end]);
-                    Ok(())
-                }
-                _ => Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+        let img = s.inode(self.ino)?;
+        let start = usize::try_from(offset).map_err(|_| io::ErrorKind::UnexpectedEof)?;
+        match start.checked_add(buf.len()) {
+            Some(end) if end <= img.live.len() => {
+                buf.copy_from_slice(&img.live[start..end]);
+                Ok(())
             }
-        })?
+            _ => Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+        }
     }
 
     fn write_all_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         let mut s = self.state.lock();
         s.step()?;
-        s.last_write = Some((self.name.clone(), offset, data.to_vec()));
-        let img = s
-            .files
-            .get_mut(&self.name)
-            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
-        let end = offset as usize + data.len();
-        if img.live.len() < end {
-            img.live.resize(end, 0);
-        }
-        img.live[offset as usize..end].copy_from_slice(data);
+        let off = usize::try_from(offset).map_err(|_| io::ErrorKind::InvalidInput)?;
+        s.last_write = Some(self.ino);
+        let img = s.inode(self.ino)?;
+        write_at(&mut img.live, off, data);
+        img.unsynced.push(Pending::Write {
+            off,
+            data: data.to_vec(),
+        });
         Ok(())
     }
 
     fn sync(&self) -> io::Result<()> {
         let mut s = self.state.lock();
         s.step()?;
-        if s.last_write
-            .as_ref()
-            .is_some_and(|(f, _, _)| *f == self.name)
-        {
+        if s.last_write == Some(self.ino) {
             s.last_write = None;
         }
-        let img = s
-            .files
-            .get_mut(&self.name)
-            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
-        img.durable = img.live.clone();
+        let img = s.inode(self.ino)?;
+        let ops = std::mem::take(&mut img.unsynced);
+        for p in &ops {
+            apply(&mut img.durable, p);
+        }
         Ok(())
     }
 
     fn len(&self) -> io::Result<u64> {
-        self.with(|img| img.live.len() as u64)
+        let mut s = self.state.lock();
+        if s.crashed {
+            return Err(crashed_error());
+        }
+        Ok(s.inode(self.ino)?.live.len() as u64)
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        self.state.lock().step()?;
-        self.with(|img| img.live.resize(len as usize, 0))
+        let mut s = self.state.lock();
+        s.step()?;
+        let n = usize::try_from(len).map_err(|_| io::ErrorKind::InvalidInput)?;
+        let img = s.inode(self.ino)?;
+        img.live.resize(n, 0);
+        img.unsynced.push(Pending::SetLen(n));
+        Ok(())
     }
 }
 
@@ -343,6 +560,21 @@ mod tests {
     }
 
     #[test]
+    fn handles_follow_their_file_across_renames() {
+        let st = FaultStorage::new();
+        let f = st.open_file("a", true).unwrap();
+        st.rename("a", "b").unwrap();
+        f.write_all_at(0, b"moved").unwrap();
+        assert_eq!(st.file_bytes("b").unwrap(), b"moved");
+        st.remove_file("b").unwrap();
+        // Like an unlinked POSIX file: the handle still works.
+        f.write_all_at(0, b"M").unwrap();
+        let mut b = [0u8; 5];
+        f.read_exact_at(0, &mut b).unwrap();
+        assert_eq!(&b, b"Moved");
+    }
+
+    #[test]
     fn errors_fire_once() {
         let st = FaultStorage::new();
         let f = st.open_file("a", true).unwrap();
@@ -353,5 +585,69 @@ mod tests {
         f.write_all_at(1, b"z").unwrap();
         assert_eq!(st.file_bytes("a").unwrap(), b"xz");
         assert!(st.open_file("missing", false).is_err());
+    }
+
+    /// Under the reordering model, every unsynced write is kept, lost or
+    /// torn independently; synced bytes always survive; images are
+    /// reproducible from the seed.
+    #[test]
+    fn reordering_crashes_mix_unsynced_writes() {
+        let mut outcomes = std::collections::BTreeSet::new();
+        for seed in 0..64 {
+            let st = FaultStorage::with_model(CrashModel::Reorder { seed });
+            let f = st.open_file("a", true).unwrap();
+            st.sync_dir().unwrap();
+            f.write_all_at(0, &[1u8; 1024]).unwrap();
+            f.sync().unwrap();
+            f.write_all_at(0, &[2u8; 1024]).unwrap();
+            f.write_all_at(1024, &[3u8; 512]).unwrap();
+            st.plan(0, Fault::Crash { tear: false });
+            let _ = f.sync();
+            let a = st.crash_image().file_bytes("a").unwrap();
+            assert_eq!(a, st.crash_image().file_bytes("a").unwrap(), "seed {seed}");
+            assert!(a.len() == 1024 || a.len() == 1536);
+            let s0 = a[0];
+            assert!(a[..512].iter().all(|&x| x == s0) && (s0 == 1 || s0 == 2));
+            let s1 = a[512];
+            assert!(a[512..1024].iter().all(|&x| x == s1) && (s1 == 1 || s1 == 2));
+            if a.len() > 1024 {
+                assert!(a[1024..].iter().all(|&x| x == 3));
+            }
+            outcomes.insert((s0, s1, a.len()));
+        }
+        // Kept, lost and torn (sectors differ) all happen.
+        assert!(outcomes.contains(&(1, 1, 1024)));
+        assert!(outcomes.contains(&(2, 2, 1536)));
+        assert!(outcomes.iter().any(|&(a, b, _)| a != b));
+    }
+
+    #[test]
+    fn reordering_crashes_may_undo_directory_changes() {
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..64 {
+            let st = FaultStorage::with_model(CrashModel::Reorder { seed });
+            let old = st.open_file("old", true).unwrap();
+            old.write_all_at(0, b"durable").unwrap();
+            old.sync().unwrap();
+            st.open_file("gone", true).unwrap();
+            st.sync_dir().unwrap();
+            let new = st.open_file("new", true).unwrap();
+            new.write_all_at(0, b"fresh").unwrap();
+            new.sync().unwrap();
+            st.rename("new", "old").unwrap();
+            st.remove_file("gone").unwrap();
+            st.plan(0, Fault::Crash { tear: false });
+            assert!(st.sync_dir().is_err());
+            let img = st.crash_image();
+            let names = img.list_files().unwrap();
+            let old = img.file_bytes("old").unwrap();
+            // The rename is atomic: "old" is the old or the new file.
+            assert!(old == b"durable" || old == b"fresh", "seed {seed}");
+            if old == b"fresh" {
+                assert!(!names.contains(&"new".to_string()));
+            }
+            seen.insert((old, names));
+        }
+        assert!(seen.len() >= 4, "{seen:?}");
     }
 }

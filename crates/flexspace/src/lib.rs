@@ -13,19 +13,36 @@
 //! survives a crash; a crash at any moment recovers exactly the content of
 //! one commit point no older than the last completed `sync` (commits also
 //! happen on their own between operations), never a mixture.
+//!
+//! Concurrency: every method takes `&self`. Reads translate offsets under
+//! a short read lock and copy without it ([`FlexSpace::plan_read`]);
+//! commits, checkpoints and garbage collection do their I/O without the
+//! exclusive lock (docs/DESIGN.md, "FlexSpace").
 
 mod aligned;
+mod bg;
+mod commit;
 mod counting;
 mod error;
 mod fault;
+mod gc;
+mod grace;
 mod log;
+mod mapping;
+mod open;
 mod options;
+mod read;
+mod segbuf;
 mod segments;
 mod space;
+mod state;
 mod storage;
+mod timed;
+mod writer;
 
 pub use error::{Error, Result};
-pub use fault::{Fault, FaultStorage};
+pub use fault::{CrashModel, Fault, FaultStorage};
 pub use options::{Options, MAX_EXTENT, SEGMENT_SIZE};
+pub use read::ReadPlan;
 pub use space::{FlexSpace, Stats};
-pub use storage::{FileStorage, Storage, StorageFile};
+pub use storage::{FileStorage, Mapping, Storage, StorageFile};

@@ -2,16 +2,20 @@
 //! batches (§4.2; byte layout in docs/FORMAT.md).
 //!
 //! Invariants: a batch is applied on recovery only when its commit entry
-//! follows it intact (count and CRC over the batch verify), so replay yields
-//! whole commits: never part of one. Replay stops at the first entry that
-//! does not verify. The header names the tree version the entries apply to.
+//! follows it intact (count and CRC over the batch verify, and its sequence
+//! number is above the previous commit's), so replay yields whole commits:
+//! never part of one. Replay stops at the first entry that does not verify.
+//! The header names the tree version the entries apply to. Writers write
+//! format version 2; readers also accept version 1 (which lacks
+//! `RemapMerged` entries).
 
 /// Bytes of one entry.
 pub const ENTRY: usize = 32;
 /// Bytes of the log header.
 pub const HEADER: usize = 32;
 const MAGIC: &[u8; 8] = b"FLEXLOG1";
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
+const OLDEST_VERSION: u32 = 1;
 
 const OP_INSERT: u8 = 1;
 const OP_HOLE: u8 = 2;
@@ -20,6 +24,7 @@ const OP_REMAP: u8 = 4;
 const OP_TAG: u8 = 5;
 const OP_COMMIT: u8 = 6;
 const OP_META: u8 = 7;
+const OP_REMAP_MERGED: u8 = 8;
 
 /// One logged operation on the extent index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +57,16 @@ pub enum LogOp {
     },
     /// `loff..loff + len` now maps to `addr` (GC relocation, defrag).
     Remap {
+        /// Logical offset.
+        loff: u64,
+        /// Length.
+        len: u64,
+        /// New physical address.
+        addr: u64,
+    },
+    /// `loff..loff + len` now maps to `addr` as one extent that keeps only
+    /// the tag of the extent starting at `loff` (defragmentation, GC).
+    RemapMerged {
         /// Logical offset.
         loff: u64,
         /// Length.
@@ -107,6 +122,9 @@ pub fn encode(out: &mut Vec<u8>, op: &LogOp) {
         LogOp::Hole { loff, len } => encode_raw(out, OP_HOLE, 0, loff, len, 0),
         LogOp::Collapse { loff, len } => encode_raw(out, OP_COLLAPSE, 0, loff, len, 0),
         LogOp::Remap { loff, len, addr } => encode_raw(out, OP_REMAP, 0, loff, len, addr),
+        LogOp::RemapMerged { loff, len, addr } => {
+            encode_raw(out, OP_REMAP_MERGED, 0, loff, len, addr)
+        }
         LogOp::Tag { loff, tag } => encode_raw(out, OP_TAG, tag, loff, 0, 0),
         LogOp::Meta { words: [a, b, c] } => encode_raw(out, OP_META, 0, a, b, c),
     }
@@ -139,11 +157,12 @@ pub fn header(version: u64) -> Vec<u8> {
 
 /// The tree version a header names; `None` when it is not a valid header.
 pub fn parse_header(h: &[u8]) -> Option<u64> {
-    if h.len() < HEADER
-        || &h[0..8] != MAGIC
-        || h[8..12] != FORMAT_VERSION.to_le_bytes()
-        || h[28..32] != crc32c::crc32c(&h[..28]).to_le_bytes()
+    if h.len() < HEADER || &h[0..8] != MAGIC || h[28..32] != crc32c::crc32c(&h[..28]).to_le_bytes()
     {
+        return None;
+    }
+    let version = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
+    if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&version) {
         return None;
     }
     Some(u64_at(h, 16))
@@ -184,6 +203,11 @@ pub fn replay(entries: &[u8]) -> Replay {
             OP_HOLE => LogOp::Hole { loff: a, len: b },
             OP_COLLAPSE => LogOp::Collapse { loff: a, len: b },
             OP_REMAP => LogOp::Remap {
+                loff: a,
+                len: b,
+                addr: c,
+            },
+            OP_REMAP_MERGED => LogOp::RemapMerged {
                 loff: a,
                 len: b,
                 addr: c,
@@ -240,6 +264,11 @@ mod tests {
                     len: 2,
                     addr: 77,
                 },
+                LogOp::RemapMerged {
+                    loff: 1,
+                    len: 3,
+                    addr: 99,
+                },
             ],
         ];
         let mut out = Vec::new();
@@ -282,5 +311,13 @@ mod tests {
         let mut h = header(1);
         h[17] ^= 1;
         assert_eq!(parse_header(&h), None);
+        // Version 1 headers are still read; unknown versions are not.
+        for (v, ok) in [(1u32, true), (3, false), (0, false)] {
+            let mut h = header(5);
+            h[8..12].copy_from_slice(&v.to_le_bytes());
+            let crc = crc32c::crc32c(&h[..28]);
+            h[28..32].copy_from_slice(&crc.to_le_bytes());
+            assert_eq!(parse_header(&h), ok.then_some(5), "version {v}");
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! Options of a FlexSpace.
 //!
 //! Invariant: the defaults are the paper's parameters where it has them
-//! (4 MiB segments and 128 KiB extents are fixed by the format).
+//! (4 MiB segments and 128 KiB extents are fixed by the format); every
+//! other default is justified in docs/DESIGN.md.
 
 /// Size of one data-file segment.
 pub const SEGMENT_SIZE: u64 = 4 << 20;
@@ -20,6 +21,27 @@ pub struct Options {
     pub commit_log_bytes: usize,
     /// Checkpoint the tree when the log holds this many bytes.
     pub checkpoint_log_bytes: u64,
+    /// Whether commits, checkpoints and garbage collection happen on their
+    /// own, inside the mutating calls (true, the default). When false,
+    /// mutations do none of them unless they must to make room, and the
+    /// caller runs [`crate::FlexSpace::maintain`] (see
+    /// [`crate::FlexSpace::maintenance_due`] and [`crate::FlexSpace::reserve`]).
+    pub auto_maintenance: bool,
+    /// Garbage collection starts when the garbage in segments that still
+    /// hold live data exceeds this fraction of them (bounding space
+    /// amplification)...
+    pub gc_garbage_high: f64,
+    /// ...and stops when it is below this fraction (hysteresis).
+    pub gc_garbage_low: f64,
+    /// Background threads writing sealed segments (at least 1).
+    pub segment_writers: usize,
+    /// Read the data file through a read-only memory mapping where the
+    /// storage can map it ([`crate::FileStorage`] can): reads copy from the
+    /// page cache without a system call per extent. The trade-off: an I/O
+    /// error while a mapped page is read in (or another process truncating
+    /// the data file) raises SIGBUS and ends the process, where `pread`
+    /// returns an error. Off by default.
+    pub mmap_reads: bool,
 }
 
 impl Default for Options {
@@ -29,6 +51,11 @@ impl Default for Options {
             max_data_size: 64 << 30,
             commit_log_bytes: 1 << 20,
             checkpoint_log_bytes: 64 << 20,
+            auto_maintenance: true,
+            gc_garbage_high: 0.6,
+            gc_garbage_low: 0.5,
+            segment_writers: 2,
+            mmap_reads: false,
         }
     }
 }
@@ -57,5 +84,33 @@ impl Options {
     pub fn checkpoint_log_bytes(mut self, bytes: u64) -> Self {
         self.checkpoint_log_bytes = bytes;
         self
+    }
+    /// Sets `auto_maintenance`.
+    pub fn auto_maintenance(mut self, auto: bool) -> Self {
+        self.auto_maintenance = auto;
+        self
+    }
+    /// Sets `gc_garbage_high` and `gc_garbage_low` (fractions in 0..1;
+    /// `high` >= 1 disables garbage-driven collection).
+    pub fn gc_garbage(mut self, high: f64, low: f64) -> Self {
+        self.gc_garbage_high = high;
+        self.gc_garbage_low = low;
+        self
+    }
+    /// Sets `segment_writers`.
+    pub fn segment_writers(mut self, threads: usize) -> Self {
+        self.segment_writers = threads;
+        self
+    }
+
+    /// Sets `mmap_reads`.
+    pub fn mmap_reads(mut self, on: bool) -> Self {
+        self.mmap_reads = on;
+        self
+    }
+
+    /// Segments of the data file these options ask for.
+    pub(crate) fn segment_count(&self) -> usize {
+        (self.max_data_size / SEGMENT_SIZE).clamp(8, u64::from(u32::MAX / 2)) as usize
     }
 }

@@ -1,35 +1,42 @@
 //! Segment accounting of the data file: valid bytes per segment, the free
-//! list, and segments waiting for a commit before they may be reused.
+//! set, and the two waits a segment goes through before it is reused.
 //!
 //! Invariants:
 //! - `valid[s]` is the number of bytes of segment `s` that the in-memory
-//!   extent index maps.
-//! - A segment is in `free` only when no committed state references it:
-//!   a segment whose last valid byte goes away joins `pending`, and moves
-//!   to `free` only after the log commit that records the change is
-//!   durable ([`Segments::release_pending`]). So a crash never recovers
-//!   metadata that points into reused space.
-//! - The open segment (being filled) is never free nor pending.
+//!   extent index maps; `live` is their sum and `holding` the number of
+//!   segments with `valid > 0`.
+//! - A segment whose last valid byte goes away joins `pending`; a commit
+//!   takes the pending list when it starts ([`Segments::take_pending`]) and,
+//!   once the log records the change durably, hands it to the grace-period
+//!   `quarantine` ([`Segments::quarantine`]); only when every read that
+//!   could have translated into it has finished does it become free
+//!   ([`Segments::release`]). So a crash never recovers metadata pointing
+//!   into reused space, and no read ever sees reused space.
+//! - `free` holds exactly the segments that can be allocated; allocation
+//!   takes the lowest one, so the data file stays compact.
+//! - The open segment (being filled) is never free, pending or quarantined.
 
+use std::collections::BTreeSet;
+
+use crate::grace::{Quarantine, Readers};
 use crate::options::SEGMENT_SIZE;
 
 /// Valid-byte counts and free lists of the data file's segments.
 pub struct Segments {
-    pub valid: Vec<u64>,
-    /// The sum of `valid` (kept, not recomputed: it is read on every
-    /// mutation).
-    total: u64,
-    /// Free segments, highest first (so `pop` reuses low segments first).
-    free: Vec<u32>,
+    valid: Vec<u64>,
+    free: BTreeSet<u32>,
     pending: Vec<u32>,
-    pub open: Option<u32>,
+    quarantine: Quarantine,
+    open: Option<u32>,
+    live: u64,
+    holding: usize,
 }
 
 /// Calls `f(segment, bytes)` for each segment that `addr..addr + len`
 /// touches.
 pub fn for_each_part(addr: u64, len: u64, mut f: impl FnMut(u32, u64)) {
     let mut a = addr;
-    let end = addr + len;
+    let end = addr.saturating_add(len);
     while a < end {
         let seg = a / SEGMENT_SIZE;
         let part = ((seg + 1) * SEGMENT_SIZE).min(end) - a;
@@ -39,24 +46,37 @@ pub fn for_each_part(addr: u64, len: u64, mut f: impl FnMut(u32, u64)) {
 }
 
 impl Segments {
-    /// `count` segments with the given valid bytes; empty ones are free.
+    /// Segments with the given valid bytes; empty ones are free.
     pub fn new(valid: Vec<u64>) -> Self {
         let free = (0..valid.len() as u32)
-            .rev()
             .filter(|&s| valid[s as usize] == 0)
             .collect();
+        let live = valid.iter().sum();
+        let holding = valid.iter().filter(|&&v| v > 0).count();
         Segments {
-            total: valid.iter().sum(),
             valid,
             free,
             pending: Vec::new(),
+            quarantine: Quarantine::default(),
             open: None,
+            live,
+            holding,
         }
     }
 
     /// Number of segments.
     pub fn count(&self) -> usize {
         self.valid.len()
+    }
+
+    /// Valid bytes of segment `s`.
+    pub fn valid(&self, s: u32) -> u64 {
+        self.valid.get(s as usize).copied().unwrap_or(0)
+    }
+
+    /// The per-segment valid bytes.
+    pub fn valid_all(&self) -> &[u64] {
+        &self.valid
     }
 
     /// Free segments.
@@ -69,65 +89,138 @@ impl Segments {
         self.pending.len()
     }
 
-    /// Takes a free segment.
-    pub fn take_free(&mut self) -> Option<u32> {
-        self.free.pop()
+    /// Segments waiting for their grace period.
+    pub fn quarantined(&self) -> usize {
+        self.quarantine.len()
+    }
+
+    /// The epoch readers register in.
+    pub fn epoch(&self) -> u64 {
+        self.quarantine.epoch()
+    }
+
+    /// The open segment.
+    pub fn open(&self) -> Option<u32> {
+        self.open
+    }
+
+    /// Total valid bytes.
+    pub fn live(&self) -> u64 {
+        self.live
+    }
+
+    /// Takes the lowest free segment and makes it the open one (closing
+    /// the previous one).
+    pub fn open_lowest_free(&mut self) -> Option<u32> {
+        let s = self.free.pop_first()?;
+        self.close_open();
+        self.open = Some(s);
+        Some(s)
     }
 
     /// Adds `len` valid bytes at `addr`.
     pub fn add(&mut self, addr: u64, len: u64) {
-        for_each_part(addr, len, |s, n| self.valid[s as usize] += n);
-        self.total += len;
+        for_each_part(addr, len, |s, n| {
+            if let Some(v) = self.valid.get_mut(s as usize) {
+                if *v == 0 {
+                    self.holding += 1;
+                }
+                *v += n;
+                self.live += n;
+            }
+        });
     }
 
     /// Removes `len` valid bytes at `addr`; emptied segments become pending.
     pub fn remove(&mut self, addr: u64, len: u64) {
-        let mut emptied = Vec::new();
-        let mut removed = 0;
         for_each_part(addr, len, |s, n| {
-            let v = &mut self.valid[s as usize];
-            removed += n.min(*v);
-            *v = v.saturating_sub(n);
-            if *v == 0 && self.open != Some(s) {
-                emptied.push(s);
+            let Some(v) = self.valid.get_mut(s as usize) else {
+                return;
+            };
+            let n = n.min(*v);
+            *v -= n;
+            self.live -= n;
+            if *v == 0 && n > 0 {
+                self.holding -= 1;
+                if self.open != Some(s) {
+                    self.pending.push(s);
+                }
             }
         });
-        self.pending.extend(emptied);
-        self.total -= removed;
     }
 
     /// Closes the open segment (it becomes pending if nothing in it is
     /// valid).
     pub fn close_open(&mut self) {
         if let Some(s) = self.open.take() {
-            if self.valid[s as usize] == 0 {
+            if self.valid(s) == 0 {
                 self.pending.push(s);
             }
         }
     }
 
-    /// After a durable commit: pending segments become free.
-    pub fn release_pending(&mut self) {
+    /// The segments emptied so far, for a commit that is starting.
+    pub fn take_pending(&mut self) -> Vec<u32> {
         let mut p = std::mem::take(&mut self.pending);
-        p.retain(|&s| self.valid[s as usize] == 0 && self.open != Some(s));
         p.sort_unstable();
         p.dedup();
-        self.free.extend(p);
-        self.free.sort_unstable_by(|a, b| b.cmp(a));
-        self.free.dedup();
+        p
     }
 
-    /// Total valid bytes.
-    pub fn total_valid(&self) -> u64 {
-        self.total
+    /// After the commit that took `segs` is durable: they wait for the
+    /// grace period.
+    pub fn quarantine(&mut self, segs: &[u32]) {
+        for &s in segs {
+            self.quarantine.add(s);
+        }
     }
 
-    /// Used (non-free) segments, least valid first, excluding the open one.
+    /// Frees the quarantined segments whose grace period has ended; returns
+    /// how many.
+    pub fn release(&mut self, readers: &Readers) -> usize {
+        let mut out = Vec::new();
+        self.quarantine.advance(readers, &mut out);
+        let n = out.len();
+        for s in out {
+            if self.valid(s) == 0 && self.open != Some(s) {
+                self.free.insert(s);
+            }
+        }
+        n
+    }
+
+    /// Segments that hold live data, other than the open one, and the
+    /// bytes of garbage in them.
+    pub fn garbage(&self) -> (usize, u64) {
+        let open_valid = self.open.map_or(0, |s| self.valid(s));
+        let n = self.holding - usize::from(open_valid > 0);
+        let live = self.live - open_valid;
+        (n, n as u64 * SEGMENT_SIZE - live)
+    }
+
+    /// Garbage over the capacity of the segments that hold live data (open
+    /// one excluded); 0 when there are none.
+    pub fn garbage_ratio(&self) -> f64 {
+        let (n, g) = self.garbage();
+        if n == 0 {
+            0.0
+        } else {
+            g as f64 / (n as u64 * SEGMENT_SIZE) as f64
+        }
+    }
+
+    /// Segments not free (in use, open, pending or quarantined).
+    pub fn in_use(&self) -> usize {
+        self.valid.len() - self.free.len()
+    }
+
+    /// Segments holding live data other than the open one, least valid
+    /// first.
     pub fn gc_candidates(&self) -> Vec<u32> {
         let mut v: Vec<u32> = (0..self.valid.len() as u32)
             .filter(|&s| self.valid[s as usize] > 0 && self.open != Some(s))
             .collect();
-        v.sort_by_key(|&s| self.valid[s as usize]);
+        v.sort_by_key(|&s| (self.valid[s as usize], s));
         v
     }
 }
@@ -137,23 +230,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn emptied_segments_wait_for_a_commit() {
+    fn emptied_segments_wait_for_a_commit_and_the_readers() {
+        let readers = Readers::default();
         let mut s = Segments::new(vec![0; 4]);
         assert_eq!(s.free_count(), 4);
-        let a = s.take_free().unwrap();
-        assert_eq!(a, 0);
-        s.open = Some(a);
+        assert_eq!(s.open_lowest_free(), Some(0));
         s.add(0, 100);
-        s.close_open();
+        assert_eq!(s.open_lowest_free(), Some(1));
         s.remove(0, 100);
         assert_eq!(s.pending_count(), 1);
+        let taken = s.take_pending();
+        assert_eq!(taken, vec![0]);
+        // Not free before the commit is published.
+        assert_eq!(s.free_count(), 2);
+        let reader = readers.enter(s.epoch());
+        s.quarantine(&taken);
+        assert_eq!(s.release(&readers), 0);
+        assert_eq!(s.free_count(), 2);
+        drop(reader);
+        assert_eq!(s.release(&readers), 1);
         assert_eq!(s.free_count(), 3);
-        s.release_pending();
-        assert_eq!(s.free_count(), 4);
-        assert_eq!(s.total_valid(), 0);
-        s.add(SEGMENT_SIZE + 5, 10);
-        assert_eq!(s.total_valid(), 10);
-        assert_eq!(s.take_free(), Some(0));
+        // The lowest free segment comes first.
+        assert_eq!(s.open_lowest_free(), Some(0));
+    }
+
+    #[test]
+    fn garbage_counts_only_segments_holding_data() {
+        let mut s = Segments::new(vec![0; 8]);
+        s.open_lowest_free();
+        s.add(0, SEGMENT_SIZE);
+        s.open_lowest_free();
+        s.add(SEGMENT_SIZE, 10);
+        s.remove(0, SEGMENT_SIZE / 4);
+        // Segment 0 is sealed and 1/4 garbage; segment 1 is open.
+        assert_eq!(s.garbage(), (1, SEGMENT_SIZE / 4));
+        assert!((s.garbage_ratio() - 0.25).abs() < 1e-9);
+        assert_eq!(s.live(), SEGMENT_SIZE * 3 / 4 + 10);
+        assert_eq!(s.gc_candidates(), vec![0]);
+        assert_eq!(s.in_use(), 2);
     }
 
     #[test]

@@ -1,46 +1,49 @@
-//! FlexSpace: the persistent flexible address space (§4).
+//! FlexSpace: the persistent flexible address space (§4), its public API and
+//! its locking.
 //!
-//! Write path: data goes to the open segment's in-memory buffer (log-
-//! structured allocation: every write lands at the end of the open segment);
-//! the extent index (FlexTree) is updated in memory and the operation is
-//! appended to the log buffer. A *commit* writes the buffered data and syncs
-//! the data file, then appends the log entries with a commit entry and syncs
-//! the log (the barriers of Figure 9). A *checkpoint* commits, writes the
-//! tree copy-on-write, then restarts the log under the tree's new version.
+//! Locks, in the order they are taken (never the other way round):
+//! 1. `maint` (mutex): serializes commits, checkpoints and garbage
+//!    collection; held across their I/O. Holds the log's position.
+//! 2. `gate` (mutex): taken by every mutation, and by the long steps that
+//!    must exclude mutations but not readers (a GC round's scan and copies,
+//!    a checkpoint's tree write, `check`, `defrag`). Mutations queue here,
+//!    never on the reader-writer lock, so readers are never queued behind a
+//!    writer that waits for a long step.
+//! 3. `state` (reader-writer lock): the tree and the segment accounting.
+//!    Readers hold it only to translate a range; writers hold it for one
+//!    mutation's in-memory work, or a commit's snapshot and publication, or
+//!    one GC batch's remaps: microseconds, no I/O ever.
 //!
 //! Invariants:
-//! - Commits happen only between operations, so every committed state is
-//!   the result of whole operations; recovery (load checkpoint, replay the
-//!   committed batches of its version) yields exactly one committed state.
+//! - Commits take whole mutations (a mutation is one hold of the write
+//!   lock), so recovery yields the state after some mutation.
 //! - `sync()` is a commit: its state survives any later crash.
 //! - Space freed by collapses, overwrites or relocations is reused only
-//!   after the commit that recorded the change (see `segments`).
-//! - Garbage collection runs at the start of an operation, never inside one,
-//!   and commits before the operation changes anything.
-//! - After an I/O error during a commit the space is poisoned: mutations
-//!   fail with `Poisoned`, and reopening recovers the last commit.
+//!   after the commit that recorded the change is durable and every read
+//!   that could see the old mapping has finished (see `segments`, `grace`).
+//! - After an I/O error during a commit or a background write the space is
+//!   poisoned: mutations fail with `Poisoned`, reads keep working, and
+//!   reopening recovers the last commit.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use flextree::{FlexTree, DIRECT_ALIGN};
-use parking_lot::RwLock;
+use parking_lot::Mutex;
 
-use crate::aligned::AlignedBuf;
-use crate::counting::CountingFile;
+use crate::bg::Background;
 use crate::error::{io, Error, Result};
-use crate::log::{self, LogOp};
-use crate::options::{Options, MAX_EXTENT, SEGMENT_SIZE};
-use crate::segments::{for_each_part, Segments};
-use crate::storage::{FileStorage, Storage, StorageFile};
-
-const DATA: &str = "data";
-const TREE: &str = "tree";
-const LOG: &str = "log";
-/// Checkpoint metadata: format magic, segment size, user metadata words.
-const META_MAGIC: &[u8; 8] = b"FLEXSPC2";
-/// Room (in segments) kept free for garbage collection's relocations.
-const RESERVE_SEGMENTS: usize = 1;
+use crate::grace::Readers;
+use crate::log::LogOp;
+use crate::open::{self, Files, DATA, LOG, TREE};
+use crate::options::{Options, SEGMENT_SIZE};
+use crate::read::{self, ReadPlan};
+use crate::segbuf::Pool;
+use crate::segments::for_each_part;
+use crate::state::State;
+use crate::storage::{FileStorage, Mapping, Storage, StorageFile};
+use crate::timed::TimedLock;
+use crate::writer::Writer;
 
 /// Counters of a FlexSpace.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -71,33 +74,46 @@ pub struct Stats {
     pub extents: u64,
     /// Whether there are changes not yet committed.
     pub uncommitted: bool,
+    /// Bytes the index maps to the data file (holes excluded).
+    pub live_bytes: u64,
+    /// Bytes of the data file in use: every segment that is not free.
+    pub data_file_bytes: u64,
+    /// `data_file_bytes` over `live_bytes` (0 when nothing is live).
+    pub space_amplification: f64,
+    /// Garbage in the segments that hold live data, over their capacity.
+    pub garbage_ratio: f64,
+    /// Emptied segments waiting for a commit or for readers.
+    pub reclaimable_segments: usize,
+    /// Sealed segments whose background write has not finished.
+    pub inflight_segments: usize,
+    /// Bytes in the log file (header included).
+    pub log_file_bytes: u64,
+    /// The longest hold of the space's exclusive lock so far, in
+    /// microseconds (readers wait at most this long for the lock).
+    pub write_lock_max_us: f64,
+    /// Holds of the exclusive lock that lasted over 100 µs.
+    pub write_lock_holds_over_100us: u64,
 }
 
-struct Files {
-    data: Arc<CountingFile>,
-    tree: Arc<CountingFile>,
-    log: Arc<CountingFile>,
+/// What the commit path keeps between commits (behind `maint`).
+pub(crate) struct Maint {
+    /// End of the valid log.
+    pub log_end: u64,
+    /// Sequence number of the last commit in the log (0: none since the
+    /// checkpoint).
+    pub seq: u64,
+    /// The checkpoint version the log belongs to.
+    pub version: u64,
 }
 
-struct Inner {
-    tree: FlexTree,
-    files: Files,
-    opts: Options,
-    seg: Segments,
-    /// Contents of the open segment from its start (aligned for O_DIRECT).
-    buf: AlignedBuf,
-    /// Bytes of the open segment in use / already written to the file.
-    fill: u64,
-    flushed: u64,
-    log_buf: Vec<u8>,
-    log_end: u64,
-    commit_seq: u64,
-    /// Words of the layer above, committed with the space.
-    user_meta: [u64; 3],
-    dirty: bool,
-    poisoned: bool,
-    closed: bool,
-    stats: Stats,
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub commits: AtomicU64,
+    pub checkpoints: AtomicU64,
+    pub gc_runs: AtomicU64,
+    pub gc_relocated: AtomicU64,
+    /// Mirror of `Maint::log_end`, readable without the mutex.
+    pub log_end: AtomicU64,
 }
 
 /// A persistent, crash-safe flexible address space.
@@ -115,43 +131,37 @@ struct Inner {
 /// space.sync().unwrap();
 /// ```
 pub struct FlexSpace {
-    inner: RwLock<Inner>,
-    _storage: Arc<dyn Storage>,
+    s: Arc<Shared>,
 }
 
-fn meta(user: &[u64; 3]) -> Vec<u8> {
-    let mut m = META_MAGIC.to_vec();
-    m.extend_from_slice(&SEGMENT_SIZE.to_le_bytes());
-    for w in user {
-        m.extend_from_slice(&w.to_le_bytes());
-    }
-    m
+/// Everything a space is made of; shared with its background maintainer.
+pub(crate) struct Shared {
+    pub(crate) state: TimedLock<State>,
+    pub(crate) gate: Mutex<()>,
+    pub(crate) maint: Mutex<Maint>,
+    pub(crate) readers: Arc<Readers>,
+    pub(crate) writer: Arc<Writer>,
+    /// Spare segment buffers (shared with the state).
+    pub(crate) pool: Arc<Pool>,
+    pub(crate) files: Files,
+    /// The data file mapped for reads (`Options::mmap_reads`).
+    pub(crate) map: Option<Mapping>,
+    pub(crate) opts: Options,
+    pub(crate) counters: Counters,
+    pub(crate) bg: Arc<Background>,
+    /// An error of background maintenance, for the next caller.
+    pub(crate) bg_error: Mutex<Option<Error>>,
+    pub(crate) _storage: Arc<dyn Storage>,
 }
 
-/// The user metadata words of a checkpoint's metadata, `None` when the
-/// metadata is not a flexspace's.
-fn parse_meta(m: &[u8]) -> Option<[u64; 3]> {
-    if m.len() != 40 || &m[..8] != META_MAGIC || m[8..16] != SEGMENT_SIZE.to_le_bytes() {
-        return None;
-    }
-    let word = |i: usize| {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&m[16 + 8 * i..24 + 8 * i]);
-        u64::from_le_bytes(b)
-    };
-    Some([word(0), word(1), word(2)])
-}
+/// With automatic maintenance, a mutation commits inline when the log
+/// buffer holds this many times `commit_log_bytes` (the background
+/// maintainer is behind).
+const LOG_BEHIND: usize = 4;
 
-fn corrupt(file: &str, detail: impl Into<String>) -> Error {
-    Error::Corrupt {
-        file: file.to_string(),
-        detail: detail.into(),
-    }
-}
-
-fn open_counted(storage: &dyn Storage, name: &str, create: bool) -> Result<Arc<CountingFile>> {
-    let f = storage.open_file(name, create).map_err(io(name))?;
-    Ok(Arc::new(CountingFile::new(f)))
+/// Most segments in flight before mutations wait for the writers.
+pub(crate) fn max_inflight(opts: &Options) -> usize {
+    opts.segment_writers.max(1) * 2
 }
 
 impl FlexSpace {
@@ -169,51 +179,74 @@ impl FlexSpace {
         })
     }
 
-    /// Opens the space on any storage backend.
+    /// Opens the space on any storage backend. The space's files are named
+    /// `data`, `tree` and `log` (and [`FileStorage`] adds `lock`); the layer
+    /// above may keep other files in the same storage.
     pub fn open_with_storage(storage: Arc<dyn Storage>, options: Options) -> Result<FlexSpace> {
-        let exists = |n| storage.exists(n).map_err(io(n));
-        let (mut has_tree, has_data, has_log) = (exists(TREE)?, exists(DATA)?, exists(LOG)?);
-        if has_tree {
-            // The tree's first checkpoint is the last step of creation: an
-            // empty tree file means creation never completed.
-            // A crash during that checkpoint leaves no valid header while
-            // the data file is still empty: nothing was ever stored.
-            let tree = storage.open_file(TREE, false).map_err(io(TREE))?;
-            let data_len = match has_data {
-                true => storage
-                    .open_file(DATA, false)
-                    .and_then(|d| d.len())
-                    .map_err(io(DATA))?,
-                false => 0,
-            };
-            has_tree = tree.len().map_err(io(TREE))? > 0
-                && (data_len > 0 || FlexTree::load(tree.as_ref()).is_ok());
-        }
-        let inner = if !has_tree {
+        let found = open::exists(storage.as_ref())?;
+        let has = |n| storage.exists(n).map_err(io(n));
+        let o = if !found {
             if !options.create {
                 return Err(Error::NotAFlexSpace(Default::default()));
             }
-            Inner::create(storage.as_ref(), options)?
-        } else if has_data && has_log {
-            Inner::recover(storage.as_ref(), options)?
+            open::create(storage.as_ref(), &options)?
+        } else if has(DATA)? && has(LOG)? {
+            open::recover(storage.as_ref(), &options)?
         } else {
             return Err(Error::NotAFlexSpace(Default::default()));
         };
+        let map = match options.mmap_reads {
+            true => storage
+                .map_file(DATA, o.valid.len() as u64 * SEGMENT_SIZE)
+                .map_err(io(DATA))?,
+            false => None,
+        };
+        let readers = Arc::new(Readers::default());
+        let writer = Arc::new(Writer::new(o.files.data.clone(), options.segment_writers));
+        let pool = Arc::new(Pool::new(max_inflight(&options) + 2));
+        let mut st = State::new(
+            o.tree,
+            o.valid,
+            writer.clone(),
+            readers.clone(),
+            pool.clone(),
+        );
+        st.user_meta = o.user_meta;
+        st.commit_id = (o.version, o.seq);
+        let counters = Counters::default();
+        counters.log_end.store(o.log_end, Ordering::Relaxed);
         Ok(FlexSpace {
-            inner: RwLock::new(inner),
-            _storage: storage,
+            s: Arc::new(Shared {
+                state: TimedLock::new(st),
+                gate: Mutex::new(()),
+                maint: Mutex::new(Maint {
+                    log_end: o.log_end,
+                    seq: o.seq,
+                    version: o.version,
+                }),
+                readers,
+                writer,
+                pool,
+                files: o.files,
+                map,
+                opts: options,
+                counters,
+                bg: Arc::new(Background::default()),
+                bg_error: Mutex::new(None),
+                _storage: storage,
+            }),
         })
     }
 
-    /// Checkpoints and closes the space.
+    /// Commits, checkpoints (unless nothing changed since the last
+    /// checkpoint) and closes the space.
     pub fn close(self) -> Result<()> {
-        let mut g = self.inner.write();
-        g.close()
+        self.s.close_inner()
     }
 
     /// Size of the space in bytes.
     pub fn len(&self) -> u64 {
-        self.inner.read().tree.len()
+        self.s.state.read().tree.len()
     }
 
     /// Whether the space is empty.
@@ -221,44 +254,72 @@ impl FlexSpace {
         self.len() == 0
     }
 
+    /// Plans a read of up to `len` bytes at `offset` (fewer at the end of
+    /// the space; `offset` past the end is `OutOfRange`). Planning only
+    /// translates offsets, in memory, under the space's read lock; the
+    /// returned plan then copies the bytes with [`ReadPlan::read`] without
+    /// any lock, so a layer above may plan under its own lock, release it
+    /// and read. The plan sees the space as of its creation: physical space
+    /// it refers to is not reused until it is dropped. Drop plans promptly
+    /// (a mutation that finds no other free space waits for them), and do
+    /// not hold one across a mutation of the same space on the same thread.
+    pub fn plan_read(&self, offset: u64, len: u64) -> Result<ReadPlan<'_>> {
+        let st = self.s.state.read();
+        let size = st.tree.len();
+        if offset > size {
+            return Err(Error::OutOfRange { offset, len, size });
+        }
+        let n = len.min(size - offset);
+        let guard = self.s.readers.enter(st.seg.epoch());
+        read::plan(&st, offset, n, self.s.source(), guard)
+    }
+
     /// Reads up to `buf.len()` bytes at `offset`; returns the bytes read
     /// (fewer at the end of the space; holes read as zeros).
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let g = self.inner.read();
-        let size = g.tree.len();
-        if offset > size {
-            return Err(Error::OutOfRange {
+        let plan = self.plan_read(offset, buf.len() as u64)?;
+        Ok(plan.read(buf)?.0)
+    }
+
+    /// Like [`FlexSpace::read`], also returning how many extents the bytes
+    /// read came from (the layer above uses it to spot fragmentation).
+    pub fn read_counted(&self, offset: u64, buf: &mut [u8]) -> Result<(usize, usize)> {
+        let plan = self.plan_read(offset, buf.len() as u64)?;
+        plan.read(buf)
+    }
+
+    /// Reads from the start of the extent containing `offset`: returns the
+    /// extent's start and the bytes read (at most the extent's length).
+    pub fn read_extent(&self, offset: u64, buf: &mut [u8]) -> Result<(u64, usize)> {
+        let plan = {
+            let st = self.s.state.read();
+            let e = st.tree.extent_at(offset).map_err(|_| Error::OutOfRange {
                 offset,
-                len: buf.len() as u64,
-                size,
-            });
-        }
-        let n = (buf.len() as u64).min(size - offset) as usize;
-        if n > 0 {
-            g.read_into(offset, &mut buf[..n])?;
-        }
-        Ok(n)
+                len: 1,
+                size: st.tree.len(),
+            })?;
+            let n = (buf.len() as u64).min(e.len);
+            let guard = self.s.readers.enter(st.seg.epoch());
+            (
+                e.offset,
+                read::plan(&st, e.offset, n, self.s.source(), guard)?,
+            )
+        };
+        let (n, _) = plan.1.read(buf)?;
+        Ok((plan.0, n))
     }
 
     /// Overwrites `data.len()` bytes at `offset` (extending the space; a
     /// gap past the end becomes a hole).
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
-        self.mutate(data.len() as u64, |g| g.write(offset, data))
+        self.s.mutate(data.len() as u64, |g| g.write(offset, data))
     }
 
     /// Inserts `data` at `offset`, shifting later bytes up.
     pub fn insert(&self, offset: u64, data: &[u8]) -> Result<()> {
-        self.mutate(data.len() as u64, |g| {
+        self.s.mutate(data.len() as u64, |g| {
             g.check_point(offset)?;
             g.insert(offset, data, 0)
-        })
-    }
-
-    /// Removes `len` bytes at `offset`, shifting later bytes down.
-    pub fn collapse(&self, offset: u64, len: u64) -> Result<()> {
-        self.mutate(0, |g| {
-            g.check_range(offset, len)?;
-            g.collapse(offset, len)
         })
     }
 
@@ -267,9 +328,17 @@ impl FlexSpace {
     /// parse from (flexdb: pair boundaries); a tag survives every later
     /// shift of its extent, and an extent split off another's middle gets 0.
     pub fn insert_tagged(&self, offset: u64, data: &[u8], tag: u16) -> Result<()> {
-        self.mutate(data.len() as u64, |g| {
+        self.s.mutate(data.len() as u64, |g| {
             g.check_point(offset)?;
             g.insert(offset, data, tag)
+        })
+    }
+
+    /// Removes `len` bytes at `offset`, shifting later bytes down.
+    pub fn collapse(&self, offset: u64, len: u64) -> Result<()> {
+        self.s.mutate(0, |g| {
+            g.check_range(offset, len)?;
+            g.collapse(offset, len)
         })
     }
 
@@ -281,7 +350,7 @@ impl FlexSpace {
     /// Replaces the `old_len` bytes at `offset` with `data`, tagging the
     /// extent that starts with the new data (see [`FlexSpace::insert_tagged`]).
     pub fn update_tagged(&self, offset: u64, data: &[u8], old_len: u64, tag: u16) -> Result<()> {
-        self.mutate(data.len() as u64, |g| {
+        self.s.mutate(data.len() as u64, |g| {
             g.check_range(offset, old_len)?;
             if old_len > 0 {
                 g.collapse(offset, old_len)?;
@@ -293,15 +362,40 @@ impl FlexSpace {
         })
     }
 
+    /// Tags the extent starting at `offset` (splitting an extent there).
+    pub fn set_tag(&self, offset: u64, tag: u16) -> Result<()> {
+        self.s.mutate(0, |g| {
+            g.tree.set_tag(offset, tag).map_err(|_| Error::OutOfRange {
+                offset,
+                len: 1,
+                size: g.tree.len(),
+            })?;
+            g.log(LogOp::Tag { loff: offset, tag });
+            Ok(())
+        })
+    }
+
+    /// The tag of the extent starting at `offset` (0 inside an extent).
+    pub fn get_tag(&self, offset: u64) -> Result<u16> {
+        let st = self.s.state.read();
+        st.tree.get_tag(offset).map_err(|_| Error::OutOfRange {
+            offset,
+            len: 1,
+            size: st.tree.len(),
+        })
+    }
+
     /// The first extent that starts in `from..limit` with a nonzero tag:
     /// its offset and tag.
     pub fn next_tagged(&self, from: u64, limit: u64) -> Result<Option<(u64, u16)>> {
-        let g = self.inner.read();
-        let size = g.tree.len();
+        // A long scan holds the read lock: keep mutations off the lock.
+        let _gate = self.s.gate.lock();
+        let st = self.s.state.read();
+        let size = st.tree.len();
         if from >= size || from >= limit {
             return Ok(None);
         }
-        for e in g.tree.extents_from(from)? {
+        for e in st.tree.extents_from(from)? {
             if e.offset >= limit {
                 break;
             }
@@ -312,31 +406,11 @@ impl FlexSpace {
         Ok(None)
     }
 
-    /// Like [`FlexSpace::read`], also returning how many extents the bytes
-    /// read came from (the layer above uses it to spot fragmentation).
-    pub fn read_counted(&self, offset: u64, buf: &mut [u8]) -> Result<(usize, usize)> {
-        let g = self.inner.read();
-        let size = g.tree.len();
-        if offset > size {
-            return Err(Error::OutOfRange {
-                offset,
-                len: buf.len() as u64,
-                size,
-            });
-        }
-        let n = (buf.len() as u64).min(size - offset) as usize;
-        if n == 0 {
-            return Ok((0, 0));
-        }
-        let extents = g.read_into(offset, &mut buf[..n])?;
-        Ok((n, extents))
-    }
-
     /// Records the layer above's three metadata words; they are committed
     /// with the operations before them and recovered by
     /// [`FlexSpace::user_meta`] from the commit point a crash recovers.
     pub fn set_user_meta(&self, words: [u64; 3]) -> Result<()> {
-        self.mutate(0, |g| {
+        self.s.mutate(0, |g| {
             g.user_meta = words;
             g.log(LogOp::Meta { words });
             Ok(())
@@ -345,20 +419,135 @@ impl FlexSpace {
 
     /// The metadata words last set (or recovered).
     pub fn user_meta(&self) -> [u64; 3] {
-        self.inner.read().user_meta
+        self.s.state.read().user_meta
+    }
+
+    /// Sets the size of the space (cutting or appending a hole).
+    pub fn truncate(&self, len: u64) -> Result<()> {
+        self.s.mutate(0, |g| {
+            let size = g.tree.len();
+            if len < size {
+                g.collapse(len, size - len)
+            } else if len > size {
+                g.hole(size, len - size)
+            } else {
+                Ok(())
+            }
+        })
+    }
+
+    /// The identity of the last durable commit point: (checkpoint version,
+    /// commit sequence number in that checkpoint's log). It changes with
+    /// every commit and checkpoint; after a clean close and reopen it is
+    /// the value it had when `close` returned (close writes a checkpoint
+    /// only when something changed). A layer above can tag state derived
+    /// from the space with it (read it right after [`FlexSpace::sync`] or
+    /// [`FlexSpace::checkpoint`], with no mutation in between).
+    pub fn commit_id(&self) -> (u64, u64) {
+        self.s.state.read().commit_id
+    }
+
+    /// Makes everything done so far durable (a commit; with automatic
+    /// maintenance also a checkpoint when the log file is big).
+    pub fn sync(&self) -> Result<()> {
+        self.s.sync()
+    }
+
+    /// Commits, then writes a checkpoint of the tree and restarts the log,
+    /// unless nothing changed since the last checkpoint. Mutations wait
+    /// while the tree is written; readers do not.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.s.checkpoint()
+    }
+
+    /// Whether [`FlexSpace::maintain`] has work to do: a commit (the log
+    /// buffer reached `commit_log_bytes`), garbage collection (free room is
+    /// low, or garbage is above `gc_garbage_high`) or a checkpoint (the log
+    /// file is past `checkpoint_log_bytes`).
+    pub fn maintenance_due(&self) -> bool {
+        self.s.maintenance_due()
+    }
+
+    /// Does the maintenance that is due (see
+    /// [`FlexSpace::maintenance_due`]), holding the space's write lock only
+    /// in short steps; mutations wait during garbage-collection rounds and
+    /// the tree write of a checkpoint, readers never do. With
+    /// `auto_maintenance` off the layer above calls this (e.g. from its own
+    /// committer thread); with it on, a background thread does.
+    pub fn maintain(&self) -> Result<()> {
+        self.s.maintain()
+    }
+
+    /// Makes sure that mutations adding up to `bytes` of data will not need
+    /// garbage collection inline: commits, waits for quarantined segments
+    /// and collects garbage now as needed, and waits for the background
+    /// segment writers to keep up. Fails with `NoSpace` when the data file
+    /// cannot hold `bytes` more. Call it outside any lock of your own.
+    pub fn reserve(&self, bytes: u64) -> Result<()> {
+        self.s.reserve(bytes)
+    }
+
+    /// Rewrites `offset..offset + len` into freshly appended, contiguous
+    /// extents: each run of mapped bytes becomes extents of up to
+    /// `MAX_EXTENT` bytes (split where a segment ends). Tags inside the
+    /// range may be dropped, except the one at its start.
+    pub fn defrag(&self, offset: u64, len: u64) -> Result<()> {
+        self.s.defrag(offset, len)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        let st = self.s.state.read();
+        let used = st.seg.in_use();
+        let live = st.seg.live();
+        let data_file_bytes = used as u64 * SEGMENT_SIZE;
+        Stats {
+            len: st.tree.len(),
+            data_bytes_written: self.s.files.data.written(),
+            tree_bytes_written: self.s.files.tree.written(),
+            log_bytes_written: self.s.files.log.written(),
+            segments: st.seg.count(),
+            free_segments: st.seg.free_count(),
+            segment_utilization: if used == 0 {
+                0.0
+            } else {
+                live as f64 / data_file_bytes as f64
+            },
+            gc_runs: self.s.counters.gc_runs.load(Ordering::Relaxed),
+            gc_relocated_bytes: self.s.counters.gc_relocated.load(Ordering::Relaxed),
+            commits: self.s.counters.commits.load(Ordering::Relaxed),
+            checkpoints: self.s.counters.checkpoints.load(Ordering::Relaxed),
+            extents: st.tree.extent_count(),
+            uncommitted: st.dirty,
+            live_bytes: live,
+            data_file_bytes,
+            space_amplification: if live == 0 {
+                0.0
+            } else {
+                data_file_bytes as f64 / live as f64
+            },
+            garbage_ratio: st.seg.garbage_ratio(),
+            reclaimable_segments: st.seg.pending_count() + st.seg.quarantined(),
+            inflight_segments: self.s.writer.inflight(),
+            log_file_bytes: self.s.counters.log_end.load(Ordering::Relaxed),
+            write_lock_max_us: self.s.state.hold_stats().0 as f64 / 1000.0,
+            write_lock_holds_over_100us: self.s.state.hold_stats().1,
+        }
     }
 
     /// Verifies the space's metadata: every extent maps into the data file,
-    /// no two extents overlap physically, and the per-segment valid-byte
-    /// counts match the extents. Returns one sentence per problem found.
+    /// no two extents overlap physically or cross a segment boundary, and
+    /// the per-segment valid-byte counts match the extents. Returns one
+    /// sentence per problem found.
     pub fn check(&self) -> Result<Vec<String>> {
-        let g = self.inner.read();
+        let _gate = self.s.gate.lock();
+        let st = self.s.state.read();
         let mut problems = Vec::new();
-        let nseg = g.seg.count() as u64;
-        let mut valid = vec![0u64; g.seg.count()];
+        let nseg = st.seg.count() as u64;
+        let mut valid = vec![0u64; st.seg.count()];
         let mut ranges = Vec::new();
         let mut covered = 0u64;
-        for e in g.tree.extents_from(0)? {
+        for e in st.tree.extents_from(0)? {
             if e.offset != covered {
                 problems.push(format!(
                     "tree: extent at {} follows one that ended at {covered}",
@@ -374,13 +563,19 @@ impl FlexSpace {
                 ));
                 continue;
             }
+            if a / SEGMENT_SIZE != (a + e.len - 1) / SEGMENT_SIZE {
+                problems.push(format!(
+                    "tree: extent at {} crosses a segment boundary",
+                    e.offset
+                ));
+            }
             for_each_part(a, e.len, |s, n| valid[s as usize] += n);
             ranges.push((a, e.len, e.offset));
         }
-        if covered != g.tree.len() {
+        if covered != st.tree.len() {
             problems.push(format!(
                 "tree: extents cover {covered} bytes of a {}-byte space",
-                g.tree.len()
+                st.tree.len()
             ));
         }
         ranges.sort_unstable();
@@ -392,7 +587,7 @@ impl FlexSpace {
                 ));
             }
         }
-        for (s, (&have, &want)) in g.seg.valid.iter().zip(&valid).enumerate() {
+        for (s, (&have, &want)) in st.seg.valid_all().iter().zip(&valid).enumerate() {
             if have != want {
                 problems.push(format!(
                     "segments: segment {s} counts {have} valid bytes, its extents hold {want}"
@@ -402,651 +597,128 @@ impl FlexSpace {
         Ok(problems)
     }
 
-    /// Reads from the start of the extent containing `offset`: returns the
-    /// extent's start and the bytes read (at most the extent's length).
-    pub fn read_extent(&self, offset: u64, buf: &mut [u8]) -> Result<(u64, usize)> {
-        let g = self.inner.read();
-        let e = g.tree.extent_at(offset).map_err(|_| Error::OutOfRange {
-            offset,
-            len: 1,
-            size: g.tree.len(),
-        })?;
-        let n = (buf.len() as u64).min(e.len) as usize;
-        if n > 0 {
-            g.read_into(e.offset, &mut buf[..n])?;
-        }
-        Ok((e.offset, n))
-    }
-
-    /// Tags the extent starting at `offset` (splitting an extent there).
-    pub fn set_tag(&self, offset: u64, tag: u16) -> Result<()> {
-        self.mutate(0, |g| {
-            g.tree.set_tag(offset, tag).map_err(|_| Error::OutOfRange {
-                offset,
-                len: 1,
-                size: g.tree.len(),
-            })?;
-            g.log(LogOp::Tag { loff: offset, tag });
-            Ok(())
-        })
-    }
-
-    /// The tag of the extent starting at `offset` (0 inside an extent).
-    pub fn get_tag(&self, offset: u64) -> Result<u16> {
-        let g = self.inner.read();
-        g.tree.get_tag(offset).map_err(|_| Error::OutOfRange {
-            offset,
-            len: 1,
-            size: g.tree.len(),
-        })
-    }
-
-    /// Rewrites `offset..offset + len` into fresh, contiguous segments.
-    pub fn defrag(&self, offset: u64, len: u64) -> Result<()> {
-        self.mutate(len, |g| {
-            g.check_range(offset, len)?;
-            g.relocate(offset, len)
-        })
-    }
-
-    /// Sets the size of the space (cutting or appending a hole).
-    pub fn truncate(&self, len: u64) -> Result<()> {
-        self.mutate(0, |g| {
-            let size = g.tree.len();
-            if len < size {
-                g.collapse(len, size - len)
-            } else if len > size {
-                g.hole(size, len - size)
-            } else {
-                Ok(())
-            }
-        })
-    }
-
-    /// Makes everything done so far durable.
-    pub fn sync(&self) -> Result<()> {
-        let mut g = self.inner.write();
-        g.check_usable()?;
-        g.commit()
-    }
-
-    /// Counters.
-    pub fn stats(&self) -> Stats {
-        self.inner.read().stats()
-    }
-
     /// Drops the space's files from the page cache (for cold-read
     /// benchmarks).
     pub fn drop_caches(&self) -> Result<()> {
-        let g = self.inner.read();
-        g.files.data.drop_cache().map_err(io(DATA))?;
-        g.files.tree.drop_cache().map_err(io(TREE))?;
-        g.files.log.drop_cache().map_err(io(LOG))
+        self.s.files.data.drop_cache().map_err(io(DATA))?;
+        self.s.files.tree.drop_cache().map_err(io(TREE))?;
+        self.s.files.log.drop_cache().map_err(io(LOG))
+    }
+}
+
+impl Shared {
+    /// Where planned reads of the data file go.
+    pub(crate) fn source(&self) -> read::Source<'_> {
+        read::Source {
+            file: self.files.data.as_ref(),
+            map: self.map.as_ref(),
+        }
     }
 
-    /// Runs a mutation that may add `new_bytes` of data: makes room first
-    /// (commit, GC), then applies it, then commits if the log buffer is big.
-    fn mutate(&self, new_bytes: u64, f: impl FnOnce(&mut Inner) -> Result<()>) -> Result<()> {
-        let mut g = self.inner.write();
-        g.check_usable()?;
-        g.ensure_space(new_bytes)?;
-        match f(&mut g) {
-            Ok(()) => {}
-            Err(e @ (Error::Io { .. } | Error::Poisoned)) => {
-                g.poisoned = true;
-                return Err(e);
+    /// Fails with the error of a failed background write (poisoning the
+    /// space) or `Poisoned`.
+    pub(crate) fn check_usable(&self) -> Result<()> {
+        if let Some(e) = self.bg_error.lock().take() {
+            return Err(e);
+        }
+        if let Some(e) = self.writer.failure() {
+            let mut st = self.state.write();
+            if !st.poisoned {
+                st.poisoned = true;
+                return Err(Error::Io {
+                    file: DATA.into(),
+                    source: e,
+                });
             }
-            Err(e) => return Err(e),
         }
-        if g.log_buf.len() >= g.opts.commit_log_bytes {
-            g.commit()?;
+        self.state.read().check_usable()
+    }
+
+    /// Runs a mutation that may add `new_bytes` of data: first (with no lock
+    /// held) waits for the segment writers to keep up and, with automatic
+    /// maintenance, makes room; then applies it under the gate and the
+    /// write lock; then, with automatic maintenance, wakes the background
+    /// maintainer when work is due (and commits inline when the log buffer
+    /// has grown far past its threshold: the maintainer is behind).
+    pub(crate) fn mutate(
+        self: &Arc<Self>,
+        new_bytes: u64,
+        f: impl FnOnce(&mut State) -> Result<()>,
+    ) -> Result<()> {
+        self.check_usable()?;
+        self.writer.wait_below(max_inflight(&self.opts));
+        if new_bytes > 0 {
+            // What the mutation may need, made before taking the lock.
+            self.writer.prestart();
+            self.pool.fill(1 + (new_bytes / SEGMENT_SIZE) as usize);
         }
-        Ok(())
+        if self.opts.auto_maintenance {
+            self.make_room(new_bytes, true)?;
+        }
+        let mut f = Some(f);
+        for attempt in 0.. {
+            {
+                let _gate = self.gate.lock();
+                let mut st = self.state.write();
+                st.check_usable()?;
+                if new_bytes > 0 {
+                    st.check_cap(new_bytes)?;
+                    if st.available() < new_bytes {
+                        st.release();
+                    }
+                }
+                if new_bytes == 0 || st.available() >= new_bytes {
+                    let Some(f) = f.take() else {
+                        return Err(Error::Poisoned);
+                    };
+                    f(&mut st)?;
+                    let log = st.log_buf.len();
+                    let due = self.opts.auto_maintenance
+                        && (log >= self.opts.commit_log_bytes
+                            || crate::gc::garbage_due(
+                                &st,
+                                self.opts.gc_garbage_high,
+                                self.opts.gc_garbage_low,
+                            ));
+                    drop(st);
+                    drop(_gate);
+                    if due {
+                        if log >= self.opts.commit_log_bytes.saturating_mul(LOG_BEHIND) {
+                            self.commit_auto()?;
+                        } else {
+                            self.bg.kick(self);
+                        }
+                    }
+                    return Ok(());
+                }
+            }
+            // Not enough room even without the reserve: make it (also when
+            // maintenance is the caller's), a few times at most.
+            if attempt >= 3 {
+                break;
+            }
+            self.make_room(new_bytes, false)?;
+        }
+        Err(Error::NoSpace(format!(
+            "garbage collection could not make room for {new_bytes} bytes"
+        )))
     }
 }
 
 impl Drop for FlexSpace {
     fn drop(&mut self) {
-        let mut g = self.inner.write();
-        if !g.closed && !g.poisoned {
+        let skip = {
+            let st = self.s.state.read();
+            st.closed || st.poisoned
+        };
+        if !skip {
             // Errors cannot be reported from drop; the last commit is safe.
-            let _ = g.close();
+            let _ = self.s.close_inner();
         }
-    }
-}
-
-impl Inner {
-    fn create(storage: &dyn Storage, opts: Options) -> Result<Inner> {
-        let files = Files {
-            data: open_counted(storage, DATA, true)?,
-            tree: open_counted(storage, TREE, true)?,
-            log: open_counted(storage, LOG, true)?,
-        };
-        // The log first, the tree's first checkpoint last: a space exists
-        // once its tree file holds a checkpoint.
-        files.tree.set_len(0).map_err(io(TREE))?;
-        files.log.set_len(0).map_err(io(LOG))?;
-        files
-            .log
-            .write_all_at(0, &log::header(1))
-            .map_err(io(LOG))?;
-        files.log.sync().map_err(io(LOG))?;
-        let mut tree = FlexTree::new();
-        tree.set_merge_limit(MAX_EXTENT);
-        tree.checkpoint(files.tree.as_ref(), &meta(&[0; 3]))?;
-        let nseg = (opts.max_data_size / SEGMENT_SIZE).max(8) as usize;
-        Ok(Self::assemble(tree, files, opts, vec![0; nseg], 0))
-    }
-
-    fn assemble(tree: FlexTree, files: Files, opts: Options, valid: Vec<u64>, seq: u64) -> Inner {
-        Inner {
-            tree,
-            files,
-            opts,
-            seg: Segments::new(valid),
-            buf: AlignedBuf::zeroed(SEGMENT_SIZE as usize),
-            fill: 0,
-            flushed: 0,
-            log_buf: Vec::new(),
-            log_end: log::HEADER as u64,
-            commit_seq: seq,
-            user_meta: [0; 3],
-            dirty: false,
-            poisoned: false,
-            closed: false,
-            stats: Stats::default(),
-        }
-    }
-
-    /// Recovery: newest checkpoint, then the committed log batches of its
-    /// version, then segment utilization from the extents.
-    fn recover(storage: &dyn Storage, opts: Options) -> Result<Inner> {
-        let files = Files {
-            data: open_counted(storage, DATA, false)?,
-            tree: open_counted(storage, TREE, false)?,
-            log: open_counted(storage, LOG, false)?,
-        };
-        let (mut tree, cp) = FlexTree::load(files.tree.as_ref()).map_err(|e| match e {
-            flextree::Error::Io(e) => Error::Io {
-                file: TREE.into(),
-                source: e,
-            },
-            e => corrupt(TREE, e.to_string()),
-        })?;
-        let Some(mut user_meta) = parse_meta(&cp.meta) else {
-            return Err(Error::NotAFlexSpace(Default::default()));
-        };
-        tree.set_merge_limit(MAX_EXTENT);
-        let log_len = files.log.len().map_err(io(LOG))?;
-        let mut bytes = vec![0u8; log_len as usize];
-        files.log.read_exact_at(0, &mut bytes).map_err(io(LOG))?;
-        let mut log_end = log::HEADER as u64;
-        let mut seq = 0;
-        match log::parse_header(&bytes) {
-            Some(v) if v == cp.version => {
-                let r = log::replay(&bytes[log::HEADER..]);
-                for op in r.batches.iter().flatten() {
-                    if let LogOp::Meta { words } = op {
-                        user_meta = *words;
-                        continue;
-                    }
-                    apply(&mut tree, op)
-                        .map_err(|e| corrupt(LOG, format!("replaying {op:?}: {e}")))?;
-                }
-                log_end += r.valid_len as u64;
-                seq = r.last_seq;
-            }
-            // A checkpoint finished but the log restart did not: the tree
-            // holds everything the log did.
-            Some(v) if v < cp.version => {}
-            Some(v) => {
-                return Err(corrupt(
-                    LOG,
-                    format!("log version {v} is newer than tree version {}", cp.version),
-                ))
-            }
-            // A torn header of an emptied log (crash while restarting it).
-            None if log_len <= log::HEADER as u64 => {}
-            None => return Err(corrupt(LOG, "invalid log header")),
-        }
-        if log::parse_header(&bytes).is_none_or(|v| v != cp.version) {
-            files.log.set_len(0).map_err(io(LOG))?;
-            files
-                .log
-                .write_all_at(0, &log::header(cp.version))
-                .map_err(io(LOG))?;
-            files.log.sync().map_err(io(LOG))?;
-        } else if log_end < log_len {
-            files.log.set_len(log_end).map_err(io(LOG))?;
-            files.log.sync().map_err(io(LOG))?;
-        }
-        let mut valid = vec![0u64; (opts.max_data_size / SEGMENT_SIZE).max(8) as usize];
-        for e in tree.extents_from(0)? {
-            if let Some(a) = e.addr {
-                for_each_part(a, e.len, |s, n| {
-                    if valid.len() <= s as usize {
-                        valid.resize(s as usize + 1, 0);
-                    }
-                    valid[s as usize] += n;
-                });
-            }
-        }
-        for (s, &v) in valid.iter().enumerate() {
-            if v > SEGMENT_SIZE {
-                return Err(corrupt(TREE, format!("segment {s} holds {v} valid bytes")));
-            }
-        }
-        let mut inner = Self::assemble(tree, files, opts, valid, seq);
-        inner.log_end = log_end;
-        inner.user_meta = user_meta;
-        Ok(inner)
-    }
-
-    fn check_usable(&self) -> Result<()> {
-        if self.poisoned {
-            Err(Error::Poisoned)
-        } else {
-            Ok(())
-        }
-    }
-
-    fn check_point(&self, offset: u64) -> Result<()> {
-        if offset <= self.tree.len() {
-            Ok(())
-        } else {
-            Err(Error::OutOfRange {
-                offset,
-                len: 0,
-                size: self.tree.len(),
-            })
-        }
-    }
-
-    fn check_range(&self, offset: u64, len: u64) -> Result<()> {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.tree.len() => Ok(()),
-            _ => Err(Error::OutOfRange {
-                offset,
-                len,
-                size: self.tree.len(),
-            }),
-        }
-    }
-
-    fn log(&mut self, op: LogOp) {
-        log::encode(&mut self.log_buf, &op);
-        self.dirty = true;
-    }
-
-    /// Live data is capped at 30/32 of the capacity.
-    fn capacity_cap(&self) -> u64 {
-        self.seg.count() as u64 * SEGMENT_SIZE / 32 * 30
-    }
-
-    /// Bytes that can be allocated without reusing anything: the rest of
-    /// the open segment and the free segments.
-    fn available(&self) -> u64 {
-        self.seg.free_count() as u64 * SEGMENT_SIZE
-            + self.seg.open.map_or(0, |_| SEGMENT_SIZE - self.fill)
-    }
-
-    /// Makes room for `new_bytes` of data before an operation changes
-    /// anything: a commit releases pending segments, then GC relocates, so
-    /// that a segment's worth of room stays for the next relocation.
-    fn ensure_space(&mut self, new_bytes: u64) -> Result<()> {
-        if new_bytes == 0 {
-            return Ok(());
-        }
-        if self.seg.total_valid() + new_bytes > self.capacity_cap() {
-            return Err(Error::NoSpace(format!(
-                "{new_bytes} more bytes would exceed 30/32 of the {}-byte data file",
-                self.seg.count() as u64 * SEGMENT_SIZE
-            )));
-        }
-        let want = new_bytes + RESERVE_SEGMENTS as u64 * SEGMENT_SIZE;
-        if self.available() >= want {
-            return Ok(());
-        }
-        if self.seg.pending_count() > 0 {
-            self.commit()?;
-        }
-        while self.available() < want {
-            let before = self.available();
-            self.gc_round()?;
-            if self.available() <= before {
-                break;
-            }
-        }
-        if self.available() < new_bytes {
-            return Err(Error::NoSpace(format!(
-                "garbage collection could not make room for {new_bytes} bytes"
-            )));
-        }
-        Ok(())
-    }
-
-    /// One garbage-collection round: relocates the valid extents of the
-    /// least utilized segments (at most 30/32 full, as many as the free
-    /// room can take), then commits so they can be reused.
-    fn gc_round(&mut self) -> Result<()> {
-        let limit = SEGMENT_SIZE / 32 * 30;
-        let room = self.available();
-        let mut victims = Vec::new();
-        let mut moving = 0u64;
-        for s in self.seg.gc_candidates() {
-            let v = self.seg.valid[s as usize];
-            if v > limit || moving + v > room || victims.len() >= 16 {
-                break;
-            }
-            victims.push(s);
-            moving += v;
-        }
-        if victims.is_empty() {
-            return Ok(());
-        }
-        self.stats.gc_runs += 1;
-        // One scan of the index finds every piece in a victim segment.
-        let mut pieces = Vec::new();
-        for e in self.tree.extents_from(0)? {
-            let Some(a) = e.addr else { continue };
-            for &v in &victims {
-                let (lo, hi) = (u64::from(v) * SEGMENT_SIZE, u64::from(v + 1) * SEGMENT_SIZE);
-                let (from, to) = (a.max(lo), (a + e.len).min(hi));
-                if from < to {
-                    pieces.push((e.offset + (from - a), to - from));
-                }
-            }
-        }
-        for (loff, len) in pieces {
-            self.relocate(loff, len)?;
-            self.stats.gc_relocated_bytes += len;
-        }
-        self.commit()
-    }
-
-    /// Copies `loff..loff + len` to freshly allocated space and remaps it.
-    fn relocate(&mut self, loff: u64, len: u64) -> Result<()> {
-        let mut data = vec![0u8; len as usize];
-        self.read_into(loff, &mut data)?;
-        let mut done = 0u64;
-        while done < len {
-            let ext = self.tree.extent_at(loff + done)?;
-            let run = (ext.offset + ext.len - (loff + done)).min(len - done);
-            if ext.addr.is_none() {
-                done += run;
-                continue;
-            }
-            let (addr, got) = self.alloc(run.min(MAX_EXTENT))?;
-            for p in self.tree.query(loff + done, got)? {
-                if let Some(a) = p.addr {
-                    self.seg.remove(a, p.len);
-                }
-            }
-            self.put_data(addr, &data[done as usize..(done + got) as usize]);
-            self.tree.remap(loff + done, got, addr)?;
-            self.seg.add(addr, got);
-            self.log(LogOp::Remap {
-                loff: loff + done,
-                len: got,
-                addr,
-            });
-            done += got;
-        }
-        Ok(())
-    }
-
-    /// Allocates up to `max` contiguous bytes at the end of the open
-    /// segment (opening a free one when it is full).
-    fn alloc(&mut self, max: u64) -> Result<(u64, u64)> {
-        if self.seg.open.is_none() || self.fill >= SEGMENT_SIZE {
-            self.close_segment()?;
-            let s = self
-                .seg
-                .take_free()
-                .ok_or_else(|| Error::NoSpace("no free segment".into()))?;
-            self.seg.open = Some(s);
-            self.fill = 0;
-            self.flushed = 0;
-        }
-        let s = self.seg.open.unwrap_or_default();
-        let got = max.min(SEGMENT_SIZE - self.fill);
-        let addr = u64::from(s) * SEGMENT_SIZE + self.fill;
-        self.fill += got;
-        Ok((addr, got))
-    }
-
-    /// Copies `data` into the open segment's buffer at `addr`.
-    fn put_data(&mut self, addr: u64, data: &[u8]) {
-        let at = (addr % SEGMENT_SIZE) as usize;
-        self.buf.as_bytes_mut()[at..at + data.len()].copy_from_slice(data);
-    }
-
-    /// Writes the unwritten part of the open segment's buffer with aligned
-    /// direct I/O: from the block holding the first unwritten byte (its
-    /// written bytes are rewritten unchanged) to the end of the block
-    /// holding the last (zero padded; padding is never referenced).
-    fn flush_segment(&mut self) -> Result<()> {
-        if let Some(s) = self.seg.open {
-            if self.flushed < self.fill {
-                let a = DIRECT_ALIGN as u64;
-                let start = (self.flushed / a * a) as usize;
-                let end = (self.fill.div_ceil(a) * a) as usize;
-                let fill = self.fill as usize;
-                let bytes = self.buf.as_bytes_mut();
-                bytes[fill..end].fill(0);
-                let at = u64::from(s) * SEGMENT_SIZE + start as u64;
-                self.files
-                    .data
-                    .write_direct_at(at, &bytes[start..end])
-                    .map_err(io(DATA))?;
-                self.flushed = self.fill;
-            }
-        }
-        Ok(())
-    }
-
-    fn close_segment(&mut self) -> Result<()> {
-        self.flush_segment()?;
-        self.seg.close_open();
-        Ok(())
-    }
-
-    /// Inserts `data` at `offset`; the extent holding its first byte gets
-    /// `tag` (continuation extents of a large insert get 0).
-    fn insert(&mut self, offset: u64, data: &[u8], tag: u16) -> Result<()> {
-        let mut done = 0usize;
-        while done < data.len() {
-            let (addr, got) = self.alloc(((data.len() - done) as u64).min(MAX_EXTENT))?;
-            let chunk = &data[done..done + got as usize];
-            self.put_data(addr, chunk);
-            let loff = offset + done as u64;
-            let tag = if done == 0 { tag } else { 0 };
-            self.tree.insert(loff, got, addr)?;
-            if tag != 0 {
-                self.tree.set_tag(loff, tag)?;
-            }
-            self.seg.add(addr, got);
-            self.log(LogOp::Insert {
-                loff,
-                len: got,
-                addr,
-                tag,
-            });
-            done += got as usize;
-        }
-        Ok(())
-    }
-
-    fn hole(&mut self, offset: u64, len: u64) -> Result<()> {
-        self.tree.insert_hole(offset, len)?;
-        self.log(LogOp::Hole { loff: offset, len });
-        Ok(())
-    }
-
-    fn collapse(&mut self, offset: u64, len: u64) -> Result<()> {
-        if len == 0 {
-            return Ok(());
-        }
-        for p in self.tree.query(offset, len)? {
-            if let Some(a) = p.addr {
-                self.seg.remove(a, p.len);
-            }
-        }
-        self.tree.collapse(offset, len)?;
-        self.log(LogOp::Collapse { loff: offset, len });
-        Ok(())
-    }
-
-    fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
-        if data.is_empty() {
-            return Ok(());
-        }
-        let size = self.tree.len();
-        if offset > size {
-            self.hole(size, offset - size)?;
-        }
-        let overlap = (data.len() as u64).min(self.tree.len() - offset);
-        self.collapse(offset, overlap)?;
-        self.insert(offset, data, 0)
-    }
-
-    /// Reads `buf.len()` bytes at `offset` (inside the space); returns the
-    /// number of extents (pieces) they came from.
-    fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let mut at = 0usize;
-        let pieces = self.tree.query(offset, buf.len() as u64)?;
-        for p in &pieces {
-            let out = &mut buf[at..at + p.len as usize];
-            match p.addr {
-                None => out.fill(0),
-                Some(a) if self.seg.open == Some((a / SEGMENT_SIZE) as u32) => {
-                    let s = (a % SEGMENT_SIZE) as usize;
-                    out.copy_from_slice(&self.buf.as_bytes()[s..s + out.len()]);
-                }
-                Some(a) => self.files.data.read_exact_at(a, out).map_err(io(DATA))?,
-            }
-            at += p.len as usize;
-        }
-        Ok(pieces.len())
-    }
-
-    /// Commit: data to the data file and sync, then the log batch and its
-    /// commit entry and sync (Figure 9). Pending segments become free.
-    fn commit(&mut self) -> Result<()> {
-        if !self.dirty {
-            return Ok(());
-        }
-        let result = self.commit_inner();
-        if result.is_err() {
-            self.poisoned = true;
-        }
-        result?;
-        if self.log_end - log::HEADER as u64 > self.opts.checkpoint_log_bytes {
-            self.checkpoint()?;
-        }
-        Ok(())
-    }
-
-    fn commit_inner(&mut self) -> Result<()> {
-        self.flush_segment()?;
-        self.files.data.sync().map_err(io(DATA))?;
-        self.commit_seq += 1;
-        let body = std::mem::take(&mut self.log_buf);
-        let mut out = body.clone();
-        log::encode_commit(&mut out, self.commit_seq, &body);
-        self.files
-            .log
-            .write_all_at(self.log_end, &out)
-            .map_err(io(LOG))?;
-        self.files.log.sync().map_err(io(LOG))?;
-        self.log_end += out.len() as u64;
-        self.seg.release_pending();
-        self.dirty = false;
-        self.stats.commits += 1;
-        Ok(())
-    }
-
-    /// Commit, copy-on-write checkpoint of the tree, then restart the log
-    /// under the new version: truncate (sync) before writing the header, so
-    /// old entries are never read under the new version.
-    fn checkpoint(&mut self) -> Result<()> {
-        self.commit()?;
-        let r: Result<()> = (|| {
-            let version = self
-                .tree
-                .checkpoint(self.files.tree.as_ref(), &meta(&self.user_meta))?;
-            self.files.log.set_len(0).map_err(io(LOG))?;
-            self.files.log.sync().map_err(io(LOG))?;
-            self.files
-                .log
-                .write_all_at(0, &log::header(version))
-                .map_err(io(LOG))?;
-            self.files.log.sync().map_err(io(LOG))?;
-            Ok(())
-        })();
-        if r.is_err() {
-            self.poisoned = true;
-        }
-        r?;
-        self.log_end = log::HEADER as u64;
-        self.stats.checkpoints += 1;
-        Ok(())
-    }
-
-    fn close(&mut self) -> Result<()> {
-        if self.closed {
-            return Ok(());
-        }
-        self.check_usable()?;
-        self.dirty = true;
-        self.checkpoint()?;
-        self.closed = true;
-        Ok(())
-    }
-
-    fn stats(&self) -> Stats {
-        let used = self.seg.count() - self.seg.free_count();
-        Stats {
-            len: self.tree.len(),
-            data_bytes_written: self.files.data.written(),
-            tree_bytes_written: self.files.tree.written(),
-            log_bytes_written: self.files.log.written(),
-            segments: self.seg.count(),
-            free_segments: self.seg.free_count(),
-            segment_utilization: if used == 0 {
-                0.0
-            } else {
-                self.seg.total_valid() as f64 / (used as u64 * SEGMENT_SIZE) as f64
-            },
-            gc_runs: self.stats.gc_runs,
-            gc_relocated_bytes: self.stats.gc_relocated_bytes,
-            commits: self.stats.commits,
-            checkpoints: self.stats.checkpoints,
-            extents: self.tree.extent_count(),
-            uncommitted: self.dirty,
-        }
-    }
-}
-
-/// Applies one replayed log entry to the tree.
-fn apply(tree: &mut FlexTree, op: &LogOp) -> flextree::Result<()> {
-    match *op {
-        LogOp::Insert {
-            loff,
-            len,
-            addr,
-            tag,
-        } => {
-            tree.insert(loff, len, addr)?;
-            if tag != 0 {
-                tree.set_tag(loff, tag)?;
-            }
-            Ok(())
-        }
-        LogOp::Hole { loff, len } => tree.insert_hole(loff, len),
-        LogOp::Collapse { loff, len } => tree.collapse(loff, len),
-        LogOp::Remap { loff, len, addr } => tree.remap(loff, len, addr),
-        LogOp::Tag { loff, tag } => tree.set_tag(loff, tag),
-        LogOp::Meta { .. } => Ok(()),
+        // No thread of this space may touch its files once it is gone (the
+        // directory may be reopened right away): the maintainer exits, and
+        // sealed segments still being written finish first.
+        self.s.bg.stop();
+        self.s.writer.wait_idle();
     }
 }

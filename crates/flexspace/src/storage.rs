@@ -15,6 +15,7 @@ use std::sync::Arc;
 pub use flextree::StorageFile;
 
 use crate::error::{Error, Result};
+pub use crate::mapping::Mapping;
 
 /// A directory of files.
 pub trait Storage: Send + Sync {
@@ -32,6 +33,14 @@ pub trait Storage: Send + Sync {
     fn rename(&self, from: &str, to: &str) -> io::Result<()>;
     /// Makes file creations, removals and renames durable.
     fn sync_dir(&self) -> io::Result<()>;
+    /// Maps the file `name` read-only into memory after extending it
+    /// (sparsely) to at least `len` bytes; `None` when the backend cannot
+    /// map files (the default). See [`Mapping`] for what an I/O error on a
+    /// mapped page does.
+    fn map_file(&self, name: &str, len: u64) -> io::Result<Option<Mapping>> {
+        let _ = (name, len);
+        Ok(None)
+    }
 }
 
 /// Real files in a directory, locked for exclusive use.
@@ -115,6 +124,14 @@ impl Storage for FileStorage {
 
     fn sync_dir(&self) -> io::Result<()> {
         File::open(&self.dir)?.sync_all()
+    }
+
+    fn map_file(&self, name: &str, len: u64) -> io::Result<Option<Mapping>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(self.dir.join(name))?;
+        Mapping::new(&file, len)
     }
 }
 

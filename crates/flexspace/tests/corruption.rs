@@ -11,9 +11,12 @@ use flexspace::{Error, FaultStorage, FlexSpace, Options};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+/// Commits only at the syncs (no background maintenance), so the synced
+/// states are every state a commit can hold.
 fn opts() -> Options {
     Options::new()
         .create(true)
+        .auto_maintenance(false)
         .commit_log_bytes(1 << 20)
         .checkpoint_log_bytes(1 << 20)
 }

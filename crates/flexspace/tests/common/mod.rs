@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod blocking;
+
 use flexspace::{FlexSpace, Result};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -17,6 +19,7 @@ pub enum Op {
     Tag(u64, u16),
     Defrag(u64, u64),
     Sync,
+    Checkpoint,
 }
 
 /// Draws an operation valid for a space of `len` bytes; sizes up to `max`.
@@ -50,6 +53,7 @@ pub fn random_op(rng: &mut StdRng, len: u64, max: usize) -> Op {
             let o = at(rng, len);
             Op::Defrag(o, rng.gen_range(1..=(len - o).min(max as u64)))
         }
+        88..=89 => Op::Checkpoint,
         _ => Op::Sync,
     }
 }
@@ -65,6 +69,7 @@ pub fn apply(space: &FlexSpace, op: &Op) -> Result<()> {
         Op::Tag(o, t) => space.set_tag(*o, *t),
         Op::Defrag(o, n) => space.defrag(*o, *n),
         Op::Sync => space.sync(),
+        Op::Checkpoint => space.checkpoint(),
     }
 }
 
@@ -88,7 +93,7 @@ pub fn apply_model(m: &mut Vec<u8>, op: &Op) {
             m.splice(*o as usize..(*o + *n) as usize, d.iter().copied());
         }
         Op::Truncate(n) => m.resize(*n as usize, 0),
-        Op::Tag(..) | Op::Defrag(..) | Op::Sync => {}
+        Op::Tag(..) | Op::Defrag(..) | Op::Sync | Op::Checkpoint => {}
     }
 }
 

@@ -1,0 +1,183 @@
+//! Commits and checkpoints (§4.2, the barriers of Figure 9), done with the
+//! space's write lock held only to take a snapshot and to publish.
+//!
+//! A commit:
+//! 1. (write lock) takes the log buffer, the emptied segments, the open
+//!    segment's buffer and fill, and the number of sealed segments: a cut
+//!    between two mutations;
+//! 2. (no lock) waits for the sealed segments' background writes, writes
+//!    the open segment's new bytes, syncs the data file, appends the batch
+//!    and its commit entry to the log, syncs the log;
+//! 3. (write lock) hands the emptied segments to the grace period and
+//!    publishes the commit id.
+//!
+//! Mutations run during step 2: their data lands past the flushed range
+//! (or in other segments, never ones the snapshot's state references), and
+//! their log entries go to the next commit. Commits are serialized by
+//! `maint`.
+//!
+//! A checkpoint commits, then holds the gate (mutations wait, readers do
+//! not) to commit what slipped in and write the tree copy-on-write under
+//! the read lock; then, with only `maint` held, restarts the log under the
+//! new version: truncate and sync before writing the header, so old entries
+//! are never read under the new version.
+
+use std::sync::atomic::Ordering;
+
+use crate::error::{io, Result};
+use crate::log;
+use crate::open::{meta, DATA, LOG};
+use crate::space::{Maint, Shared};
+use crate::storage::StorageFile;
+use crate::writer::flush;
+
+impl Shared {
+    pub(crate) fn sync(&self) -> Result<()> {
+        self.check_usable()?;
+        let mut m = self.maint.lock();
+        self.commit_locked(&mut m)?;
+        if self.opts.auto_maintenance {
+            self.checkpoint_if_due(&mut m)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn checkpoint(&self) -> Result<()> {
+        self.check_usable()?;
+        let mut m = self.maint.lock();
+        self.checkpoint_locked(&mut m)
+    }
+
+    /// The commit automatic maintenance runs after a mutation.
+    pub(crate) fn commit_auto(&self) -> Result<()> {
+        let mut m = self.maint.lock();
+        self.commit_locked(&mut m)?;
+        self.checkpoint_if_due(&mut m)
+    }
+
+    pub(crate) fn checkpoint_if_due(&self, m: &mut Maint) -> Result<()> {
+        if m.log_end - log::HEADER as u64 > self.opts.checkpoint_log_bytes {
+            self.checkpoint_locked(m)?;
+        }
+        Ok(())
+    }
+
+    /// One commit (see the module documentation); nothing to do when no
+    /// operation was logged since the last one.
+    pub(crate) fn commit_locked(&self, m: &mut Maint) -> Result<()> {
+        let snap = {
+            let mut st = self.state.write();
+            st.check_usable()?;
+            if !st.dirty || st.closed {
+                return Ok(());
+            }
+            st.dirty = false;
+            st.reap();
+            (
+                std::mem::take(&mut st.log_buf),
+                st.seg.take_pending(),
+                st.open_buffer(),
+                st.seal_seq,
+            )
+        };
+        let (body, emptied, open, sealed) = snap;
+        let seq = m.seq + 1;
+        let r: Result<u64> = (|| {
+            self.writer.wait_sealed(sealed).map_err(io(DATA))?;
+            if let Some((s, buf, fill)) = &open {
+                flush(self.files.data.as_ref(), *s, buf, *fill).map_err(io(DATA))?;
+            }
+            self.files.data.sync().map_err(io(DATA))?;
+            let mut out = body.clone();
+            log::encode_commit(&mut out, seq, &body);
+            self.files
+                .log
+                .write_all_at(m.log_end, &out)
+                .map_err(io(LOG))?;
+            self.files.log.sync().map_err(io(LOG))?;
+            Ok(out.len() as u64)
+        })();
+        let mut st = self.state.write();
+        match r {
+            Ok(written) => {
+                m.log_end += written;
+                m.seq = seq;
+                self.counters.log_end.store(m.log_end, Ordering::Relaxed);
+                self.counters.commits.fetch_add(1, Ordering::Relaxed);
+                st.seg.quarantine(&emptied);
+                st.release();
+                st.commit_id = (m.version, seq);
+                Ok(())
+            }
+            Err(e) => {
+                st.poisoned = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Commit, checkpoint, log restart (see the module documentation).
+    pub(crate) fn checkpoint_locked(&self, m: &mut Maint) -> Result<()> {
+        self.commit_locked(m)?;
+        let version = {
+            let _gate = self.gate.lock();
+            // What mutations did since the commit above: commit it too, so
+            // the checkpoint holds exactly the last commit.
+            self.commit_locked(m)?;
+            if m.seq == 0 {
+                // Nothing changed since the last checkpoint.
+                return Ok(());
+            }
+            let st = self.state.read();
+            let r = st
+                .tree
+                .checkpoint(self.files.tree.as_ref(), &meta(&st.user_meta));
+            drop(st);
+            match r {
+                Ok(v) => v,
+                Err(e) => {
+                    self.state.write().poisoned = true;
+                    return Err(crate::error::tree(e));
+                }
+            }
+        };
+        let r: Result<()> = (|| {
+            let l = &self.files.log;
+            l.set_len(0).map_err(io(LOG))?;
+            l.sync().map_err(io(LOG))?;
+            l.write_all_at(0, &log::header(version)).map_err(io(LOG))?;
+            l.sync().map_err(io(LOG))
+        })();
+        let mut st = self.state.write();
+        if let Err(e) = r {
+            st.poisoned = true;
+            return Err(e);
+        }
+        m.log_end = log::HEADER as u64;
+        m.seq = 0;
+        m.version = version;
+        self.counters.log_end.store(m.log_end, Ordering::Relaxed);
+        self.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
+        st.commit_id = (version, 0);
+        Ok(())
+    }
+
+    /// Commit, checkpoint if anything changed since the last one, and mark
+    /// the space closed.
+    pub(crate) fn close_inner(&self) -> Result<()> {
+        if self.state.read().closed {
+            return Ok(());
+        }
+        self.check_usable()?;
+        {
+            let mut m = self.maint.lock();
+            self.checkpoint_locked(&mut m)?;
+            let sealed = self.state.read().seal_seq;
+            self.writer.wait_sealed(sealed).map_err(io(DATA))?;
+            // Under `maint`: background maintenance after this sees it.
+            self.state.write().closed = true;
+        }
+        self.bg.stop();
+        Ok(())
+    }
+}

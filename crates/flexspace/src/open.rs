@@ -1,0 +1,238 @@
+//! Creating a space and recovering one: the newest checkpoint, then the
+//! committed log batches of its version, then segment utilization from the
+//! extents.
+//!
+//! Invariants:
+//! - Creation makes the three files' names durable (`sync_dir`), then the
+//!   log header, and writes the tree's first checkpoint last: a space
+//!   exists once its tree file holds a checkpoint, and everything that
+//!   checkpoint needs is durable before it.
+//! - Recovery never changes what a later recovery would find, except to
+//!   cut an invalid log tail or restart a log whose version is stale; both
+//!   are synced before the space is used.
+
+use std::sync::Arc;
+
+use flextree::FlexTree;
+
+use crate::counting::CountingFile;
+use crate::error::{io, Error, Result};
+use crate::log::{self, LogOp};
+use crate::options::{Options, MAX_EXTENT, SEGMENT_SIZE};
+use crate::segments::for_each_part;
+use crate::state::apply;
+use crate::storage::{Storage, StorageFile};
+
+pub const DATA: &str = "data";
+pub const TREE: &str = "tree";
+pub const LOG: &str = "log";
+/// Checkpoint metadata: format magic, segment size, user metadata words.
+const META_MAGIC: &[u8; 8] = b"FLEXSPC2";
+
+/// The space's files, counting the bytes written to each.
+pub struct Files {
+    pub data: Arc<CountingFile>,
+    pub tree: Arc<CountingFile>,
+    pub log: Arc<CountingFile>,
+}
+
+/// A space as found on storage.
+pub struct Opened {
+    pub tree: FlexTree,
+    pub files: Files,
+    pub valid: Vec<u64>,
+    pub user_meta: [u64; 3],
+    /// Checkpoint version, last commit sequence number, end of the log.
+    pub version: u64,
+    pub seq: u64,
+    pub log_end: u64,
+}
+
+/// The checkpoint metadata blob (docs/FORMAT.md).
+pub fn meta(user: &[u64; 3]) -> Vec<u8> {
+    let mut m = META_MAGIC.to_vec();
+    m.extend_from_slice(&SEGMENT_SIZE.to_le_bytes());
+    for w in user {
+        m.extend_from_slice(&w.to_le_bytes());
+    }
+    m
+}
+
+/// The user metadata words of a checkpoint's metadata, `None` when the
+/// metadata is not a flexspace's.
+fn parse_meta(m: &[u8]) -> Option<[u64; 3]> {
+    if m.len() != 40 || &m[..8] != META_MAGIC || m[8..16] != SEGMENT_SIZE.to_le_bytes() {
+        return None;
+    }
+    let word = |i: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&m[16 + 8 * i..24 + 8 * i]);
+        u64::from_le_bytes(b)
+    };
+    Some([word(0), word(1), word(2)])
+}
+
+pub fn corrupt(file: &str, detail: impl Into<String>) -> Error {
+    Error::Corrupt {
+        file: file.to_string(),
+        detail: detail.into(),
+    }
+}
+
+fn open_counted(storage: &dyn Storage, name: &str, create: bool) -> Result<Arc<CountingFile>> {
+    let f = storage.open_file(name, create).map_err(io(name))?;
+    Ok(Arc::new(CountingFile::new(f)))
+}
+
+fn new_tree() -> FlexTree {
+    let mut tree = FlexTree::new();
+    tree.set_merge_limit(MAX_EXTENT);
+    tree.set_merge_boundary(SEGMENT_SIZE);
+    tree
+}
+
+/// Whether `storage` holds a complete space (its tree file has a
+/// checkpoint); errors only on I/O.
+pub fn exists(storage: &dyn Storage) -> Result<bool> {
+    let exists = |n| storage.exists(n).map_err(io(n));
+    if !exists(TREE)? {
+        return Ok(false);
+    }
+    // The tree's first checkpoint is the last step of creation: an empty
+    // tree file means creation never completed. A crash during that
+    // checkpoint leaves no valid header while the data file is still
+    // empty: nothing was ever stored.
+    let tree = storage.open_file(TREE, false).map_err(io(TREE))?;
+    if tree.len().map_err(io(TREE))? == 0 {
+        return Ok(false);
+    }
+    let data_len = match exists(DATA)? {
+        true => storage
+            .open_file(DATA, false)
+            .and_then(|d| d.len())
+            .map_err(io(DATA))?,
+        false => 0,
+    };
+    Ok(data_len > 0 || FlexTree::load(tree.as_ref()).is_ok())
+}
+
+/// Creates an empty space.
+pub fn create(storage: &dyn Storage, opts: &Options) -> Result<Opened> {
+    let files = Files {
+        data: open_counted(storage, DATA, true)?,
+        tree: open_counted(storage, TREE, true)?,
+        log: open_counted(storage, LOG, true)?,
+    };
+    files.tree.set_len(0).map_err(io(TREE))?;
+    files.log.set_len(0).map_err(io(LOG))?;
+    storage.sync_dir().map_err(io("directory"))?;
+    files
+        .log
+        .write_all_at(0, &log::header(1))
+        .map_err(io(LOG))?;
+    files.log.sync().map_err(io(LOG))?;
+    let tree = new_tree();
+    let version = tree
+        .checkpoint(files.tree.as_ref(), &meta(&[0; 3]))
+        .map_err(crate::error::tree)?;
+    Ok(Opened {
+        tree,
+        files,
+        valid: vec![0; opts.segment_count()],
+        user_meta: [0; 3],
+        version,
+        seq: 0,
+        log_end: log::HEADER as u64,
+    })
+}
+
+/// Recovers an existing space.
+pub fn recover(storage: &dyn Storage, opts: &Options) -> Result<Opened> {
+    let files = Files {
+        data: open_counted(storage, DATA, false)?,
+        tree: open_counted(storage, TREE, false)?,
+        log: open_counted(storage, LOG, false)?,
+    };
+    let (loaded, cp) = FlexTree::load(files.tree.as_ref()).map_err(|e| match e {
+        flextree::Error::Io(e) => Error::Io {
+            file: TREE.into(),
+            source: e,
+        },
+        e => corrupt(TREE, e.to_string()),
+    })?;
+    let Some(mut user_meta) = parse_meta(&cp.meta) else {
+        return Err(Error::NotAFlexSpace(Default::default()));
+    };
+    let mut tree = loaded;
+    tree.set_merge_limit(MAX_EXTENT);
+    tree.set_merge_boundary(SEGMENT_SIZE);
+    let log_len = files.log.len().map_err(io(LOG))?;
+    let log_len = usize::try_from(log_len).map_err(|_| corrupt(LOG, "log too large"))?;
+    let mut bytes = vec![0u8; log_len];
+    files.log.read_exact_at(0, &mut bytes).map_err(io(LOG))?;
+    let mut log_end = log::HEADER as u64;
+    let mut seq = 0;
+    match log::parse_header(&bytes) {
+        Some(v) if v == cp.version => {
+            let r = log::replay(&bytes[log::HEADER..]);
+            for op in r.batches.iter().flatten() {
+                if let LogOp::Meta { words } = op {
+                    user_meta = *words;
+                    continue;
+                }
+                apply(&mut tree, op).map_err(|e| corrupt(LOG, format!("replaying {op:?}: {e}")))?;
+            }
+            log_end += r.valid_len as u64;
+            seq = r.last_seq;
+        }
+        // A checkpoint finished but the log restart did not: the tree
+        // holds everything the log did.
+        Some(v) if v < cp.version => {}
+        Some(v) => {
+            return Err(corrupt(
+                LOG,
+                format!("log version {v} is newer than tree version {}", cp.version),
+            ))
+        }
+        // A torn header of an emptied log (crash while restarting it).
+        None if log_len <= log::HEADER => {}
+        None => return Err(corrupt(LOG, "invalid log header")),
+    }
+    if log::parse_header(&bytes).is_none_or(|v| v != cp.version) {
+        files.log.set_len(0).map_err(io(LOG))?;
+        files.log.sync().map_err(io(LOG))?;
+        files
+            .log
+            .write_all_at(0, &log::header(cp.version))
+            .map_err(io(LOG))?;
+        files.log.sync().map_err(io(LOG))?;
+    } else if log_end < log_len as u64 {
+        files.log.set_len(log_end).map_err(io(LOG))?;
+        files.log.sync().map_err(io(LOG))?;
+    }
+    let mut valid = vec![0u64; opts.segment_count()];
+    for e in tree.extents_from(0)? {
+        if let Some(a) = e.addr {
+            for_each_part(a, e.len, |s, n| {
+                if valid.len() <= s as usize {
+                    valid.resize(s as usize + 1, 0);
+                }
+                valid[s as usize] += n;
+            });
+        }
+    }
+    for (s, &v) in valid.iter().enumerate() {
+        if v > SEGMENT_SIZE {
+            return Err(corrupt(TREE, format!("segment {s} holds {v} valid bytes")));
+        }
+    }
+    Ok(Opened {
+        tree,
+        files,
+        valid,
+        user_meta,
+        version: cp.version,
+        seq,
+        log_end,
+    })
+}

@@ -1,0 +1,209 @@
+//! Reads in two phases: a *plan* translates a logical range into physical
+//! parts under the space's read lock (in memory, microseconds), and the
+//! plan then copies the bytes with no lock held: from segment buffers
+//! (shared by `Arc`, immutable where a plan looks) or from the data file.
+//!
+//! Invariants:
+//! - A plan holds a grace-period registration ([`ReadGuard`]) taken under
+//!   the read lock, so no segment it translated into is reused before the
+//!   plan is dropped; the physical bytes it names stay what they were.
+//! - Parts are listed in logical order and cover the planned range exactly;
+//!   each lies in one segment; adjacent file parts that are physically
+//!   contiguous are merged into one read.
+
+use std::sync::Arc;
+
+use flextree::FlexTree;
+
+use crate::error::{io, Error, Result};
+use crate::grace::ReadGuard;
+use crate::mapping::Mapping;
+use crate::options::SEGMENT_SIZE;
+use crate::segbuf::SegBuf;
+use crate::state::State;
+use crate::storage::StorageFile;
+
+/// Where the bytes of one part come from.
+enum Src {
+    Hole,
+    Mem(Arc<SegBuf>, usize),
+    File(u64),
+}
+
+struct Part {
+    src: Src,
+    len: usize,
+}
+
+/// Parts, the first few stored inline (a read of a few KiB has a few).
+#[derive(Default)]
+struct Parts {
+    inline: [Option<Part>; 4],
+    n: usize,
+    spill: Vec<Part>,
+}
+
+impl Parts {
+    fn push(&mut self, src: Src, len: usize) {
+        // Merge with a physically contiguous file part.
+        if let (Src::File(a), Some(last)) = (&src, self.last_mut()) {
+            if let Src::File(b) = last.src {
+                if b + last.len as u64 == *a && (b / SEGMENT_SIZE) == (*a / SEGMENT_SIZE) {
+                    last.len += len;
+                    return;
+                }
+            }
+        }
+        let p = Part { src, len };
+        if self.n < self.inline.len() {
+            self.inline[self.n] = Some(p);
+        } else {
+            self.spill.push(p);
+        }
+        self.n += 1;
+    }
+
+    fn last_mut(&mut self) -> Option<&mut Part> {
+        if self.n == 0 {
+            None
+        } else if self.n <= self.inline.len() {
+            self.inline[self.n - 1].as_mut()
+        } else {
+            self.spill.last_mut()
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Part> {
+        self.inline.iter().flatten().chain(self.spill.iter())
+    }
+}
+
+/// Where the data file's bytes are read from.
+#[derive(Clone, Copy)]
+pub struct Source<'a> {
+    pub file: &'a dyn StorageFile,
+    pub map: Option<&'a Mapping>,
+}
+
+/// A planned read: see [`crate::FlexSpace::plan_read`].
+pub struct ReadPlan<'a> {
+    parts: Parts,
+    len: usize,
+    extents: usize,
+    source: Source<'a>,
+    _guard: ReadGuard<'a>,
+}
+
+impl ReadPlan<'_> {
+    /// Bytes the plan reads (the requested length, clipped at the end of
+    /// the space).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the plan reads nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Extents (of the index) the planned bytes come from.
+    pub fn extents(&self) -> usize {
+        self.extents
+    }
+
+    /// Copies the planned bytes into `buf` (at most `buf.len()` of them);
+    /// returns the bytes copied and the extents the plan covers.
+    pub fn read(&self, buf: &mut [u8]) -> Result<(usize, usize)> {
+        let n = self.len.min(buf.len());
+        let mut at = 0usize;
+        for p in self.parts.iter() {
+            if at >= n {
+                break;
+            }
+            let take = p.len.min(n - at);
+            let out = &mut buf[at..at + take];
+            match &p.src {
+                Src::Hole => out.fill(0),
+                Src::Mem(b, off) => {
+                    if !b.read(*off, out) {
+                        return Err(Error::Corrupt {
+                            file: "data".into(),
+                            detail: "a read planned bytes its segment buffer does not hold".into(),
+                        });
+                    }
+                }
+                Src::File(a) => {
+                    if !self.source.map.is_some_and(|m| m.read(*a, out)) {
+                        self.source
+                            .file
+                            .read_exact_at(*a, out)
+                            .map_err(io("data"))?;
+                    }
+                }
+            }
+            at += take;
+        }
+        Ok((n, self.extents))
+    }
+}
+
+/// Plans a read of `len` bytes at `offset` (inside the space) with `guard`
+/// registered: the caller holds the read lock.
+pub fn plan<'a>(
+    st: &State,
+    offset: u64,
+    len: u64,
+    source: Source<'a>,
+    guard: ReadGuard<'a>,
+) -> Result<ReadPlan<'a>> {
+    let mut parts = Parts::default();
+    let extents = if len == 0 {
+        0
+    } else {
+        translate(st, &st.tree, offset, len, &mut parts)?
+    };
+    Ok(ReadPlan {
+        parts,
+        len: len as usize,
+        extents,
+        source,
+        _guard: guard,
+    })
+}
+
+fn translate(
+    st: &State,
+    tree: &FlexTree,
+    offset: u64,
+    len: u64,
+    parts: &mut Parts,
+) -> Result<usize> {
+    let end = offset + len;
+    let mut extents = 0;
+    for e in tree.extents_from(offset)? {
+        let from = e.offset.max(offset);
+        let to = (e.offset + e.len).min(end);
+        extents += 1;
+        match e.addr {
+            None => parts.push(Src::Hole, (to - from) as usize),
+            Some(base) => {
+                let mut a = base + (from - e.offset);
+                let stop = a + (to - from);
+                while a < stop {
+                    let seg = a / SEGMENT_SIZE;
+                    let n = ((seg + 1) * SEGMENT_SIZE).min(stop) - a;
+                    let src = match st.resident(seg) {
+                        Some(b) => Src::Mem(b.clone(), (a % SEGMENT_SIZE) as usize),
+                        None => Src::File(a),
+                    };
+                    parts.push(src, n as usize);
+                    a += n;
+                }
+            }
+        }
+        if to >= end {
+            break;
+        }
+    }
+    Ok(extents)
+}

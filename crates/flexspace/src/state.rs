@@ -1,0 +1,342 @@
+//! The in-memory state of a space (behind its reader-writer lock) and the
+//! primitive mutations on it.
+//!
+//! Invariants:
+//! - Data is log-structured: every byte appended goes to the end of the
+//!   open segment's buffer ([`State::append`]); an allocation never crosses
+//!   a segment boundary, and the tree never merges extents across one
+//!   (merge boundary = `SEGMENT_SIZE`), so every extent lies in one segment.
+//! - `resident[s]` is the buffer of segment `s` while reads must be served
+//!   from memory: the open segment, and sealed segments until their
+//!   background write finished ([`State::reap`]).
+//! - Every change to the tree is also appended to `log_buf` (and sets
+//!   `dirty`), in the order applied; a mutation runs entirely under the
+//!   write lock, so a commit that takes `log_buf` takes whole mutations.
+//! - A mutation checks its arguments and the room it needs before it
+//!   changes anything, so an error leaves the state unchanged (I/O errors
+//!   cannot happen here: the only I/O is in commits and background writes).
+
+use std::sync::Arc;
+
+use flextree::FlexTree;
+
+use crate::error::{Error, Result};
+use crate::grace::Readers;
+use crate::log::{self, LogOp};
+use crate::options::{MAX_EXTENT, SEGMENT_SIZE};
+use crate::segbuf::{Filler, Pool, SegBuf};
+use crate::segments::Segments;
+use crate::writer::Writer;
+
+/// Everything the space's lock protects.
+pub struct State {
+    pub tree: FlexTree,
+    pub seg: Segments,
+    filler: Option<Filler>,
+    resident: Vec<Option<Arc<SegBuf>>>,
+    pool: Arc<Pool>,
+    pub log_buf: Vec<u8>,
+    /// Operations logged since the last commit took `log_buf`.
+    pub dirty: bool,
+    /// Words of the layer above, committed with the space.
+    pub user_meta: [u64; 3],
+    /// Segments sealed so far (sequence numbers for the writers).
+    pub seal_seq: u64,
+    pub poisoned: bool,
+    pub closed: bool,
+    /// (checkpoint version, commit sequence) of the last durable commit.
+    pub commit_id: (u64, u64),
+    /// Garbage collection started by the garbage threshold and not yet
+    /// below the low mark.
+    pub gc_active: bool,
+    /// Live bytes when garbage collection last found nothing it could
+    /// relocate to make room (it is not tried again before they change).
+    pub gc_stuck_at: Option<u64>,
+    writer: Arc<Writer>,
+    readers: Arc<Readers>,
+}
+
+impl State {
+    /// The state over `tree` with the given per-segment valid bytes.
+    pub fn new(
+        tree: FlexTree,
+        valid: Vec<u64>,
+        writer: Arc<Writer>,
+        readers: Arc<Readers>,
+        pool: Arc<Pool>,
+    ) -> Self {
+        let n = valid.len();
+        State {
+            tree,
+            seg: Segments::new(valid),
+            filler: None,
+            resident: vec![None; n],
+            pool,
+            log_buf: Vec::new(),
+            dirty: false,
+            user_meta: [0; 3],
+            seal_seq: 0,
+            poisoned: false,
+            closed: false,
+            commit_id: (0, 0),
+            gc_active: false,
+            gc_stuck_at: None,
+            writer,
+            readers,
+        }
+    }
+
+    /// The buffer reads of segment `s` are served from, if any.
+    pub fn resident(&self, s: u64) -> Option<&Arc<SegBuf>> {
+        self.resident.get(s as usize).and_then(Option::as_ref)
+    }
+
+    /// The open segment, its buffer and the bytes appended to it.
+    pub fn open_buffer(&self) -> Option<(u32, Arc<SegBuf>, usize)> {
+        let s = self.seg.open()?;
+        let f = self.filler.as_ref()?;
+        Some((s, f.shared().clone(), f.filled()))
+    }
+
+    pub fn check_usable(&self) -> Result<()> {
+        if self.poisoned {
+            Err(Error::Poisoned)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub fn check_point(&self, offset: u64) -> Result<()> {
+        if offset <= self.tree.len() {
+            Ok(())
+        } else {
+            Err(Error::OutOfRange {
+                offset,
+                len: 0,
+                size: self.tree.len(),
+            })
+        }
+    }
+
+    pub fn check_range(&self, offset: u64, len: u64) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.tree.len() => Ok(()),
+            _ => Err(Error::OutOfRange {
+                offset,
+                len,
+                size: self.tree.len(),
+            }),
+        }
+    }
+
+    pub fn log(&mut self, op: LogOp) {
+        log::encode(&mut self.log_buf, &op);
+        self.dirty = true;
+    }
+
+    /// Live data is capped at 30/32 of the capacity (§4.1).
+    pub fn capacity_cap(&self) -> u64 {
+        self.seg.count() as u64 * SEGMENT_SIZE / 32 * 30
+    }
+
+    /// Bytes that can be appended without reusing anything: the rest of
+    /// the open segment and the free segments.
+    pub fn available(&self) -> u64 {
+        self.seg.free_count() as u64 * SEGMENT_SIZE
+            + self.filler.as_ref().map_or(0, |f| f.room() as u64)
+    }
+
+    /// Fails with `NoSpace` when `bytes` more live bytes would pass the cap.
+    pub fn check_cap(&self, bytes: u64) -> Result<()> {
+        if self.seg.live().saturating_add(bytes) > self.capacity_cap() {
+            return Err(Error::NoSpace(format!(
+                "{bytes} more bytes would exceed 30/32 of the {}-byte data file",
+                self.seg.count() as u64 * SEGMENT_SIZE
+            )));
+        }
+        Ok(())
+    }
+
+    /// Frees quarantined segments whose readers are gone and stops serving
+    /// written segments from memory.
+    pub fn release(&mut self) {
+        self.reap();
+        self.seg.release(&self.readers);
+    }
+
+    /// Stops serving segments the writers finished from memory and keeps a
+    /// few of their buffers for reuse.
+    pub fn reap(&mut self) {
+        for (s, buf) in self.writer.take_finished() {
+            if let Some(slot) = self.resident.get_mut(s as usize) {
+                if slot.as_ref().is_some_and(|b| Arc::ptr_eq(b, &buf)) {
+                    *slot = None;
+                }
+            }
+            if let Some(b) = SegBuf::recycle(buf) {
+                self.pool.give(b);
+            }
+        }
+    }
+
+    /// Seals the open segment and hands it to the background writers.
+    fn seal_open(&mut self) {
+        if let (Some(f), Some(s)) = (self.filler.take(), self.seg.open()) {
+            self.seal_seq += 1;
+            self.writer.submit(s, f.seal(), self.seal_seq);
+        }
+        self.seg.close_open();
+    }
+
+    /// Opens the lowest free segment.
+    fn open_segment(&mut self) -> Result<()> {
+        self.seal_open();
+        self.reap();
+        self.seg.release(&self.readers);
+        let s = self
+            .seg
+            .open_lowest_free()
+            .ok_or_else(|| Error::NoSpace("no free segment".into()))?;
+        let f = Filler::new(self.pool.take());
+        if let Some(slot) = self.resident.get_mut(s as usize) {
+            *slot = Some(f.shared().clone());
+        }
+        self.filler = Some(f);
+        Ok(())
+    }
+
+    /// Appends as much of `data` as fits in the open segment (opening a new
+    /// one when it is full); returns the physical address and the count.
+    pub fn append(&mut self, data: &[u8]) -> Result<(u64, u64)> {
+        if self.filler.as_ref().is_none_or(|f| f.room() == 0) {
+            self.open_segment()?;
+        }
+        let (Some(f), Some(s)) = (self.filler.as_mut(), self.seg.open()) else {
+            return Err(Error::NoSpace("no open segment".into()));
+        };
+        let n = data.len().min(f.room());
+        let at = f
+            .push(&data[..n])
+            .ok_or_else(|| Error::NoSpace("segment buffer full".into()))?;
+        Ok((u64::from(s) * SEGMENT_SIZE + at as u64, n as u64))
+    }
+
+    /// Inserts `data` at `offset` (checked); the extent holding its first
+    /// byte gets `tag` (continuation extents of a large insert get 0).
+    pub fn insert(&mut self, offset: u64, data: &[u8], tag: u16) -> Result<()> {
+        let mut done = 0usize;
+        while done < data.len() {
+            let want = (data.len() - done).min(MAX_EXTENT as usize);
+            let (addr, got) = self.append(&data[done..done + want])?;
+            let loff = offset + done as u64;
+            let tag = if done == 0 { tag } else { 0 };
+            self.tree.insert(loff, got, addr)?;
+            if tag != 0 {
+                self.tree.set_tag(loff, tag)?;
+            }
+            self.seg.add(addr, got);
+            self.log(LogOp::Insert {
+                loff,
+                len: got,
+                addr,
+                tag,
+            });
+            done += got as usize;
+        }
+        Ok(())
+    }
+
+    pub fn hole(&mut self, offset: u64, len: u64) -> Result<()> {
+        self.tree.insert_hole(offset, len)?;
+        self.log(LogOp::Hole { loff: offset, len });
+        Ok(())
+    }
+
+    pub fn collapse(&mut self, offset: u64, len: u64) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        for e in self.tree.extents_from(offset)? {
+            let from = e.offset.max(offset);
+            let to = (e.offset + e.len).min(offset + len);
+            if let Some(a) = e.addr {
+                self.seg.remove(a + (from - e.offset), to - from);
+            }
+            if to >= offset + len {
+                break;
+            }
+        }
+        self.tree.collapse(offset, len)?;
+        self.log(LogOp::Collapse { loff: offset, len });
+        Ok(())
+    }
+
+    pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let size = self.tree.len();
+        if offset > size {
+            self.hole(size, offset - size)?;
+        }
+        let overlap = (data.len() as u64).min(self.tree.len() - offset);
+        self.collapse(offset, overlap)?;
+        self.insert(offset, data, 0)
+    }
+
+    /// Maps `loff..loff + len` (one piece of one extent, or a whole range
+    /// when `merged`) to `data` appended now; returns the bytes moved.
+    pub fn relocate(&mut self, loff: u64, data: &[u8]) -> Result<()> {
+        let mut done = 0usize;
+        while done < data.len() {
+            let want = (data.len() - done).min(MAX_EXTENT as usize);
+            let at = loff + done as u64;
+            let old: Vec<_> = self.tree.query(at, want as u64)?;
+            let (addr, got) = self.append(&data[done..done + want])?;
+            let mut left = got;
+            for p in old {
+                let n = p.len.min(left);
+                if let Some(a) = p.addr {
+                    self.seg.remove(a, n);
+                }
+                left -= n;
+                if left == 0 {
+                    break;
+                }
+            }
+            self.tree.remap_merged(at, got, addr)?;
+            self.seg.add(addr, got);
+            self.log(LogOp::RemapMerged {
+                loff: at,
+                len: got,
+                addr,
+            });
+            done += got as usize;
+        }
+        Ok(())
+    }
+}
+
+/// Applies one replayed log entry to the tree.
+pub fn apply(tree: &mut FlexTree, op: &LogOp) -> flextree::Result<()> {
+    match *op {
+        LogOp::Insert {
+            loff,
+            len,
+            addr,
+            tag,
+        } => {
+            tree.insert(loff, len, addr)?;
+            if tag != 0 {
+                tree.set_tag(loff, tag)?;
+            }
+            Ok(())
+        }
+        LogOp::Hole { loff, len } => tree.insert_hole(loff, len),
+        LogOp::Collapse { loff, len } => tree.collapse(loff, len),
+        LogOp::Remap { loff, len, addr } => tree.remap(loff, len, addr),
+        LogOp::RemapMerged { loff, len, addr } => tree.remap_merged(loff, len, addr),
+        LogOp::Tag { loff, tag } => tree.set_tag(loff, tag),
+        LogOp::Meta { .. } => Ok(()),
+    }
+}
