@@ -187,6 +187,15 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
         return Ok(());
     }
     let space = &shared.space;
+    // Room for the edits and a defragmentation of the whole interval, made
+    // (and any due commit, checkpoint or collection done) before the lock:
+    // the space then never collects garbage inside a mutation below.
+    space
+        .reserve(2 * merged.data.size() as u64 + 4096)
+        .map_err(space_err)?;
+    if space.maintenance_due() {
+        space.maintain().map_err(space_err)?;
+    }
     let mut st = shared.state.write();
     let base = f.offset;
     let new = &merged.data;

@@ -122,6 +122,10 @@ fn space_options(opts: &Options, create: bool) -> flexspace::Options {
         .create(create)
         .max_data_size(opts.max_space_bytes)
         .commit_log_bytes(256 << 20)
+        // The committer runs the space's maintenance itself, between groups
+        // and outside the store's locks (see `committer::apply_group`), so a
+        // garbage-collection round never runs while readers wait on `state`.
+        .auto_maintenance(false)
 }
 
 fn create(

@@ -27,6 +27,9 @@ pub struct Stats {
     pub sparse_index_bytes: u64,
     /// Bytes of memory held by the space's extent index.
     pub extent_index_bytes: u64,
+    /// The space's data file in use over the bytes it maps (1.0 is none
+    /// wasted; garbage collection keeps it bounded).
+    pub space_amplification: f64,
     /// Extents in the space's extent index.
     pub extents: u64,
     /// Capacity of the interval cache in bytes.

@@ -83,6 +83,8 @@ pub(crate) struct Work {
 #[derive(Default)]
 pub(crate) struct Counters {
     pub max_reader_wait_ns: AtomicU64,
+    /// The same maximum since the last `Db::take_max_reader_wait`.
+    pub window_reader_wait_ns: AtomicU64,
     pub wal_bytes_retired: AtomicU64,
     pub defragmented: AtomicU64,
 }
@@ -332,6 +334,9 @@ impl Shared {
         let waited = t.elapsed().as_nanos() as u64;
         self.counters
             .max_reader_wait_ns
+            .fetch_max(waited, Ordering::Relaxed);
+        self.counters
+            .window_reader_wait_ns
             .fetch_max(waited, Ordering::Relaxed);
         g
     }

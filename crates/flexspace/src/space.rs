@@ -93,6 +93,8 @@ pub struct Stats {
     pub write_lock_max_us: f64,
     /// Holds of the exclusive lock that lasted over 100 µs.
     pub write_lock_holds_over_100us: u64,
+    /// Bytes of memory held by the extent index's nodes.
+    pub index_bytes: u64,
 }
 
 /// What the commit path keeps between commits (behind `maint`).
@@ -532,6 +534,7 @@ impl FlexSpace {
             log_file_bytes: self.s.counters.log_end.load(Ordering::Relaxed),
             write_lock_max_us: self.s.state.hold_stats().0 as f64 / 1000.0,
             write_lock_holds_over_100us: self.s.state.hold_stats().1,
+            index_bytes: st.tree.node_memory_usage() as u64,
         }
     }
 

@@ -172,6 +172,14 @@ impl FlexTree {
             + self.persist.lock().memory_usage()
     }
 
+    /// Bytes of memory held by the tree's nodes alone (never waits: a
+    /// running checkpoint's page lists are not counted).
+    pub fn node_memory_usage(&self) -> usize {
+        self.leaves.memory_usage()
+            + self.internals.memory_usage()
+            + (self.free_leaves.capacity() + self.free_internals.capacity()) * 4
+    }
+
     /// Sets the largest extent that insert and append may produce by merging
     /// a new extent into the physically contiguous extent that ends where it
     /// starts (two holes are contiguous). 0 (the default) disables merging.

@@ -26,7 +26,8 @@ pub struct EngineConfig {
 /// Counters an engine may expose.
 #[derive(Clone, Debug, Default)]
 pub struct EngineStats {
-    /// The longest time a reader waited for a writer since open.
+    /// The longest time a reader waited for a writer since the previous
+    /// call (or open).
     pub max_reader_wait: Option<Duration>,
     /// Bytes of memory held by the engine's index (flexdb: the sparse
     /// index; RocksDB: table readers' index and filter memory outside the

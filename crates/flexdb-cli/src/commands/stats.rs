@@ -23,6 +23,7 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         intervals,
         sparse_index_bytes,
         extent_index_bytes,
+        space_amplification,
         extents,
         cache_capacity,
         cache_bytes,
@@ -45,6 +46,7 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         ("intervals", json!(intervals), false),
         ("sparse_index_bytes", json!(sparse_index_bytes), true),
         ("extent_index_bytes", json!(extent_index_bytes), true),
+        ("space_amplification", json!(space_amplification), false),
         ("extents", json!(extents), false),
         ("cache_capacity", json!(cache_capacity), true),
         ("cache_bytes", json!(cache_bytes), true),
@@ -113,7 +115,7 @@ mod tests {
     fn json_has_every_field() {
         let v = to_json(&sample());
         let obj = v.as_object().unwrap();
-        assert_eq!(obj.len(), 19);
+        assert_eq!(obj.len(), 20);
         assert_eq!(v["pairs"], 3);
         assert_eq!(v["space_bytes"], 123_456);
         assert_eq!(v["cache_hit_ratio"], 0.5);
@@ -124,7 +126,7 @@ mod tests {
     fn table_lines() {
         let t = table(&sample());
         let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 19);
+        assert_eq!(lines.len(), 20);
         assert_eq!(lines[0], "pairs                   3");
         assert_eq!(lines[1], "space_bytes             123456 (123.5 kB)");
         assert!(t.contains("cache_hit_ratio         0.500\n"));
