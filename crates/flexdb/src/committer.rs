@@ -113,11 +113,17 @@ fn commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
     }
     if std::env::var_os("FLEXDB_TRACE").is_some() {
         eprintln!(
-            "commit gen {}: {count} updates {groups} groups in {:?} (cpu {:?}, {:.2} us/update)",
+            "commit gen {}: {count} updates {groups} groups in {:?} (cpu {:?}, {:.2} us/update), longest index hold {:?}, longest reader wait {:?}",
             frozen.gen,
             t0.elapsed(),
             thread_cpu() - c0,
             (thread_cpu() - c0).as_secs_f64() * 1e6 / count.max(1) as f64,
+            std::time::Duration::from_nanos(
+                shared.counters.max_commit_hold_ns.swap(0, Ordering::Relaxed)
+            ),
+            std::time::Duration::from_nanos(
+                shared.counters.trace_reader_wait_ns.swap(0, Ordering::Relaxed)
+            ),
         );
     }
     let pairs = shared.state.read().pairs;
@@ -147,10 +153,11 @@ fn commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
     }
     let mut work = shared.work.lock();
     work.committed_gen = work.committed_gen.max(frozen.gen);
+    shared.flushed_cv.notify_all();
     drop(work);
-    // Stalled writers wait on `done_cv` under the writer lock.
+    // Stalled writers wait on `stall_cv` under the writer lock.
     let _w = shared.writer.lock();
-    shared.done_cv.notify_all();
+    shared.stall_cv.notify_all();
     Ok(())
 }
 
@@ -197,6 +204,7 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
         space.maintain().map_err(space_err)?;
     }
     let mut st = shared.state.write();
+    let _hold = HoldTimer::start(shared);
     let base = f.offset;
     let new = &merged.data;
     for e in &merged.edits {
@@ -289,6 +297,30 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
     let r = shared.cache.insert(None, data);
     st.sparse.meta(&f).cache.store(r.pack(), Ordering::Release);
     Ok(())
+}
+
+/// Records how long the committer held `state` exclusively (dropped just
+/// before the guard it follows, so it times the hold).
+struct HoldTimer<'a> {
+    shared: &'a Shared,
+    start: std::time::Instant,
+}
+
+impl<'a> HoldTimer<'a> {
+    fn start(shared: &'a Shared) -> Self {
+        HoldTimer {
+            shared,
+            start: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Drop for HoldTimer<'_> {
+    fn drop(&mut self) {
+        let ns = self.start.elapsed().as_nanos() as u64;
+        let c = &self.shared.counters;
+        c.max_commit_hold_ns.fetch_max(ns, Ordering::Relaxed);
+    }
 }
 
 fn meta_of(data: &IntervalData, r: CacheRef) -> Meta {

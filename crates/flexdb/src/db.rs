@@ -285,11 +285,24 @@ impl Db {
         self.shared.check_stopped()?;
         // Everything is in the space: the logs are no longer needed.
         let s = &self.shared;
-        let wal = s.writer.lock().wal.clone();
+        let (wal, gen, empty) = {
+            let w = s.writer.lock();
+            (w.wal.clone(), w.gen, w.active.is_empty())
+        };
         wal.sync()?;
         // A checkpoint now makes the next open load the tree without
         // replaying the space's log.
         s.space.checkpoint().map_err(space_err)?;
+        if empty {
+            // The flush left the active log without a record: removing it
+            // spares the next open reading a preallocated file of zeros.
+            let name = crate::files::wal_name(gen);
+            match s.storage.remove_file(&name) {
+                Ok(()) => s.storage.sync_dir().map_err(crate::store::io_err(&name))?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(crate::store::io_err(&name)(e)),
+            }
+        }
         Ok(())
     }
 }

@@ -334,21 +334,30 @@ impl MemTable {
         if cur.upto >= upto {
             return cur.clone();
         }
+        // Only the writes since the current view need sorting: the tail
+        // covers `order[main_upto..cur.upto]` already and takes them by a
+        // linear merge, so a scan after each write costs O(tail), not a
+        // sort of the whole tail.
         let new: Vec<EntryPtr> = {
             let w = self.writer.lock();
-            w.order[cur.main_upto..upto].to_vec()
+            w.order[cur.upto..upto].to_vec()
         };
         let fresh = self.sort_newest(&new);
-        let view = if fresh.len() <= TAIL_MAX {
+        let tail = if cur.tail.is_empty() {
+            fresh
+        } else {
+            self.merge_runs(&cur.tail, &fresh)
+        };
+        let view = if tail.len() <= TAIL_MAX {
             View {
                 main: cur.main.clone(),
                 main_upto: cur.main_upto,
-                tail: fresh,
+                tail,
                 upto,
             }
         } else {
             View {
-                main: Arc::new(self.merge_runs(&cur.main, &fresh)),
+                main: Arc::new(self.merge_runs(&cur.main, &tail)),
                 main_upto: upto,
                 tail: Vec::new(),
                 upto,

@@ -193,7 +193,8 @@ fn assemble(
             ..Work::default()
         }),
         work_cv: Condvar::new(),
-        done_cv: Condvar::new(),
+        stall_cv: Condvar::new(),
+        flushed_cv: Condvar::new(),
         counters: Counters::default(),
     }
 }
@@ -204,6 +205,7 @@ fn recover(
     real_dir: Option<PathBuf>,
     opts: Options,
 ) -> Result<Shared> {
+    let t0 = std::time::Instant::now();
     let space = FlexSpace::open_with_storage(storage.clone(), space_options(&opts, false))
         .map_err(|e| match e {
             flexspace::Error::NotAFlexSpace(_) => Error::Corrupt {
@@ -212,6 +214,7 @@ fn recover(
             },
             e => space_err(e),
         })?;
+    let t_space = t0.elapsed();
     let [pairs, committed_gen, max_seq] = space.user_meta();
     let mut next_seq = max_seq + 1;
     let mut frozen = VecDeque::new();
@@ -250,9 +253,20 @@ fn recover(
         let wal = Arc::new(Wal::detached(file, &name, len));
         frozen.push_back(Frozen { mem, wal, gen });
     }
+    let t_replay = t0.elapsed();
     let gen = last_gen + 1;
     let wal = new_wal(&storage, real_dir.as_deref(), &opts, gen)?;
+    let t_wal = t0.elapsed();
     let sparse = rebuild_index(&space)?;
+    if std::env::var_os("FLEXDB_TRACE").is_some() {
+        eprintln!(
+            "recover: space {t_space:?}, log replay {:?}, new log {:?}, sparse index {:?} ({} intervals)",
+            t_replay - t_space,
+            t_wal - t_replay,
+            t0.elapsed() - t_wal,
+            sparse.len(),
+        );
+    }
     // Every generation below the oldest replayed one is in the space.
     let committed_gen = frozen.front().map_or(gen - 1, |f: &Frozen| f.gen - 1);
     Ok(assemble(

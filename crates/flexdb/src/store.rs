@@ -85,6 +85,11 @@ pub(crate) struct Counters {
     pub max_reader_wait_ns: AtomicU64,
     /// The same maximum since the last `Db::take_max_reader_wait`.
     pub window_reader_wait_ns: AtomicU64,
+    /// The same maximum since the last `FLEXDB_TRACE` report.
+    pub trace_reader_wait_ns: AtomicU64,
+    /// The longest exclusive hold of `state` by the committer since the
+    /// last `FLEXDB_TRACE` report.
+    pub max_commit_hold_ns: AtomicU64,
     pub wal_bytes_retired: AtomicU64,
     pub defragmented: AtomicU64,
 }
@@ -106,8 +111,11 @@ pub(crate) struct Shared {
     pub work: Mutex<Work>,
     /// Wakes the committer.
     pub work_cv: Condvar,
-    /// Wakes writers stalled on a full backlog and `flush` waiters.
-    pub done_cv: Condvar,
+    /// Wakes writers stalled on a full backlog (waited on under `writer`).
+    pub stall_cv: Condvar,
+    /// Wakes `flush` waiters (waited on under `work`). A condition variable
+    /// serves one mutex only, hence two.
+    pub flushed_cv: Condvar,
     pub counters: Counters,
 }
 
@@ -183,7 +191,8 @@ impl Shared {
         }
         drop(w);
         self.work_cv.notify_all();
-        self.done_cv.notify_all();
+        self.flushed_cv.notify_all();
+        self.stall_cv.notify_all();
     }
 
     // ------------------------------------------------------------ writes
@@ -247,7 +256,7 @@ impl Shared {
             }
             // The committer wakes us after each commit; the timeout only
             // guards against a lost wakeup.
-            self.done_cv.wait_for(w, Duration::from_millis(10));
+            self.stall_cv.wait_for(w, Duration::from_millis(10));
             self.check_stopped()?;
         }
         Ok(())
@@ -318,7 +327,8 @@ impl Shared {
             if work.committed_gen >= target {
                 return Ok(());
             }
-            self.done_cv.wait_for(&mut work, Duration::from_millis(100));
+            self.flushed_cv
+                .wait_for(&mut work, Duration::from_millis(100));
         }
     }
 
@@ -337,6 +347,9 @@ impl Shared {
             .fetch_max(waited, Ordering::Relaxed);
         self.counters
             .window_reader_wait_ns
+            .fetch_max(waited, Ordering::Relaxed);
+        self.counters
+            .trace_reader_wait_ns
             .fetch_max(waited, Ordering::Relaxed);
         g
     }

@@ -19,6 +19,8 @@ pub struct EngineConfig {
     /// Bytes of the engine's user-space cache (flexdb's interval cache,
     /// RocksDB's block cache, fjall's block cache; LMDB has none).
     pub cache_bytes: usize,
+    /// MemTable (write buffer) size in bytes (flexdb, RocksDB, fjall).
+    pub memtable_bytes: usize,
     /// Sync the write-ahead log on every write.
     pub sync: bool,
 }
@@ -130,6 +132,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let cfg = EngineConfig {
                 cache_bytes: 1 << 20,
+                memtable_bytes: 4 << 20,
                 sync: false,
             };
             let e = open(name, dir.path(), &cfg).unwrap();

@@ -73,6 +73,10 @@ pub struct YcsbArgs {
     /// fjall block cache).
     #[arg(long, default_value_t = 256)]
     pub cache_mb: usize,
+    /// MemTable (write buffer) size in MiB, the same for every engine that
+    /// has one (flexdb, RocksDB, fjall). The paper ran with 1 GiB ones.
+    #[arg(long, default_value_t = 64)]
+    pub memtable_mb: usize,
     /// Sync the write-ahead log on every write (default: WAL on, no fsync
     /// per write, for every engine).
     #[arg(long)]
@@ -129,6 +133,9 @@ pub struct CrashChildArgs {
     /// Cache size in MiB.
     #[arg(long)]
     pub cache_mb: usize,
+    /// MemTable size in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub memtable_mb: usize,
     /// Sync every write.
     #[arg(long)]
     pub sync: bool,
@@ -190,6 +197,9 @@ impl YcsbArgs {
         if self.cache_mb == 0 || self.cache_mb > (1 << 30) {
             return Err("--cache-mb must be positive".into());
         }
+        if self.memtable_mb == 0 || self.memtable_mb > (1 << 20) {
+            return Err("--memtable-mb must be between 1 and 1048576".into());
+        }
         // Room for the inserts of d and e: at most 1000x the records.
         KeyFormat::new(dataset.key_size, self.records.saturating_mul(1000))?;
         Ok(Plan {
@@ -203,6 +213,7 @@ impl YcsbArgs {
     fn config(&self) -> EngineConfig {
         EngineConfig {
             cache_bytes: self.cache_mb << 20,
+            memtable_bytes: self.memtable_mb << 20,
             sync: self.sync,
         }
     }
@@ -235,6 +246,8 @@ impl YcsbArgs {
             self.seconds.to_string(),
             "--cache-mb".into(),
             self.cache_mb.to_string(),
+            "--memtable-mb".into(),
+            self.memtable_mb.to_string(),
             "--scan-len".into(),
             self.scan_len.to_string(),
             "--crash-at".into(),
@@ -586,6 +599,8 @@ fn crash_test(
         args.dist.name(),
         "--cache-mb",
         &args.cache_mb.to_string(),
+        "--memtable-mb",
+        &args.memtable_mb.to_string(),
         "--seed",
         &args.seed.to_string(),
     ]);
@@ -675,6 +690,7 @@ pub fn crash_child(a: &CrashChildArgs) -> u8 {
         let values = ValuePool::new(dataset.value_size, a.seed);
         let cfg = EngineConfig {
             cache_bytes: a.cache_mb << 20,
+            memtable_bytes: a.memtable_mb << 20,
             sync: a.sync,
         };
         let engine = engine::open(&a.engine, &a.dir, &cfg)?;

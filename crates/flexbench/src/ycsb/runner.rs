@@ -315,6 +315,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cfg = EngineConfig {
             cache_bytes: 1 << 20,
+            memtable_bytes: 4 << 20,
             sync: false,
         };
         for dist in [Dist::Seq, Dist::Zipf] {

@@ -27,7 +27,7 @@ pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
     let ks = db
         .keyspace("ycsb", || {
             KeyspaceCreateOptions::default()
-                .max_memtable_size(64 << 20)
+                .max_memtable_size(cfg.memtable_bytes as u64)
                 .data_block_compression_policy(fjall::config::CompressionPolicy::disabled())
                 .index_block_compression_policy(fjall::config::CompressionPolicy::disabled())
         })

@@ -14,6 +14,7 @@ pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
     let opts = flexdb::Options::new()
         .create_if_missing(true)
         .cache_bytes(cfg.cache_bytes)
+        .memtable_bytes(cfg.memtable_bytes)
         .sync_writes(cfg.sync);
     let db = flexdb::Db::open(dir, opts).map_err(|e| format!("flexdb: {e}"))?;
     Ok(Box::new(FlexDbEngine { db }))

@@ -29,8 +29,9 @@ pub fn options(cfg: &EngineConfig, cache: &Cache) -> Options {
     o.set_max_background_jobs(4);
     o.set_bytes_per_sync(1 << 20);
     o.set_compaction_pri(rocksdb::CompactionPri::MinOverlappingRatio);
-    // Memtables of flexdb's size (64 MiB), as the flash section suggests.
-    o.set_write_buffer_size(64 << 20);
+    // Memtables of flexdb's size (`--memtable-mb`, 64 MiB by default, as
+    // the flash section suggests).
+    o.set_write_buffer_size(cfg.memtable_bytes);
     o.set_max_write_buffer_number(3);
     o.set_target_file_size_base(64 << 20);
     o.set_compression_type(DBCompressionType::None);
@@ -43,7 +44,6 @@ pub fn options(cfg: &EngineConfig, cache: &Cache) -> Options {
     t.set_format_version(5);
     t.set_bloom_filter(10.0, false);
     o.set_block_based_table_factory(&t);
-    let _ = cfg;
     o
 }
 
