@@ -25,7 +25,19 @@ pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 
 /// Reads a LEB128 varint from the start of `buf`: (value, bytes used).
 /// `None` when `buf` ends first or the varint is longer than 10 bytes.
+#[inline]
 pub fn get_varint(buf: &[u8]) -> Option<(u64, usize)> {
+    // Keys and values under 128 bytes (most of them) take one byte.
+    match buf.first() {
+        Some(&b) if b < 0x80 => return Some((u64::from(b), 1)),
+        None => return None,
+        _ => {}
+    }
+    get_varint_long(buf)
+}
+
+#[cold]
+fn get_varint_long(buf: &[u8]) -> Option<(u64, usize)> {
     let mut v = 0u64;
     for (i, &b) in buf.iter().enumerate().take(10) {
         let part = u64::from(b & 0x7f);
