@@ -293,6 +293,15 @@ impl Db {
         // A checkpoint now makes the next open load the tree without
         // replaying the space's log.
         s.space.checkpoint().map_err(space_err)?;
+        // The committer has stopped: the index describes the space as of
+        // this checkpoint, and the next open can load it instead of
+        // sampling the space.
+        crate::index_file::save(
+            s.storage.as_ref(),
+            s.space.commit_id(),
+            s.space.len(),
+            &s.state.read().sparse,
+        )?;
         if empty {
             // The flush left the active log without a record: removing it
             // spares the next open reading a preallocated file of zeros.

@@ -31,6 +31,7 @@ mod committer;
 mod db;
 mod error;
 mod files;
+mod index_file;
 pub mod interval;
 mod iter;
 mod keys;

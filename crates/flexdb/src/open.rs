@@ -257,12 +257,20 @@ fn recover(
     let gen = last_gen + 1;
     let wal = new_wal(&storage, real_dir.as_deref(), &opts, gen)?;
     let t_wal = t0.elapsed();
-    let sparse = rebuild_index(&space)?;
+    // The index saved by a clean close, when it describes this very state
+    // of the space; otherwise the space is sampled.
+    let saved = crate::index_file::load(storage.as_ref(), space.commit_id(), space.len());
+    let loaded = saved.is_some();
+    let sparse = match saved {
+        Some(s) => s,
+        None => rebuild_index(&space)?,
+    };
     if std::env::var_os("FLEXDB_TRACE").is_some() {
         eprintln!(
-            "recover: space {t_space:?}, log replay {:?}, new log {:?}, sparse index {:?} ({} intervals)",
+            "recover: space {t_space:?}, log replay {:?}, new log {:?}, sparse index {} {:?} ({} intervals)",
             t_replay - t_space,
             t_wal - t_replay,
+            if loaded { "loaded" } else { "sampled" },
             t0.elapsed() - t_wal,
             sparse.len(),
         );
