@@ -42,6 +42,10 @@ impl CacheRef {
     }
 }
 
+/// Referenced entries one eviction may pass over before it takes the next
+/// cached entry whatever its reference bit.
+const MAX_SECOND_CHANCES: usize = 64;
+
 struct Slot {
     generation: u32,
     entry: Option<Arc<IntervalData>>,
@@ -158,7 +162,13 @@ impl IntervalCache {
 
     fn evict_one(inner: &mut Inner) {
         let n = inner.slots.len();
-        // Two sweeps clear every reference bit, so a victim is always found.
+        // Plain CLOCK may sweep the whole cache to find an unreferenced
+        // entry (right after the cache fills, every entry is referenced),
+        // and it does so under the cache's lock, which readers and the
+        // committer need on every lookup. After `MAX_SECOND_CHANCES`
+        // referenced entries the next cached one goes regardless, so one
+        // eviction costs O(1). Two sweeps still bound the loop.
+        let mut chances = 0;
         for _ in 0..2 * n + 1 {
             let i = inner.hand;
             inner.hand = (inner.hand + 1) % n;
@@ -166,7 +176,8 @@ impl IntervalCache {
             if s.entry.is_none() {
                 continue;
             }
-            if s.referenced.swap(false, Ordering::Relaxed) {
+            if s.referenced.swap(false, Ordering::Relaxed) && chances < MAX_SECOND_CHANCES {
+                chances += 1;
                 continue;
             }
             let r = CacheRef {
@@ -230,6 +241,27 @@ mod tests {
             .count();
         assert_eq!(alive, 3);
         assert!(cache.get(Some(d)).is_some());
+    }
+
+    #[test]
+    fn one_eviction_clears_a_bounded_number_of_reference_bits() {
+        let one = interval(4, 100).charge();
+        let cache = IntervalCache::new(one * 500);
+        for _ in 0..500 {
+            cache.insert(None, interval(4, 100));
+        }
+        // Every entry is referenced (inserted so); plain CLOCK would clear
+        // all 500 bits before evicting.
+        cache.insert(None, interval(4, 100));
+        let inner = cache.inner.lock();
+        let cached = inner.slots.iter().filter(|s| s.entry.is_some()).count();
+        let cleared = inner
+            .slots
+            .iter()
+            .filter(|s| s.entry.is_some() && !s.referenced.load(Ordering::Relaxed))
+            .count();
+        assert_eq!(cached, 500);
+        assert_eq!(cleared, MAX_SECOND_CHANCES);
     }
 
     #[test]

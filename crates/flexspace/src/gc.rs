@@ -14,8 +14,9 @@
 //! A round holds `maint` and the gate (mutations wait; readers do not):
 //! it picks victims and scans the index for their extents under the read
 //! lock, then in batches copies the extents' bytes with no lock held and
-//! takes the write lock only to append them and remap (each extent stays
-//! one extent and keeps its tag). It ends with a commit, after which the
+//! takes the write lock only to append them and remap (an extent keeps its
+//! tag; it stays one extent unless the open segment fills in its middle,
+//! which leaves its tail as a second, untagged extent). It ends with a commit, after which the
 //! victims wait for their grace period and become free.
 
 use std::time::{Duration, Instant};
@@ -123,7 +124,14 @@ impl Shared {
     /// See [`crate::FlexSpace::reserve`].
     pub(crate) fn reserve(&self, bytes: u64) -> Result<()> {
         self.check_usable()?;
-        self.writer.wait_below(max_inflight(&self.opts));
+        // Mutations adding `bytes` may seal this many segments; with room
+        // for their writes in flight (and buffers for the segments they
+        // open), none of them waits for a segment write.
+        let seals = 1 + (bytes / SEGMENT_SIZE) as usize;
+        self.writer
+            .wait_below(max_inflight(&self.opts).saturating_sub(seals).max(1));
+        self.writer.prestart();
+        self.pool.fill(seals);
         self.make_room(bytes, true)?;
         let st = self.state.read();
         st.check_cap(bytes)?;

@@ -2,7 +2,8 @@
 //!
 //! Invariant: the defaults are the paper's parameters where it has them
 //! (4 MiB segments and 128 KiB extents are fixed by the format); every
-//! other default is justified in docs/DESIGN.md.
+//! other default is explained in docs/DESIGN.md, which says which of them
+//! rest on a measurement and which on reasoning alone.
 
 /// Size of one data-file segment.
 pub const SEGMENT_SIZE: u64 = 4 << 20;

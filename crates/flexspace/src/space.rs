@@ -481,9 +481,10 @@ impl FlexSpace {
     }
 
     /// Makes sure that mutations adding up to `bytes` of data will not need
-    /// garbage collection inline: commits, waits for quarantined segments
-    /// and collects garbage now as needed, and waits for the background
-    /// segment writers to keep up. Fails with `NoSpace` when the data file
+    /// garbage collection inline nor wait for a segment write: commits,
+    /// waits for quarantined segments and collects garbage now as needed,
+    /// and waits until the background segment writers have room for the
+    /// segments those bytes may seal. Fails with `NoSpace` when the data file
     /// cannot hold `bytes` more. Call it outside any lock of your own.
     pub fn reserve(&self, bytes: u64) -> Result<()> {
         self.s.reserve(bytes)
