@@ -214,7 +214,9 @@ fn mixed_threads_see_their_writes_and_consistent_scans() {
     assert!(db.check().unwrap().problems.is_empty());
     let stats = db.stats();
     assert!(stats.intervals > 1, "the store never split an interval");
-    let db = Arc::try_unwrap(db).ok().expect("every thread is done");
+    let Ok(db) = Arc::try_unwrap(db) else {
+        panic!("a thread still holds the store after every thread joined");
+    };
     db.close().unwrap();
 
     let db = Db::open(dir.path(), opts()).unwrap();

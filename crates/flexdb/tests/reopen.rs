@@ -95,7 +95,7 @@ fn a_stale_saved_index_is_ignored() {
     for (i, (k, v)) in pairs.iter().enumerate() {
         let i = i as u32;
         assert_eq!(k, key(i).as_bytes());
-        let want = if i < 20_000 && i % 2 == 0 {
+        let want = if i < 20_000 && i.is_multiple_of(2) {
             value(i, 1).repeat(2)
         } else {
             value(i, 0)
