@@ -22,6 +22,13 @@ use parking_lot::{Condvar, Mutex};
 use crate::error::Error;
 use crate::space::Shared;
 
+thread_local! {
+    /// Set on the maintainer thread: a step that poisons the space there
+    /// leaves its error for the next caller at the moment it poisons
+    /// (`Shared::poison`), so no caller sees `Poisoned` before the cause.
+    pub(crate) static IN_BACKGROUND: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// How long an idle maintainer waits for work before it exits.
 const IDLE: Duration = Duration::from_millis(200);
 
@@ -94,12 +101,14 @@ impl Background {
 }
 
 fn run(bg: &Background, weak: Weak<Shared>) {
+    IN_BACKGROUND.with(|b| b.set(true));
     while bg.wait() {
         let Some(shared) = weak.upgrade() else {
             return;
         };
         if let Err(e) = shared.maintain() {
-            if !matches!(e, Error::Poisoned) {
+            // An error that poisoned the space was left when it did.
+            if !matches!(e, Error::Poisoned) && !shared.state.read().poisoned {
                 let mut slot = shared.bg_error.lock();
                 if slot.is_none() {
                     *slot = Some(e);

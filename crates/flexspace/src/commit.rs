@@ -67,7 +67,9 @@ impl Shared {
     pub(crate) fn commit_locked(&self, m: &mut Maint) -> Result<()> {
         let snap = {
             let mut st = self.state.write();
-            st.check_usable()?;
+            if st.poisoned {
+                return Err(self.poisoned_error());
+            }
             if !st.dirty || st.closed {
                 return Ok(());
             }
@@ -110,7 +112,7 @@ impl Shared {
                 Ok(())
             }
             Err(e) => {
-                st.poisoned = true;
+                self.poison(&mut st, &e);
                 Err(e)
             }
         }
@@ -136,8 +138,9 @@ impl Shared {
             match r {
                 Ok(v) => v,
                 Err(e) => {
-                    self.state.write().poisoned = true;
-                    return Err(crate::error::tree(e));
+                    let e = crate::error::tree(e);
+                    self.poison(&mut self.state.write(), &e);
+                    return Err(e);
                 }
             }
         };
@@ -150,7 +153,7 @@ impl Shared {
         })();
         let mut st = self.state.write();
         if let Err(e) = r {
-            st.poisoned = true;
+            self.poison(&mut st, &e);
             return Err(e);
         }
         m.log_end = log::HEADER as u64;

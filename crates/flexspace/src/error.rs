@@ -53,6 +53,35 @@ pub enum Error {
     Tree(#[from] flextree::Error),
 }
 
+impl Error {
+    /// A copy for a second reader (the error of a background step, kept
+    /// for the next call): I/O errors keep their OS error code, or their
+    /// kind and message; the other kinds keep their message as `Corrupt`
+    /// or `NoSpace` where they are those, else become `Io` of kind
+    /// `Other` naming what failed.
+    pub(crate) fn duplicate(&self) -> Error {
+        match self {
+            Error::Io { file, source } => Error::Io {
+                file: file.clone(),
+                source: match source.raw_os_error() {
+                    Some(code) => io::Error::from_raw_os_error(code),
+                    None => io::Error::new(source.kind(), source.to_string()),
+                },
+            },
+            Error::Corrupt { file, detail } => Error::Corrupt {
+                file: file.clone(),
+                detail: detail.clone(),
+            },
+            Error::NoSpace(s) => Error::NoSpace(s.clone()),
+            Error::Poisoned => Error::Poisoned,
+            other => Error::Io {
+                file: "space".to_string(),
+                source: io::Error::other(other.to_string()),
+            },
+        }
+    }
+}
+
 /// Result alias for this crate.
 pub type Result<T> = std::result::Result<T, Error>;
 

@@ -290,7 +290,9 @@ impl Shared {
             let _gate = self.gate.lock();
             {
                 let mut st = self.state.write();
-                st.check_usable()?;
+                if st.poisoned {
+                    return Err(self.poisoned_error());
+                }
                 st.check_range(offset, len)?;
                 if st.available() < len {
                     st.release();

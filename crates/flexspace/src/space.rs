@@ -622,20 +622,50 @@ impl Shared {
     /// Fails with the error of a failed background write (poisoning the
     /// space) or `Poisoned`.
     pub(crate) fn check_usable(&self) -> Result<()> {
-        if let Some(e) = self.bg_error.lock().take() {
-            return Err(e);
+        if !crate::bg::IN_BACKGROUND.with(|b| b.get()) {
+            if let Some(e) = self.bg_error.lock().take() {
+                return Err(e);
+            }
         }
         if let Some(e) = self.writer.failure() {
             let mut st = self.state.write();
             if !st.poisoned {
-                st.poisoned = true;
-                return Err(Error::Io {
+                let e = Error::Io {
                     file: DATA.into(),
                     source: e,
-                });
+                };
+                self.poison(&mut st, &e);
+                return Err(e);
             }
         }
-        self.state.read().check_usable()
+        if self.state.read().poisoned {
+            return Err(self.poisoned_error());
+        }
+        Ok(())
+    }
+
+    /// Poisons the space because of `e`. On the background maintainer, `e`
+    /// is also left for the next call to report, before the state lock is
+    /// released: a caller that finds the space poisoned finds the cause
+    /// too (`poisoned_error`).
+    pub(crate) fn poison(&self, st: &mut State, e: &Error) {
+        st.poisoned = true;
+        if crate::bg::IN_BACKGROUND.with(|b| b.get()) {
+            let mut slot = self.bg_error.lock();
+            if slot.is_none() {
+                *slot = Some(e.duplicate());
+            }
+        }
+    }
+
+    /// The error for a caller that found the space poisoned: the cause if
+    /// no caller was told of it yet, else `Poisoned`.
+    pub(crate) fn poisoned_error(&self) -> Error {
+        if crate::bg::IN_BACKGROUND.with(|b| b.get()) {
+            // The cause waits for a caller, not for the maintainer.
+            return Error::Poisoned;
+        }
+        self.bg_error.lock().take().unwrap_or(Error::Poisoned)
     }
 
     /// Runs a mutation that may add `new_bytes` of data: first (with no lock
@@ -664,7 +694,9 @@ impl Shared {
             {
                 let _gate = self.gate.lock();
                 let mut st = self.state.write();
-                st.check_usable()?;
+                if st.poisoned {
+                    return Err(self.poisoned_error());
+                }
                 if new_bytes > 0 {
                     st.check_cap(new_bytes)?;
                     if st.available() < new_bytes {

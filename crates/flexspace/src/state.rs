@@ -98,14 +98,6 @@ impl State {
         Some((s, f.shared().clone(), f.filled()))
     }
 
-    pub fn check_usable(&self) -> Result<()> {
-        if self.poisoned {
-            Err(Error::Poisoned)
-        } else {
-            Ok(())
-        }
-    }
-
     pub fn check_point(&self, offset: u64) -> Result<()> {
         if offset <= self.tree.len() {
             Ok(())
