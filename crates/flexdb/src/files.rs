@@ -56,17 +56,19 @@ pub fn write_manifest(storage: &dyn Storage) -> Result<()> {
     b.extend_from_slice(&[0; 4]);
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
-    let f = storage
-        .open_file(MANIFEST_TMP, true)
-        .map_err(io(MANIFEST_TMP))?;
-    f.set_len(0).map_err(io(MANIFEST_TMP))?;
-    f.write_all_at(0, &b).map_err(io(MANIFEST_TMP))?;
-    f.sync().map_err(io(MANIFEST_TMP))?;
+    replace_file(storage, MANIFEST_TMP, MANIFEST, &b)
+}
+
+/// Makes `name` hold `bytes`, atomically across a crash: writes and syncs
+/// `tmp`, renames it over `name`, syncs the directory.
+pub fn replace_file(storage: &dyn Storage, tmp: &str, name: &str, bytes: &[u8]) -> Result<()> {
+    let f = storage.open_file(tmp, true).map_err(io(tmp))?;
+    f.set_len(0).map_err(io(tmp))?;
+    f.write_all_at(0, bytes).map_err(io(tmp))?;
+    f.sync().map_err(io(tmp))?;
     drop(f);
-    storage
-        .rename(MANIFEST_TMP, MANIFEST)
-        .map_err(io(MANIFEST))?;
-    storage.sync_dir().map_err(io(MANIFEST))
+    storage.rename(tmp, name).map_err(io(name))?;
+    storage.sync_dir().map_err(io(name))
 }
 
 /// What the directory holds.

@@ -18,7 +18,7 @@
 use flexspace::Storage;
 
 use crate::codec::{get_varint, put_varint};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::sparse::{Meta, NewInterval, SparseIndex, UNKNOWN_COUNT};
 
 /// The saved index's file name.
@@ -28,13 +28,6 @@ pub const SPARSE_TMP: &str = "SPARSE.tmp";
 const MAGIC: &[u8; 8] = b"FLEXSPIX";
 const VERSION: u32 = 1;
 const HEADER_LEN: usize = 48;
-
-fn io(name: &str) -> impl Fn(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        file: name.into(),
-        source,
-    }
-}
 
 /// Writes `sparse`, which describes the space at `commit_id` with `len`
 /// bytes.
@@ -60,15 +53,7 @@ pub fn save(
     });
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
-    let f = storage
-        .open_file(SPARSE_TMP, true)
-        .map_err(io(SPARSE_TMP))?;
-    f.set_len(0).map_err(io(SPARSE_TMP))?;
-    f.write_all_at(0, &b).map_err(io(SPARSE_TMP))?;
-    f.sync().map_err(io(SPARSE_TMP))?;
-    drop(f);
-    storage.rename(SPARSE_TMP, SPARSE).map_err(io(SPARSE))?;
-    storage.sync_dir().map_err(io(SPARSE))
+    crate::files::replace_file(storage, SPARSE_TMP, SPARSE, &b)
 }
 
 /// The saved index, if the file describes the space at `commit_id` with

@@ -324,6 +324,62 @@ impl MemTable {
             .then_with(|| self.entry(a.1).key.cmp(self.entry(b.1).key))
     }
 
+    /// The smaller key at positions `i` of the view's run and `j` of its
+    /// tail, advancing past it (on equal keys the tail, which is newer,
+    /// wins and both advance); `None` when both are exhausted.
+    fn step_forward(&self, v: &View, i: &mut usize, j: &mut usize) -> Option<EntryPtr> {
+        let (a, b) = (v.main.get(*i), v.tail.get(*j));
+        let order = match (a, b) {
+            (None, None) => return None,
+            (Some(_), None) => CmpOrdering::Less,
+            (None, Some(_)) => CmpOrdering::Greater,
+            (Some(a), Some(b)) => self.cmp_key(a, b),
+        };
+        match (order, a, b) {
+            (CmpOrdering::Less, Some(a), _) => {
+                *i += 1;
+                Some(a.1)
+            }
+            (CmpOrdering::Equal, _, Some(b)) => {
+                *i += 1;
+                *j += 1;
+                Some(b.1)
+            }
+            (_, _, b) => {
+                *j += 1;
+                b.map(|b| b.1)
+            }
+        }
+    }
+
+    /// Like [`MemTable::step_forward`] downwards: the larger key just
+    /// below positions `i` and `j`, moving them down past it.
+    fn step_backward(&self, v: &View, i: &mut usize, j: &mut usize) -> Option<EntryPtr> {
+        let a = i.checked_sub(1).map(|k| v.main[k]);
+        let b = j.checked_sub(1).map(|k| v.tail[k]);
+        let order = match (a, b) {
+            (None, None) => return None,
+            (Some(_), None) => CmpOrdering::Greater,
+            (None, Some(_)) => CmpOrdering::Less,
+            (Some(a), Some(b)) => self.cmp_key(&a, &b),
+        };
+        match (order, a, b) {
+            (CmpOrdering::Greater, Some(a), _) => {
+                *i -= 1;
+                Some(a.1)
+            }
+            (CmpOrdering::Equal, _, Some(b)) => {
+                *i -= 1;
+                *j -= 1;
+                Some(b.1)
+            }
+            (_, _, b) => {
+                *j -= 1;
+                b.map(|b| b.1)
+            }
+        }
+    }
+
     /// A sorted view of every entry written so far.
     pub(crate) fn view(&self) -> Arc<View> {
         let mut cur = self.view.lock();
@@ -416,31 +472,8 @@ impl MemTable {
         let (mut i, mut j) = (self.start(&v.main, from), self.start(&v.tail, from));
         let mut taken = 0;
         while taken < max {
-            let pick = match (v.main.get(i), v.tail.get(j)) {
-                (None, None) => break,
-                (Some(a), None) => {
-                    i += 1;
-                    a.1
-                }
-                (None, Some(b)) => {
-                    j += 1;
-                    b.1
-                }
-                (Some(a), Some(b)) => match self.cmp_key(a, b) {
-                    CmpOrdering::Less => {
-                        i += 1;
-                        a.1
-                    }
-                    CmpOrdering::Greater => {
-                        j += 1;
-                        b.1
-                    }
-                    CmpOrdering::Equal => {
-                        i += 1;
-                        j += 1;
-                        b.1
-                    }
-                },
+            let Some(pick) = self.step_forward(&v, &mut i, &mut j) else {
+                break;
             };
             let key = self.entry(pick).key;
             if !within_end(key, end) {
@@ -467,33 +500,8 @@ impl MemTable {
         let (mut i, mut j) = (self.end(&v.main, from), self.end(&v.tail, from));
         let mut taken = 0;
         while taken < max {
-            let a = i.checked_sub(1).map(|k| v.main[k]);
-            let b = j.checked_sub(1).map(|k| v.tail[k]);
-            let pick = match (a, b) {
-                (None, None) => break,
-                (Some(a), None) => {
-                    i -= 1;
-                    a.1
-                }
-                (None, Some(b)) => {
-                    j -= 1;
-                    b.1
-                }
-                (Some(a), Some(b)) => match self.cmp_key(&a, &b) {
-                    CmpOrdering::Greater => {
-                        i -= 1;
-                        a.1
-                    }
-                    CmpOrdering::Less => {
-                        j -= 1;
-                        b.1
-                    }
-                    CmpOrdering::Equal => {
-                        i -= 1;
-                        j -= 1;
-                        b.1
-                    }
-                },
+            let Some(pick) = self.step_backward(&v, &mut i, &mut j) else {
+                break;
             };
             let key = self.entry(pick).key;
             if !within_start(key, end) {
@@ -511,35 +519,7 @@ impl MemTable {
     pub fn newest(&self) -> impl Iterator<Item = EntryRef<'_>> + '_ {
         let v = self.view();
         let (mut i, mut j) = (0, 0);
-        std::iter::from_fn(move || {
-            let pick = match (v.main.get(i), v.tail.get(j)) {
-                (None, None) => return None,
-                (Some(a), None) => {
-                    i += 1;
-                    a.1
-                }
-                (None, Some(b)) => {
-                    j += 1;
-                    b.1
-                }
-                (Some(a), Some(b)) => match self.cmp_key(a, b) {
-                    CmpOrdering::Less => {
-                        i += 1;
-                        a.1
-                    }
-                    CmpOrdering::Greater => {
-                        j += 1;
-                        b.1
-                    }
-                    CmpOrdering::Equal => {
-                        i += 1;
-                        j += 1;
-                        b.1
-                    }
-                },
-            };
-            Some(self.entry(pick))
-        })
+        std::iter::from_fn(move || self.step_forward(&v, &mut i, &mut j).map(|p| self.entry(p)))
     }
 }
 

@@ -310,33 +310,17 @@ impl SparseIndex {
 
     /// The interval that holds `key`.
     pub fn find(&self, key: &[u8]) -> Found {
-        let mut f = Found {
-            path: [(0, 0); MAX_HEIGHT],
-            depth: 0,
-            leaf: 0,
-            idx: 0,
-            offset: 0,
-        };
-        let mut node = self.root;
-        let mut start = 0u64;
-        for _ in 0..self.height {
-            let n = &self.inners[node as usize];
-            let i = n.child_index(key);
-            f.path[f.depth] = (node, i as u16);
-            f.depth += 1;
-            start += n.shift[i];
-            node = n.child[i];
-        }
-        let leaf = &self.leaves[node as usize];
-        let idx = leaf.locate(key);
-        f.leaf = node;
-        f.idx = idx;
-        f.offset = start + leaf.start_of(idx);
-        f
+        self.descend(|n| n.child_index(key), |l| l.locate(key))
     }
 
     /// The last interval.
     pub fn last(&self) -> Found {
+        self.descend(|n| n.child.len() - 1, |l| l.len() - 1)
+    }
+
+    /// Walks from the root, taking child `inner(node)` at each level and
+    /// entry `leaf(node)` in the leaf, recording the path.
+    fn descend(&self, inner: impl Fn(&Inner) -> usize, leaf: impl Fn(&Leaf) -> usize) -> Found {
         let mut f = Found {
             path: [(0, 0); MAX_HEIGHT],
             depth: 0,
@@ -348,16 +332,16 @@ impl SparseIndex {
         let mut start = 0u64;
         for _ in 0..self.height {
             let n = &self.inners[node as usize];
-            let i = n.child.len() - 1;
+            let i = inner(n);
             f.path[f.depth] = (node, i as u16);
             f.depth += 1;
             start += n.shift[i];
             node = n.child[i];
         }
-        let leaf = &self.leaves[node as usize];
+        let l = &self.leaves[node as usize];
         f.leaf = node;
-        f.idx = leaf.len() - 1;
-        f.offset = start + leaf.start_of(f.idx);
+        f.idx = leaf(l);
+        f.offset = start + l.start_of(f.idx);
         f
     }
 
@@ -635,22 +619,8 @@ impl SparseIndex {
     /// `level`) right after that node in its parent, splitting upwards.
     fn add_children(&mut self, f: &Found, level: usize, children: Vec<(u32, Box<[u8]>, u64)>) {
         if level == 0 {
-            // The node at level 0 is the root: grow a new root above it.
-            let old = self.root;
-            let mut node = Inner {
-                pivot: Keys::new(),
-                shift: vec![0],
-                child: vec![old],
-            };
-            node.pivot.push(b"");
-            for (id, pivot, start) in children {
-                node.pivot.push(&pivot);
-                node.shift.push(start);
-                node.child.push(id);
-            }
-            self.root = self.alloc_inner(node);
-            self.height += 1;
-            self.split_inner_if_needed(self.root, None);
+            // The node at level 0 is the root.
+            self.grow_root(self.root, children);
             return;
         }
         let (parent, i) = f.path[level - 1];
@@ -705,24 +675,29 @@ impl SparseIndex {
         }
         match at {
             Some((f, level)) => self.add_children(f, level, pieces),
-            None => {
-                // `id` is the root.
-                let mut node = Inner {
-                    pivot: Keys::new(),
-                    shift: vec![0],
-                    child: vec![id],
-                };
-                node.pivot.push(b"");
-                for (nid, pivot, start) in pieces {
-                    node.pivot.push(&pivot);
-                    node.shift.push(start);
-                    node.child.push(nid);
-                }
-                self.root = self.alloc_inner(node);
-                self.height += 1;
-                self.split_inner_if_needed(self.root, None);
-            }
+            // `id` is the root.
+            None => self.grow_root(id, pieces),
         }
+    }
+
+    /// Puts a new root above the old root `old`, whose new siblings are
+    /// `siblings` (id, pivot, start relative to `old`'s start), splitting
+    /// the new root if it is too full.
+    fn grow_root(&mut self, old: u32, siblings: Vec<(u32, Box<[u8]>, u64)>) {
+        let mut node = Inner {
+            pivot: Keys::new(),
+            shift: vec![0],
+            child: vec![old],
+        };
+        node.pivot.push(b"");
+        for (id, pivot, start) in siblings {
+            node.pivot.push(&pivot);
+            node.shift.push(start);
+            node.child.push(id);
+        }
+        self.root = self.alloc_inner(node);
+        self.height += 1;
+        self.split_inner_if_needed(self.root, None);
     }
 }
 

@@ -84,17 +84,7 @@ fn workload(seed: u64, storage: Arc<FaultStorage>) -> Run {
                 }
                 Some(db.write_opt(b, &wo))
             }
-            90..=95 => match db.sync() {
-                Ok(()) => {
-                    run.floor = run.states.len() - 1;
-                    None
-                }
-                Err(_) => {
-                    run.failed = true;
-                    break;
-                }
-            },
-            _ => match db.flush() {
+            n => match if n <= 95 { db.sync() } else { db.flush() } {
                 Ok(()) => {
                     run.floor = run.states.len() - 1;
                     None

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::report::{Record, WorkloadResult};
+use super::report::{workloads, Record, WorkloadResult};
 
 /// Refuses a plot path that is not an .svg file.
 pub fn check_path(p: &Path) -> Result<(), String> {
@@ -39,13 +39,7 @@ const COLORS: [RGBColor; 6] = [
 /// Draws the records' workloads into `path`.
 pub fn draw(records: &[Record], path: &Path) -> Result<(), String> {
     check_path(path)?;
-    let ws: Vec<&WorkloadResult> = records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Workload(w) => Some(w.as_ref()),
-            Record::Reopen(_) => None,
-        })
-        .collect();
+    let ws = workloads(records);
     if ws.is_empty() {
         return Err("no workload figures to plot".into());
     }

@@ -150,6 +150,17 @@ pub enum Record {
     Reopen(ReopenResult),
 }
 
+/// The workload figures among `records`, in order.
+pub fn workloads(records: &[Record]) -> Vec<&WorkloadResult> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Workload(w) => Some(w.as_ref()),
+            Record::Reopen(_) => None,
+        })
+        .collect()
+}
+
 /// The records as JSON lines.
 pub fn json_lines(records: &[Record]) -> String {
     let mut s = String::new();
@@ -172,13 +183,7 @@ fn mib(v: Option<u64>) -> String {
 /// each engine's throughput over flexdb's, the latency per operation kind,
 /// amplification and memory, and reopen times.
 pub fn table(records: &[Record]) -> String {
-    let ws: Vec<&WorkloadResult> = records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Workload(w) => Some(w.as_ref()),
-            Record::Reopen(_) => None,
-        })
-        .collect();
+    let ws = workloads(records);
     let mut s = String::new();
     if let Some(first) = ws.first() {
         s += &format!(
