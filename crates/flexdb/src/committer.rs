@@ -111,7 +111,7 @@ fn commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
         count += group.len();
         groups += 1;
     }
-    if std::env::var_os("FLEXDB_TRACE").is_some() {
+    if shared.trace {
         eprintln!(
             "commit gen {}: {count} updates {groups} groups in {:?} (cpu {:?}, {:.2} us/update), longest index hold {:?}, longest reader wait {:?}",
             frozen.gen,
@@ -204,7 +204,7 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
         space.maintain().map_err(space_err)?;
     }
     let mut st = shared.state.write();
-    let _hold = HoldTimer::start(shared);
+    let _hold = shared.trace.then(|| HoldTimer::start(shared));
     let base = f.offset;
     let new = &merged.data;
     for e in &merged.edits {

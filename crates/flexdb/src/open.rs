@@ -128,6 +128,11 @@ fn space_options(opts: &Options, create: bool) -> flexspace::Options {
         .auto_maintenance(false)
 }
 
+/// Whether `FLEXDB_TRACE` asks for timings on stderr.
+fn trace_enabled() -> bool {
+    std::env::var_os("FLEXDB_TRACE").is_some()
+}
+
 fn create(
     storage: Arc<dyn Storage>,
     dir: &Path,
@@ -196,6 +201,7 @@ fn assemble(
         stall_cv: Condvar::new(),
         flushed_cv: Condvar::new(),
         counters: Counters::default(),
+        trace: trace_enabled(),
     }
 }
 
@@ -265,7 +271,7 @@ fn recover(
         Some(s) => s,
         None => rebuild_index(&space)?,
     };
-    if std::env::var_os("FLEXDB_TRACE").is_some() {
+    if trace_enabled() {
         eprintln!(
             "recover: space {t_space:?}, log replay {:?}, new log {:?}, sparse index {} {:?} ({} intervals)",
             t_replay - t_space,

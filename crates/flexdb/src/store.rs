@@ -117,6 +117,9 @@ pub(crate) struct Shared {
     /// serves one mutex only, hence two.
     pub flushed_cv: Condvar,
     pub counters: Counters,
+    /// `FLEXDB_TRACE` is set: the committer times its holds and reports
+    /// each commit on stderr.
+    pub trace: bool,
 }
 
 /// Creates the write-ahead log of generation `gen` (durably: its header and
