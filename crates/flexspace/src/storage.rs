@@ -80,12 +80,14 @@ impl FileStorage {
 impl Storage for FileStorage {
     fn open_file(&self, name: &str, create: bool) -> io::Result<Arc<dyn StorageFile>> {
         let path = self.dir.join(name);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(create)
-            .truncate(false)
-            .open(&path)?;
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(true).create(create).truncate(false);
+        // Reads need not update the access time (a few percent of a small
+        // read's cost); only the file's owner may ask, so fall back.
+        let file = match opts.clone().custom_flags(libc::O_NOATIME).open(&path) {
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => opts.open(&path)?,
+            other => other?,
+        };
         // A second handle for aligned writes that bypass the page cache;
         // file systems without O_DIRECT (tmpfs) fall back to `file`.
         let direct = OpenOptions::new()
