@@ -207,26 +207,38 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
     let _hold = shared.trace.then(|| HoldTimer::start(shared));
     let base = f.offset;
     let new = &merged.data;
-    for e in &merged.edits {
-        let bytes = &new.bytes()[e.new_start..e.new_end];
-        space
-            .update_tagged(base + e.new_start as u64, bytes, e.old_len as u64, PAIR_TAG)
-            .map_err(space_err)?;
-    }
-    // A removal at the interval's start leaves the pair now there on an
-    // untagged extent tail: tag it again.
-    if merged.edits[0].new_start == 0 && merged.edits[0].new_end == 0 && !new.is_empty() {
-        space.set_tag(base, PAIR_TAG).map_err(space_err)?;
-    }
-    st.pairs = (st.pairs as i64 + merged.pairs_delta).max(0) as u64;
     let meta = st.sparse.meta(&f);
     let old_cache = meta.cache.load(Ordering::Relaxed);
+    // §5.2: a fragmented interval is rewritten whole when next updated, in
+    // one insert of its new bytes (no read back of the old ones).
     let fragmented = meta.fragmented || data.extents as usize > data.len() / 2 + 1;
+    let rewrite = fragmented && !new.is_empty();
     let new_size = new.size() as u32;
-    if fragmented && new.size() > 0 {
-        space.defrag(base, new.size() as u64).map_err(space_err)?;
+    if rewrite {
+        space
+            .update_tagged(base, new.bytes(), data.size() as u64, PAIR_TAG)
+            .map_err(space_err)?;
         shared.counters.defragmented.fetch_add(1, Ordering::Relaxed);
+    } else {
+        for e in &merged.edits {
+            let bytes = &new.bytes()[e.new_start..e.new_end];
+            space
+                .update_tagged(base + e.new_start as u64, bytes, e.old_len as u64, PAIR_TAG)
+                .map_err(space_err)?;
+        }
+        // A removal at the interval's start leaves the pair now there on an
+        // untagged extent tail: tag it again.
+        let first = merged.edits[0];
+        if first.new_start == 0 && first.new_end == 0 && !new.is_empty() {
+            space.set_tag(base, PAIR_TAG).map_err(space_err)?;
+        }
     }
+    let extents = match (rewrite, data.extents) {
+        (true, _) => 1,
+        (false, 0) => 0,
+        (false, n) => n.saturating_add(2 * merged.edits.len() as u32),
+    };
+    st.pairs = (st.pairs as i64 + merged.pairs_delta).max(0) as u64;
     st.sparse.set_fragmented(&f, false);
     shared.uncache(old_cache);
     let cuts = split_points(new, SPLIT_PAIRS, SPLIT_BYTES);
@@ -238,10 +250,8 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
         starts.push(new.len());
         for w in starts.windows(2) {
             let (a, b) = (w[0], w[1]);
-            let mut builder = Builder::new();
-            for i in a..b {
-                builder.push_record(new.key(i), new.record(i));
-            }
+            let mut builder = Builder::with_capacity(b - a, new.end(b - 1) - new.offset(a));
+            builder.push_range(new, a..b);
             let part = Arc::new(builder.finish());
             let anchor = if a == 0 {
                 Vec::new()
@@ -261,7 +271,9 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
         return Ok(());
     }
     st.sparse.resize(&f, new_size, new.len() as u16);
-    let data = Arc::new(merged.data);
+    let mut merged_data = merged.data;
+    merged_data.extents = extents;
+    let data = Arc::new(merged_data);
     if data.is_empty() {
         // An empty interval joins its predecessor (the first stays).
         if let Some(prev) = st.sparse.prev_anchor(&f).map(<[u8]>::to_vec) {
@@ -280,12 +292,9 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
             let next_data = CacheRef::unpack(nm.cache.load(Ordering::Relaxed))
                 .and_then(|r| shared.cache.get(Some(r)));
             if let (true, Some(nd)) = (fits, next_data) {
-                let mut b = Builder::new();
-                for d in [&data, &nd] {
-                    for i in 0..d.len() {
-                        b.push_record(d.key(i), d.record(i));
-                    }
-                }
+                let mut b = Builder::with_capacity(data.len() + nd.len(), data.size() + nd.size());
+                b.push_range(&data, 0..data.len());
+                b.push_range(&nd, 0..nd.len());
                 let joined = Arc::new(b.finish());
                 shared.uncache(nm.cache.load(Ordering::Relaxed));
                 let r = shared.cache.insert(None, joined.clone());

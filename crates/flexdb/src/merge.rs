@@ -48,7 +48,11 @@ pub struct Merged {
 
 /// Merges `updates` (sorted by key, at most one per key) into `old`.
 pub fn merge(old: &IntervalData, updates: &[Update<'_>]) -> Merged {
-    let mut out = Builder::new();
+    let new_bytes: usize = updates
+        .iter()
+        .map(|u| u.value.map_or(0, |v| crate::codec::pair_len(u.key, v)))
+        .sum();
+    let mut out = Builder::with_capacity(old.len() + updates.len(), old.size() + new_bytes);
     let mut edits = Vec::new();
     let mut pairs_delta = 0i64;
     // An open run of changes: (old start, new start).
@@ -79,7 +83,7 @@ pub fn merge(old: &IntervalData, updates: &[Update<'_>]) -> Merged {
             std::cmp::Ordering::Less => {
                 // An unchanged pair ends any run.
                 close(&mut run, old_at, &out, &mut edits);
-                out.push_record(old.key(i), old.record(i));
+                out.push_existing(old, i);
                 i += 1;
             }
             std::cmp::Ordering::Greater => {
@@ -96,7 +100,7 @@ pub fn merge(old: &IntervalData, updates: &[Update<'_>]) -> Merged {
                 match value {
                     Some(v) if old.pair(i).1 == v => {
                         close(&mut run, old_at, &out, &mut edits);
-                        out.push_record(old.key(i), old.record(i));
+                        out.push_existing(old, i);
                     }
                     Some(v) => {
                         run.get_or_insert((old_at, out.len_bytes()));
