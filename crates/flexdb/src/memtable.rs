@@ -113,11 +113,16 @@ struct Writer {
     order: Vec<EntryPtr>,
     /// Distinct keys (slots in use).
     keys: usize,
+    /// The first key written and how much of it every key written shares.
+    first: Vec<u8>,
+    shared: usize,
 }
 
 /// An ordered table of write versions: one writer at a time (the store's
 /// writer lock), any number of concurrent readers.
 pub struct MemTable {
+    /// The prefix the keys' summaries skip (see [`summary`]).
+    hint: Box<[u8]>,
     writer: Mutex<Writer>,
     table: AtomicPtr<Table>,
     /// Tables replaced by bigger ones, freed when the MemTable drops.
@@ -147,21 +152,53 @@ impl Drop for MemTable {
 
 /// The first 16 bytes of a key as a big-endian number (zero padded): equal
 /// prefixes fall back to a full comparison.
-fn prefix(key: &[u8]) -> u128 {
+/// An order-preserving 128-bit summary of a key, given a prefix `hint`
+/// that most keys share: keys sorted by (summary, key) are sorted by key,
+/// whatever the hint. A key that starts with the hint gets tag 1 and the
+/// 15 bytes after the hint, so keys sharing a long prefix (`user000…`)
+/// still differ in their summaries and compare without touching their
+/// entries; other keys sort wholly below (tag 0) or above (tag 2) them,
+/// each tag ordered by the key's first 15 bytes.
+#[inline]
+fn summary(hint: &[u8], key: &[u8]) -> u128 {
     let mut b = [0u8; 16];
-    let n = key.len().min(16);
-    b[..n].copy_from_slice(&key[..n]);
+    let rest = match key.strip_prefix(hint) {
+        Some(rest) => {
+            b[0] = 1;
+            rest
+        }
+        None => {
+            b[0] = if key < hint { 0 } else { 2 };
+            key
+        }
+    };
+    let n = rest.len().min(15);
+    b[1..1 + n].copy_from_slice(&rest[..n]);
     u128::from_be_bytes(b)
+}
+
+/// Length of the common prefix of `a` and `b`.
+fn common_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 impl MemTable {
     /// An empty table.
     pub fn new() -> Self {
+        Self::with_hint(&[])
+    }
+
+    /// An empty table whose keys are expected to share `hint` (any hint is
+    /// correct; a shared one makes ordering cheaper).
+    pub fn with_hint(hint: &[u8]) -> Self {
         MemTable {
+            hint: hint.into(),
             writer: Mutex::new(Writer {
                 arena: Arena::new(),
                 order: Vec::new(),
                 keys: 0,
+                first: Vec::new(),
+                shared: 0,
             }),
             table: AtomicPtr::new(Box::into_raw(Box::new(Table::new(INITIAL_SLOTS)))),
             retired: Mutex::new(Vec::new()),
@@ -199,6 +236,12 @@ impl MemTable {
     pub fn insert(&self, key: &[u8], seq: u64, value: Option<&[u8]>) {
         let h = hash(key);
         let mut w = self.writer.lock();
+        if w.order.is_empty() {
+            w.first = key.to_vec();
+            w.shared = key.len();
+        } else if w.shared > 0 {
+            w.shared = w.shared.min(common_len(&w.first, key));
+        }
         let table = self.table();
         let (slot, found) = table.probe(key, h);
         let e = w.arena.push(key, seq, value, found, h);
@@ -257,6 +300,13 @@ impl MemTable {
         Some(e)
     }
 
+    /// The prefix every key written so far shares (a hint for the next
+    /// table).
+    pub fn shared_prefix(&self) -> Vec<u8> {
+        let w = self.writer.lock();
+        w.first[..w.shared].to_vec()
+    }
+
     /// Approximate memory held, in bytes.
     pub fn approximate_bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
@@ -284,7 +334,7 @@ impl MemTable {
     fn sort_newest(&self, entries: &[EntryPtr]) -> Run {
         let mut run: Run = entries
             .iter()
-            .map(|&e| (prefix(self.entry(e).key), e))
+            .map(|&e| (summary(&self.hint, self.entry(e).key), e))
             .collect();
         run.sort_unstable_by(|a, b| self.cmp_entries(a, b));
         run.dedup_by(|later, first| {
@@ -426,7 +476,7 @@ impl MemTable {
     /// Index of the first element of `run` at or after (after, when
     /// `exclusive`) `key`.
     fn lower(&self, run: &Run, key: &[u8], exclusive: bool) -> usize {
-        let p = prefix(key);
+        let p = summary(&self.hint, key);
         run.partition_point(|x| match x.0.cmp(&p) {
             CmpOrdering::Less => true,
             CmpOrdering::Greater => false,
@@ -516,8 +566,39 @@ impl MemTable {
 
     /// The newest version of every key, in key order, borrowed from the
     /// table (for the committer, on a frozen table).
+    ///
+    /// Built from the hash table, which names exactly the newest version of
+    /// each key, so only distinct keys are sorted (not every version), unless
+    /// a view of the whole table exists already.
     pub fn newest(&self) -> impl Iterator<Item = EntryRef<'_>> + '_ {
-        let v = self.view();
+        let upto = self.len();
+        let current = self.view.lock().clone();
+        let v = if current.upto >= upto {
+            current
+        } else {
+            // Every entry below `upto` was in its slot before `len` said so;
+            // a slot may name a newer version since, which readers of the
+            // view skip by snapshot as usual.
+            let mut run: Run = self
+                .table()
+                .slots
+                .iter()
+                .filter_map(|s| unpack(s.load(Ordering::Acquire)))
+                .map(|e| (summary(&self.hint, self.entry(e).key), e))
+                .collect();
+            run.sort_unstable_by(|a, b| self.cmp_key(a, b));
+            let v = Arc::new(View {
+                main: Arc::new(run),
+                main_upto: upto,
+                tail: Vec::new(),
+                upto,
+            });
+            let mut cur = self.view.lock();
+            if cur.upto < upto {
+                *cur = v.clone();
+            }
+            v
+        };
         let (mut i, mut j) = (0, 0);
         std::iter::from_fn(move || self.step_forward(&v, &mut i, &mut j).map(|p| self.entry(p)))
     }
@@ -547,6 +628,54 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
     use std::collections::BTreeMap;
+
+    proptest::proptest! {
+        /// Summaries never contradict key order, whatever the hint.
+        #[test]
+        fn summaries_preserve_key_order(
+            hint in proptest::collection::vec(0u8..4, 0..6),
+            a in proptest::collection::vec(0u8..4, 0..24),
+            b in proptest::collection::vec(0u8..4, 0..24),
+        ) {
+            let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+            proptest::prop_assert!(summary(&hint, &lo) <= summary(&hint, &hi));
+        }
+    }
+
+    #[test]
+    fn tables_sorted_under_any_hint_agree() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let keys: Vec<Vec<u8>> = (0..2000)
+            .map(|_| {
+                let n = rng.gen_range(0..12);
+                (0..n).map(|_| rng.gen_range(b'a'..b'e')).collect()
+            })
+            .collect();
+        let mut expected: Vec<Vec<u8>> = keys.clone();
+        expected.sort();
+        expected.dedup();
+        for hint in [&b""[..], b"a", b"ab", b"c", b"zz", b"abcdabcd"] {
+            let t = MemTable::with_hint(hint);
+            for (i, k) in keys.iter().enumerate() {
+                t.insert(k, i as u64 + 1, Some(k));
+            }
+            let got: Vec<Vec<u8>> = t.newest().map(|e| e.key.to_vec()).collect();
+            assert_eq!(got, expected, "hint {hint:?}");
+        }
+    }
+
+    #[test]
+    fn the_shared_prefix_of_written_keys_is_the_next_hint() {
+        let t = MemTable::new();
+        assert_eq!(t.shared_prefix(), b"");
+        t.insert(b"user0001", 1, Some(b"v"));
+        assert_eq!(t.shared_prefix(), b"user0001");
+        t.insert(b"user0042", 2, Some(b"v"));
+        t.insert(b"user0050", 3, None);
+        assert_eq!(t.shared_prefix(), b"user00");
+        t.insert(b"x", 4, Some(b"v"));
+        assert_eq!(t.shared_prefix(), b"");
+    }
 
     fn v(s: &str) -> Version {
         Some(s.as_bytes().into())

@@ -285,7 +285,7 @@ impl Shared {
                 return Err(e);
             }
         };
-        let active = Arc::new(MemTable::new());
+        let active = Arc::new(MemTable::with_hint(&w.active.shared_prefix()));
         {
             let mut m = self.mems.write();
             m.frozen.push_back(Frozen {
