@@ -98,6 +98,22 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
+/// The nearer of the far bound `end` and `cap` (an inclusive bound, when
+/// set): the lower of the two going forward, the higher going backward.
+fn tighter<'b>(end: Bound<&'b [u8]>, cap: Option<&'b [u8]>, reverse: bool) -> Bound<&'b [u8]> {
+    let Some(c) = cap else { return end };
+    let cap_is_nearer = if reverse {
+        within_start(c, end)
+    } else {
+        within_end(c, end)
+    };
+    if cap_is_nearer {
+        Bound::Included(c)
+    } else {
+        end
+    }
+}
+
 /// Whether no key lies between `lo` and `hi`.
 fn bounds_cross(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
     match (lo, hi) {
@@ -180,26 +196,19 @@ impl<'a> Iter<'a> {
         self.exhausted = bounds_cross(&self.lo, &self.hi);
     }
 
-    fn mem_chunks(&self, reverse: bool) -> Vec<Chunk> {
+    /// The MemTables' chunks, each stopping at `cap` (the last key of a
+    /// full space chunk: nothing past it can be merged this round, so
+    /// copying it would be wasted) as well as at the range's far end.
+    fn mem_chunks(&self, reverse: bool, cap: Option<&[u8]>) -> Vec<Chunk> {
         let mut chunks = Vec::with_capacity(self.mems.len() + 1);
         for m in &self.mems {
             let mut out = Vec::new();
             if reverse {
-                m.scan_backward(
-                    as_ref(&self.hi),
-                    as_ref(&self.lo),
-                    self.snapshot,
-                    CHUNK,
-                    &mut out,
-                );
+                let end = tighter(as_ref(&self.lo), cap, true);
+                m.scan_backward(as_ref(&self.hi), end, self.snapshot, CHUNK, &mut out);
             } else {
-                m.scan_forward(
-                    as_ref(&self.lo),
-                    as_ref(&self.hi),
-                    self.snapshot,
-                    CHUNK,
-                    &mut out,
-                );
+                let end = tighter(as_ref(&self.hi), cap, false);
+                m.scan_forward(as_ref(&self.lo), end, self.snapshot, CHUNK, &mut out);
             }
             let full = out.len() == CHUNK;
             let items = out.into_iter().map(|(k, v)| Item::Mem(k, v)).collect();
@@ -210,8 +219,13 @@ impl<'a> Iter<'a> {
 
     /// Reads the next chunk of keys above `lo` into `front`.
     fn fill_front(&mut self) -> Result<()> {
-        let mut chunks = self.mem_chunks(false);
-        chunks.push(self.space_forward()?);
+        let space = self.space_forward()?;
+        let cap = space
+            .full
+            .then(|| space.items.last().map(Item::key))
+            .flatten();
+        let mut chunks = self.mem_chunks(false, cap);
+        chunks.push(space);
         let horizon = merge_chunks(chunks, false, &mut self.front);
         match horizon {
             Some(h) => self.lo = Bound::Excluded(h),
@@ -230,8 +244,13 @@ impl<'a> Iter<'a> {
 
     /// Reads the next chunk of keys below `hi` into `back`.
     fn fill_back(&mut self) -> Result<()> {
-        let mut chunks = self.mem_chunks(true);
-        chunks.push(self.space_backward()?);
+        let space = self.space_backward()?;
+        let cap = space
+            .full
+            .then(|| space.items.last().map(Item::key))
+            .flatten();
+        let mut chunks = self.mem_chunks(true, cap);
+        chunks.push(space);
         let horizon = merge_chunks(chunks, true, &mut self.back);
         match horizon {
             Some(h) => self.hi = Bound::Excluded(h),
