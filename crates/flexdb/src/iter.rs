@@ -33,18 +33,23 @@ pub type KeyValue = (Vec<u8>, Vec<u8>);
 const CHUNK: usize = 64;
 
 /// A pair found by a source: in a MemTable (copied, or a deletion), or pair
-/// `i` of a decoded interval of the space.
+/// `i` of decoded interval `d` of the iterator's `held` list. (Holding one
+/// reference per interval instead of one per pair keeps scans of the same
+/// hot intervals by several threads off each other's reference counts.)
 #[derive(Clone)]
 enum Item {
     Mem(Box<[u8]>, Version),
-    Space(Arc<IntervalData>, usize),
+    Space { d: u32, i: u32 },
 }
 
+/// The decoded intervals the buffered pairs of an iterator come from.
+type Held = Vec<Arc<IntervalData>>;
+
 impl Item {
-    fn key(&self) -> &[u8] {
+    fn key<'h>(&'h self, held: &'h Held) -> &'h [u8] {
         match self {
             Item::Mem(k, _) => k,
-            Item::Space(d, i) => d.key(*i),
+            Item::Space { d, i } => held[*d as usize].key(*i as usize),
         }
     }
 
@@ -52,11 +57,11 @@ impl Item {
         !matches!(self, Item::Mem(_, None))
     }
 
-    fn into_pair(self) -> KeyValue {
+    fn into_pair(self, held: &Held) -> KeyValue {
         match self {
             Item::Mem(k, v) => (k.into_vec(), v.map(<[u8]>::into_vec).unwrap_or_default()),
-            Item::Space(d, i) => {
-                let (k, v) = d.pair(i);
+            Item::Space { d, i } => {
+                let (k, v) = held[d as usize].pair(i as usize);
                 (k.to_vec(), v.to_vec())
             }
         }
@@ -84,6 +89,9 @@ pub struct Iter<'a> {
     front: VecDeque<Item>,
     /// Fetched by the back, not yet emitted, descending.
     back: VecDeque<Item>,
+    /// The intervals `front` and `back` refer to (cleared when both are
+    /// empty).
+    held: Held,
     /// Nothing is left to fetch between `lo` and `hi`.
     exhausted: bool,
     /// An error ended the iteration.
@@ -150,6 +158,7 @@ impl<'a> Iter<'a> {
             hi,
             front: VecDeque::new(),
             back: VecDeque::new(),
+            held: Vec::new(),
             exhausted: empty,
             failed: false,
         }
@@ -169,7 +178,7 @@ impl<'a> Iter<'a> {
         while self
             .back
             .back()
-            .is_some_and(|i| !within_start(i.key(), as_ref(&self.lo)))
+            .is_some_and(|i| !within_start(i.key(&self.held), as_ref(&self.lo)))
         {
             self.back.pop_back();
         }
@@ -189,7 +198,7 @@ impl<'a> Iter<'a> {
         while self
             .front
             .back()
-            .is_some_and(|i| !within_end(i.key(), as_ref(&self.hi)))
+            .is_some_and(|i| !within_end(i.key(&self.held), as_ref(&self.hi)))
         {
             self.front.pop_back();
         }
@@ -219,14 +228,18 @@ impl<'a> Iter<'a> {
 
     /// Reads the next chunk of keys above `lo` into `front`.
     fn fill_front(&mut self) -> Result<()> {
+        if self.front.is_empty() && self.back.is_empty() {
+            self.held.clear();
+        }
         let space = self.space_forward()?;
+        let held = &self.held;
         let cap = space
             .full
-            .then(|| space.items.last().map(Item::key))
+            .then(|| space.items.last().map(|i| i.key(held)))
             .flatten();
         let mut chunks = self.mem_chunks(false, cap);
         chunks.push(space);
-        let horizon = merge_chunks(chunks, false, &mut self.front);
+        let horizon = merge_chunks(chunks, false, &mut self.front, &self.held);
         match horizon {
             Some(h) => self.lo = Bound::Excluded(h),
             None => {
@@ -234,7 +247,7 @@ impl<'a> Iter<'a> {
                 // key the front holds (so a later seek of the back cannot
                 // fetch it again).
                 if let Some(i) = self.front.back() {
-                    self.lo = Bound::Excluded(i.key().to_vec());
+                    self.lo = Bound::Excluded(i.key(&self.held).to_vec());
                 }
                 self.exhausted = true;
             }
@@ -244,19 +257,23 @@ impl<'a> Iter<'a> {
 
     /// Reads the next chunk of keys below `hi` into `back`.
     fn fill_back(&mut self) -> Result<()> {
+        if self.front.is_empty() && self.back.is_empty() {
+            self.held.clear();
+        }
         let space = self.space_backward()?;
+        let held = &self.held;
         let cap = space
             .full
-            .then(|| space.items.last().map(Item::key))
+            .then(|| space.items.last().map(|i| i.key(held)))
             .flatten();
         let mut chunks = self.mem_chunks(true, cap);
         chunks.push(space);
-        let horizon = merge_chunks(chunks, true, &mut self.back);
+        let horizon = merge_chunks(chunks, true, &mut self.back, &self.held);
         match horizon {
             Some(h) => self.hi = Bound::Excluded(h),
             None => {
                 if let Some(i) = self.back.back() {
-                    self.hi = Bound::Excluded(i.key().to_vec());
+                    self.hi = Bound::Excluded(i.key(&self.held).to_vec());
                 }
                 self.exhausted = true;
             }
@@ -265,8 +282,9 @@ impl<'a> Iter<'a> {
     }
 
     /// Up to `CHUNK` pairs of the space above `lo` (and within `hi`).
-    fn space_forward(&self) -> Result<Chunk> {
-        let st = self.shared.read_state();
+    fn space_forward(&mut self) -> Result<Chunk> {
+        let shared = self.shared;
+        let st = shared.read_state();
         let mut items = Vec::with_capacity(CHUNK);
         let start: &[u8] = match &self.lo {
             Bound::Included(k) | Bound::Excluded(k) => k,
@@ -276,7 +294,9 @@ impl<'a> Iter<'a> {
         let mut first = true;
         loop {
             if st.sparse.meta(&f).size > 0 {
-                let data = self.shared.interval(&st, &f)?;
+                let data = shared.interval(&st, &f)?;
+                let d = self.held.len() as u32;
+                self.held.push(data.clone());
                 let mut i = match (&self.lo, first) {
                     (Bound::Included(k), true) => data.lower_bound(k),
                     (Bound::Excluded(k), true) => data.upper_bound(k),
@@ -286,7 +306,7 @@ impl<'a> Iter<'a> {
                     if !within_end(data.key(i), as_ref(&self.hi)) {
                         return Ok(Chunk { items, full: false });
                     }
-                    items.push(Item::Space(data.clone(), i));
+                    items.push(Item::Space { d, i: i as u32 });
                     if items.len() == CHUNK {
                         return Ok(Chunk { items, full: true });
                     }
@@ -308,8 +328,9 @@ impl<'a> Iter<'a> {
 
     /// Up to `CHUNK` pairs of the space below `hi` (and within `lo`), in
     /// descending order.
-    fn space_backward(&self) -> Result<Chunk> {
-        let st = self.shared.read_state();
+    fn space_backward(&mut self) -> Result<Chunk> {
+        let shared = self.shared;
+        let st = shared.read_state();
         let mut items = Vec::with_capacity(CHUNK);
         let mut f = match &self.hi {
             Bound::Included(k) | Bound::Excluded(k) => st.sparse.find(k),
@@ -318,7 +339,9 @@ impl<'a> Iter<'a> {
         let mut first = true;
         loop {
             if st.sparse.meta(&f).size > 0 {
-                let data = self.shared.interval(&st, &f)?;
+                let data = shared.interval(&st, &f)?;
+                let d = self.held.len() as u32;
+                self.held.push(data.clone());
                 let mut i = match (&self.hi, first) {
                     (Bound::Included(k), true) => data.upper_bound(k),
                     (Bound::Excluded(k), true) => data.lower_bound(k),
@@ -329,7 +352,7 @@ impl<'a> Iter<'a> {
                     if !within_start(data.key(i), as_ref(&self.lo)) {
                         return Ok(Chunk { items, full: false });
                     }
-                    items.push(Item::Space(data.clone(), i));
+                    items.push(Item::Space { d, i: i as u32 });
                     if items.len() == CHUNK {
                         return Ok(Chunk { items, full: true });
                     }
@@ -353,12 +376,17 @@ impl<'a> Iter<'a> {
 /// last), each ascending (descending when `reverse`), appending the live
 /// pairs up to the horizon to `out`. Returns the horizon: the key up to
 /// which every source is complete (`None`: every source is exhausted).
-fn merge_chunks(chunks: Vec<Chunk>, reverse: bool, out: &mut VecDeque<Item>) -> Option<Vec<u8>> {
+fn merge_chunks(
+    chunks: Vec<Chunk>,
+    reverse: bool,
+    out: &mut VecDeque<Item>,
+    held: &Held,
+) -> Option<Vec<u8>> {
     let before = |a: &[u8], b: &[u8]| if reverse { a > b } else { a < b };
     let horizon: Option<Vec<u8>> = chunks
         .iter()
         .filter(|c| c.full)
-        .filter_map(|c| c.items.last().map(|i| i.key()))
+        .filter_map(|c| c.items.last().map(|i| i.key(held)))
         .reduce(|a, b| if before(a, b) { a } else { b })
         .map(<[u8]>::to_vec);
     // The common case: only the space has pairs here.
@@ -380,12 +408,12 @@ fn merge_chunks(chunks: Vec<Chunk>, reverse: bool, out: &mut VecDeque<Item>) -> 
         // lowest index) wins and the others' versions are dropped.
         let mut best: Option<usize> = None;
         for (s, q) in queues.iter().enumerate() {
-            let Some(k) = q.front().map(Item::key) else {
+            let Some(k) = q.front().map(|i| i.key(held)) else {
                 continue;
             };
             let better = match best {
                 None => true,
-                Some(b) => queues[b].front().is_some_and(|bi| before(k, bi.key())),
+                Some(b) => queues[b].front().is_some_and(|bi| before(k, bi.key(held))),
             };
             if better {
                 best = Some(s);
@@ -395,11 +423,14 @@ fn merge_chunks(chunks: Vec<Chunk>, reverse: bool, out: &mut VecDeque<Item>) -> 
         let Some(item) = queues[s].pop_front() else {
             break;
         };
-        if horizon.as_deref().is_some_and(|h| before(h, item.key())) {
+        if horizon
+            .as_deref()
+            .is_some_and(|h| before(h, item.key(held)))
+        {
             break;
         }
         for (t, q) in queues.iter_mut().enumerate() {
-            if t != s && q.front().is_some_and(|i| i.key() == item.key()) {
+            if t != s && q.front().is_some_and(|i| i.key(held) == item.key(held)) {
                 q.pop_front();
             }
         }
@@ -416,14 +447,14 @@ impl Iterator for Iter<'_> {
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             if let Some(item) = self.front.pop_front() {
-                return Some(Ok(item.into_pair()));
+                return Some(Ok(item.into_pair(&self.held)));
             }
             if self.failed {
                 return None;
             }
             if self.exhausted {
                 // Only what the back fetched is left: its smallest first.
-                return self.back.pop_back().map(|i| Ok(i.into_pair()));
+                return self.back.pop_back().map(|i| Ok(i.into_pair(&self.held)));
             }
             if let Err(e) = self.fill_front() {
                 self.failed = true;
@@ -437,13 +468,13 @@ impl DoubleEndedIterator for Iter<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
         loop {
             if let Some(item) = self.back.pop_front() {
-                return Some(Ok(item.into_pair()));
+                return Some(Ok(item.into_pair(&self.held)));
             }
             if self.failed {
                 return None;
             }
             if self.exhausted {
-                return self.front.pop_back().map(|i| Ok(i.into_pair()));
+                return self.front.pop_back().map(|i| Ok(i.into_pair(&self.held)));
             }
             if let Err(e) = self.fill_back() {
                 self.failed = true;
