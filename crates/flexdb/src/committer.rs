@@ -16,7 +16,7 @@
 //! metadata words name the last generation whose every write is in the
 //! space as of the same commit point.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::cache::CacheRef;
@@ -25,7 +25,7 @@ use crate::interval::{Builder, IntervalData};
 use crate::memtable::EntryRef;
 use crate::merge::{merge, split_points, Update};
 use crate::sparse::{separator, Found, Meta, NewInterval, UNKNOWN_COUNT};
-use crate::store::{space_err, Frozen, Shared, PAIR_TAG};
+use crate::store::{space_err, Fetch, Frozen, Shared, PAIR_TAG};
 
 /// An interval splits above this many pairs (§5.1: 16).
 pub(crate) const SPLIT_PAIRS: usize = 16;
@@ -90,8 +90,124 @@ fn commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
     let c0 = thread_cpu();
     frozen.wal.sync()?;
     // Stream the newest versions in key order, one interval's group at a
-    // time, borrowing keys and values from the table.
+    // time, borrowing keys and values from the table. (Sorting happens
+    // here, once; the prefetcher reuses the view.)
     let mut entries = frozen.mem.newest().peekable();
+    let progress = AtomicUsize::new(0);
+    let done = AtomicBool::new(false);
+    let (count, groups) = std::thread::scope(|scope| {
+        let _stop = StopOnDrop(&done);
+        let prefetcher = std::thread::Builder::new()
+            .name("flexdb-prefetch".into())
+            .spawn_scoped(scope, || prefetch(shared, &frozen.mem, &progress, &done));
+        if let Err(e) = prefetcher {
+            // Not fatal: the committer reads what it needs itself.
+            if shared.trace {
+                eprintln!("flexdb: no prefetcher: {e}");
+            }
+        }
+        commit_groups(shared, &mut entries, &progress)
+    })?;
+    if shared.trace {
+        eprintln!(
+            "commit gen {}: {count} updates {groups} groups in {:?} (cpu {:?}, {:.2} us/update), longest index hold {:?}, longest reader wait {:?}",
+            frozen.gen,
+            t0.elapsed(),
+            thread_cpu() - c0,
+            (thread_cpu() - c0).as_secs_f64() * 1e6 / count.max(1) as f64,
+            std::time::Duration::from_nanos(
+                shared.counters.max_commit_hold_ns.swap(0, Ordering::Relaxed)
+            ),
+            std::time::Duration::from_nanos(
+                shared.counters.trace_reader_wait_ns.swap(0, Ordering::Relaxed)
+            ),
+        );
+    }
+    finish_commit(shared, frozen)
+}
+
+/// Sets the flag when dropped (also when the committer fails or panics),
+/// so the prefetcher never outlives the group loop it follows.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// Updates the prefetcher may run ahead of the committer.
+const PREFETCH_AHEAD: usize = 4096;
+
+/// Walks the same keys as the committer, a little ahead of it, and loads
+/// each interval they fall into into the cache, so that the committer
+/// (whose thread is the store's write bottleneck) finds them there instead
+/// of reading the space itself. Uses what the other core has spare; a
+/// prefetched interval is an ordinary cache entry, so being wrong or late
+/// costs nothing but the read.
+fn prefetch(
+    shared: &Shared,
+    mem: &crate::memtable::MemTable,
+    progress: &AtomicUsize,
+    done: &AtomicBool,
+) {
+    // The next interval's anchor: keys below it fall into the interval
+    // loaded last.
+    let mut bound: Option<Vec<u8>> = None;
+    for (n, e) in mem.newest().enumerate() {
+        while n > progress.load(Ordering::Acquire) + PREFETCH_AHEAD {
+            if done.load(Ordering::Acquire) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        if done.load(Ordering::Acquire) {
+            return;
+        }
+        if bound.as_deref().is_some_and(|b| e.key < b) {
+            continue;
+        }
+        // Not `read_state`: the prefetcher's waits are not a reader's. The
+        // read itself happens with the index released, so the committer
+        // never waits for it.
+        let planned = {
+            let st = shared.state.read();
+            let f = st.sparse.find(e.key);
+            bound = st.sparse.next_anchor(&f).map(<[u8]>::to_vec);
+            if st.sparse.meta(&f).size == 0 {
+                None
+            } else {
+                match shared.cached_or_plan(&st, &f) {
+                    Ok(Fetch::Planned(p)) => Some(p),
+                    Ok(Fetch::Cached(_)) => None,
+                    // The committer meets the same error and reports it.
+                    Err(_) => return,
+                }
+            }
+        };
+        if let Some(p) = planned {
+            let Ok(data) = shared.read_planned(&p) else {
+                return;
+            };
+            let st = shared.state.read();
+            let f = st.sparse.find(e.key);
+            if shared.install(&st, &f, &p, data).is_err() {
+                return;
+            }
+        }
+        if bound.is_none() {
+            // The last interval holds every key left.
+            return;
+        }
+    }
+}
+
+/// The group loop of [`commit`]: returns (updates, groups).
+fn commit_groups<'m>(
+    shared: &Shared,
+    entries: &mut std::iter::Peekable<impl Iterator<Item = EntryRef<'m>>>,
+    progress: &AtomicUsize,
+) -> Result<(usize, usize)> {
     let mut group: Vec<Update<'_>> = Vec::with_capacity(GROUP_UPDATES);
     let (mut count, mut groups) = (0usize, 0usize);
     while let Some(first) = entries.next() {
@@ -110,22 +226,13 @@ fn commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
         apply_group(shared, &target, &group)?;
         count += group.len();
         groups += 1;
+        progress.store(count, Ordering::Release);
     }
-    if shared.trace {
-        eprintln!(
-            "commit gen {}: {count} updates {groups} groups in {:?} (cpu {:?}, {:.2} us/update), longest index hold {:?}, longest reader wait {:?}",
-            frozen.gen,
-            t0.elapsed(),
-            thread_cpu() - c0,
-            (thread_cpu() - c0).as_secs_f64() * 1e6 / count.max(1) as f64,
-            std::time::Duration::from_nanos(
-                shared.counters.max_commit_hold_ns.swap(0, Ordering::Relaxed)
-            ),
-            std::time::Duration::from_nanos(
-                shared.counters.trace_reader_wait_ns.swap(0, Ordering::Relaxed)
-            ),
-        );
-    }
+    Ok((count, groups))
+}
+
+/// Records a committed MemTable as durable in the space and retires it.
+fn finish_commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
     let pairs = shared.state.read().pairs;
     let max_seq = shared.visible.load(Ordering::Acquire);
     shared

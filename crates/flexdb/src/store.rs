@@ -35,6 +35,51 @@ use crate::options::Options;
 use crate::sparse::{Found, SparseIndex};
 use crate::wal::{Wal, MAX_RECORD};
 
+/// An interval found in the cache, or planned for a read.
+// Returned once per lookup and never stored: boxing the plan would cost an
+// allocation per cache miss to save a move.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Fetch<'s> {
+    Cached(Arc<IntervalData>),
+    Planned(Planned<'s>),
+}
+
+/// A read of an interval planned under `state` (see
+/// [`Shared::cached_or_plan`]).
+pub(crate) struct Planned<'s> {
+    plan: flexspace::ReadPlan<'s>,
+    offset: u64,
+    size: usize,
+    /// The interval's cache word when planned.
+    word: u64,
+}
+
+fn corrupt_interval(offset: u64, detail: String) -> Error {
+    Error::Corrupt {
+        file: "data".into(),
+        detail: format!("interval at offset {offset}: {detail}"),
+    }
+}
+
+/// The pairs read for the interval at `f` must lie in its key range.
+fn check_key_range(st: &State, f: &Found, data: &IntervalData) -> Result<()> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    let below = data.key(0) < st.sparse.anchor(f);
+    let above = st
+        .sparse
+        .next_anchor(f)
+        .is_some_and(|n| data.key(data.len() - 1) >= n);
+    if below || above {
+        return Err(corrupt_interval(
+            f.offset,
+            "its keys lie outside the range the sparse index gives it".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Frozen MemTables allowed to wait for the committer before writers stall.
 pub(crate) const MAX_FROZEN: usize = 2;
 /// The tag flexdb puts on extents that start with a pair.
@@ -357,6 +402,72 @@ impl Shared {
         g
     }
 
+    /// The interval at `f` if it is cached; otherwise a plan to read it
+    /// from the space that holds no lock of this store, so the caller can
+    /// release `state` before the read (a read of the space may wait for
+    /// the device, and the committer must not wait for it).
+    pub fn cached_or_plan(&self, st: &State, f: &Found) -> Result<Fetch<'_>> {
+        let meta = st.sparse.meta(f);
+        let word = meta.cache.load(Ordering::Acquire);
+        if let Some(d) = self.cache.get(CacheRef::unpack(word)) {
+            return Ok(Fetch::Cached(d));
+        }
+        let size = meta.size as usize;
+        let plan = self
+            .space
+            .plan_read(f.offset, size as u64)
+            .map_err(space_err)?;
+        Ok(Fetch::Planned(Planned {
+            plan,
+            offset: f.offset,
+            size,
+            word,
+        }))
+    }
+
+    /// Reads and parses a planned interval (no lock needed).
+    pub fn read_planned(&self, p: &Planned<'_>) -> Result<IntervalData> {
+        let mut buf = vec![0u8; p.size];
+        let (n, extents) = p.plan.read(&mut buf).map_err(space_err)?;
+        if n != p.size {
+            return Err(corrupt_interval(
+                p.offset,
+                format!("the space ends {n} bytes into a {}-byte interval", p.size),
+            ));
+        }
+        IntervalData::parse(buf, extents as u32).map_err(|d| corrupt_interval(p.offset, d))
+    }
+
+    /// Caches `data`, read by the plan `p` of the interval that `f` finds
+    /// again, unless the committer changed that interval since (its cache
+    /// word moved on): the caller may still use `data`, a consistent state
+    /// of the interval as of the plan. Checks the keys against the
+    /// interval's range.
+    pub fn install(
+        &self,
+        st: &State,
+        f: &Found,
+        p: &Planned<'_>,
+        data: IntervalData,
+    ) -> Result<Arc<IntervalData>> {
+        let meta = st.sparse.meta(f);
+        let data = Arc::new(data);
+        if meta.cache.load(Ordering::Acquire) == p.word && meta.size as usize == p.size {
+            check_key_range(st, f, &data)?;
+            let r = self.cache.insert(None, data.clone());
+            // A racing reader may have installed its own copy meanwhile;
+            // either is the same content.
+            if meta
+                .cache
+                .compare_exchange(p.word, r.pack(), Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                self.cache.remove(r);
+            }
+        }
+        Ok(data)
+    }
+
     /// The value of `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_sizes(key, None)?;
@@ -377,8 +488,17 @@ impl Shared {
         if st.sparse.meta(&f).size == 0 {
             return Ok(None);
         }
-        let data = self.interval(&st, &f)?;
-        Ok(data.get(key).map(<[u8]>::to_vec))
+        let planned = match self.cached_or_plan(&st, &f)? {
+            Fetch::Cached(data) => return Ok(data.get(key).map(<[u8]>::to_vec)),
+            Fetch::Planned(p) => p,
+        };
+        drop(st);
+        let data = self.read_planned(&planned)?;
+        let value = data.get(key).map(<[u8]>::to_vec);
+        let st = self.read_state();
+        let f = st.sparse.find(key);
+        self.install(&st, &f, &planned, data)?;
+        Ok(value)
     }
 
     /// The content of the interval at `f`, from the cache or read from the
@@ -398,36 +518,18 @@ impl Shared {
     /// Reads and verifies the interval at `f` from the space.
     pub fn load_interval(&self, st: &State, f: &Found) -> Result<IntervalData> {
         let size = st.sparse.meta(f).size as usize;
-        let mut buf = vec![0u8; size];
-        let (n, extents) = self
+        let plan = self
             .space
-            .read_counted(f.offset, &mut buf)
+            .plan_read(f.offset, size as u64)
             .map_err(space_err)?;
-        let corrupt = |detail: String| Error::Corrupt {
-            file: "data".into(),
-            detail: format!("interval at offset {}: {detail}", f.offset),
+        let p = Planned {
+            plan,
+            offset: f.offset,
+            size,
+            word: 0,
         };
-        if n != size {
-            return Err(corrupt(format!(
-                "the space ends {} bytes into a {size}-byte interval",
-                n
-            )));
-        }
-        let data = IntervalData::parse(buf, extents as u32).map_err(corrupt)?;
-        // The pairs must lie in the interval's key range.
-        if !data.is_empty() {
-            let anchor = st.sparse.anchor(f);
-            if data.key(0) < anchor
-                || st
-                    .sparse
-                    .next_anchor(f)
-                    .is_some_and(|n| data.key(data.len() - 1) >= n)
-            {
-                return Err(corrupt(
-                    "its keys lie outside the range the sparse index gives it".into(),
-                ));
-            }
-        }
+        let data = self.read_planned(&p)?;
+        check_key_range(st, f, &data)?;
         Ok(data)
     }
 
