@@ -173,24 +173,29 @@ fn prefetch(
         let planned = {
             let st = shared.state.read();
             let f = st.sparse.find(e.key);
+            let version = st.version;
             bound = st.sparse.next_anchor(&f).map(<[u8]>::to_vec);
             if st.sparse.meta(&f).size == 0 {
                 None
             } else {
                 match shared.cached_or_plan(&st, &f) {
-                    Ok(Fetch::Planned(p)) => Some(p),
+                    Ok(Fetch::Planned(p)) => Some((p, f, version)),
                     Ok(Fetch::Cached(_)) => None,
                     // The committer meets the same error and reports it.
                     Err(_) => return,
                 }
             }
         };
-        if let Some(p) = planned {
+        if let Some((p, f, version)) = planned {
             let Ok(data) = shared.read_planned(&p) else {
                 return;
             };
             let st = shared.state.read();
-            let f = st.sparse.find(e.key);
+            let f = if st.version == version {
+                f
+            } else {
+                st.sparse.find(e.key)
+            };
             if shared.install(&st, &f, &p, data).is_err() {
                 return;
             }
@@ -311,6 +316,7 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
         space.maintain().map_err(space_err)?;
     }
     let mut st = shared.state.write();
+    st.version += 1;
     let _hold = shared.trace.then(|| HoldTimer::start(shared));
     let base = f.offset;
     let new = &merged.data;

@@ -191,7 +191,11 @@ fn assemble(
             frozen,
         }),
         writer: Mutex::new(writer),
-        state: RwLock::new(State { sparse, pairs }),
+        state: RwLock::new(State {
+            sparse,
+            pairs,
+            version: 0,
+        }),
         visible: AtomicU64::new(visible),
         work: Mutex::new(Work {
             committed_gen,

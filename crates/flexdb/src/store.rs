@@ -112,6 +112,9 @@ pub(crate) struct State {
     pub sparse: SparseIndex,
     /// Pairs in the space.
     pub pairs: u64,
+    /// Bumped by every change under the write lock, so that a reader that
+    /// let go of the lock can tell whether what it found is still valid.
+    pub version: u64,
 }
 
 /// The committer's mailbox.
@@ -492,11 +495,16 @@ impl Shared {
             Fetch::Cached(data) => return Ok(data.get(key).map(<[u8]>::to_vec)),
             Fetch::Planned(p) => p,
         };
+        let version = st.version;
         drop(st);
         let data = self.read_planned(&planned)?;
         let value = data.get(key).map(<[u8]>::to_vec);
         let st = self.read_state();
-        let f = st.sparse.find(key);
+        let f = if st.version == version {
+            f
+        } else {
+            st.sparse.find(key)
+        };
         self.install(&st, &f, &planned, data)?;
         Ok(value)
     }
