@@ -16,7 +16,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 
 use crate::interval::IntervalData;
 
@@ -63,7 +63,9 @@ struct Inner {
 /// A CLOCK cache of decoded intervals, bounded in bytes.
 pub struct IntervalCache {
     capacity: usize,
-    inner: Mutex<Inner>,
+    /// Lookups share it (reference bits are atomic); changes take it
+    /// exclusively.
+    inner: RwLock<Inner>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -73,7 +75,7 @@ impl IntervalCache {
     pub fn new(capacity: usize) -> Self {
         IntervalCache {
             capacity,
-            inner: Mutex::new(Inner {
+            inner: RwLock::new(Inner {
                 slots: Vec::new(),
                 free: Vec::new(),
                 hand: 0,
@@ -87,7 +89,7 @@ impl IntervalCache {
     /// The interval behind `r`, if it is still cached. Counts a hit or miss.
     pub fn get(&self, r: Option<CacheRef>) -> Option<Arc<IntervalData>> {
         let found = r.and_then(|r| {
-            let inner = self.inner.lock();
+            let inner = self.inner.read();
             let slot = inner.slots.get(r.slot as usize)?;
             if slot.generation != r.generation {
                 return None;
@@ -108,7 +110,7 @@ impl IntervalCache {
     /// returns its reference. Evicts by CLOCK until it fits.
     pub fn insert(&self, old: Option<CacheRef>, interval: Arc<IntervalData>) -> CacheRef {
         let charge = interval.charge();
-        let mut inner = self.inner.lock();
+        let mut inner = self.inner.write();
         if let Some(r) = old {
             Self::remove_locked(&mut inner, r);
         }
@@ -142,7 +144,7 @@ impl IntervalCache {
     /// Drops the interval behind `r` (when its interval is split, merged or
     /// removed).
     pub fn remove(&self, r: CacheRef) {
-        Self::remove_locked(&mut self.inner.lock(), r);
+        Self::remove_locked(&mut self.inner.write(), r);
     }
 
     fn remove_locked(inner: &mut Inner, r: CacheRef) {
@@ -164,7 +166,7 @@ impl IntervalCache {
         let n = inner.slots.len();
         // Plain CLOCK may sweep the whole cache to find an unreferenced
         // entry (right after the cache fills, every entry is referenced),
-        // and it does so under the cache's lock, which readers and the
+        // and it does so under the cache's write lock, which readers and the
         // committer need on every lookup. After `MAX_SECOND_CHANCES`
         // referenced entries the next cached one goes regardless, so one
         // eviction costs O(1). Two sweeps still bound the loop.
@@ -191,7 +193,7 @@ impl IntervalCache {
 
     /// Bytes currently charged.
     pub fn used(&self) -> usize {
-        self.inner.lock().used
+        self.inner.read().used
     }
 
     /// The configured capacity in bytes.
@@ -253,7 +255,7 @@ mod tests {
         // Every entry is referenced (inserted so); plain CLOCK would clear
         // all 500 bits before evicting.
         cache.insert(None, interval(4, 100));
-        let inner = cache.inner.lock();
+        let inner = cache.inner.read();
         let cached = inner.slots.iter().filter(|s| s.entry.is_some()).count();
         let cleared = inner
             .slots
