@@ -149,3 +149,58 @@ fn errors_are_typed() {
         Some(1 << 20)
     );
 }
+
+#[test]
+fn lent_pairs_match_copied_pairs_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    // Pairs in the space, some overwritten or deleted in the MemTables.
+    for i in 0..3000u32 {
+        db.put(format!("k{i:05}"), format!("space-{i}")).unwrap();
+    }
+    db.flush().unwrap();
+    for i in (0..3000u32).step_by(7) {
+        db.put(format!("k{i:05}"), format!("mem-{i}")).unwrap();
+    }
+    for i in (0..3000u32).step_by(11) {
+        db.delete(format!("k{i:05}")).unwrap();
+    }
+    db.put("k99999", "").unwrap();
+    let ranges: [(&[u8], &[u8]); 3] = [
+        (b"", b"\xff"),
+        (b"k00500", b"k02500"),
+        (b"k01000", b"k01001"),
+    ];
+    for (lo, hi) in ranges {
+        let copied: Vec<(Vec<u8>, Vec<u8>)> = db.range(lo..hi).map(Result::unwrap).collect();
+        let mut it = db.range(lo..hi);
+        let mut lent = Vec::new();
+        while let Some(pair) = it.next_ref() {
+            let (k, v) = pair.unwrap();
+            lent.push((k.to_vec(), v.to_vec()));
+        }
+        assert_eq!(lent, copied);
+        let mut it = db.range(lo..hi);
+        let mut lent_back = Vec::new();
+        while let Some(pair) = it.next_back_ref() {
+            let (k, v) = pair.unwrap();
+            lent_back.push((k.to_vec(), v.to_vec()));
+        }
+        lent_back.reverse();
+        assert_eq!(lent_back, copied);
+        // Mixed: lend from the front, copy from the back, until they meet.
+        let mut it = db.range(lo..hi);
+        let (mut front, mut back) = (Vec::new(), Vec::new());
+        while let Some(p) = it.next_ref() {
+            let (k, v) = p.unwrap();
+            front.push((k.to_vec(), v.to_vec()));
+            match it.next_back() {
+                Some(p) => back.push(p.unwrap()),
+                None => break,
+            }
+        }
+        back.reverse();
+        front.extend(back);
+        assert_eq!(front, copied);
+    }
+}
