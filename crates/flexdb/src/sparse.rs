@@ -142,9 +142,9 @@ impl Leaf {
         }
     }
 
+    /// Heap bytes held (the struct itself is counted with the leaf array).
     fn memory(&self) -> usize {
-        std::mem::size_of::<Leaf>()
-            + self.keys.memory()
+        self.keys.memory()
             + self.meta.capacity() * std::mem::size_of::<Meta>()
     }
 }
@@ -172,11 +172,9 @@ impl Inner {
         lo - 1
     }
 
+    /// Heap bytes held (the struct itself is counted with the node array).
     fn memory(&self) -> usize {
-        std::mem::size_of::<Inner>()
-            + self.pivot.memory()
-            + self.shift.capacity() * 8
-            + self.child.capacity() * 4
+        self.pivot.memory() + self.shift.capacity() * 8 + self.child.capacity() * 4
     }
 }
 
@@ -239,6 +237,7 @@ impl SparseIndex {
         s.total = intervals.iter().map(|n| u64::from(n.meta.size)).sum();
         // Leaves three quarters full leave room for splits.
         let per_leaf = LEAF_CAP * 3 / 4;
+        s.leaves.reserve_exact(intervals.len().div_ceil(per_leaf).max(1));
         let mut level: Vec<(u32, Box<[u8]>, u64)> = Vec::new();
         let mut items = intervals.into_iter().peekable();
         while items.peek().is_some() {
@@ -283,6 +282,7 @@ impl SparseIndex {
             s.height += 1;
         }
         s.root = level[0].0;
+        s.inners.shrink_to_fit();
         s
     }
 
@@ -303,7 +303,9 @@ impl SparseIndex {
 
     /// Bytes of memory held.
     pub fn memory(&self) -> usize {
-        self.leaves.iter().map(Leaf::memory).sum::<usize>()
+        self.leaves.capacity() * std::mem::size_of::<Leaf>()
+            + self.leaves.iter().map(Leaf::memory).sum::<usize>()
+            + self.inners.capacity() * std::mem::size_of::<Inner>()
             + self.inners.iter().map(Inner::memory).sum::<usize>()
             + (self.free_leaves.capacity() + self.free_inners.capacity()) * 4
     }
@@ -484,6 +486,8 @@ impl SparseIndex {
             if next != NIL {
                 self.leaves[next as usize].prev = prev;
             }
+            // A free leaf holds no memory.
+            self.leaves[leaf_id as usize] = Leaf::new();
             self.free_leaves.push(leaf_id);
             self.remove_child(f, f.depth);
         } else if f.idx == 0 {
@@ -506,7 +510,7 @@ impl SparseIndex {
         p.shift.remove(i);
         p.child.remove(i);
         if p.child.is_empty() {
-            self.free_inners.push(parent);
+            self.free_inner(parent);
             self.remove_child(f, level - 1);
             return;
         }
@@ -543,9 +547,19 @@ impl SparseIndex {
         while self.height > 0 && self.inners[self.root as usize].child.len() == 1 {
             let old = self.root;
             self.root = self.inners[old as usize].child[0];
-            self.free_inners.push(old);
+            self.free_inner(old);
             self.height -= 1;
         }
+    }
+
+    /// Puts an unused internal node on the free list (holding no memory).
+    fn free_inner(&mut self, id: u32) {
+        self.inners[id as usize] = Inner {
+            pivot: Keys::new(),
+            shift: Vec::new(),
+            child: Vec::new(),
+        };
+        self.free_inners.push(id);
     }
 
     fn alloc_leaf(&mut self, leaf: Leaf) -> u32 {
