@@ -182,7 +182,7 @@ fn find_interval(shared: &Shared, key: &[u8]) -> Result<Target> {
     let st = shared.read_state();
     let f = st.sparse.find(key);
     let data = shared.interval(&st, &f)?;
-    let bound = st.sparse.next_anchor(&f).map(<[u8]>::to_vec);
+    let bound = st.sparse.next_anchor(&f);
     Ok(Target { f, data, bound })
 }
 
@@ -264,7 +264,7 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
     let data = Arc::new(merged.data);
     if data.is_empty() {
         // An empty interval joins its predecessor (the first stays).
-        if let Some(prev) = st.sparse.prev_anchor(&f).map(<[u8]>::to_vec) {
+        if let Some(prev) = st.sparse.prev_anchor(&f) {
             let p = st.sparse.find(&prev);
             let pm = st.sparse.meta(&p);
             let (count, cache) = (pm.count, pm.cache.load(Ordering::Relaxed));

@@ -8,6 +8,14 @@
 //! previous interval's last key and at or below the interval's first key
 //! will do, so splits use the shortest such separator.
 //!
+//! Memory: a node keeps its anchors (pivots) as one longest common prefix
+//! and the suffixes after it (`keys::Keys`); neighbouring anchors share long
+//! prefixes, so an anchor costs a few bytes. A search compares the key with
+//! a node's prefix once and then binary-searches the short suffixes. Anchors
+//! are therefore not contiguous in memory: [`SparseIndex::anchor`] and its
+//! neighbours return copies. `next` steps along the leaf level without a
+//! search.
+//!
 //! Invariants (restored by every method before it returns):
 //! - Leaves hold intervals in key order; the leaf level is contiguous in the
 //!   space: interval `i + 1` starts where interval `i` ends.
@@ -92,24 +100,17 @@ impl Leaf {
         self.meta.len()
     }
 
-    fn anchor(&self, i: usize) -> &[u8] {
+    fn anchor(&self, i: usize) -> Vec<u8> {
         self.keys.get(i)
     }
 
     /// Index of the last anchor `<= key` (0 when none is).
+    #[inline]
     fn locate(&self, key: &[u8]) -> usize {
-        let (mut lo, mut hi) = (0, self.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.anchor(mid) <= key {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo.saturating_sub(1)
+        self.keys.upper_bound(0, key).saturating_sub(1)
     }
 
+    #[inline]
     fn start_of(&self, i: usize) -> u64 {
         self.meta[..i].iter().map(|m| u64::from(m.size)).sum()
     }
@@ -144,8 +145,7 @@ impl Leaf {
 
     /// Heap bytes held (the struct itself is counted with the leaf array).
     fn memory(&self) -> usize {
-        self.keys.memory()
-            + self.meta.capacity() * std::mem::size_of::<Meta>()
+        self.keys.memory() + self.meta.capacity() * std::mem::size_of::<Meta>()
     }
 }
 
@@ -158,18 +158,10 @@ struct Inner {
 }
 
 impl Inner {
+    #[inline]
     fn child_index(&self, key: &[u8]) -> usize {
         // The last child whose pivot is <= key; child 0 otherwise.
-        let (mut lo, mut hi) = (1, self.child.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.pivot.get(mid) <= key {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo - 1
+        self.pivot.upper_bound(1, key) - 1
     }
 
     /// Heap bytes held (the struct itself is counted with the node array).
@@ -237,7 +229,8 @@ impl SparseIndex {
         s.total = intervals.iter().map(|n| u64::from(n.meta.size)).sum();
         // Leaves three quarters full leave room for splits.
         let per_leaf = LEAF_CAP * 3 / 4;
-        s.leaves.reserve_exact(intervals.len().div_ceil(per_leaf).max(1));
+        s.leaves
+            .reserve_exact(intervals.len().div_ceil(per_leaf).max(1));
         let mut level: Vec<(u32, Box<[u8]>, u64)> = Vec::new();
         let mut items = intervals.into_iter().peekable();
         while items.peek().is_some() {
@@ -263,13 +256,12 @@ impl SparseIndex {
             let mut up = Vec::new();
             for chunk in level.chunks(per_inner) {
                 let mut node = Inner {
-                    pivot: Keys::new(),
-                    shift: Vec::new(),
-                    child: Vec::new(),
+                    pivot: Keys::from_keys(chunk.iter().map(|c| &c.1[..])),
+                    shift: Vec::with_capacity(chunk.len()),
+                    child: Vec::with_capacity(chunk.len()),
                 };
                 let mut at = 0u64;
-                for (id, pivot, span) in chunk {
-                    node.pivot.push(pivot);
+                for (id, _, span) in chunk {
                     node.shift.push(at);
                     node.child.push(*id);
                     at += span;
@@ -352,14 +344,14 @@ impl SparseIndex {
         &self.leaves[f.leaf as usize].meta[f.idx]
     }
 
-    /// The interval's anchor.
-    pub fn anchor(&self, f: &Found) -> &[u8] {
+    /// The interval's anchor (a copy: leaves keep anchors prefix-compressed).
+    pub fn anchor(&self, f: &Found) -> Vec<u8> {
         self.leaves[f.leaf as usize].anchor(f.idx)
     }
 
     /// The anchor of the interval after `f` (its exclusive key bound), or
     /// `None` for the last interval.
-    pub fn next_anchor(&self, f: &Found) -> Option<&[u8]> {
+    pub fn next_anchor(&self, f: &Found) -> Option<Vec<u8>> {
         let leaf = &self.leaves[f.leaf as usize];
         if f.idx + 1 < leaf.len() {
             return Some(leaf.anchor(f.idx + 1));
@@ -372,7 +364,7 @@ impl SparseIndex {
 
     /// The interval before `f`: its anchor (for a re-`find`), or `None` for
     /// the first interval.
-    pub fn prev_anchor(&self, f: &Found) -> Option<&[u8]> {
+    pub fn prev_anchor(&self, f: &Found) -> Option<Vec<u8>> {
         let leaf = &self.leaves[f.leaf as usize];
         if f.idx > 0 {
             return Some(leaf.anchor(f.idx - 1));
@@ -430,7 +422,7 @@ impl SparseIndex {
     /// Merges the interval after `f` into it (sizes and counts add up; the
     /// caller sets the cache reference). Returns false when `f` is the last.
     pub fn merge_next(&mut self, f: &Found, count: u16, cache: u64) -> bool {
-        let Some(next) = self.next_anchor(f).map(<[u8]>::to_vec) else {
+        let Some(next) = self.next_anchor(f) else {
             return false;
         };
         let g = self.find(&next);
@@ -438,7 +430,7 @@ impl SparseIndex {
         // Shrink the next interval to nothing (shifting nothing overall),
         // grow this one, then drop the empty interval.
         self.resize(&g, 0, 0);
-        let f = self.find(self.anchor(f).to_vec().as_slice());
+        let f = self.find(&self.anchor(f));
         let m = self.meta(&f);
         let size = m.size + next_size;
         self.resize(&f, size, count);
@@ -450,7 +442,30 @@ impl SparseIndex {
 
     /// The interval after `f`.
     pub fn next(&self, f: &Found) -> Option<Found> {
-        self.next_anchor(f).map(|a| self.find(a))
+        let leaf = &self.leaves[f.leaf as usize];
+        let mut g = *f;
+        // Intervals are contiguous: the next starts where this one ends.
+        g.offset += u64::from(leaf.meta[f.idx].size);
+        if f.idx + 1 < leaf.len() {
+            g.idx += 1;
+            return Some(g);
+        }
+        // Climb to the lowest ancestor with a next child, then take the
+        // first child on every level down to a leaf.
+        let level = (0..f.depth).rev().find(|&l| {
+            let (node, i) = f.path[l];
+            usize::from(i) + 1 < self.inners[node as usize].child.len()
+        })?;
+        g.path[level].1 += 1;
+        let (node, i) = g.path[level];
+        let mut node = self.inners[node as usize].child[usize::from(i)];
+        for step in &mut g.path[level + 1..f.depth] {
+            *step = (node, 0);
+            node = self.inners[node as usize].child[0];
+        }
+        g.leaf = node;
+        g.idx = 0;
+        Some(g)
     }
 
     /// Calls `visit(anchor, offset, meta)` for every interval in order.
@@ -460,10 +475,12 @@ impl SparseIndex {
             node = self.inners[node as usize].child[0];
         }
         let mut offset = 0u64;
+        let mut anchor = Vec::new();
         while node != NIL {
             let leaf = &self.leaves[node as usize];
             for i in 0..leaf.len() {
-                visit(leaf.anchor(i), offset, &leaf.meta[i]);
+                leaf.keys.write(i, &mut anchor);
+                visit(&anchor, offset, &leaf.meta[i]);
                 offset += u64::from(leaf.meta[i].size);
             }
             node = leaf.next;
@@ -491,7 +508,7 @@ impl SparseIndex {
             self.free_leaves.push(leaf_id);
             self.remove_child(f, f.depth);
         } else if f.idx == 0 {
-            let first = leaf.anchor(0).to_vec();
+            let first = leaf.anchor(0);
             self.set_pivot(f, f.depth, &first);
         }
     }
@@ -520,7 +537,7 @@ impl SparseIndex {
             for s in &mut p.shift {
                 *s -= base;
             }
-            let first = p.pivot.get(0).to_vec();
+            let first = p.pivot.get(0);
             p.pivot.set(0, b"");
             if level >= 2 {
                 self.set_pivot(f, level - 1, &first);
@@ -640,14 +657,13 @@ impl SparseIndex {
         let (parent, i) = f.path[level - 1];
         let i = i as usize;
         let base = self.inners[parent as usize].shift[i];
-        {
-            let p = &mut self.inners[parent as usize];
-            for (k, (id, pivot, start)) in children.into_iter().enumerate() {
-                p.pivot.insert(i + 1 + k, &pivot);
-                p.shift.insert(i + 1 + k, base + start);
-                p.child.insert(i + 1 + k, id);
-            }
-        }
+        let p = &mut self.inners[parent as usize];
+        let at = i + 1..i + 1;
+        p.pivot
+            .insert_many(at.start, children.iter().map(|c| &c.1[..]));
+        p.shift
+            .splice(at.clone(), children.iter().map(|c| base + c.2));
+        p.child.splice(at, children.iter().map(|c| c.0));
         self.split_inner_if_needed(parent, Some((f, level - 1)));
     }
 
@@ -698,17 +714,17 @@ impl SparseIndex {
     /// `siblings` (id, pivot, start relative to `old`'s start), splitting
     /// the new root if it is too full.
     fn grow_root(&mut self, old: u32, siblings: Vec<(u32, Box<[u8]>, u64)>) {
-        let mut node = Inner {
-            pivot: Keys::new(),
-            shift: vec![0],
-            child: vec![old],
+        let node = Inner {
+            pivot: Keys::from_keys(
+                std::iter::once(&[][..]).chain(siblings.iter().map(|c| &c.1[..])),
+            ),
+            shift: std::iter::once(0)
+                .chain(siblings.iter().map(|c| c.2))
+                .collect(),
+            child: std::iter::once(old)
+                .chain(siblings.iter().map(|c| c.0))
+                .collect(),
         };
-        node.pivot.push(b"");
-        for (id, pivot, start) in siblings {
-            node.pivot.push(&pivot);
-            node.shift.push(start);
-            node.child.push(id);
-        }
         self.root = self.alloc_inner(node);
         self.height += 1;
         self.split_inner_if_needed(self.root, None);
@@ -754,6 +770,22 @@ mod tests {
             })
             .collect();
         assert_eq!(got, want);
+        // Stepping with `next` visits the same intervals.
+        let mut f = Some(s.find(b""));
+        for (a, o, sz) in &want {
+            let g = f.expect("an interval per model entry");
+            assert_eq!((&s.anchor(&g), g.offset, s.meta(&g).size), (a, *o, *sz));
+            // The same place as a search finds (paths too: `resize` uses
+            // them).
+            let h = s.find(a);
+            assert_eq!(
+                (g.leaf, g.idx, g.offset, g.depth),
+                (h.leaf, h.idx, h.offset, h.depth)
+            );
+            assert_eq!(g.path[..g.depth], h.path[..h.depth]);
+            f = s.next(&g);
+        }
+        assert!(f.is_none());
         assert_eq!(s.total(), off);
         assert_eq!(s.len(), model.len() as u64);
         for (a, o, _) in &want {
@@ -881,8 +913,8 @@ mod tests {
             .collect();
         check(&s, &model);
         let f = s.find(&key(77));
-        assert_eq!(s.next_anchor(&f), Some(&key(78)[..]));
-        assert_eq!(s.prev_anchor(&f), Some(&key(76)[..]));
+        assert_eq!(s.next_anchor(&f), Some(key(78)));
+        assert_eq!(s.prev_anchor(&f), Some(key(76)));
         let first = s.find(b"");
         assert_eq!(s.prev_anchor(&first), None);
         let last = s.find(b"\xff");

@@ -417,11 +417,11 @@ impl Shared {
         // The pairs must lie in the interval's key range.
         if !data.is_empty() {
             let anchor = st.sparse.anchor(f);
-            if data.key(0) < anchor
+            if data.key(0) < anchor.as_slice()
                 || st
                     .sparse
                     .next_anchor(f)
-                    .is_some_and(|n| data.key(data.len() - 1) >= n)
+                    .is_some_and(|n| data.key(data.len() - 1) >= n.as_slice())
             {
                 return Err(corrupt(
                     "its keys lie outside the range the sparse index gives it".into(),
