@@ -14,7 +14,10 @@
 //! a node's prefix once and then binary-searches the short suffixes. Anchors
 //! are therefore not contiguous in memory: [`SparseIndex::anchor`] and its
 //! neighbours return copies. `next` steps along the leaf level without a
-//! search.
+//! search. A leaf keeps its intervals' bookkeeping in columns (cache
+//! reference, size, count with the fragmentation mark in its top bit: 14
+//! bytes an interval, no padding) and every leaf vector is allocated to its
+//! exact size, since leaves are many and small.
 //!
 //! Invariants (restored by every method before it returns):
 //! - Leaves hold intervals in key order; the leaf level is contiguous in the
@@ -25,6 +28,8 @@
 //! - An internal node's `shift[0] == 0` and `shift[i]` is the start of child
 //!   `i` relative to the node's start; `pivot[i]` (for `i > 0`) is the
 //!   anchor of the first interval under child `i`.
+//! - A leaf's columns (`keys`, `cache`, `size`, `count`) hold one entry
+//!   per interval, at the same index.
 //! - Only the root may be underfull; no node is empty except an empty root
 //!   leaf, which never happens: the index always holds at least the first
 //!   interval.
@@ -43,7 +48,8 @@ const NIL: u32 = u32::MAX;
 /// `count` of an interval whose pairs were not counted (after recovery).
 pub const UNKNOWN_COUNT: u16 = u16::MAX;
 
-/// The bookkeeping of one interval.
+/// The bookkeeping of one interval, as handed to the index (which keeps
+/// it in per-leaf columns; [`SparseIndex::meta`] gives a [`MetaRef`]).
 #[derive(Debug, Default)]
 pub struct Meta {
     /// Packed cache reference (`CacheRef::pack`), 0 when not cached. Atomic
@@ -69,6 +75,21 @@ impl Clone for Meta {
     }
 }
 
+/// One interval's bookkeeping as the index holds it: a copy of its size,
+/// count and mark, and its cache reference in place (readers holding the
+/// index shared install freshly loaded intervals through it).
+#[derive(Clone, Copy, Debug)]
+pub struct MetaRef<'a> {
+    /// Packed cache reference (`CacheRef::pack`), 0 when not cached.
+    pub cache: &'a AtomicU64,
+    /// Bytes of the interval in the space.
+    pub size: u32,
+    /// Pairs in the interval (`UNKNOWN_COUNT` when not known).
+    pub count: u16,
+    /// The interval's fragmentation mark.
+    pub fragmented: bool,
+}
+
 /// An interval to add to the index.
 #[derive(Clone, Debug)]
 pub struct NewInterval {
@@ -78,10 +99,50 @@ pub struct NewInterval {
     pub meta: Meta,
 }
 
+/// The fragmentation mark's bit in a leaf's `count` column.
+const FRAGMENTED: u16 = 1 << 15;
+/// The count bits of the `count` column; all set for an unknown count.
+const COUNT_BITS: u16 = FRAGMENTED - 1;
+
+/// A count and mark as the `count` column holds them. A count too large
+/// for 15 bits (intervals split far below it) is kept as unknown, which
+/// every reader of counts already handles.
+fn pack_count(count: u16, fragmented: bool) -> u16 {
+    count.min(COUNT_BITS) | if fragmented { FRAGMENTED } else { 0 }
+}
+
+fn unpack_count(word: u16) -> u16 {
+    match word & COUNT_BITS {
+        COUNT_BITS => UNKNOWN_COUNT,
+        c => c,
+    }
+}
+
+/// Inserts `items` into `v` at `at`, growing its allocation by exactly what
+/// they need (a doubling `Vec` would leave up to half a leaf unused).
+fn insert_exact<T>(v: &mut Vec<T>, at: usize, items: impl ExactSizeIterator<Item = T>) {
+    v.reserve_exact(items.len());
+    v.splice(at..at, items);
+}
+
+/// Moves `v[from..]` into a new vector, both of exactly their size.
+fn split_exact<T>(v: &mut Vec<T>, from: usize) -> Vec<T> {
+    let tail = v.split_off(from);
+    v.shrink_to_fit();
+    tail
+}
+
+/// A leaf: its intervals' anchors and bookkeeping, in columns (no padding
+/// between fields of different sizes).
 struct Leaf {
     /// Anchors.
     keys: Keys,
-    meta: Vec<Meta>,
+    /// Packed cache references.
+    cache: Vec<AtomicU64>,
+    /// Sizes in bytes.
+    size: Vec<u32>,
+    /// Pair counts and fragmentation marks (`pack_count`).
+    count: Vec<u16>,
     next: u32,
     prev: u32,
 }
@@ -90,18 +151,35 @@ impl Leaf {
     fn new() -> Self {
         Leaf {
             keys: Keys::new(),
-            meta: Vec::new(),
+            cache: Vec::new(),
+            size: Vec::new(),
+            count: Vec::new(),
             next: NIL,
             prev: NIL,
         }
     }
 
     fn len(&self) -> usize {
-        self.meta.len()
+        self.size.len()
     }
 
     fn anchor(&self, i: usize) -> Vec<u8> {
         self.keys.get(i)
+    }
+
+    fn meta(&self, i: usize) -> MetaRef<'_> {
+        MetaRef {
+            cache: &self.cache[i],
+            size: self.size[i],
+            count: unpack_count(self.count[i]),
+            fragmented: self.count[i] & FRAGMENTED != 0,
+        }
+    }
+
+    fn set_meta(&mut self, i: usize, m: Meta) {
+        self.cache[i] = m.cache;
+        self.size[i] = m.size;
+        self.count[i] = pack_count(m.count, m.fragmented);
     }
 
     /// Index of the last anchor `<= key` (0 when none is).
@@ -112,7 +190,7 @@ impl Leaf {
 
     #[inline]
     fn start_of(&self, i: usize) -> u64 {
-        self.meta[..i].iter().map(|m| u64::from(m.size)).sum()
+        self.size[..i].iter().map(|&s| u64::from(s)).sum()
     }
 
     fn span(&self) -> u64 {
@@ -123,21 +201,33 @@ impl Leaf {
     fn insert(&mut self, at: usize, items: Vec<NewInterval>) {
         self.keys
             .insert_many(at, items.iter().map(|n| n.anchor.as_slice()));
-        self.meta.splice(at..at, items.into_iter().map(|n| n.meta));
-        debug_assert_eq!(self.keys.len(), self.meta.len());
+        insert_exact(&mut self.size, at, items.iter().map(|n| n.meta.size));
+        insert_exact(
+            &mut self.count,
+            at,
+            items
+                .iter()
+                .map(|n| pack_count(n.meta.count, n.meta.fragmented)),
+        );
+        insert_exact(&mut self.cache, at, items.into_iter().map(|n| n.meta.cache));
+        debug_assert_eq!(self.keys.len(), self.len());
     }
 
     /// Removes interval `at`.
     fn remove(&mut self, at: usize) {
         self.keys.remove(at);
-        self.meta.remove(at);
+        self.cache.remove(at);
+        self.size.remove(at);
+        self.count.remove(at);
     }
 
     /// Moves intervals `from..` into a new leaf.
     fn split_off(&mut self, from: usize) -> Leaf {
         Leaf {
             keys: self.keys.split_off(from),
-            meta: self.meta.split_off(from),
+            cache: split_exact(&mut self.cache, from),
+            size: split_exact(&mut self.size, from),
+            count: split_exact(&mut self.count, from),
             next: NIL,
             prev: NIL,
         }
@@ -145,7 +235,10 @@ impl Leaf {
 
     /// Heap bytes held (the struct itself is counted with the leaf array).
     fn memory(&self) -> usize {
-        self.keys.memory() + self.meta.capacity() * std::mem::size_of::<Meta>()
+        self.keys.memory()
+            + self.cache.capacity() * std::mem::size_of::<AtomicU64>()
+            + self.size.capacity() * 4
+            + self.count.capacity() * 2
     }
 }
 
@@ -340,8 +433,8 @@ impl SparseIndex {
     }
 
     /// The interval's bookkeeping.
-    pub fn meta(&self, f: &Found) -> &Meta {
-        &self.leaves[f.leaf as usize].meta[f.idx]
+    pub fn meta(&self, f: &Found) -> MetaRef<'_> {
+        self.leaves[f.leaf as usize].meta(f.idx)
     }
 
     /// The interval's anchor (a copy: leaves keep anchors prefix-compressed).
@@ -380,10 +473,11 @@ impl SparseIndex {
 
     /// Sets the interval's size and count, shifting every later interval.
     pub fn resize(&mut self, f: &Found, size: u32, count: u16) {
-        let m = &mut self.leaves[f.leaf as usize].meta[f.idx];
-        let delta = i64::from(size) - i64::from(m.size);
-        m.size = size;
-        m.count = count;
+        let leaf = &mut self.leaves[f.leaf as usize];
+        let delta = i64::from(size) - i64::from(leaf.size[f.idx]);
+        leaf.size[f.idx] = size;
+        let c = &mut leaf.count[f.idx];
+        *c = pack_count(count, *c & FRAGMENTED != 0);
         if delta != 0 {
             for &(node, i) in &f.path[..f.depth] {
                 let n = &mut self.inners[node as usize];
@@ -397,7 +491,8 @@ impl SparseIndex {
 
     /// Sets the interval's fragmentation mark.
     pub fn set_fragmented(&mut self, f: &Found, fragmented: bool) {
-        self.leaves[f.leaf as usize].meta[f.idx].fragmented = fragmented;
+        let c = &mut self.leaves[f.leaf as usize].count[f.idx];
+        *c = pack_count(unpack_count(*c), fragmented);
     }
 
     /// Replaces the interval at `f` by `parts` (whose sizes add up to its
@@ -409,7 +504,7 @@ impl SparseIndex {
         );
         let mut parts = parts.into_iter();
         let Some(first) = parts.next() else { return };
-        self.leaves[f.leaf as usize].meta[f.idx] = first.meta;
+        self.leaves[f.leaf as usize].set_meta(f.idx, first.meta);
         let rest: Vec<NewInterval> = parts.collect();
         if rest.is_empty() {
             return;
@@ -445,7 +540,7 @@ impl SparseIndex {
         let leaf = &self.leaves[f.leaf as usize];
         let mut g = *f;
         // Intervals are contiguous: the next starts where this one ends.
-        g.offset += u64::from(leaf.meta[f.idx].size);
+        g.offset += u64::from(leaf.size[f.idx]);
         if f.idx + 1 < leaf.len() {
             g.idx += 1;
             return Some(g);
@@ -469,7 +564,7 @@ impl SparseIndex {
     }
 
     /// Calls `visit(anchor, offset, meta)` for every interval in order.
-    pub fn for_each(&self, mut visit: impl FnMut(&[u8], u64, &Meta)) {
+    pub fn for_each(&self, mut visit: impl FnMut(&[u8], u64, MetaRef<'_>)) {
         let mut node = self.root;
         for _ in 0..self.height {
             node = self.inners[node as usize].child[0];
@@ -480,8 +575,8 @@ impl SparseIndex {
             let leaf = &self.leaves[node as usize];
             for i in 0..leaf.len() {
                 leaf.keys.write(i, &mut anchor);
-                visit(&anchor, offset, &leaf.meta[i]);
-                offset += u64::from(leaf.meta[i].size);
+                visit(&anchor, offset, leaf.meta(i));
+                offset += u64::from(leaf.size[i]);
             }
             node = leaf.next;
         }
@@ -898,6 +993,39 @@ mod tests {
         }
         check(&s, &model);
         assert_eq!(s.height, 0);
+    }
+
+    #[test]
+    fn meta_columns_keep_counts_and_marks() {
+        for (count, want) in [
+            (0, 0),
+            (16, 16),
+            (0x7ffe, 0x7ffe),
+            // Counts past 15 bits are kept as unknown.
+            (0x7fff, UNKNOWN_COUNT),
+            (0x8000, UNKNOWN_COUNT),
+            (UNKNOWN_COUNT, UNKNOWN_COUNT),
+        ] {
+            for frag in [false, true] {
+                let w = pack_count(count, frag);
+                assert_eq!((unpack_count(w), w & FRAGMENTED != 0), (want, frag));
+            }
+        }
+        let mut s = SparseIndex::build(vec![iv(b"", 10), iv(b"m", 20)]);
+        let f = s.find(b"m");
+        s.set_fragmented(&f, true);
+        s.resize(&f, 25, 7);
+        let m = s.meta(&f);
+        assert_eq!((m.size, m.count, m.fragmented), (25, 7, true));
+        m.cache.store(99, Ordering::Relaxed);
+        s.set_fragmented(&f, false);
+        let m = s.meta(&f);
+        assert_eq!((m.size, m.count, m.fragmented), (25, 7, false));
+        assert_eq!(m.cache.load(Ordering::Relaxed), 99);
+        // The first interval is untouched.
+        let m = s.meta(&s.find(b""));
+        assert_eq!((m.size, m.count, m.fragmented), (10, 1, false));
+        assert_eq!(s.total(), 35);
     }
 
     #[test]
