@@ -243,7 +243,9 @@ impl Leaf {
 }
 
 struct Inner {
-    /// Anchor of the first interval under each child (pivot 0 unused).
+    /// Anchor of the first interval under each child. Pivot 0 does not
+    /// route; it keeps the first anchor the node had (or is empty), which
+    /// shares the other pivots' prefix and so keeps their suffixes short.
     pivot: Keys,
     /// Start of each child relative to this node's start.
     shift: Vec<u64>,
@@ -633,7 +635,6 @@ impl SparseIndex {
                 *s -= base;
             }
             let first = p.pivot.get(0);
-            p.pivot.set(0, b"");
             if level >= 2 {
                 self.set_pivot(f, level - 1, &first);
             }
@@ -792,9 +793,8 @@ impl SparseIndex {
             cut = cut.saturating_sub(per);
         }
         tails.reverse();
-        for (mut t, base) in tails {
+        for (t, base) in tails {
             let first: Box<[u8]> = t.pivot.get(0).into();
-            t.pivot.set(0, b"");
             let nid = self.alloc_inner(t);
             pieces.push((nid, first, base));
         }
