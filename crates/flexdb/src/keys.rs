@@ -51,6 +51,22 @@ fn lcp(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
+/// `a <= b`, comparing short slices (suffixes are mostly a few bytes)
+/// inline rather than through a call to `memcmp`.
+#[inline]
+fn at_most(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len().min(b.len());
+    if n > 8 {
+        return a <= b;
+    }
+    for i in 0..n {
+        if a[i] != b[i] {
+            return a[i] < b[i];
+        }
+    }
+    a.len() <= b.len()
+}
+
 /// Index of the first key among `lo..ends.len()` whose suffix is above
 /// `rest` (suffixes `lo..` in order), by binary search.
 #[inline]
@@ -64,7 +80,7 @@ fn search<E: Copy + Into<u32>>(ends: &[E], suffixes: &[u8], lo: usize, rest: &[u
             ends[mid - 1].into() as usize
         };
         let end = ends[mid].into() as usize;
-        if &suffixes[start..end] <= rest {
+        if at_most(&suffixes[start..end], rest) {
             lo = mid + 1;
         } else {
             hi = mid;
@@ -442,6 +458,29 @@ mod tests {
                 for (i, x) in list.iter().enumerate() {
                     assert_eq!(k.compare(i, p), x.as_slice().cmp(p));
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn short_comparison_matches_slice_order() {
+        let words: Vec<Vec<u8>> = vec![
+            vec![],
+            vec![0],
+            vec![0, 0],
+            vec![1],
+            vec![0xff],
+            vec![0xff, 0xff],
+            vec![0xff; 8],
+            vec![0xff; 9],
+            b"user0000".to_vec(),
+            b"user00001".to_vec(),
+            b"user0001".to_vec(),
+            b"user000100000000".to_vec(),
+        ];
+        for a in &words {
+            for b in &words {
+                assert_eq!(at_most(a, b), a <= b, "{a:?} {b:?}");
             }
         }
     }
