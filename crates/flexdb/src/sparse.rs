@@ -512,8 +512,10 @@ impl SparseIndex {
             return;
         }
         self.intervals += rest.len() as u64;
+        let end = f.idx + 1 + rest.len();
         self.leaves[f.leaf as usize].insert(f.idx + 1, rest);
-        self.fix_overflow(f);
+        let appended = end == self.leaves[f.leaf as usize].len();
+        self.fix_overflow(f, appended);
     }
 
     /// Merges the interval after `f` into it (sizes and counts add up; the
@@ -702,25 +704,19 @@ impl SparseIndex {
     }
 
     /// Splits the path's leaf (and then its ancestors) while over capacity.
-    fn fix_overflow(&mut self, f: &Found) {
+    /// (`appended`: the new intervals went to the leaf's end.)
+    fn fix_overflow(&mut self, f: &Found, appended: bool) {
         let leaf_id = f.leaf;
-        if self.leaves[leaf_id as usize].len() <= LEAF_CAP {
+        let n = self.leaves[leaf_id as usize].len();
+        if n <= LEAF_CAP {
             return;
         }
-        // Cut the leaf into pieces of at most three quarters of a leaf.
         let mut pieces: Vec<(u32, Box<[u8]>, u64)> = Vec::new();
-        let n = self.leaves[leaf_id as usize].len();
-        let per = LEAF_CAP * 3 / 4;
-        let mut cut = n - (n - 1) % per - 1;
-        if cut == 0 {
-            cut = per;
-        }
-        let mut tails = Vec::new();
-        while cut > 0 && cut < self.leaves[leaf_id as usize].len() {
-            let tail = self.leaves[leaf_id as usize].split_off(cut);
-            tails.push(tail);
-            cut = cut.saturating_sub(per);
-        }
+        let mut tails: Vec<Leaf> = cut_points(n, LEAF_CAP * 3 / 4, appended)
+            .into_iter()
+            .rev()
+            .map(|cut| self.leaves[leaf_id as usize].split_off(cut))
+            .collect();
         tails.reverse();
         let mut start = self.leaves[leaf_id as usize].span();
         let mut prev = leaf_id;
@@ -760,28 +756,28 @@ impl SparseIndex {
         p.shift
             .splice(at.clone(), children.iter().map(|c| base + c.2));
         p.child.splice(at, children.iter().map(|c| c.0));
-        self.split_inner_if_needed(parent, Some((f, level - 1)));
+        let appended = i + 1 + children.len() == p.child.len();
+        self.split_inner_if_needed(parent, Some((f, level - 1)), appended);
     }
 
-    /// Splits internal node `id` while it has too many children.
-    fn split_inner_if_needed(&mut self, id: u32, at: Option<(&Found, usize)>) {
+    /// Splits internal node `id` if it has too many children (`appended`:
+    /// the new ones went to its end).
+    fn split_inner_if_needed(&mut self, id: u32, at: Option<(&Found, usize)>, appended: bool) {
         let n = self.inners[id as usize].child.len();
         if n <= INNER_CAP {
             return;
         }
-        let per = INNER_CAP * 3 / 4;
         let mut pieces = Vec::new();
-        let mut cut = n - (n - 1) % per - 1;
-        if cut == 0 {
-            cut = per;
-        }
         let mut tails = Vec::new();
-        while cut > 0 && cut < self.inners[id as usize].child.len() {
+        for cut in cut_points(n, INNER_CAP * 3 / 4, appended).into_iter().rev() {
             let node = &mut self.inners[id as usize];
             let base = node.shift[cut];
             let pivot = node.pivot.split_off(cut);
-            let shift: Vec<u64> = node.shift.split_off(cut).iter().map(|s| s - base).collect();
-            let child = node.child.split_off(cut);
+            let shift: Vec<u64> = split_exact(&mut node.shift, cut)
+                .iter()
+                .map(|s| s - base)
+                .collect();
+            let child = split_exact(&mut node.child, cut);
             tails.push((
                 Inner {
                     pivot,
@@ -790,7 +786,6 @@ impl SparseIndex {
                 },
                 base,
             ));
-            cut = cut.saturating_sub(per);
         }
         tails.reverse();
         for (t, base) in tails {
@@ -822,8 +817,20 @@ impl SparseIndex {
         };
         self.root = self.alloc_inner(node);
         self.height += 1;
-        self.split_inner_if_needed(self.root, None);
+        self.split_inner_if_needed(self.root, None, true);
     }
+}
+
+/// Where to cut a node of `n` entries into pieces of at most `per`. After
+/// an append at its end (a load in key order), every piece but the last is
+/// filled to `per`: nothing will be added to them. Otherwise the pieces are
+/// of equal size, so none starts nearly empty (random insertions then keep
+/// leaves two thirds full instead of 58%).
+fn cut_points(n: usize, per: usize, appended: bool) -> Vec<usize> {
+    let pieces = n.div_ceil(per);
+    (1..pieces)
+        .map(|k| if appended { k * per } else { k * n / pieces })
+        .collect()
 }
 
 /// The shortest key `s` with `left < s <= right` (requires `left < right`):
@@ -993,6 +1000,24 @@ mod tests {
         }
         check(&s, &model);
         assert_eq!(s.height, 0);
+    }
+
+    #[test]
+    fn nodes_split_into_pieces_that_fit() {
+        assert_eq!(cut_points(65, 48, false), [32]);
+        assert_eq!(cut_points(65, 48, true), [48]);
+        assert_eq!(cut_points(100, 48, false), [33, 66]);
+        assert_eq!(cut_points(100, 48, true), [48, 96]);
+        for n in 49..500 {
+            for appended in [false, true] {
+                let mut bounds = vec![0];
+                bounds.extend(cut_points(n, 48, appended));
+                bounds.push(n);
+                for w in bounds.windows(2) {
+                    assert!(w[0] < w[1] && w[1] - w[0] <= 48, "{n} {bounds:?}");
+                }
+            }
+        }
     }
 
     #[test]
