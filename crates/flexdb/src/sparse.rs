@@ -132,6 +132,17 @@ fn split_exact<T>(v: &mut Vec<T>, from: usize) -> Vec<T> {
     tail
 }
 
+/// Appends a node to a node array and returns its id. The array grows by
+/// an eighth at a time rather than doubling: nodes are many, and a doubled
+/// array would sit up to half unused.
+fn push_node<T>(nodes: &mut Vec<T>, node: T) -> u32 {
+    if nodes.len() == nodes.capacity() {
+        nodes.reserve_exact(nodes.len() / 8 + 4);
+    }
+    nodes.push(node);
+    (nodes.len() - 1) as u32
+}
+
 /// A leaf: its intervals' anchors and bookkeeping, in columns (no padding
 /// between fields of different sizes).
 struct Leaf {
@@ -683,10 +694,7 @@ impl SparseIndex {
                 self.leaves[id as usize] = leaf;
                 id
             }
-            None => {
-                self.leaves.push(leaf);
-                (self.leaves.len() - 1) as u32
-            }
+            None => push_node(&mut self.leaves, leaf),
         }
     }
 
@@ -696,10 +704,7 @@ impl SparseIndex {
                 self.inners[id as usize] = node;
                 id
             }
-            None => {
-                self.inners.push(node);
-                (self.inners.len() - 1) as u32
-            }
+            None => push_node(&mut self.inners, node),
         }
     }
 
