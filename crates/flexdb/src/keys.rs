@@ -13,8 +13,10 @@
 //! - Key `i` is `bytes[..plen]` followed by
 //!   `bytes[plen + end(i - 1)..plen + end(i)]` (`end(-1)` = 0); the ends
 //!   never decrease.
-//! - `ends` is `Narrow` (u16) exactly when the suffixes take at most
-//!   `u16::MAX` bytes, `Wide` (u32) otherwise (only for very long keys).
+//! - `ends` is of the narrowest width that holds the suffixes' total
+//!   length: `Byte` (u8) up to 255 bytes (a leaf of short suffixes),
+//!   `Narrow` (u16) up to `u16::MAX`, `Wide` (u32) beyond (only for very
+//!   long keys).
 //! - Every edit re-encodes the list into vectors of exactly the size it
 //!   needs, so `memory` has no slack to hide. Edits are O(bytes of the
 //!   node), like the moves of an unencoded list.
@@ -24,6 +26,7 @@ use std::cmp::Ordering;
 /// Where each key's suffix ends, relative to the end of the prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Ends {
+    Byte(Vec<u8>),
     Narrow(Vec<u16>),
     Wide(Vec<u32>),
 }
@@ -41,7 +44,7 @@ impl Default for Keys {
         Keys {
             bytes: Vec::new(),
             plen: 0,
-            ends: Ends::Narrow(Vec::new()),
+            ends: Ends::Byte(Vec::new()),
         }
     }
 }
@@ -102,18 +105,21 @@ impl Keys {
         let suffix_bytes: usize = pieces.iter().map(|[a, b]| a.len() + b.len()).sum();
         let mut bytes = Vec::with_capacity(prefix.len() + suffix_bytes);
         bytes.extend_from_slice(prefix);
-        let narrow = suffix_bytes <= usize::from(u16::MAX);
-        let mut ends = if narrow {
-            Ends::Narrow(Vec::with_capacity(pieces.len()))
+        let n = pieces.len();
+        let mut ends = if suffix_bytes <= usize::from(u8::MAX) {
+            Ends::Byte(Vec::with_capacity(n))
+        } else if suffix_bytes <= usize::from(u16::MAX) {
+            Ends::Narrow(Vec::with_capacity(n))
         } else {
-            Ends::Wide(Vec::with_capacity(pieces.len()))
+            Ends::Wide(Vec::with_capacity(n))
         };
         for [a, b] in pieces {
             bytes.extend_from_slice(a);
             bytes.extend_from_slice(b);
             let end = bytes.len() - prefix.len();
             match &mut ends {
-                // In range: `narrow` bounds every end.
+                // In range: the width was chosen for the largest end.
+                Ends::Byte(v) => v.push(end as u8),
                 Ends::Narrow(v) => v.push(end as u16),
                 Ends::Wide(v) => v.push(end as u32),
             }
@@ -129,6 +135,7 @@ impl Keys {
     #[inline]
     pub fn len(&self) -> usize {
         match &self.ends {
+            Ends::Byte(v) => v.len(),
             Ends::Narrow(v) => v.len(),
             Ends::Wide(v) => v.len(),
         }
@@ -143,6 +150,7 @@ impl Keys {
     #[inline]
     fn end(&self, i: usize) -> usize {
         match &self.ends {
+            Ends::Byte(v) => usize::from(v[i]),
             Ends::Narrow(v) => usize::from(v[i]),
             Ends::Wide(v) => v[i] as usize,
         }
@@ -202,6 +210,7 @@ impl Keys {
         let suffixes = &self.bytes[p.len()..];
         let rest = &key[n..];
         match &self.ends {
+            Ends::Byte(v) => search(v, suffixes, lo, rest),
             Ends::Narrow(v) => search(v, suffixes, lo, rest),
             Ends::Wide(v) => search(v, suffixes, lo, rest),
         }
@@ -285,6 +294,7 @@ impl Keys {
     pub fn memory(&self) -> usize {
         self.bytes.capacity()
             + match &self.ends {
+                Ends::Byte(v) => v.capacity(),
                 Ends::Narrow(v) => v.capacity() * 2,
                 Ends::Wide(v) => v.capacity() * 4,
             }
@@ -310,10 +320,17 @@ mod tests {
         };
         assert_eq!(k.prefix().len(), lcp_all, "the prefix is the longest");
         let suffix_bytes = k.bytes.len() - k.prefix().len();
-        assert_eq!(
-            matches!(k.ends, Ends::Narrow(_)),
-            suffix_bytes <= usize::from(u16::MAX)
-        );
+        let width = match k.ends {
+            Ends::Byte(_) => 1,
+            Ends::Narrow(_) => 2,
+            Ends::Wide(_) => 4,
+        };
+        let want = match suffix_bytes {
+            0..=0xff => 1,
+            0x100..=0xffff => 2,
+            _ => 4,
+        };
+        assert_eq!(width, want, "the narrowest ends");
         assert_eq!(k.bytes.capacity(), k.bytes.len(), "exact allocation");
         // Equal content, equal encoding.
         assert_eq!(
@@ -488,7 +505,7 @@ mod tests {
     #[test]
     fn long_keys_use_wide_ends() {
         // Keys of 64 KiB that share most of their bytes, and ones that do
-        // not: the suffixes outgrow u16 offsets and come back.
+        // not: the suffixes outgrow u8 and u16 offsets and come back.
         let long = |fill: u8, last: u8| {
             let mut v = vec![fill; 64 << 10];
             v[(64 << 10) - 1] = last;
@@ -497,7 +514,7 @@ mod tests {
         let mut m = vec![long(b'a', 1), long(b'a', 2)];
         let mut k = Keys::from_keys(m.iter().map(Vec::as_slice));
         assert_eq!(k.prefix().len(), (64 << 10) - 1);
-        assert!(matches!(k.ends, Ends::Narrow(_)));
+        assert!(matches!(k.ends, Ends::Byte(_)));
         m.push(long(b'b', 0));
         k.push(&m[2]);
         assert!(matches!(k.ends, Ends::Wide(_)));
@@ -507,8 +524,17 @@ mod tests {
         assert_eq!(k.upper_bound(0, &long(b'b', 0)), 3);
         k.remove(2);
         m.remove(2);
-        assert!(matches!(k.ends, Ends::Narrow(_)));
+        assert!(matches!(k.ends, Ends::Byte(_)));
         same(&k, &m);
+        // 300 suffix bytes need u16 ends.
+        let mut mid: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i; 100]).collect();
+        let mut k = Keys::from_keys(mid.iter().map(Vec::as_slice));
+        assert!(matches!(k.ends, Ends::Narrow(_)));
+        same(&k, &mid);
+        k.remove(0);
+        mid.remove(0);
+        assert!(matches!(k.ends, Ends::Byte(_)));
+        same(&k, &mid);
     }
 
     #[test]
