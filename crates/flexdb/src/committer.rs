@@ -174,7 +174,7 @@ fn prefetch(
             let st = shared.state.read();
             let f = st.sparse.find(e.key);
             let version = st.version;
-            bound = st.sparse.next_anchor(&f).map(<[u8]>::to_vec);
+            bound = st.sparse.next_anchor(&f);
             if st.sparse.meta(&f).size == 0 {
                 None
             } else {
@@ -294,7 +294,7 @@ fn find_interval(shared: &Shared, key: &[u8]) -> Result<Target> {
     let st = shared.read_state();
     let f = st.sparse.find(key);
     let data = shared.interval(&st, &f)?;
-    let bound = st.sparse.next_anchor(&f).map(<[u8]>::to_vec);
+    let bound = st.sparse.next_anchor(&f);
     Ok(Target { f, data, bound })
 }
 
@@ -389,7 +389,7 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
     let data = Arc::new(merged_data);
     if data.is_empty() {
         // An empty interval joins its predecessor (the first stays).
-        if let Some(prev) = st.sparse.prev_anchor(&f).map(<[u8]>::to_vec) {
+        if let Some(prev) = st.sparse.prev_anchor(&f) {
             let p = st.sparse.find(&prev);
             let pm = st.sparse.meta(&p);
             let (count, cache) = (pm.count, pm.cache.load(Ordering::Relaxed));

@@ -329,7 +329,7 @@ impl<'a> Iter<'a> {
             first = false;
             match st.sparse.next(&f) {
                 Some(n) => {
-                    if !within_end(st.sparse.anchor(&n), as_ref(&self.hi)) {
+                    if !within_end(&st.sparse.anchor(&n), as_ref(&self.hi)) {
                         return Ok(Chunk { items, full: false });
                     }
                     f = n;
@@ -374,10 +374,10 @@ impl<'a> Iter<'a> {
             first = false;
             // The interval's anchor is at or below all its keys: when it is
             // below the range, no earlier interval can hold anything.
-            if !within_start(st.sparse.anchor(&f), as_ref(&self.lo)) {
+            if !within_start(&st.sparse.anchor(&f), as_ref(&self.lo)) {
                 return Ok(Chunk { items, full: false });
             }
-            match st.sparse.prev_anchor(&f).map(<[u8]>::to_vec) {
+            match st.sparse.prev_anchor(&f) {
                 Some(p) => f = st.sparse.find(&p),
                 None => return Ok(Chunk { items, full: false }),
             }

@@ -8,6 +8,17 @@
 //! previous interval's last key and at or below the interval's first key
 //! will do, so splits use the shortest such separator.
 //!
+//! Memory: a node keeps its anchors (pivots) as one longest common prefix
+//! and the suffixes after it (`keys::Keys`); neighbouring anchors share long
+//! prefixes, so an anchor costs a few bytes. A search compares the key with
+//! a node's prefix once and then binary-searches the short suffixes. Anchors
+//! are therefore not contiguous in memory: [`SparseIndex::anchor`] and its
+//! neighbours return copies. `next` steps along the leaf level without a
+//! search. A leaf keeps its intervals' bookkeeping in columns (cache
+//! reference, size, count with the fragmentation mark in its top bit: 14
+//! bytes an interval, no padding) and every leaf vector is allocated to its
+//! exact size, since leaves are many and small.
+//!
 //! Invariants (restored by every method before it returns):
 //! - Leaves hold intervals in key order; the leaf level is contiguous in the
 //!   space: interval `i + 1` starts where interval `i` ends.
@@ -17,6 +28,8 @@
 //! - An internal node's `shift[0] == 0` and `shift[i]` is the start of child
 //!   `i` relative to the node's start; `pivot[i]` (for `i > 0`) is the
 //!   anchor of the first interval under child `i`.
+//! - A leaf's columns (`keys`, `cache`, `size`, `count`) hold one entry
+//!   per interval, at the same index.
 //! - Only the root may be underfull; no node is empty except an empty root
 //!   leaf, which never happens: the index always holds at least the first
 //!   interval.
@@ -35,7 +48,8 @@ const NIL: u32 = u32::MAX;
 /// `count` of an interval whose pairs were not counted (after recovery).
 pub const UNKNOWN_COUNT: u16 = u16::MAX;
 
-/// The bookkeeping of one interval.
+/// The bookkeeping of one interval, as handed to the index (which keeps
+/// it in per-leaf columns; [`SparseIndex::meta`] gives a [`MetaRef`]).
 #[derive(Debug, Default)]
 pub struct Meta {
     /// Packed cache reference (`CacheRef::pack`), 0 when not cached. Atomic
@@ -61,6 +75,21 @@ impl Clone for Meta {
     }
 }
 
+/// One interval's bookkeeping as the index holds it: a copy of its size,
+/// count and mark, and its cache reference in place (readers holding the
+/// index shared install freshly loaded intervals through it).
+#[derive(Clone, Copy, Debug)]
+pub struct MetaRef<'a> {
+    /// Packed cache reference (`CacheRef::pack`), 0 when not cached.
+    pub cache: &'a AtomicU64,
+    /// Bytes of the interval in the space.
+    pub size: u32,
+    /// Pairs in the interval (`UNKNOWN_COUNT` when not known).
+    pub count: u16,
+    /// The interval's fragmentation mark.
+    pub fragmented: bool,
+}
+
 /// An interval to add to the index.
 #[derive(Clone, Debug)]
 pub struct NewInterval {
@@ -70,10 +99,61 @@ pub struct NewInterval {
     pub meta: Meta,
 }
 
+/// The fragmentation mark's bit in a leaf's `count` column.
+const FRAGMENTED: u16 = 1 << 15;
+/// The count bits of the `count` column; all set for an unknown count.
+const COUNT_BITS: u16 = FRAGMENTED - 1;
+
+/// A count and mark as the `count` column holds them. A count too large
+/// for 15 bits (intervals split far below it) is kept as unknown, which
+/// every reader of counts already handles.
+fn pack_count(count: u16, fragmented: bool) -> u16 {
+    count.min(COUNT_BITS) | if fragmented { FRAGMENTED } else { 0 }
+}
+
+fn unpack_count(word: u16) -> u16 {
+    match word & COUNT_BITS {
+        COUNT_BITS => UNKNOWN_COUNT,
+        c => c,
+    }
+}
+
+/// Inserts `items` into `v` at `at`, growing its allocation by exactly what
+/// they need (a doubling `Vec` would leave up to half a leaf unused).
+fn insert_exact<T>(v: &mut Vec<T>, at: usize, items: impl ExactSizeIterator<Item = T>) {
+    v.reserve_exact(items.len());
+    v.splice(at..at, items);
+}
+
+/// Moves `v[from..]` into a new vector, both of exactly their size.
+fn split_exact<T>(v: &mut Vec<T>, from: usize) -> Vec<T> {
+    let tail = v.split_off(from);
+    v.shrink_to_fit();
+    tail
+}
+
+/// Appends a node to a node array and returns its id. The array grows by
+/// an eighth at a time rather than doubling: nodes are many, and a doubled
+/// array would sit up to half unused.
+fn push_node<T>(nodes: &mut Vec<T>, node: T) -> u32 {
+    if nodes.len() == nodes.capacity() {
+        nodes.reserve_exact(nodes.len() / 8 + 4);
+    }
+    nodes.push(node);
+    (nodes.len() - 1) as u32
+}
+
+/// A leaf: its intervals' anchors and bookkeeping, in columns (no padding
+/// between fields of different sizes).
 struct Leaf {
     /// Anchors.
     keys: Keys,
-    meta: Vec<Meta>,
+    /// Packed cache references.
+    cache: Vec<AtomicU64>,
+    /// Sizes in bytes.
+    size: Vec<u32>,
+    /// Pair counts and fragmentation marks (`pack_count`).
+    count: Vec<u16>,
     next: u32,
     prev: u32,
 }
@@ -82,36 +162,46 @@ impl Leaf {
     fn new() -> Self {
         Leaf {
             keys: Keys::new(),
-            meta: Vec::new(),
+            cache: Vec::new(),
+            size: Vec::new(),
+            count: Vec::new(),
             next: NIL,
             prev: NIL,
         }
     }
 
     fn len(&self) -> usize {
-        self.meta.len()
+        self.size.len()
     }
 
-    fn anchor(&self, i: usize) -> &[u8] {
+    fn anchor(&self, i: usize) -> Vec<u8> {
         self.keys.get(i)
     }
 
-    /// Index of the last anchor `<= key` (0 when none is).
-    fn locate(&self, key: &[u8]) -> usize {
-        let (mut lo, mut hi) = (0, self.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.anchor(mid) <= key {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
+    fn meta(&self, i: usize) -> MetaRef<'_> {
+        MetaRef {
+            cache: &self.cache[i],
+            size: self.size[i],
+            count: unpack_count(self.count[i]),
+            fragmented: self.count[i] & FRAGMENTED != 0,
         }
-        lo.saturating_sub(1)
     }
 
+    fn set_meta(&mut self, i: usize, m: Meta) {
+        self.cache[i] = m.cache;
+        self.size[i] = m.size;
+        self.count[i] = pack_count(m.count, m.fragmented);
+    }
+
+    /// Index of the last anchor `<= key` (0 when none is).
+    #[inline]
+    fn locate(&self, key: &[u8]) -> usize {
+        self.keys.upper_bound(0, key).saturating_sub(1)
+    }
+
+    #[inline]
     fn start_of(&self, i: usize) -> u64 {
-        self.meta[..i].iter().map(|m| u64::from(m.size)).sum()
+        self.size[..i].iter().map(|&s| u64::from(s)).sum()
     }
 
     fn span(&self) -> u64 {
@@ -122,35 +212,51 @@ impl Leaf {
     fn insert(&mut self, at: usize, items: Vec<NewInterval>) {
         self.keys
             .insert_many(at, items.iter().map(|n| n.anchor.as_slice()));
-        self.meta.splice(at..at, items.into_iter().map(|n| n.meta));
-        debug_assert_eq!(self.keys.len(), self.meta.len());
+        insert_exact(&mut self.size, at, items.iter().map(|n| n.meta.size));
+        insert_exact(
+            &mut self.count,
+            at,
+            items
+                .iter()
+                .map(|n| pack_count(n.meta.count, n.meta.fragmented)),
+        );
+        insert_exact(&mut self.cache, at, items.into_iter().map(|n| n.meta.cache));
+        debug_assert_eq!(self.keys.len(), self.len());
     }
 
     /// Removes interval `at`.
     fn remove(&mut self, at: usize) {
         self.keys.remove(at);
-        self.meta.remove(at);
+        self.cache.remove(at);
+        self.size.remove(at);
+        self.count.remove(at);
     }
 
     /// Moves intervals `from..` into a new leaf.
     fn split_off(&mut self, from: usize) -> Leaf {
         Leaf {
             keys: self.keys.split_off(from),
-            meta: self.meta.split_off(from),
+            cache: split_exact(&mut self.cache, from),
+            size: split_exact(&mut self.size, from),
+            count: split_exact(&mut self.count, from),
             next: NIL,
             prev: NIL,
         }
     }
 
+    /// Heap bytes held (the struct itself is counted with the leaf array).
     fn memory(&self) -> usize {
-        std::mem::size_of::<Leaf>()
-            + self.keys.memory()
-            + self.meta.capacity() * std::mem::size_of::<Meta>()
+        self.keys.memory()
+            + self.cache.capacity() * std::mem::size_of::<AtomicU64>()
+            + self.size.capacity() * 4
+            + self.count.capacity() * 2
     }
 }
 
 struct Inner {
-    /// Anchor of the first interval under each child (pivot 0 unused).
+    /// Anchor of the first interval under each child. Pivot 0 does not
+    /// route; it keeps the first anchor the node had (or is empty), which
+    /// shares the other pivots' prefix and so keeps their suffixes short.
     pivot: Keys,
     /// Start of each child relative to this node's start.
     shift: Vec<u64>,
@@ -158,25 +264,15 @@ struct Inner {
 }
 
 impl Inner {
+    #[inline]
     fn child_index(&self, key: &[u8]) -> usize {
         // The last child whose pivot is <= key; child 0 otherwise.
-        let (mut lo, mut hi) = (1, self.child.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.pivot.get(mid) <= key {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo - 1
+        self.pivot.upper_bound(1, key) - 1
     }
 
+    /// Heap bytes held (the struct itself is counted with the node array).
     fn memory(&self) -> usize {
-        std::mem::size_of::<Inner>()
-            + self.pivot.memory()
-            + self.shift.capacity() * 8
-            + self.child.capacity() * 4
+        self.pivot.memory() + self.shift.capacity() * 8 + self.child.capacity() * 4
     }
 }
 
@@ -239,6 +335,8 @@ impl SparseIndex {
         s.total = intervals.iter().map(|n| u64::from(n.meta.size)).sum();
         // Leaves three quarters full leave room for splits.
         let per_leaf = LEAF_CAP * 3 / 4;
+        s.leaves
+            .reserve_exact(intervals.len().div_ceil(per_leaf).max(1));
         let mut level: Vec<(u32, Box<[u8]>, u64)> = Vec::new();
         let mut items = intervals.into_iter().peekable();
         while items.peek().is_some() {
@@ -264,13 +362,12 @@ impl SparseIndex {
             let mut up = Vec::new();
             for chunk in level.chunks(per_inner) {
                 let mut node = Inner {
-                    pivot: Keys::new(),
-                    shift: Vec::new(),
-                    child: Vec::new(),
+                    pivot: Keys::from_keys(chunk.iter().map(|c| &c.1[..])),
+                    shift: Vec::with_capacity(chunk.len()),
+                    child: Vec::with_capacity(chunk.len()),
                 };
                 let mut at = 0u64;
-                for (id, pivot, span) in chunk {
-                    node.pivot.push(pivot);
+                for (id, _, span) in chunk {
                     node.shift.push(at);
                     node.child.push(*id);
                     at += span;
@@ -283,6 +380,7 @@ impl SparseIndex {
             s.height += 1;
         }
         s.root = level[0].0;
+        s.inners.shrink_to_fit();
         s
     }
 
@@ -303,7 +401,9 @@ impl SparseIndex {
 
     /// Bytes of memory held.
     pub fn memory(&self) -> usize {
-        self.leaves.iter().map(Leaf::memory).sum::<usize>()
+        self.leaves.capacity() * std::mem::size_of::<Leaf>()
+            + self.leaves.iter().map(Leaf::memory).sum::<usize>()
+            + self.inners.capacity() * std::mem::size_of::<Inner>()
             + self.inners.iter().map(Inner::memory).sum::<usize>()
             + (self.free_leaves.capacity() + self.free_inners.capacity()) * 4
     }
@@ -346,18 +446,18 @@ impl SparseIndex {
     }
 
     /// The interval's bookkeeping.
-    pub fn meta(&self, f: &Found) -> &Meta {
-        &self.leaves[f.leaf as usize].meta[f.idx]
+    pub fn meta(&self, f: &Found) -> MetaRef<'_> {
+        self.leaves[f.leaf as usize].meta(f.idx)
     }
 
-    /// The interval's anchor.
-    pub fn anchor(&self, f: &Found) -> &[u8] {
+    /// The interval's anchor (a copy: leaves keep anchors prefix-compressed).
+    pub fn anchor(&self, f: &Found) -> Vec<u8> {
         self.leaves[f.leaf as usize].anchor(f.idx)
     }
 
     /// The anchor of the interval after `f` (its exclusive key bound), or
     /// `None` for the last interval.
-    pub fn next_anchor(&self, f: &Found) -> Option<&[u8]> {
+    pub fn next_anchor(&self, f: &Found) -> Option<Vec<u8>> {
         let leaf = &self.leaves[f.leaf as usize];
         if f.idx + 1 < leaf.len() {
             return Some(leaf.anchor(f.idx + 1));
@@ -370,7 +470,7 @@ impl SparseIndex {
 
     /// The interval before `f`: its anchor (for a re-`find`), or `None` for
     /// the first interval.
-    pub fn prev_anchor(&self, f: &Found) -> Option<&[u8]> {
+    pub fn prev_anchor(&self, f: &Found) -> Option<Vec<u8>> {
         let leaf = &self.leaves[f.leaf as usize];
         if f.idx > 0 {
             return Some(leaf.anchor(f.idx - 1));
@@ -386,10 +486,11 @@ impl SparseIndex {
 
     /// Sets the interval's size and count, shifting every later interval.
     pub fn resize(&mut self, f: &Found, size: u32, count: u16) {
-        let m = &mut self.leaves[f.leaf as usize].meta[f.idx];
-        let delta = i64::from(size) - i64::from(m.size);
-        m.size = size;
-        m.count = count;
+        let leaf = &mut self.leaves[f.leaf as usize];
+        let delta = i64::from(size) - i64::from(leaf.size[f.idx]);
+        leaf.size[f.idx] = size;
+        let c = &mut leaf.count[f.idx];
+        *c = pack_count(count, *c & FRAGMENTED != 0);
         if delta != 0 {
             for &(node, i) in &f.path[..f.depth] {
                 let n = &mut self.inners[node as usize];
@@ -403,7 +504,8 @@ impl SparseIndex {
 
     /// Sets the interval's fragmentation mark.
     pub fn set_fragmented(&mut self, f: &Found, fragmented: bool) {
-        self.leaves[f.leaf as usize].meta[f.idx].fragmented = fragmented;
+        let c = &mut self.leaves[f.leaf as usize].count[f.idx];
+        *c = pack_count(unpack_count(*c), fragmented);
     }
 
     /// Replaces the interval at `f` by `parts` (whose sizes add up to its
@@ -415,20 +517,22 @@ impl SparseIndex {
         );
         let mut parts = parts.into_iter();
         let Some(first) = parts.next() else { return };
-        self.leaves[f.leaf as usize].meta[f.idx] = first.meta;
+        self.leaves[f.leaf as usize].set_meta(f.idx, first.meta);
         let rest: Vec<NewInterval> = parts.collect();
         if rest.is_empty() {
             return;
         }
         self.intervals += rest.len() as u64;
+        let end = f.idx + 1 + rest.len();
         self.leaves[f.leaf as usize].insert(f.idx + 1, rest);
-        self.fix_overflow(f);
+        let appended = end == self.leaves[f.leaf as usize].len();
+        self.fix_overflow(f, appended);
     }
 
     /// Merges the interval after `f` into it (sizes and counts add up; the
     /// caller sets the cache reference). Returns false when `f` is the last.
     pub fn merge_next(&mut self, f: &Found, count: u16, cache: u64) -> bool {
-        let Some(next) = self.next_anchor(f).map(<[u8]>::to_vec) else {
+        let Some(next) = self.next_anchor(f) else {
             return false;
         };
         let g = self.find(&next);
@@ -436,7 +540,7 @@ impl SparseIndex {
         // Shrink the next interval to nothing (shifting nothing overall),
         // grow this one, then drop the empty interval.
         self.resize(&g, 0, 0);
-        let f = self.find(self.anchor(f).to_vec().as_slice());
+        let f = self.find(&self.anchor(f));
         let m = self.meta(&f);
         let size = m.size + next_size;
         self.resize(&f, size, count);
@@ -448,21 +552,46 @@ impl SparseIndex {
 
     /// The interval after `f`.
     pub fn next(&self, f: &Found) -> Option<Found> {
-        self.next_anchor(f).map(|a| self.find(a))
+        let leaf = &self.leaves[f.leaf as usize];
+        let mut g = *f;
+        // Intervals are contiguous: the next starts where this one ends.
+        g.offset += u64::from(leaf.size[f.idx]);
+        if f.idx + 1 < leaf.len() {
+            g.idx += 1;
+            return Some(g);
+        }
+        // Climb to the lowest ancestor with a next child, then take the
+        // first child on every level down to a leaf.
+        let level = (0..f.depth).rev().find(|&l| {
+            let (node, i) = f.path[l];
+            usize::from(i) + 1 < self.inners[node as usize].child.len()
+        })?;
+        g.path[level].1 += 1;
+        let (node, i) = g.path[level];
+        let mut node = self.inners[node as usize].child[usize::from(i)];
+        for step in &mut g.path[level + 1..f.depth] {
+            *step = (node, 0);
+            node = self.inners[node as usize].child[0];
+        }
+        g.leaf = node;
+        g.idx = 0;
+        Some(g)
     }
 
     /// Calls `visit(anchor, offset, meta)` for every interval in order.
-    pub fn for_each(&self, mut visit: impl FnMut(&[u8], u64, &Meta)) {
+    pub fn for_each(&self, mut visit: impl FnMut(&[u8], u64, MetaRef<'_>)) {
         let mut node = self.root;
         for _ in 0..self.height {
             node = self.inners[node as usize].child[0];
         }
         let mut offset = 0u64;
+        let mut anchor = Vec::new();
         while node != NIL {
             let leaf = &self.leaves[node as usize];
             for i in 0..leaf.len() {
-                visit(leaf.anchor(i), offset, &leaf.meta[i]);
-                offset += u64::from(leaf.meta[i].size);
+                leaf.keys.write(i, &mut anchor);
+                visit(&anchor, offset, leaf.meta(i));
+                offset += u64::from(leaf.size[i]);
             }
             node = leaf.next;
         }
@@ -484,10 +613,12 @@ impl SparseIndex {
             if next != NIL {
                 self.leaves[next as usize].prev = prev;
             }
+            // A free leaf holds no memory.
+            self.leaves[leaf_id as usize] = Leaf::new();
             self.free_leaves.push(leaf_id);
             self.remove_child(f, f.depth);
         } else if f.idx == 0 {
-            let first = leaf.anchor(0).to_vec();
+            let first = leaf.anchor(0);
             self.set_pivot(f, f.depth, &first);
         }
     }
@@ -506,7 +637,7 @@ impl SparseIndex {
         p.shift.remove(i);
         p.child.remove(i);
         if p.child.is_empty() {
-            self.free_inners.push(parent);
+            self.free_inner(parent);
             self.remove_child(f, level - 1);
             return;
         }
@@ -516,8 +647,7 @@ impl SparseIndex {
             for s in &mut p.shift {
                 *s -= base;
             }
-            let first = p.pivot.get(0).to_vec();
-            p.pivot.set(0, b"");
+            let first = p.pivot.get(0);
             if level >= 2 {
                 self.set_pivot(f, level - 1, &first);
             }
@@ -543,9 +673,19 @@ impl SparseIndex {
         while self.height > 0 && self.inners[self.root as usize].child.len() == 1 {
             let old = self.root;
             self.root = self.inners[old as usize].child[0];
-            self.free_inners.push(old);
+            self.free_inner(old);
             self.height -= 1;
         }
+    }
+
+    /// Puts an unused internal node on the free list (holding no memory).
+    fn free_inner(&mut self, id: u32) {
+        self.inners[id as usize] = Inner {
+            pivot: Keys::new(),
+            shift: Vec::new(),
+            child: Vec::new(),
+        };
+        self.free_inners.push(id);
     }
 
     fn alloc_leaf(&mut self, leaf: Leaf) -> u32 {
@@ -554,10 +694,7 @@ impl SparseIndex {
                 self.leaves[id as usize] = leaf;
                 id
             }
-            None => {
-                self.leaves.push(leaf);
-                (self.leaves.len() - 1) as u32
-            }
+            None => push_node(&mut self.leaves, leaf),
         }
     }
 
@@ -567,33 +704,24 @@ impl SparseIndex {
                 self.inners[id as usize] = node;
                 id
             }
-            None => {
-                self.inners.push(node);
-                (self.inners.len() - 1) as u32
-            }
+            None => push_node(&mut self.inners, node),
         }
     }
 
     /// Splits the path's leaf (and then its ancestors) while over capacity.
-    fn fix_overflow(&mut self, f: &Found) {
+    /// (`appended`: the new intervals went to the leaf's end.)
+    fn fix_overflow(&mut self, f: &Found, appended: bool) {
         let leaf_id = f.leaf;
-        if self.leaves[leaf_id as usize].len() <= LEAF_CAP {
+        let n = self.leaves[leaf_id as usize].len();
+        if n <= LEAF_CAP {
             return;
         }
-        // Cut the leaf into pieces of at most three quarters of a leaf.
         let mut pieces: Vec<(u32, Box<[u8]>, u64)> = Vec::new();
-        let n = self.leaves[leaf_id as usize].len();
-        let per = LEAF_CAP * 3 / 4;
-        let mut cut = n - (n - 1) % per - 1;
-        if cut == 0 {
-            cut = per;
-        }
-        let mut tails = Vec::new();
-        while cut > 0 && cut < self.leaves[leaf_id as usize].len() {
-            let tail = self.leaves[leaf_id as usize].split_off(cut);
-            tails.push(tail);
-            cut = cut.saturating_sub(per);
-        }
+        let mut tails: Vec<Leaf> = cut_points(n, LEAF_CAP * 3 / 4, appended)
+            .into_iter()
+            .rev()
+            .map(|cut| self.leaves[leaf_id as usize].split_off(cut))
+            .collect();
         tails.reverse();
         let mut start = self.leaves[leaf_id as usize].span();
         let mut prev = leaf_id;
@@ -626,36 +754,35 @@ impl SparseIndex {
         let (parent, i) = f.path[level - 1];
         let i = i as usize;
         let base = self.inners[parent as usize].shift[i];
-        {
-            let p = &mut self.inners[parent as usize];
-            for (k, (id, pivot, start)) in children.into_iter().enumerate() {
-                p.pivot.insert(i + 1 + k, &pivot);
-                p.shift.insert(i + 1 + k, base + start);
-                p.child.insert(i + 1 + k, id);
-            }
-        }
-        self.split_inner_if_needed(parent, Some((f, level - 1)));
+        let p = &mut self.inners[parent as usize];
+        let at = i + 1..i + 1;
+        p.pivot
+            .insert_many(at.start, children.iter().map(|c| &c.1[..]));
+        p.shift
+            .splice(at.clone(), children.iter().map(|c| base + c.2));
+        p.child.splice(at, children.iter().map(|c| c.0));
+        let appended = i + 1 + children.len() == p.child.len();
+        self.split_inner_if_needed(parent, Some((f, level - 1)), appended);
     }
 
-    /// Splits internal node `id` while it has too many children.
-    fn split_inner_if_needed(&mut self, id: u32, at: Option<(&Found, usize)>) {
+    /// Splits internal node `id` if it has too many children (`appended`:
+    /// the new ones went to its end).
+    fn split_inner_if_needed(&mut self, id: u32, at: Option<(&Found, usize)>, appended: bool) {
         let n = self.inners[id as usize].child.len();
         if n <= INNER_CAP {
             return;
         }
-        let per = INNER_CAP * 3 / 4;
         let mut pieces = Vec::new();
-        let mut cut = n - (n - 1) % per - 1;
-        if cut == 0 {
-            cut = per;
-        }
         let mut tails = Vec::new();
-        while cut > 0 && cut < self.inners[id as usize].child.len() {
+        for cut in cut_points(n, INNER_CAP * 3 / 4, appended).into_iter().rev() {
             let node = &mut self.inners[id as usize];
             let base = node.shift[cut];
             let pivot = node.pivot.split_off(cut);
-            let shift: Vec<u64> = node.shift.split_off(cut).iter().map(|s| s - base).collect();
-            let child = node.child.split_off(cut);
+            let shift: Vec<u64> = split_exact(&mut node.shift, cut)
+                .iter()
+                .map(|s| s - base)
+                .collect();
+            let child = split_exact(&mut node.child, cut);
             tails.push((
                 Inner {
                     pivot,
@@ -664,12 +791,10 @@ impl SparseIndex {
                 },
                 base,
             ));
-            cut = cut.saturating_sub(per);
         }
         tails.reverse();
-        for (mut t, base) in tails {
+        for (t, base) in tails {
             let first: Box<[u8]> = t.pivot.get(0).into();
-            t.pivot.set(0, b"");
             let nid = self.alloc_inner(t);
             pieces.push((nid, first, base));
         }
@@ -684,21 +809,33 @@ impl SparseIndex {
     /// `siblings` (id, pivot, start relative to `old`'s start), splitting
     /// the new root if it is too full.
     fn grow_root(&mut self, old: u32, siblings: Vec<(u32, Box<[u8]>, u64)>) {
-        let mut node = Inner {
-            pivot: Keys::new(),
-            shift: vec![0],
-            child: vec![old],
+        let node = Inner {
+            pivot: Keys::from_keys(
+                std::iter::once(&[][..]).chain(siblings.iter().map(|c| &c.1[..])),
+            ),
+            shift: std::iter::once(0)
+                .chain(siblings.iter().map(|c| c.2))
+                .collect(),
+            child: std::iter::once(old)
+                .chain(siblings.iter().map(|c| c.0))
+                .collect(),
         };
-        node.pivot.push(b"");
-        for (id, pivot, start) in siblings {
-            node.pivot.push(&pivot);
-            node.shift.push(start);
-            node.child.push(id);
-        }
         self.root = self.alloc_inner(node);
         self.height += 1;
-        self.split_inner_if_needed(self.root, None);
+        self.split_inner_if_needed(self.root, None, true);
     }
+}
+
+/// Where to cut a node of `n` entries into pieces of at most `per`. After
+/// an append at its end (a load in key order), every piece but the last is
+/// filled to `per`: nothing will be added to them. Otherwise the pieces are
+/// of equal size, so none starts nearly empty (random insertions then keep
+/// leaves two thirds full instead of 58%).
+fn cut_points(n: usize, per: usize, appended: bool) -> Vec<usize> {
+    let pieces = n.div_ceil(per);
+    (1..pieces)
+        .map(|k| if appended { k * per } else { k * n / pieces })
+        .collect()
 }
 
 /// The shortest key `s` with `left < s <= right` (requires `left < right`):
@@ -740,6 +877,22 @@ mod tests {
             })
             .collect();
         assert_eq!(got, want);
+        // Stepping with `next` visits the same intervals.
+        let mut f = Some(s.find(b""));
+        for (a, o, sz) in &want {
+            let g = f.expect("an interval per model entry");
+            assert_eq!((&s.anchor(&g), g.offset, s.meta(&g).size), (a, *o, *sz));
+            // The same place as a search finds (paths too: `resize` uses
+            // them).
+            let h = s.find(a);
+            assert_eq!(
+                (g.leaf, g.idx, g.offset, g.depth),
+                (h.leaf, h.idx, h.offset, h.depth)
+            );
+            assert_eq!(g.path[..g.depth], h.path[..h.depth]);
+            f = s.next(&g);
+        }
+        assert!(f.is_none());
         assert_eq!(s.total(), off);
         assert_eq!(s.len(), model.len() as u64);
         for (a, o, _) in &want {
@@ -855,6 +1008,57 @@ mod tests {
     }
 
     #[test]
+    fn nodes_split_into_pieces_that_fit() {
+        assert_eq!(cut_points(65, 48, false), [32]);
+        assert_eq!(cut_points(65, 48, true), [48]);
+        assert_eq!(cut_points(100, 48, false), [33, 66]);
+        assert_eq!(cut_points(100, 48, true), [48, 96]);
+        for n in 49..500 {
+            for appended in [false, true] {
+                let mut bounds = vec![0];
+                bounds.extend(cut_points(n, 48, appended));
+                bounds.push(n);
+                for w in bounds.windows(2) {
+                    assert!(w[0] < w[1] && w[1] - w[0] <= 48, "{n} {bounds:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn meta_columns_keep_counts_and_marks() {
+        for (count, want) in [
+            (0, 0),
+            (16, 16),
+            (0x7ffe, 0x7ffe),
+            // Counts past 15 bits are kept as unknown.
+            (0x7fff, UNKNOWN_COUNT),
+            (0x8000, UNKNOWN_COUNT),
+            (UNKNOWN_COUNT, UNKNOWN_COUNT),
+        ] {
+            for frag in [false, true] {
+                let w = pack_count(count, frag);
+                assert_eq!((unpack_count(w), w & FRAGMENTED != 0), (want, frag));
+            }
+        }
+        let mut s = SparseIndex::build(vec![iv(b"", 10), iv(b"m", 20)]);
+        let f = s.find(b"m");
+        s.set_fragmented(&f, true);
+        s.resize(&f, 25, 7);
+        let m = s.meta(&f);
+        assert_eq!((m.size, m.count, m.fragmented), (25, 7, true));
+        m.cache.store(99, Ordering::Relaxed);
+        s.set_fragmented(&f, false);
+        let m = s.meta(&f);
+        assert_eq!((m.size, m.count, m.fragmented), (25, 7, false));
+        assert_eq!(m.cache.load(Ordering::Relaxed), 99);
+        // The first interval is untouched.
+        let m = s.meta(&s.find(b""));
+        assert_eq!((m.size, m.count, m.fragmented), (10, 1, false));
+        assert_eq!(s.total(), 35);
+    }
+
+    #[test]
     fn build_in_bulk_and_navigate() {
         let mut items = vec![iv(b"", 10)];
         for n in 1..5000 {
@@ -867,8 +1071,8 @@ mod tests {
             .collect();
         check(&s, &model);
         let f = s.find(&key(77));
-        assert_eq!(s.next_anchor(&f), Some(&key(78)[..]));
-        assert_eq!(s.prev_anchor(&f), Some(&key(76)[..]));
+        assert_eq!(s.next_anchor(&f), Some(key(78)));
+        assert_eq!(s.prev_anchor(&f), Some(key(76)));
         let first = s.find(b"");
         assert_eq!(s.prev_anchor(&first), None);
         let last = s.find(b"\xff");

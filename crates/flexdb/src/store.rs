@@ -66,11 +66,11 @@ fn check_key_range(st: &State, f: &Found, data: &IntervalData) -> Result<()> {
     if data.is_empty() {
         return Ok(());
     }
-    let below = data.key(0) < st.sparse.anchor(f);
+    let below = data.key(0) < st.sparse.anchor(f).as_slice();
     let above = st
         .sparse
         .next_anchor(f)
-        .is_some_and(|n| data.key(data.len() - 1) >= n);
+        .is_some_and(|n| data.key(data.len() - 1) >= n.as_slice());
     if below || above {
         return Err(corrupt_interval(
             f.offset,
