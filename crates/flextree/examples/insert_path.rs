@@ -44,6 +44,15 @@ fn lookups(tree: &FlexTree, offsets: &[u64]) -> u64 {
     sink
 }
 
+/// Prints how much of the process sits on transparent huge pages.
+fn huge_pages(when: &str) {
+    if let Ok(s) = std::fs::read_to_string("/proc/self/smaps_rollup") {
+        for line in s.lines().filter(|l| l.starts_with("AnonHugePages")) {
+            println!("{when}: {line}");
+        }
+    }
+}
+
 fn arg(i: usize, default: u64) -> u64 {
     std::env::args()
         .nth(i)
@@ -77,17 +86,16 @@ fn main() {
         tree.memory_usage() as f64 / n as f64,
         tree.height()
     );
-    if let Ok(s) = std::fs::read_to_string("/proc/self/smaps_rollup") {
-        for line in s.lines().filter(|l| l.starts_with("AnonHugePages")) {
-            println!("{line}");
-        }
-    }
+    huge_pages("built");
     let mut sink = 0;
     for t in 0..trials {
         let mut copy = tree.clone();
         let start = Instant::now();
         inserts(&mut copy, &offs, n * 2 * EXTENT_LEN);
         let ins = m as f64 / start.elapsed().as_secs_f64() / 1e6;
+        if t == 0 {
+            huge_pages("with a clone");
+        }
         let start = Instant::now();
         sink += lookups(&tree, &looks);
         let look = m as f64 / start.elapsed().as_secs_f64() / 1e6;

@@ -9,15 +9,18 @@
 //!   instead of reallocating one vector, so growth never copies the tree (no
 //!   latency spike on the insert that crosses a power of two) and never holds
 //!   twice the memory.
-//! - The first `SMALL_IDS` ids live in blocks of `RUN` nodes, so a small tree
-//!   stays small. Later blocks hold at least a huge page (2 MiB) of nodes,
-//!   start on a huge-page boundary and are advised `MADV_HUGEPAGE` on Linux:
-//!   a random descent into a big tree then misses one TLB entry per 2 MiB of
-//!   nodes instead of one per 4 KiB, which is most of the cost of a random
-//!   insert (measured in docs/DESIGN.md, "The random-insert path").
-//! - Every block is owned by `blocks` and freed (its nodes dropped) exactly
-//!   once, when the arena is cleared or dropped; `runs` only borrows into
-//!   them.
+//! - The first `SMALL_IDS` ids live in blocks of `RUN` nodes from the global
+//!   allocator, so a small tree stays small. Later blocks hold at least a
+//!   huge page (2 MiB) of nodes, start on a huge-page boundary and are
+//!   advised `MADV_HUGEPAGE`: a random descent into a big tree then misses
+//!   one TLB entry per 2 MiB of nodes instead of one per 4 KiB, which is
+//!   much of the cost of a random insert (measured in docs/DESIGN.md, "The
+//!   random-insert path"). On Linux they are fresh anonymous mappings of
+//!   their own (`mapped`): memory recycled by an allocator may already be
+//!   backed by small pages, which the advice does not change.
+//! - Every block is owned by `blocks` and freed (its nodes dropped, its
+//!   memory returned the way it was obtained) exactly once, when the arena
+//!   is cleared or dropped; `runs` only borrows into them.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ops::{Index, IndexMut};
@@ -36,7 +39,11 @@ const HUGE_PAGE: usize = 2 << 20;
 struct Block<T> {
     ptr: NonNull<T>,
     nodes: usize,
+    /// The nodes' layout (`bytes` held when not `mapped`).
     layout: Layout,
+    /// Whether the memory is a mapping of its own (`map_huge`) instead of
+    /// a global-allocator allocation.
+    mapped: bool,
 }
 
 /// Nodes of one kind, addressed by id.
@@ -84,8 +91,8 @@ fn block_nodes<T>(len: usize) -> usize {
 fn advise_huge(ptr: *mut u8, bytes: usize) {
     // SAFETY: madvise(MADV_HUGEPAGE) only changes how the kernel backs the
     // range, never its contents or validity; the range is an allocation we
-    // own and have not touched yet, starting on a page boundary. An error
-    // (no THP support) leaves the memory as it was.
+    // own, starting on a page boundary. An error (no THP support) leaves the
+    // memory as it was.
     unsafe {
         libc::madvise(ptr.cast(), bytes, libc::MADV_HUGEPAGE);
     }
@@ -93,6 +100,76 @@ fn advise_huge(ptr: *mut u8, bytes: usize) {
 
 #[cfg(not(all(target_os = "linux", not(miri))))]
 fn advise_huge(_ptr: *mut u8, _bytes: usize) {}
+
+/// Bytes a mapping of `size` bytes occupies (whole pages).
+#[cfg(all(target_os = "linux", not(miri)))]
+fn mapped_len(size: usize) -> usize {
+    // SAFETY: sysconf only reads a system constant.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    size.next_multiple_of(usize::try_from(page).unwrap_or(4096).max(1))
+}
+
+/// `size` bytes of fresh, untouched memory starting on a huge-page
+/// boundary, mapped for this block alone and advised to use huge pages;
+/// `None` if the kernel refuses (the caller then uses the heap). Returned by
+/// `unmap`.
+#[cfg(all(target_os = "linux", not(miri)))]
+fn map_huge(size: usize) -> Option<NonNull<u8>> {
+    let len = mapped_len(size);
+    let span = len.checked_add(HUGE_PAGE)?;
+    // SAFETY: a new private anonymous mapping at an address the kernel
+    // chooses overlaps nothing we hold.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            span,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return None;
+    }
+    let start = raw as usize;
+    let aligned = start.next_multiple_of(HUGE_PAGE);
+    let head = aligned - start;
+    let tail = span - head - len;
+    // SAFETY: the head and the tail are page-aligned parts of the mapping
+    // just made, outside `aligned..aligned + len`, and nothing refers to
+    // them; unmapping them (or failing to) never touches the part we keep.
+    unsafe {
+        if head > 0 {
+            libc::munmap(raw, head);
+        }
+        if tail > 0 {
+            libc::munmap((aligned + len) as *mut libc::c_void, tail);
+        }
+    }
+    advise_huge(aligned as *mut u8, len);
+    NonNull::new(aligned as *mut u8)
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn map_huge(_size: usize) -> Option<NonNull<u8>> {
+    None
+}
+
+/// Returns the memory of a block made by `map_huge(size)`.
+#[cfg(all(target_os = "linux", not(miri)))]
+fn unmap(ptr: NonNull<u8>, size: usize) {
+    // SAFETY: `ptr..ptr + mapped_len(size)` is exactly the part of the
+    // mapping `map_huge` kept, and its owner is gone.
+    unsafe {
+        libc::munmap(ptr.as_ptr().cast(), mapped_len(size));
+    }
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn unmap(_ptr: NonNull<u8>, _size: usize) {
+    unreachable!("map_huge never maps here");
+}
 
 impl<T: Clone> Block<T> {
     /// A block of `nodes` clones of `node` (`nodes` a positive multiple of
@@ -108,15 +185,23 @@ impl<T: Clone> Block<T> {
             std::mem::align_of::<T>()
         };
         let layout = Layout::from_size_align(size, align).expect("node block layout");
-        // SAFETY: `layout` has a non-zero size (`nodes > 0`, size at least
-        // 1 per node).
-        let raw = unsafe { alloc(layout) }.cast::<T>();
-        let Some(ptr) = NonNull::new(raw) else {
-            handle_alloc_error(layout)
+        let mapped = if huge { map_huge(size) } else { None };
+        let ptr = match mapped {
+            Some(ptr) => ptr.cast::<T>(),
+            None => {
+                // SAFETY: `layout` has a non-zero size (`nodes > 0`, size at
+                // least 1 per node).
+                let raw = unsafe { alloc(layout) }.cast::<T>();
+                let Some(ptr) = NonNull::new(raw) else {
+                    handle_alloc_error(layout)
+                };
+                if huge {
+                    advise_huge(raw.cast(), size);
+                }
+                ptr
+            }
         };
-        if huge {
-            advise_huge(raw.cast(), size);
-        }
+        let raw = ptr.as_ptr();
         for k in 0..nodes {
             // SAFETY: `k < nodes`, so the slot lies inside the allocation,
             // which is aligned for `T`; each slot is written once, before
@@ -124,20 +209,30 @@ impl<T: Clone> Block<T> {
             // an uninitialized slot: the block is not registered yet.)
             unsafe { raw.add(k).write(node.clone()) };
         }
-        Block { ptr, nodes, layout }
+        Block {
+            ptr,
+            nodes,
+            layout,
+            mapped: mapped.is_some(),
+        }
     }
 }
 
 impl<T> Drop for Block<T> {
     fn drop(&mut self) {
         // SAFETY: the block's `nodes` slots were initialized by `filled` and
-        // are dropped here once; the allocation was made with `layout`.
+        // are dropped here once.
         unsafe {
             std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(
                 self.ptr.as_ptr(),
                 self.nodes,
             ));
-            dealloc(self.ptr.as_ptr().cast(), self.layout);
+        }
+        if self.mapped {
+            unmap(self.ptr.cast(), self.layout.size());
+        } else {
+            // SAFETY: the memory was allocated by `filled` with `layout`.
+            unsafe { dealloc(self.ptr.as_ptr().cast(), self.layout) };
         }
     }
 }
@@ -275,7 +370,11 @@ mod tests {
         for b in &a.blocks[SMALL_IDS / RUN..] {
             assert_eq!(b.ptr.as_ptr() as usize % HUGE_PAGE, 0);
             assert!(b.layout.size() >= HUGE_PAGE);
+            // Mappings of their own on Linux; heap blocks elsewhere and
+            // under Miri (which thereby checks that path).
+            assert_eq!(b.mapped, cfg!(all(target_os = "linux", not(miri))));
         }
+        assert!(a.blocks[..SMALL_IDS / RUN].iter().all(|b| !b.mapped));
         for i in 0..n {
             assert_eq!(a[i].0[i % 128], i as u64, "id {i}");
         }
