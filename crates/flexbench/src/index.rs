@@ -15,6 +15,9 @@ pub trait ExtentIndex {
     fn extent_count(&self) -> u64;
     /// Bytes of memory held by the structure.
     fn memory_usage(&self) -> usize;
+    /// An independent copy (the benchmark repeats mutating phases on
+    /// copies of one built structure).
+    fn clone_box(&self) -> Box<dyn ExtentIndex>;
     /// Inserts `len` bytes mapped to `addr` at `offset <= len()`, shifting
     /// later bytes.
     fn insert(&mut self, offset: u64, len: u64, addr: u64);
@@ -41,6 +44,9 @@ impl ExtentIndex for flextree::FlexTree {
     }
     fn memory_usage(&self) -> usize {
         flextree::FlexTree::memory_usage(self)
+    }
+    fn clone_box(&self) -> Box<dyn ExtentIndex> {
+        Box::new(self.clone())
     }
     fn insert(&mut self, offset: u64, len: u64, addr: u64) {
         // The benchmark only generates valid arguments.

@@ -46,9 +46,15 @@ enum Command {
         /// appends N/20, at least 1000).
         #[arg(long)]
         ops: Option<u64>,
-        /// Time budget per phase in seconds (O(N) baselines stop there).
+        /// Time budget per phase in seconds, shared by its repeats (O(N)
+        /// baselines stop there).
         #[arg(long, default_value_t = 2.0)]
         phase_seconds: f64,
+        /// Timed runs of each phase; the figure is their median (inserts
+        /// and appends run on a fresh copy of the built structure each
+        /// time).
+        #[arg(long, default_value_t = 5)]
+        repeat: u32,
         /// Random seed.
         #[arg(long, default_value_t = 1)]
         seed: u64,
@@ -120,6 +126,7 @@ fn main() -> ExitCode {
             structures,
             ops,
             phase_seconds,
+            repeat,
             seed,
             json,
         } => {
@@ -133,8 +140,8 @@ fn main() -> ExitCode {
                 );
                 return ExitCode::from(2);
             }
-            if extents == 0 || !phase_seconds.is_finite() || phase_seconds <= 0.0 {
-                eprintln!("flexbench: --extents and --phase-seconds must be positive");
+            if extents == 0 || repeat == 0 || !phase_seconds.is_finite() || phase_seconds <= 0.0 {
+                eprintln!("flexbench: --extents, --repeat and --phase-seconds must be positive");
                 return ExitCode::from(2);
             }
             let bench = tree_bench::TreeBench {
@@ -142,6 +149,7 @@ fn main() -> ExitCode {
                 structures,
                 ops,
                 phase_seconds,
+                repeats: repeat,
                 seed,
             };
             match bench.run() {

@@ -1,11 +1,18 @@
 //! `flexbench tree`: Table 1 of the paper. Each structure is built to N
 //! extents by appends (untimed), then random lookups, range queries of about
-//! 50 extents, random inserts and appends are timed at that size.
+//! 50 extents, random inserts and appends are timed at that size, each phase
+//! `repeats` times; the report gives the median rate with the slowest and
+//! fastest run, so one preemption or page-fault burst on the shared machine
+//! moves a figure no more than the other runs let it.
 //!
 //! Invariants: every structure sees the same operations (same seed, same
-//! offsets); an insert phase grows the structure by at most ~10% so the
-//! figures describe size N; baselines whose operations cost O(N) stop a
-//! phase at its time budget (at least a few operations always run).
+//! offsets), and every repeat of a phase the same operations too; lookups
+//! and range queries run on the built structure, inserts and then appends
+//! on a fresh copy of it per repeat (copied untimed), so every repeat
+//! measures the same structure; an insert phase grows the structure by at
+//! most ~10% so the figures describe size N; baselines whose operations
+//! cost O(N) stop a run at its share of the phase's time budget (at least a
+//! few operations always run).
 
 use std::time::{Duration, Instant};
 
@@ -30,8 +37,10 @@ pub struct TreeBench {
     pub structures: Vec<String>,
     /// Operations per phase (before the time budget).
     pub ops: Option<u64>,
-    /// Time budget per phase.
+    /// Time budget per phase, shared by its repeats.
     pub phase_seconds: f64,
+    /// Timed runs of each phase (at least 1).
+    pub repeats: u32,
     /// Random seed.
     pub seed: u64,
 }
@@ -45,9 +54,16 @@ pub struct OpResult {
     pub op: String,
     /// The size the structure was built to.
     pub extents: u64,
-    /// Millions of operations per second.
+    /// Millions of operations per second: the median over the repeats.
     pub mops: f64,
-    /// Operations timed.
+    /// The slowest repeat's rate.
+    pub mops_min: f64,
+    /// The fastest repeat's rate.
+    pub mops_max: f64,
+    /// Timed runs of the phase.
+    pub repeats: u32,
+    /// Operations timed in one run (the median run's, where the time
+    /// budget stopped runs at different counts).
     pub ops: u64,
 }
 
@@ -128,62 +144,91 @@ impl TreeBench {
             extents: s.extent_count(),
             bytes_per_extent: s.memory_usage() as f64 / s.extent_count().max(1) as f64,
         });
-        let budget = Duration::from_secs_f64(self.phase_seconds);
+        let repeats = self.repeats.max(1);
+        let budget = Duration::from_secs_f64(self.phase_seconds / f64::from(repeats));
         let mut rng = StdRng::seed_from_u64(self.seed);
         let total = s.len();
         let reads = self.ops.unwrap_or(n.clamp(1000, 1_000_000));
         let lookups: Vec<u64> = (0..reads).map(|_| rng.gen_range(0..total)).collect();
-        let mut sink = 0u64;
-        let (ops, secs) = timed(reads, budget, |i| {
-            sink = sink.wrapping_add(s.lookup(lookups[i as usize]).unwrap_or(0));
-        });
-        self.push(report, s, "lookup", ops, secs);
         let span = 50 * EXTENT_LEN;
         let ranges: Vec<u64> = (0..reads / 4)
             .map(|_| rng.gen_range(0..total.saturating_sub(span).max(1)))
             .collect();
-        let mut out = Vec::new();
-        let (ops, secs) = timed(reads / 4, budget, |i| {
-            s.range(ranges[i as usize], span.min(total), &mut out);
-            sink = sink.wrapping_add(out.len() as u64);
-        });
-        self.push(report, s, "range", ops, secs);
         // Inserts add two extents each (the one they split and their own).
         let writes = self.ops.unwrap_or((n / 20).max(1000));
         let inserts: Vec<u64> = (0..writes)
             .map(|i| rng.gen_range(0..=total + i * NEW_LEN))
             .collect();
-        let base = n * 2 * EXTENT_LEN;
-        let (ops, secs) = timed(writes, budget, |i| {
-            s.insert(inserts[i as usize], NEW_LEN, base + i * 2 * NEW_LEN);
-        });
-        self.push(report, s, "insert", ops, secs);
-        let base = base + writes * 2 * NEW_LEN;
-        let (ops, secs) = timed(writes, budget, |i| {
-            s.append(NEW_LEN, base + i * 2 * NEW_LEN);
-        });
-        self.push(report, s, "append", ops, secs);
+        let insert_base = n * 2 * EXTENT_LEN;
+        let append_base = insert_base + writes * 2 * NEW_LEN;
+        let mut sink = 0u64;
+        let mut out = Vec::new();
+        // Runs of (operations, seconds) per phase. The phases alternate
+        // within each round, so a burst of load hits one round of every
+        // phase rather than every run of one.
+        let mut runs: [Vec<(u64, f64)>; 4] = Default::default();
+        for _ in 0..repeats {
+            runs[0].push(timed(reads, budget, |i| {
+                sink = sink.wrapping_add(s.lookup(lookups[i as usize]).unwrap_or(0));
+            }));
+            runs[1].push(timed(reads / 4, budget, |i| {
+                s.range(ranges[i as usize], span.min(total), &mut out);
+                sink = sink.wrapping_add(out.len() as u64);
+            }));
+            let mut copy = s.clone_box();
+            runs[2].push(timed(writes, budget, |i| {
+                copy.insert(inserts[i as usize], NEW_LEN, insert_base + i * 2 * NEW_LEN);
+            }));
+            runs[3].push(timed(writes, budget, |i| {
+                copy.append(NEW_LEN, append_base + i * 2 * NEW_LEN);
+            }));
+        }
+        for (op, runs) in ["lookup", "range", "insert", "append"].iter().zip(&runs) {
+            report.ops.push(self.summarize(s.name(), op, runs));
+        }
         std::hint::black_box(sink);
     }
 
-    fn push(&self, report: &mut Report, s: &dyn ExtentIndex, op: &str, ops: u64, secs: f64) {
-        report.ops.push(OpResult {
-            structure: s.name().to_string(),
+    /// The figure of one phase from its runs of (operations, seconds).
+    fn summarize(&self, structure: &str, op: &str, runs: &[(u64, f64)]) -> OpResult {
+        let mut by_rate: Vec<(f64, u64)> = runs
+            .iter()
+            .map(|&(ops, secs)| (ops as f64 / secs.max(1e-9) / 1e6, ops))
+            .collect();
+        by_rate.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let rates: Vec<f64> = by_rate.iter().map(|r| r.0).collect();
+        OpResult {
+            structure: structure.to_string(),
             op: op.to_string(),
             extents: self.extents,
-            mops: ops as f64 / secs.max(1e-9) / 1e6,
-            ops,
-        });
+            mops: median(&rates),
+            mops_min: rates[0],
+            mops_max: rates[rates.len() - 1],
+            repeats: runs.len() as u32,
+            ops: by_rate[by_rate.len() / 2].1,
+        }
+    }
+}
+
+/// The median of sorted, non-empty `v` (the mean of the middle two when
+/// their number is even).
+fn median(v: &[f64]) -> f64 {
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
     }
 }
 
 impl Report {
-    /// The report as a human table, with each structure's ratio to
-    /// flextree.
+    /// The report as a human table: each phase's median rate over its
+    /// repeats, the slowest and fastest repeat, and each structure's ratio
+    /// to flextree (of the medians).
     pub fn table(&self) -> String {
         let mut s = format!(
-            "{:<10} {:<7} {:>10} {:>10} {:>10} {:>12}\n",
-            "structure", "op", "extents", "ops", "Mops/s", "flextree/x"
+            "{:<10} {:<7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}\n",
+            "structure", "op", "extents", "ops", "Mops/s", "min", "max", "flextree/x"
         );
         for r in &self.ops {
             let base = self
@@ -193,9 +238,12 @@ impl Report {
                 .map(|b| format!("{:.1}x", b.mops / r.mops.max(1e-12)))
                 .unwrap_or_else(|| "-".into());
             s += &format!(
-                "{:<10} {:<7} {:>10} {:>10} {:>10.4} {:>12}\n",
-                r.structure, r.op, r.extents, r.ops, r.mops, base
+                "{:<10} {:<7} {:>10} {:>10} {:>10.4} {:>10.4} {:>10.4} {:>12}\n",
+                r.structure, r.op, r.extents, r.ops, r.mops, r.mops_min, r.mops_max, base
             );
+        }
+        if let Some(r) = self.ops.first() {
+            s += &format!("(Mops/s: median of {} runs; ops: per run)\n", r.repeats);
         }
         for m in &self.memory {
             s += &format!(
@@ -218,5 +266,64 @@ impl Report {
             s.push('\n');
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bench(extents: u64, repeats: u32) -> TreeBench {
+        TreeBench {
+            extents,
+            structures: vec!["flextree".into()],
+            ops: None,
+            phase_seconds: 10.0,
+            repeats,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn median_of_odd_and_even_runs() {
+        assert_eq!(median(&[1.0]), 1.0);
+        assert_eq!(median(&[1.0, 2.0, 9.0]), 2.0);
+        assert_eq!(median(&[1.0, 2.0, 4.0, 9.0]), 3.0);
+    }
+
+    #[test]
+    fn summary_is_the_median_run_with_its_extremes() {
+        let b = bench(1000, 3);
+        // 2, 4 and 1 Mops/s.
+        let r = b.summarize("x", "insert", &[(2000, 1e-3), (400, 1e-4), (1000, 1e-3)]);
+        assert!((r.mops - 2.0).abs() < 1e-9);
+        assert!((r.mops_min - 1.0).abs() < 1e-9);
+        assert!((r.mops_max - 4.0).abs() < 1e-9);
+        assert_eq!((r.repeats, r.ops), (3, 2000));
+    }
+
+    #[test]
+    fn repeats_leave_the_built_structure_as_built() {
+        let b = bench(5000, 3);
+        let mut tree = flextree::FlexTree::new();
+        let mut report = Report {
+            ops: Vec::new(),
+            memory: Vec::new(),
+        };
+        b.run_one(&mut tree, &mut report);
+        // Inserts and appends ran on copies: the built tree is unchanged.
+        assert_eq!(tree.extent_count(), 5000);
+        assert_eq!(tree.len(), 5000 * EXTENT_LEN);
+        let ops: Vec<&str> = report.ops.iter().map(|r| r.op.as_str()).collect();
+        assert_eq!(ops, ["lookup", "range", "insert", "append"]);
+        for r in &report.ops {
+            assert_eq!(r.repeats, 3);
+            assert!(r.mops_min <= r.mops && r.mops <= r.mops_max, "{r:?}");
+            assert!(r.mops_min > 0.0);
+        }
+        // Every run timed every operation (no budget cut): 1000 writes.
+        assert_eq!(report.ops[2].ops, 1000);
+        let table = report.table();
+        assert!(table.contains("median of 3 runs"), "{table}");
     }
 }

@@ -36,12 +36,51 @@ fn tree_json_lines_have_the_documented_keys() {
         if op == "memory" {
             assert!(v["bytes_per_extent"].as_f64().unwrap() > 0.0);
         } else {
-            assert!(v["mops"].as_f64().unwrap() > 0.0);
+            let mops = v["mops"].as_f64().unwrap();
+            assert!(mops > 0.0);
+            // The median of the default five runs, between the extremes.
+            assert_eq!(v["repeats"].as_u64(), Some(5), "{line}");
+            assert!(v["mops_min"].as_f64().unwrap() <= mops, "{line}");
+            assert!(v["mops_max"].as_f64().unwrap() >= mops, "{line}");
+            assert!(v["ops"].as_u64().unwrap() > 0, "{line}");
         }
         ops.insert((structure.to_string(), op));
     }
     // 3 structures x (insert, append, lookup, range, memory).
     assert_eq!(ops.len(), 15);
+}
+
+#[test]
+fn tree_repeat_sets_the_number_of_runs() {
+    let out = flexbench(&[
+        "tree",
+        "--extents",
+        "2000",
+        "--structures",
+        "flextree",
+        "--repeat",
+        "2",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut phases = 0;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v["op"] != "memory" {
+            assert_eq!(v["repeats"].as_u64(), Some(2), "{line}");
+            phases += 1;
+        }
+    }
+    assert_eq!(phases, 4);
+    let out = flexbench(&["tree", "--extents", "2000", "--repeat", "3"]);
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("min") && table.contains("max"), "{table}");
+    assert!(table.contains("median of 3 runs"), "{table}");
 }
 
 #[test]
@@ -51,6 +90,9 @@ fn bad_arguments_fail_with_a_message() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown structure"));
     let out = flexbench(&["tree", "--extents", "0"]);
     assert_eq!(out.status.code(), Some(2));
+    let out = flexbench(&["tree", "--repeat", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--repeat"));
     let out = flexbench(&["no-such-command"]);
     assert!(!out.status.success());
 }

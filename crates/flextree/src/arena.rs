@@ -1,30 +1,245 @@
-//! A chunked arena that owns the tree's nodes and hands out `u32` ids.
+//! The arena that owns the tree's nodes and hands out `u32` ids.
 //!
-//! Invariants: ids are dense (`0..len`); a node never moves once allocated,
-//! because the arena grows by whole chunks instead of reallocating one
-//! vector. Growth therefore never copies the tree (no latency spike on the
-//! insert that crosses a power of two) and never holds twice the memory.
+//! Invariants:
+//! - Ids are dense (`0..len`). Every slot of every block is an initialized
+//!   `T` (a new block is filled with clones of the node that opened it), so
+//!   `runs[id >> RUN_BITS]` points at `RUN` initialized nodes for every
+//!   `id < runs.len() * RUN`, and only those ids are accepted.
+//! - A node never moves once allocated: the arena grows by whole blocks
+//!   instead of reallocating one vector, so growth never copies the tree (no
+//!   latency spike on the insert that crosses a power of two) and never holds
+//!   twice the memory.
+//! - The first `SMALL_IDS` ids live in blocks of `RUN` nodes from the global
+//!   allocator, so a small tree stays small. Later blocks hold at least a
+//!   huge page (2 MiB) of nodes, start on a huge-page boundary and are
+//!   advised `MADV_HUGEPAGE`: a random descent into a big tree then misses
+//!   one TLB entry per 2 MiB of nodes instead of one per 4 KiB, which is
+//!   much of the cost of a random insert (measured in docs/DESIGN.md, "The
+//!   random-insert path"). On Linux they are fresh anonymous mappings of
+//!   their own (`mapped`): memory recycled by an allocator may already be
+//!   backed by small pages, which the advice does not change.
+//! - Every block is owned by `blocks` and freed (its nodes dropped, its
+//!   memory returned the way it was obtained) exactly once, when the arena
+//!   is cleared or dropped; `runs` only borrows into them.
 
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ops::{Index, IndexMut};
+use std::ptr::NonNull;
 
-const CHUNK_BITS: u32 = 8;
-const CHUNK: usize = 1 << CHUNK_BITS;
+const RUN_BITS: u32 = 8;
+/// Ids per run: the granularity of the id-to-address table.
+const RUN: usize = 1 << RUN_BITS;
+/// Ids held in blocks of one run before the arena switches to huge blocks.
+const SMALL_IDS: usize = 16 * RUN;
+/// Size and alignment of a transparent huge page (x86-64, and the usual size
+/// elsewhere; on a system with other sizes the advice merely does less).
+const HUGE_PAGE: usize = 2 << 20;
+
+/// One allocation of `nodes` initialized nodes.
+struct Block<T> {
+    ptr: NonNull<T>,
+    nodes: usize,
+    /// The nodes' layout (`bytes` held when not `mapped`).
+    layout: Layout,
+    /// Whether the memory is a mapping of its own (`map_huge`) instead of
+    /// a global-allocator allocation.
+    mapped: bool,
+}
 
 /// Nodes of one kind, addressed by id.
-#[derive(Clone, Default)]
 pub(crate) struct Arena<T> {
-    /// Fixed-size chunks: indexing one with `id % CHUNK` needs no bounds
-    /// check.
-    chunks: Vec<Box<[T; CHUNK]>>,
+    /// The first node of each run of `RUN` ids, pointing into `blocks`.
+    runs: Vec<NonNull<[T; RUN]>>,
+    /// The allocations, in id order.
+    blocks: Vec<Block<T>>,
     len: usize,
+}
+
+// SAFETY: an arena owns its nodes exactly as a `Vec<T>` does (the raw
+// pointers are never shared outside it: `&self` hands out `&T` only and
+// `&mut self` hands out `&mut T` only), so it may cross threads when `T` may.
+unsafe impl<T: Send> Send for Arena<T> {}
+// SAFETY: as for `Send`: shared access to the arena is shared access to `T`.
+unsafe impl<T: Sync> Sync for Arena<T> {}
+
+impl<T> Default for Arena<T> {
+    fn default() -> Self {
+        Arena {
+            runs: Vec::new(),
+            blocks: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+/// Nodes in the next block of an arena that holds `len` ids.
+fn block_nodes<T>(len: usize) -> usize {
+    if len < SMALL_IDS {
+        RUN
+    } else {
+        // At least one huge page of nodes, in whole runs.
+        HUGE_PAGE
+            .div_ceil(std::mem::size_of::<T>().max(1))
+            .next_multiple_of(RUN)
+    }
+}
+
+/// Asks the kernel to back `bytes` bytes at `ptr` with transparent huge
+/// pages (Linux; elsewhere, and under Miri, nothing). Advice only: failure
+/// changes nothing.
+#[cfg(all(target_os = "linux", not(miri)))]
+fn advise_huge(ptr: *mut u8, bytes: usize) {
+    // SAFETY: madvise(MADV_HUGEPAGE) only changes how the kernel backs the
+    // range, never its contents or validity; the range is an allocation we
+    // own, starting on a page boundary. An error (no THP support) leaves the
+    // memory as it was.
+    unsafe {
+        libc::madvise(ptr.cast(), bytes, libc::MADV_HUGEPAGE);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn advise_huge(_ptr: *mut u8, _bytes: usize) {}
+
+/// Bytes a mapping of `size` bytes occupies (whole pages).
+#[cfg(all(target_os = "linux", not(miri)))]
+fn mapped_len(size: usize) -> usize {
+    // SAFETY: sysconf only reads a system constant.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    size.next_multiple_of(usize::try_from(page).unwrap_or(4096).max(1))
+}
+
+/// `size` bytes of fresh, untouched memory starting on a huge-page
+/// boundary, mapped for this block alone and advised to use huge pages;
+/// `None` if the kernel refuses (the caller then uses the heap). Returned by
+/// `unmap`.
+#[cfg(all(target_os = "linux", not(miri)))]
+fn map_huge(size: usize) -> Option<NonNull<u8>> {
+    let len = mapped_len(size);
+    let span = len.checked_add(HUGE_PAGE)?;
+    // SAFETY: a new private anonymous mapping at an address the kernel
+    // chooses overlaps nothing we hold.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            span,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return None;
+    }
+    let start = raw as usize;
+    let aligned = start.next_multiple_of(HUGE_PAGE);
+    let head = aligned - start;
+    let tail = span - head - len;
+    // SAFETY: the head and the tail are page-aligned parts of the mapping
+    // just made, outside `aligned..aligned + len`, and nothing refers to
+    // them; unmapping them (or failing to) never touches the part we keep.
+    unsafe {
+        if head > 0 {
+            libc::munmap(raw, head);
+        }
+        if tail > 0 {
+            libc::munmap((aligned + len) as *mut libc::c_void, tail);
+        }
+    }
+    advise_huge(aligned as *mut u8, len);
+    NonNull::new(aligned as *mut u8)
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn map_huge(_size: usize) -> Option<NonNull<u8>> {
+    None
+}
+
+/// Returns the memory of a block made by `map_huge(size)`.
+#[cfg(all(target_os = "linux", not(miri)))]
+fn unmap(ptr: NonNull<u8>, size: usize) {
+    // SAFETY: `ptr..ptr + mapped_len(size)` is exactly the part of the
+    // mapping `map_huge` kept, and its owner is gone.
+    unsafe {
+        libc::munmap(ptr.as_ptr().cast(), mapped_len(size));
+    }
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn unmap(_ptr: NonNull<u8>, _size: usize) {
+    unreachable!("map_huge never maps here");
+}
+
+impl<T: Clone> Block<T> {
+    /// A block of `nodes` clones of `node` (`nodes` a positive multiple of
+    /// `RUN`). A block of at least a huge page starts on a huge-page
+    /// boundary and is advised to use huge pages.
+    fn filled(node: &T, nodes: usize) -> Self {
+        debug_assert!(nodes > 0 && nodes.is_multiple_of(RUN));
+        let size = std::mem::size_of::<T>().max(1) * nodes;
+        let huge = size >= HUGE_PAGE;
+        let align = if huge {
+            HUGE_PAGE
+        } else {
+            std::mem::align_of::<T>()
+        };
+        let layout = Layout::from_size_align(size, align).expect("node block layout");
+        let mapped = if huge { map_huge(size) } else { None };
+        let ptr = match mapped {
+            Some(ptr) => ptr.cast::<T>(),
+            None => {
+                // SAFETY: `layout` has a non-zero size (`nodes > 0`, size at
+                // least 1 per node).
+                let raw = unsafe { alloc(layout) }.cast::<T>();
+                let Some(ptr) = NonNull::new(raw) else {
+                    handle_alloc_error(layout)
+                };
+                if huge {
+                    advise_huge(raw.cast(), size);
+                }
+                ptr
+            }
+        };
+        let raw = ptr.as_ptr();
+        for k in 0..nodes {
+            // SAFETY: `k < nodes`, so the slot lies inside the allocation,
+            // which is aligned for `T`; each slot is written once, before
+            // any read. (A panicking clone leaks the block, never exposes
+            // an uninitialized slot: the block is not registered yet.)
+            unsafe { raw.add(k).write(node.clone()) };
+        }
+        Block {
+            ptr,
+            nodes,
+            layout,
+            mapped: mapped.is_some(),
+        }
+    }
+}
+
+impl<T> Drop for Block<T> {
+    fn drop(&mut self) {
+        // SAFETY: the block's `nodes` slots were initialized by `filled` and
+        // are dropped here once.
+        unsafe {
+            std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(
+                self.ptr.as_ptr(),
+                self.nodes,
+            ));
+        }
+        if self.mapped {
+            unmap(self.ptr.cast(), self.layout.size());
+        } else {
+            // SAFETY: the memory was allocated by `filled` with `layout`.
+            unsafe { dealloc(self.ptr.as_ptr().cast(), self.layout) };
+        }
+    }
 }
 
 impl<T: Clone> Arena<T> {
     pub fn new() -> Self {
-        Arena {
-            chunks: Vec::new(),
-            len: 0,
-        }
+        Self::default()
     }
 
     /// Number of ids handed out.
@@ -36,28 +251,59 @@ impl<T: Clone> Arena<T> {
     /// Appends `node` and returns its id.
     pub fn push(&mut self, node: T) -> u32 {
         let id = self.len;
-        if id.is_multiple_of(CHUNK) {
-            let chunk: Box<[T]> = vec![node.clone(); CHUNK].into_boxed_slice();
-            match chunk.try_into() {
-                Ok(chunk) => self.chunks.push(chunk),
-                Err(_) => unreachable!("the vector holds exactly CHUNK nodes"),
-            }
+        if id == self.runs.len() * RUN {
+            self.add_block(&node, block_nodes::<T>(id));
         }
-        self.chunks[id >> CHUNK_BITS][id % CHUNK] = node;
+        self[id] = node;
         self.len += 1;
         id as u32
     }
 
+    /// Registers a new block of `nodes` clones of `node` after the last.
+    fn add_block(&mut self, node: &T, nodes: usize) {
+        let block = Block::filled(node, nodes);
+        for r in 0..nodes / RUN {
+            // SAFETY: `r * RUN + RUN <= nodes`: the run lies in the block.
+            let run = unsafe { block.ptr.as_ptr().add(r * RUN) };
+            self.runs
+                .push(NonNull::new(run.cast()).expect("inside a block"));
+        }
+        self.blocks.push(block);
+    }
+
     /// Drops every node.
     pub fn clear(&mut self) {
-        self.chunks.clear();
+        self.runs.clear();
+        self.blocks.clear();
         self.len = 0;
     }
 
-    /// Bytes of node memory held (whole chunks).
+    /// Bytes of node memory held (whole blocks) and of the tables.
     pub fn memory_usage(&self) -> usize {
-        self.chunks.len() * CHUNK * std::mem::size_of::<T>()
-            + self.chunks.capacity() * std::mem::size_of::<Box<[T; CHUNK]>>()
+        self.blocks.iter().map(|b| b.layout.size()).sum::<usize>()
+            + self.runs.capacity() * std::mem::size_of::<NonNull<[T; RUN]>>()
+            + self.blocks.capacity() * std::mem::size_of::<Block<T>>()
+    }
+}
+
+impl<T: Clone> Clone for Arena<T> {
+    /// A deep copy with the same block sizes (so the same huge-page
+    /// placement).
+    fn clone(&self) -> Self {
+        let mut copy = Arena {
+            runs: Vec::with_capacity(self.runs.len()),
+            blocks: Vec::with_capacity(self.blocks.len()),
+            len: self.len,
+        };
+        let mut id = 0;
+        for b in &self.blocks {
+            copy.add_block(&self[id], b.nodes);
+            for k in id + 1..id + b.nodes {
+                copy[k] = self[k].clone();
+            }
+            id += b.nodes;
+        }
+        copy
     }
 }
 
@@ -65,20 +311,27 @@ impl<T> Index<usize> for Arena<T> {
     type Output = T;
     #[inline(always)]
     fn index(&self, id: usize) -> &T {
-        &self.chunks[id >> CHUNK_BITS][id % CHUNK]
+        let run = self.runs[id >> RUN_BITS];
+        // SAFETY: `run` points at `RUN` initialized nodes owned by `blocks`
+        // (module invariants) and `&self` keeps them alive and unchanged.
+        unsafe { &run.as_ref()[id % RUN] }
     }
 }
 
 impl<T> IndexMut<usize> for Arena<T> {
     #[inline(always)]
     fn index_mut(&mut self, id: usize) -> &mut T {
-        &mut self.chunks[id >> CHUNK_BITS][id % CHUNK]
+        let mut run = self.runs[id >> RUN_BITS];
+        // SAFETY: as in `index`; `&mut self` makes this the only reference
+        // into the arena, and runs never overlap, so the node is not aliased.
+        unsafe { &mut run.as_mut()[id % RUN] }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::rc::Rc;
 
     #[test]
     fn ids_are_dense_and_stable() {
@@ -93,5 +346,84 @@ mod tests {
         assert!(a.memory_usage() >= 1000 * 4);
         a.clear();
         assert_eq!(a.len(), 0);
+        assert_eq!(a.push(1), 0);
+        assert_eq!(a[0], 1);
+    }
+
+    /// A node of a realistic size: big arenas switch to huge-page blocks.
+    /// The `Rc` counts the live clones.
+    #[derive(Clone)]
+    struct Big([u64; 128], #[allow(dead_code)] Rc<()>);
+
+    #[test]
+    fn huge_blocks_hold_nodes_like_small_ones() {
+        let token = Rc::new(());
+        let mut a = Arena::new();
+        let n = SMALL_IDS + 3 * block_nodes::<Big>(SMALL_IDS) + 5;
+        for i in 0..n {
+            let mut node = Big([0; 128], token.clone());
+            node.0[i % 128] = i as u64;
+            assert_eq!(a.push(node), i as u32);
+        }
+        // Small blocks of one run, then huge-page-aligned blocks.
+        assert_eq!(a.blocks.len(), SMALL_IDS / RUN + 4);
+        for b in &a.blocks[SMALL_IDS / RUN..] {
+            assert_eq!(b.ptr.as_ptr() as usize % HUGE_PAGE, 0);
+            assert!(b.layout.size() >= HUGE_PAGE);
+            // Mappings of their own on Linux; heap blocks elsewhere and
+            // under Miri (which thereby checks that path).
+            assert_eq!(b.mapped, cfg!(all(target_os = "linux", not(miri))));
+        }
+        assert!(a.blocks[..SMALL_IDS / RUN].iter().all(|b| !b.mapped));
+        for i in 0..n {
+            assert_eq!(a[i].0[i % 128], i as u64, "id {i}");
+        }
+        let held: usize = a.blocks.iter().map(|b| b.layout.size()).sum();
+        assert!(a.memory_usage() >= held && held >= n * std::mem::size_of::<Big>());
+
+        // A clone is deep and keeps the block structure.
+        let mut c = a.clone();
+        assert_eq!(c.len(), n);
+        c[n - 1].0[0] = 99;
+        assert_ne!(a[n - 1].0[0], 99);
+        let c_held: usize = c.blocks.iter().map(|b| b.layout.size()).sum();
+        assert_eq!(c_held, held);
+        for i in 0..n {
+            assert_eq!(c[i].0[i % 128], a[i].0[i % 128]);
+        }
+
+        // Every slot (pushed or filler) is dropped exactly once.
+        let slots = held / std::mem::size_of::<Big>();
+        assert_eq!(Rc::strong_count(&token), 1 + 2 * slots);
+        drop(c);
+        assert_eq!(Rc::strong_count(&token), 1 + slots);
+        a.clear();
+        assert_eq!(Rc::strong_count(&token), 1);
+    }
+
+    #[test]
+    fn index_past_the_runs_panics() {
+        let mut a = Arena::new();
+        a.push(1u8);
+        let r = std::panic::catch_unwind(|| a[RUN]);
+        assert!(r.is_err());
+    }
+
+    #[test]
+    fn arenas_cross_threads() {
+        let mut a = Arena::new();
+        for i in 0..SMALL_IDS + 10 {
+            a.push(i);
+        }
+        let a = std::thread::spawn(move || {
+            assert_eq!(a[SMALL_IDS + 9], SMALL_IDS + 9);
+            a
+        })
+        .join()
+        .unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| assert_eq!(a[7], 7));
+            s.spawn(|| assert_eq!(a[SMALL_IDS], SMALL_IDS));
+        });
     }
 }

@@ -13,7 +13,7 @@ struct Ext {
 }
 
 /// A sorted array of extents.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct SortedArray {
     ext: Vec<Ext>,
     total: u64,
@@ -32,6 +32,9 @@ impl SortedArray {
 }
 
 impl ExtentIndex for SortedArray {
+    fn clone_box(&self) -> Box<dyn ExtentIndex> {
+        Box::new(self.clone())
+    }
     fn name(&self) -> &'static str {
         "array"
     }

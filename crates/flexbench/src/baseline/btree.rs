@@ -30,6 +30,7 @@ struct Internal {
 }
 
 /// A B+-tree of extents with absolute offsets.
+#[derive(Clone)]
 pub struct AbsoluteBTree {
     leaves: Vec<Leaf>,
     internals: Vec<Internal>,
@@ -160,6 +161,9 @@ impl AbsoluteBTree {
 }
 
 impl ExtentIndex for AbsoluteBTree {
+    fn clone_box(&self) -> Box<dyn ExtentIndex> {
+        Box::new(self.clone())
+    }
     fn name(&self) -> &'static str {
         "btree"
     }
