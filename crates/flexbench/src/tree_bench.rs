@@ -305,25 +305,48 @@ mod tests {
     #[test]
     fn repeats_leave_the_built_structure_as_built() {
         let b = bench(5000, 3);
-        let mut tree = flextree::FlexTree::new();
-        let mut report = Report {
-            ops: Vec::new(),
-            memory: Vec::new(),
-        };
-        b.run_one(&mut tree, &mut report);
-        // Inserts and appends ran on copies: the built tree is unchanged.
-        assert_eq!(tree.extent_count(), 5000);
-        assert_eq!(tree.len(), 5000 * EXTENT_LEN);
-        let ops: Vec<&str> = report.ops.iter().map(|r| r.op.as_str()).collect();
-        assert_eq!(ops, ["lookup", "range", "insert", "append"]);
-        for r in &report.ops {
-            assert_eq!(r.repeats, 3);
-            assert!(r.mops_min <= r.mops && r.mops <= r.mops_max, "{r:?}");
-            assert!(r.mops_min > 0.0);
+        for name in STRUCTURES {
+            let mut s = new_structure(name).unwrap();
+            let mut report = Report {
+                ops: Vec::new(),
+                memory: Vec::new(),
+            };
+            b.run_one(s.as_mut(), &mut report);
+            // Inserts and appends ran on copies: the built structure is
+            // unchanged.
+            assert_eq!(s.extent_count(), 5000, "{name}");
+            assert_eq!(s.len(), 5000 * EXTENT_LEN, "{name}");
+            assert_eq!(s.lookup(4999 * EXTENT_LEN), Some(4999 * 2 * EXTENT_LEN));
+            let ops: Vec<&str> = report.ops.iter().map(|r| r.op.as_str()).collect();
+            assert_eq!(ops, ["lookup", "range", "insert", "append"]);
+            for r in &report.ops {
+                assert_eq!(r.repeats, 3);
+                assert!(r.mops_min <= r.mops && r.mops <= r.mops_max, "{r:?}");
+                assert!(r.mops_min > 0.0);
+            }
+            // Every run timed every operation (no budget cut): 1000 writes.
+            assert_eq!(report.ops[2].ops, 1000, "{name}");
+            let table = report.table();
+            assert!(table.contains("median of 3 runs"), "{table}");
         }
-        // Every run timed every operation (no budget cut): 1000 writes.
-        assert_eq!(report.ops[2].ops, 1000);
-        let table = report.table();
-        assert!(table.contains("median of 3 runs"), "{table}");
+    }
+
+    #[test]
+    fn copies_are_independent_and_equal() {
+        for name in STRUCTURES {
+            let mut s = new_structure(name).unwrap();
+            for i in 0..3000 {
+                s.append(EXTENT_LEN, i * 2 * EXTENT_LEN);
+            }
+            let mut copy = s.clone_box();
+            copy.insert(150, NEW_LEN, 1 << 40);
+            assert_eq!(copy.lookup(155), Some((1 << 40) + 5), "{name}");
+            assert_eq!(s.lookup(155), Some(255), "{name}");
+            assert_eq!(copy.len(), s.len() + NEW_LEN);
+            let (mut a, mut c) = (Vec::new(), Vec::new());
+            s.range(1000, 100_000, &mut a);
+            copy.range(1000 + NEW_LEN, 100_000, &mut c);
+            assert_eq!(a, c, "{name}");
+        }
     }
 }

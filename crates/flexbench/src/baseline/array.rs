@@ -3,7 +3,7 @@
 //! Invariant: `ext` is sorted by offset and contiguous from 0. An insert is a
 //! binary search, a `Vec::insert` and an update of every later offset: O(N).
 
-use crate::index::ExtentIndex;
+use crate::index::{clone_with_capacity, ExtentIndex};
 
 #[derive(Clone, Copy)]
 struct Ext {
@@ -13,7 +13,7 @@ struct Ext {
 }
 
 /// A sorted array of extents.
-#[derive(Clone, Default)]
+#[derive(Default)]
 pub struct SortedArray {
     ext: Vec<Ext>,
     total: u64,
@@ -33,7 +33,10 @@ impl SortedArray {
 
 impl ExtentIndex for SortedArray {
     fn clone_box(&self) -> Box<dyn ExtentIndex> {
-        Box::new(self.clone())
+        Box::new(SortedArray {
+            ext: clone_with_capacity(&self.ext),
+            total: self.total,
+        })
     }
     fn name(&self) -> &'static str {
         "array"

@@ -7,7 +7,7 @@
 //! entries of all leaves, in that order, are contiguous from offset 0; a
 //! child's start equals the offset of its first entry.
 
-use crate::index::ExtentIndex;
+use crate::index::{clone_with_capacity, ExtentIndex};
 
 const LEAF_CAP: usize = 64;
 const INTERNAL_CAP: usize = 128;
@@ -30,7 +30,6 @@ struct Internal {
 }
 
 /// A B+-tree of extents with absolute offsets.
-#[derive(Clone)]
 pub struct AbsoluteBTree {
     leaves: Vec<Leaf>,
     internals: Vec<Internal>,
@@ -162,7 +161,14 @@ impl AbsoluteBTree {
 
 impl ExtentIndex for AbsoluteBTree {
     fn clone_box(&self) -> Box<dyn ExtentIndex> {
-        Box::new(self.clone())
+        Box::new(AbsoluteBTree {
+            leaves: clone_with_capacity(&self.leaves),
+            internals: clone_with_capacity(&self.internals),
+            root: self.root,
+            height: self.height,
+            total: self.total,
+            extents: self.extents,
+        })
     }
     fn name(&self) -> &'static str {
         "btree"
