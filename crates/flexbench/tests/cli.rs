@@ -10,9 +10,20 @@ fn flexbench(args: &[&str]) -> std::process::Output {
         .expect("run flexbench")
 }
 
+/// Runs flexbench, which must succeed, and returns its standard output.
+fn flexbench_ok(args: &[&str]) -> String {
+    let out = flexbench(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
 #[test]
 fn tree_json_lines_have_the_documented_keys() {
-    let out = flexbench(&[
+    let text = flexbench_ok(&[
         "tree",
         "--extents",
         "2000",
@@ -20,12 +31,6 @@ fn tree_json_lines_have_the_documented_keys() {
         "--phase-seconds",
         "0.2",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
     let mut ops = std::collections::BTreeSet::new();
     for line in text.lines() {
         let v: serde_json::Value = serde_json::from_str(line).expect("one JSON object per line");
@@ -52,7 +57,7 @@ fn tree_json_lines_have_the_documented_keys() {
 
 #[test]
 fn tree_repeat_sets_the_number_of_runs() {
-    let out = flexbench(&[
+    let text = flexbench_ok(&[
         "tree",
         "--extents",
         "2000",
@@ -62,12 +67,6 @@ fn tree_repeat_sets_the_number_of_runs() {
         "2",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
     let mut phases = 0;
     for line in text.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -101,7 +100,7 @@ fn bad_arguments_fail_with_a_message() {
 fn space_json_lines_have_the_documented_keys() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let out = flexbench(&[
+    let text = flexbench_ok(&[
         "space",
         "--pattern",
         "rand-insert",
@@ -113,12 +112,6 @@ fn space_json_lines_have_the_documented_keys() {
         d,
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
     let phases: Vec<String> = text
         .lines()
         .map(|l| {
@@ -139,7 +132,7 @@ fn space_json_lines_have_the_documented_keys() {
             "rand-read-warm"
         ]
     );
-    let out = flexbench(&[
+    let text = flexbench_ok(&[
         "space",
         "--pattern",
         "seq-write",
@@ -150,12 +143,7 @@ fn space_json_lines_have_the_documented_keys() {
         d,
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["phase"], "read-during-write");
     for k in [
         "plan_p50_us",

@@ -239,54 +239,37 @@ impl<'a> Iter<'a> {
         chunks
     }
 
-    /// Reads the next chunk of keys above `lo` into `front`.
-    fn fill_front(&mut self) -> Result<()> {
+    /// Reads the next chunk of keys above `lo` into `front` (below `hi`
+    /// into `back`, when `reverse`).
+    fn fill(&mut self, reverse: bool) -> Result<()> {
         if self.front.is_empty() && self.back.is_empty() {
             self.held.clear();
         }
-        let space = self.space_forward()?;
+        let space = if reverse {
+            self.space_backward()?
+        } else {
+            self.space_forward()?
+        };
         let held = &self.held;
         let cap = space
             .full
             .then(|| space.items.last().map(|i| i.key(held)))
             .flatten();
-        let mut chunks = self.mem_chunks(false, cap);
+        let mut chunks = self.mem_chunks(reverse, cap);
         chunks.push(space);
-        let horizon = merge_chunks(chunks, false, &mut self.front, &self.held);
-        match horizon {
-            Some(h) => self.lo = Bound::Excluded(h),
+        let (out, bound) = if reverse {
+            (&mut self.back, &mut self.hi)
+        } else {
+            (&mut self.front, &mut self.lo)
+        };
+        match merge_chunks(chunks, reverse, out, &self.held) {
+            Some(h) => *bound = Bound::Excluded(h),
             None => {
                 // Everything left was fetched: the region ends at the last
-                // key the front holds (so a later seek of the back cannot
-                // fetch it again).
-                if let Some(i) = self.front.back() {
-                    self.lo = Bound::Excluded(i.key(&self.held).to_vec());
-                }
-                self.exhausted = true;
-            }
-        }
-        Ok(())
-    }
-
-    /// Reads the next chunk of keys below `hi` into `back`.
-    fn fill_back(&mut self) -> Result<()> {
-        if self.front.is_empty() && self.back.is_empty() {
-            self.held.clear();
-        }
-        let space = self.space_backward()?;
-        let held = &self.held;
-        let cap = space
-            .full
-            .then(|| space.items.last().map(|i| i.key(held)))
-            .flatten();
-        let mut chunks = self.mem_chunks(true, cap);
-        chunks.push(space);
-        let horizon = merge_chunks(chunks, true, &mut self.back, &self.held);
-        match horizon {
-            Some(h) => self.hi = Bound::Excluded(h),
-            None => {
-                if let Some(i) = self.back.back() {
-                    self.hi = Bound::Excluded(i.key(&self.held).to_vec());
+                // key this end holds (so a later seek of the other end
+                // cannot fetch it again).
+                if let Some(i) = out.back() {
+                    *bound = Bound::Excluded(i.key(&self.held).to_vec());
                 }
                 self.exhausted = true;
             }
@@ -468,7 +451,7 @@ impl Iter<'_> {
                 // Only what the back fetched is left: its smallest first.
                 return self.back.pop_back().map(Ok);
             }
-            if let Err(e) = self.fill_front() {
+            if let Err(e) = self.fill(false) {
                 self.failed = true;
                 return Some(Err(e));
             }
@@ -487,7 +470,7 @@ impl Iter<'_> {
             if self.exhausted {
                 return self.front.pop_back().map(Ok);
             }
-            if let Err(e) = self.fill_back() {
+            if let Err(e) = self.fill(true) {
                 self.failed = true;
                 return Some(Err(e));
             }
@@ -513,25 +496,21 @@ impl Iter<'_> {
     /// assert_eq!(bytes, 5);
     /// ```
     pub fn next_ref(&mut self) -> Option<Result<(&[u8], &[u8])>> {
-        match self.advance_front()? {
-            Ok(item) => {
-                let item = self.lent.insert(item);
-                Some(Ok(item.pair_ref(&self.held)))
-            }
-            Err(e) => Some(Err(e)),
-        }
+        let next = self.advance_front()?;
+        Some(self.lend(next))
     }
 
     /// Like [`DoubleEndedIterator::next_back`], lending the pair as
     /// [`Iter::next_ref`] does.
     pub fn next_back_ref(&mut self) -> Option<Result<(&[u8], &[u8])>> {
-        match self.advance_back()? {
-            Ok(item) => {
-                let item = self.lent.insert(item);
-                Some(Ok(item.pair_ref(&self.held)))
-            }
-            Err(e) => Some(Err(e)),
-        }
+        let next = self.advance_back()?;
+        Some(self.lend(next))
+    }
+
+    /// Keeps `item` as the lent pair and borrows its key and value.
+    fn lend(&mut self, item: Result<Item>) -> Result<(&[u8], &[u8])> {
+        let item = self.lent.insert(item?);
+        Ok(item.pair_ref(&self.held))
     }
 }
 
