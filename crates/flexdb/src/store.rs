@@ -510,35 +510,16 @@ impl Shared {
     }
 
     /// The content of the interval at `f`, from the cache or read from the
-    /// space (and then cached). The caller holds `state`.
+    /// space (and then cached). The caller holds `state` throughout (an
+    /// iterator's walk, the committer); `get` releases it for the read.
     pub fn interval(&self, st: &State, f: &Found) -> Result<Arc<IntervalData>> {
-        let meta = st.sparse.meta(f);
-        let cached = CacheRef::unpack(meta.cache.load(Ordering::Acquire));
-        if let Some(d) = self.cache.get(cached) {
-            return Ok(d);
+        match self.cached_or_plan(st, f)? {
+            Fetch::Cached(d) => Ok(d),
+            Fetch::Planned(p) => {
+                let data = self.read_planned(&p)?;
+                self.install(st, f, &p, data)
+            }
         }
-        let data = Arc::new(self.load_interval(st, f)?);
-        let r = self.cache.insert(None, data.clone());
-        meta.cache.store(r.pack(), Ordering::Release);
-        Ok(data)
-    }
-
-    /// Reads and verifies the interval at `f` from the space.
-    pub fn load_interval(&self, st: &State, f: &Found) -> Result<IntervalData> {
-        let size = st.sparse.meta(f).size as usize;
-        let plan = self
-            .space
-            .plan_read(f.offset, size as u64)
-            .map_err(space_err)?;
-        let p = Planned {
-            plan,
-            offset: f.offset,
-            size,
-            word: 0,
-        };
-        let data = self.read_planned(&p)?;
-        check_key_range(st, f, &data)?;
-        Ok(data)
     }
 
     /// Drops `r` from the cache if it is set.
