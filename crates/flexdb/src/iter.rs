@@ -312,7 +312,9 @@ impl<'a> Iter<'a> {
             first = false;
             match st.sparse.next(&f) {
                 Some(n) => {
-                    if !within_end(&st.sparse.anchor(&n), as_ref(&self.hi)) {
+                    // (The anchor is a copy: only made when there is a bound.)
+                    let bounded = !matches!(self.hi, Bound::Unbounded);
+                    if bounded && !within_end(&st.sparse.anchor(&n), as_ref(&self.hi)) {
                         return Ok(Chunk { items, full: false });
                     }
                     f = n;
@@ -357,7 +359,8 @@ impl<'a> Iter<'a> {
             first = false;
             // The interval's anchor is at or below all its keys: when it is
             // below the range, no earlier interval can hold anything.
-            if !within_start(&st.sparse.anchor(&f), as_ref(&self.lo)) {
+            let bounded = !matches!(self.lo, Bound::Unbounded);
+            if bounded && !within_start(&st.sparse.anchor(&f), as_ref(&self.lo)) {
                 return Ok(Chunk { items, full: false });
             }
             match st.sparse.prev_anchor(&f) {
