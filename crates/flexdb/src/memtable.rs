@@ -374,59 +374,48 @@ impl MemTable {
             .then_with(|| self.entry(a.1).key.cmp(self.entry(b.1).key))
     }
 
-    /// The smaller key at positions `i` of the view's run and `j` of its
-    /// tail, advancing past it (on equal keys the tail, which is newer,
-    /// wins and both advance); `None` when both are exhausted.
-    fn step_forward(&self, v: &View, i: &mut usize, j: &mut usize) -> Option<EntryPtr> {
-        let (a, b) = (v.main.get(*i), v.tail.get(*j));
-        let order = match (a, b) {
-            (None, None) => return None,
-            (Some(_), None) => CmpOrdering::Less,
-            (None, Some(_)) => CmpOrdering::Greater,
-            (Some(a), Some(b)) => self.cmp_key(a, b),
+    /// The next key of the view's run and tail merged, from positions `i`
+    /// (in the run) and `j` (in the tail), moving them past it: going
+    /// forward, the smaller key at `i` and `j`; backward, the larger key
+    /// just below them. On equal keys the tail, which is newer, wins and
+    /// both move. `None` when both are exhausted.
+    fn step(&self, v: &View, i: &mut usize, j: &mut usize, forward: bool) -> Option<EntryPtr> {
+        let at = |run: &Run, k: usize| {
+            if forward {
+                run.get(k).copied()
+            } else {
+                k.checked_sub(1).map(|k| run[k])
+            }
         };
-        match (order, a, b) {
-            (CmpOrdering::Less, Some(a), _) => {
-                *i += 1;
-                Some(a.1)
+        let advance = |k: &mut usize| {
+            if forward {
+                *k += 1
+            } else {
+                *k -= 1
             }
-            (CmpOrdering::Equal, _, Some(b)) => {
-                *i += 1;
-                *j += 1;
-                Some(b.1)
-            }
-            (_, _, b) => {
-                *j += 1;
-                b.map(|b| b.1)
-            }
-        }
-    }
-
-    /// Like [`MemTable::step_forward`] downwards: the larger key just
-    /// below positions `i` and `j`, moving them down past it.
-    fn step_backward(&self, v: &View, i: &mut usize, j: &mut usize) -> Option<EntryPtr> {
-        let a = i.checked_sub(1).map(|k| v.main[k]);
-        let b = j.checked_sub(1).map(|k| v.tail[k]);
-        let order = match (a, b) {
-            (None, None) => return None,
-            (Some(_), None) => CmpOrdering::Greater,
-            (None, Some(_)) => CmpOrdering::Less,
-            (Some(a), Some(b)) => self.cmp_key(&a, &b),
         };
-        match (order, a, b) {
-            (CmpOrdering::Greater, Some(a), _) => {
-                *i -= 1;
-                Some(a.1)
-            }
-            (CmpOrdering::Equal, _, Some(b)) => {
-                *i -= 1;
-                *j -= 1;
-                Some(b.1)
-            }
-            (_, _, b) => {
-                *j -= 1;
-                b.map(|b| b.1)
-            }
+        let (a, b) = (at(&v.main, *i), at(&v.tail, *j));
+        // Whether the run's key comes first in the walk's direction.
+        let run_first = match (a, b) {
+            (None, None) => return None,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(a), Some(b)) => match self.cmp_key(&a, &b) {
+                CmpOrdering::Equal => {
+                    advance(i);
+                    advance(j);
+                    return Some(b.1);
+                }
+                CmpOrdering::Less => forward,
+                CmpOrdering::Greater => !forward,
+            },
+        };
+        if run_first {
+            advance(i);
+            a.map(|a| a.1)
+        } else {
+            advance(j);
+            b.map(|b| b.1)
         }
     }
 
@@ -522,7 +511,7 @@ impl MemTable {
         let (mut i, mut j) = (self.start(&v.main, from), self.start(&v.tail, from));
         let mut taken = 0;
         while taken < max {
-            let Some(pick) = self.step_forward(&v, &mut i, &mut j) else {
+            let Some(pick) = self.step(&v, &mut i, &mut j, true) else {
                 break;
             };
             let key = self.entry(pick).key;
@@ -550,7 +539,7 @@ impl MemTable {
         let (mut i, mut j) = (self.end(&v.main, from), self.end(&v.tail, from));
         let mut taken = 0;
         while taken < max {
-            let Some(pick) = self.step_backward(&v, &mut i, &mut j) else {
+            let Some(pick) = self.step(&v, &mut i, &mut j, false) else {
                 break;
             };
             let key = self.entry(pick).key;
@@ -600,7 +589,7 @@ impl MemTable {
             v
         };
         let (mut i, mut j) = (0, 0);
-        std::iter::from_fn(move || self.step_forward(&v, &mut i, &mut j).map(|p| self.entry(p)))
+        std::iter::from_fn(move || self.step(&v, &mut i, &mut j, true).map(|p| self.entry(p)))
     }
 }
 
