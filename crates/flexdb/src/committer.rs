@@ -25,7 +25,7 @@ use crate::interval::{Builder, IntervalData};
 use crate::memtable::EntryRef;
 use crate::merge::{merge, split_points, Update};
 use crate::sparse::{separator, Found, Meta, NewInterval, UNKNOWN_COUNT};
-use crate::store::{space_err, Fetch, Frozen, Shared, PAIR_TAG};
+use crate::store::{space_err, Frozen, Shared, PAIR_TAG};
 
 /// An interval splits above this many pairs (§5.1: 16).
 pub(crate) const SPLIT_PAIRS: usize = 16;
@@ -170,35 +170,13 @@ fn prefetch(
         // Not `read_state`: the prefetcher's waits are not a reader's. The
         // read itself happens with the index released, so the committer
         // never waits for it.
-        let planned = {
-            let st = shared.state.read();
-            let f = st.sparse.find(e.key);
-            let version = st.version;
-            bound = st.sparse.next_anchor(&f);
-            if st.sparse.meta(&f).size == 0 {
-                None
-            } else {
-                match shared.cached_or_plan(&st, &f) {
-                    Ok(Fetch::Planned(p)) => Some((p, f, version)),
-                    Ok(Fetch::Cached(_)) => None,
-                    // The committer meets the same error and reports it.
-                    Err(_) => return,
-                }
-            }
-        };
-        if let Some((p, f, version)) = planned {
-            let Ok(data) = shared.read_planned(&p) else {
-                return;
-            };
-            let st = shared.state.read();
-            let f = if st.version == version {
-                f
-            } else {
-                st.sparse.find(e.key)
-            };
-            if shared.install(&st, &f, &p, data).is_err() {
-                return;
-            }
+        let fetched = shared.interval_of(
+            e.key,
+            || shared.state.read(),
+            |st, f| bound = st.sparse.next_anchor(f),
+        );
+        if fetched.is_err() {
+            return;
         }
         if bound.is_none() {
             // The last interval holds every key left.

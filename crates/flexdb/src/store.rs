@@ -39,14 +39,14 @@ use crate::wal::{Wal, MAX_RECORD};
 // Returned once per lookup and never stored: boxing the plan would cost an
 // allocation per cache miss to save a move.
 #[allow(clippy::large_enum_variant)]
-pub(crate) enum Fetch<'s> {
+enum Fetch<'s> {
     Cached(Arc<IntervalData>),
     Planned(Planned<'s>),
 }
 
 /// A read of an interval planned under `state` (see
 /// [`Shared::cached_or_plan`]).
-pub(crate) struct Planned<'s> {
+struct Planned<'s> {
     plan: flexspace::ReadPlan<'s>,
     offset: u64,
     size: usize,
@@ -409,7 +409,7 @@ impl Shared {
     /// from the space that holds no lock of this store, so the caller can
     /// release `state` before the read (a read of the space may wait for
     /// the device, and the committer must not wait for it).
-    pub fn cached_or_plan(&self, st: &State, f: &Found) -> Result<Fetch<'_>> {
+    fn cached_or_plan(&self, st: &State, f: &Found) -> Result<Fetch<'_>> {
         let meta = st.sparse.meta(f);
         let word = meta.cache.load(Ordering::Acquire);
         if let Some(d) = self.cache.get(CacheRef::unpack(word)) {
@@ -429,7 +429,7 @@ impl Shared {
     }
 
     /// Reads and parses a planned interval (no lock needed).
-    pub fn read_planned(&self, p: &Planned<'_>) -> Result<IntervalData> {
+    fn read_planned(&self, p: &Planned<'_>) -> Result<IntervalData> {
         let mut buf = vec![0u8; p.size];
         let (n, extents) = p.plan.read(&mut buf).map_err(space_err)?;
         if n != p.size {
@@ -446,7 +446,7 @@ impl Shared {
     /// word moved on): the caller may still use `data`, a consistent state
     /// of the interval as of the plan. Checks the keys against the
     /// interval's range.
-    pub fn install(
+    fn install(
         &self,
         st: &State,
         f: &Found,
@@ -486,27 +486,41 @@ impl Shared {
                 }
             }
         }
-        let st = self.read_state();
+        let data = self.interval_of(key, || self.read_state(), |_, _| {})?;
+        Ok(data.and_then(|d| d.get(key).map(<[u8]>::to_vec)))
+    }
+
+    /// The interval holding `key` (`None` when it is empty), from the cache
+    /// or read from the space with the index released (see
+    /// [`Shared::cached_or_plan`]). `lock` takes the index shared (readers
+    /// record their waits, the prefetcher does not); `peek` sees where the
+    /// interval is under the first hold.
+    pub fn interval_of<'s>(
+        &'s self,
+        key: &[u8],
+        lock: impl Fn() -> RwLockReadGuard<'s, State>,
+        peek: impl FnOnce(&State, &Found),
+    ) -> Result<Option<Arc<IntervalData>>> {
+        let st = lock();
         let f = st.sparse.find(key);
+        peek(&st, &f);
         if st.sparse.meta(&f).size == 0 {
             return Ok(None);
         }
         let planned = match self.cached_or_plan(&st, &f)? {
-            Fetch::Cached(data) => return Ok(data.get(key).map(<[u8]>::to_vec)),
+            Fetch::Cached(data) => return Ok(Some(data)),
             Fetch::Planned(p) => p,
         };
         let version = st.version;
         drop(st);
         let data = self.read_planned(&planned)?;
-        let value = data.get(key).map(<[u8]>::to_vec);
-        let st = self.read_state();
+        let st = lock();
         let f = if st.version == version {
             f
         } else {
             st.sparse.find(key)
         };
-        self.install(&st, &f, &planned, data)?;
-        Ok(value)
+        self.install(&st, &f, &planned, data).map(Some)
     }
 
     /// The content of the interval at `f`, from the cache or read from the
