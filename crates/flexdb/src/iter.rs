@@ -290,9 +290,9 @@ impl<'a> Iter<'a> {
         let mut first = true;
         loop {
             if st.sparse.meta(&f).size > 0 {
-                let data = shared.interval(&st, &f)?;
                 let d = self.held.len() as u32;
-                self.held.push(data.clone());
+                self.held.push(shared.interval(&st, &f)?);
+                let data = &self.held[d as usize];
                 let mut i = match (&self.lo, first) {
                     (Bound::Included(k), true) => data.lower_bound(k),
                     (Bound::Excluded(k), true) => data.upper_bound(k),
@@ -337,9 +337,9 @@ impl<'a> Iter<'a> {
         let mut first = true;
         loop {
             if st.sparse.meta(&f).size > 0 {
-                let data = shared.interval(&st, &f)?;
                 let d = self.held.len() as u32;
-                self.held.push(data.clone());
+                self.held.push(shared.interval(&st, &f)?);
+                let data = &self.held[d as usize];
                 let mut i = match (&self.hi, first) {
                     (Bound::Included(k), true) => data.upper_bound(k),
                     (Bound::Excluded(k), true) => data.lower_bound(k),
