@@ -76,7 +76,7 @@ impl Shared {
             st.dirty = false;
             st.reap();
             (
-                std::mem::take(&mut st.log_buf),
+                st.log_buf.take(),
                 st.seg.take_pending(),
                 st.open_buffer(),
                 st.seal_seq,
@@ -90,16 +90,19 @@ impl Shared {
                 flush(self.files.data.as_ref(), *s, buf, *fill).map_err(io(DATA))?;
             }
             self.files.data.sync().map_err(io(DATA))?;
-            let mut out = body.clone();
-            log::encode_commit(&mut out, seq, &body);
-            self.files
-                .log
-                .write_all_at(m.log_end, &out)
-                .map_err(io(LOG))?;
-            self.files.log.sync().map_err(io(LOG))?;
-            Ok(out.len() as u64)
+            let log_file = self.files.log.as_ref();
+            let mut at = m.log_end;
+            for chunk in &body.chunks {
+                log_file.write_all_at(at, chunk).map_err(io(LOG))?;
+                at += chunk.len() as u64;
+            }
+            let commit = log::commit_entry(seq, body.entries(), body.crc());
+            log_file.write_all_at(at, &commit).map_err(io(LOG))?;
+            log_file.sync().map_err(io(LOG))?;
+            Ok((body.len + commit.len()) as u64)
         })();
         let mut st = self.state.write();
+        st.log_buf.recycle(body);
         match r {
             Ok(written) => {
                 m.log_end += written;

@@ -28,6 +28,7 @@ mod fault;
 mod gc;
 mod grace;
 mod log;
+mod log_buf;
 mod mapping;
 mod open;
 mod options;

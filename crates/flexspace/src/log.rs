@@ -88,7 +88,7 @@ pub enum LogOp {
     },
 }
 
-fn encode_raw(out: &mut Vec<u8>, op: u8, tag: u16, a: u64, b: u64, c: u64) {
+fn raw(op: u8, tag: u16, a: u64, b: u64, c: u64) -> [u8; ENTRY] {
     let mut e = [0u8; ENTRY];
     e[0] = op;
     e[2..4].copy_from_slice(&tag.to_le_bytes());
@@ -97,7 +97,7 @@ fn encode_raw(out: &mut Vec<u8>, op: u8, tag: u16, a: u64, b: u64, c: u64) {
     e[24..32].copy_from_slice(&c.to_le_bytes());
     let crc = entry_crc(&e);
     e[4..8].copy_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(&e);
+    e
 }
 
 fn entry_crc(e: &[u8]) -> u32 {
@@ -110,38 +110,42 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// Appends the entry of `op`.
-pub fn encode(out: &mut Vec<u8>, op: &LogOp) {
+/// The entry of `op`.
+pub fn entry(op: &LogOp) -> [u8; ENTRY] {
     match *op {
         LogOp::Insert {
             loff,
             len,
             addr,
             tag,
-        } => encode_raw(out, OP_INSERT, tag, loff, len, addr),
-        LogOp::Hole { loff, len } => encode_raw(out, OP_HOLE, 0, loff, len, 0),
-        LogOp::Collapse { loff, len } => encode_raw(out, OP_COLLAPSE, 0, loff, len, 0),
-        LogOp::Remap { loff, len, addr } => encode_raw(out, OP_REMAP, 0, loff, len, addr),
-        LogOp::RemapMerged { loff, len, addr } => {
-            encode_raw(out, OP_REMAP_MERGED, 0, loff, len, addr)
-        }
-        LogOp::Tag { loff, tag } => encode_raw(out, OP_TAG, tag, loff, 0, 0),
-        LogOp::Meta { words: [a, b, c] } => encode_raw(out, OP_META, 0, a, b, c),
+        } => raw(OP_INSERT, tag, loff, len, addr),
+        LogOp::Hole { loff, len } => raw(OP_HOLE, 0, loff, len, 0),
+        LogOp::Collapse { loff, len } => raw(OP_COLLAPSE, 0, loff, len, 0),
+        LogOp::Remap { loff, len, addr } => raw(OP_REMAP, 0, loff, len, addr),
+        LogOp::RemapMerged { loff, len, addr } => raw(OP_REMAP_MERGED, 0, loff, len, addr),
+        LogOp::Tag { loff, tag } => raw(OP_TAG, tag, loff, 0, 0),
+        LogOp::Meta { words: [a, b, c] } => raw(OP_META, 0, a, b, c),
     }
+}
+
+/// The commit entry numbered `seq` closing a batch of `count` entries whose
+/// bytes have CRC-32C `crc`.
+pub fn commit_entry(seq: u64, count: u64, crc: u32) -> [u8; ENTRY] {
+    raw(OP_COMMIT, 0, seq, count, u64::from(crc))
+}
+
+/// Appends the entry of `op`.
+#[cfg(test)]
+pub fn encode(out: &mut Vec<u8>, op: &LogOp) {
+    out.extend_from_slice(&entry(op));
 }
 
 /// Appends the commit entry closing `batch` (the encoded entries since the
 /// previous commit), numbered `seq`.
+#[cfg(test)]
 pub fn encode_commit(out: &mut Vec<u8>, seq: u64, batch: &[u8]) {
     let count = (batch.len() / ENTRY) as u64;
-    encode_raw(
-        out,
-        OP_COMMIT,
-        0,
-        seq,
-        count,
-        u64::from(crc32c::crc32c(batch)),
-    );
+    out.extend_from_slice(&commit_entry(seq, count, crc32c::crc32c(batch)));
 }
 
 /// The log header for tree version `version`.

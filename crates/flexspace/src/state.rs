@@ -23,6 +23,7 @@ use flextree::FlexTree;
 use crate::error::{Error, Result};
 use crate::grace::Readers;
 use crate::log::{self, LogOp};
+use crate::log_buf::LogBuf;
 use crate::options::{MAX_EXTENT, SEGMENT_SIZE};
 use crate::segbuf::{Filler, Pool, SegBuf};
 use crate::segments::Segments;
@@ -35,7 +36,7 @@ pub struct State {
     filler: Option<Filler>,
     resident: Vec<Option<Arc<SegBuf>>>,
     pool: Arc<Pool>,
-    pub log_buf: Vec<u8>,
+    pub log_buf: LogBuf,
     /// Operations logged since the last commit took `log_buf`.
     pub dirty: bool,
     /// Words of the layer above, committed with the space.
@@ -72,7 +73,7 @@ impl State {
             filler: None,
             resident: vec![None; n],
             pool,
-            log_buf: Vec::new(),
+            log_buf: LogBuf::default(),
             dirty: false,
             user_meta: [0; 3],
             seal_seq: 0,
@@ -122,7 +123,7 @@ impl State {
     }
 
     pub fn log(&mut self, op: LogOp) {
-        log::encode(&mut self.log_buf, &op);
+        self.log_buf.push(&log::entry(&op));
         self.dirty = true;
     }
 

@@ -1,0 +1,145 @@
+//! The log entries logged since the last commit, held in fixed-size chunks.
+//!
+//! A mutation appends its entries under the space's write lock; readers of
+//! the space wait on that lock. A single growing `Vec` would now and then
+//! double and copy megabytes there (measured: 8–22 ms of CPU inside one
+//! mutation at a few MiB of pending log), so the entries go to chunks of
+//! `CHUNK` bytes that are never reallocated, and a commit hands the filled
+//! chunks back for reuse once they are written.
+//!
+//! Invariants: every chunk but the last is exactly `CHUNK` bytes; the
+//! chunks, concatenated, are the entries in logging order; `len` is their
+//! total length, a multiple of `log::ENTRY`; spare chunks are empty and
+//! have `CHUNK` capacity, and at most `SPARE` of them are kept.
+
+use crate::log::ENTRY;
+
+/// Bytes of one chunk (a multiple of `ENTRY`).
+const CHUNK: usize = 256 << 10;
+/// Empty chunks kept for reuse.
+const SPARE: usize = 16;
+
+/// The pending log entries.
+#[derive(Default)]
+pub struct LogBuf {
+    chunks: Vec<Vec<u8>>,
+    len: usize,
+    spare: Vec<Vec<u8>>,
+}
+
+/// Filled chunks taken by a commit.
+pub struct Taken {
+    /// The chunks, in order.
+    pub chunks: Vec<Vec<u8>>,
+    /// Their total length.
+    pub len: usize,
+}
+
+impl Taken {
+    /// Number of entries.
+    pub fn entries(&self) -> u64 {
+        (self.len / ENTRY) as u64
+    }
+
+    /// CRC-32C of the concatenated entries.
+    pub fn crc(&self) -> u32 {
+        self.chunks
+            .iter()
+            .fold(0, |crc, c| crc32c::crc32c_append(crc, c))
+    }
+}
+
+impl LogBuf {
+    /// Appends one encoded entry.
+    pub fn push(&mut self, entry: &[u8; ENTRY]) {
+        let room = self.chunks.last().is_some_and(|c| c.len() < CHUNK);
+        if !room {
+            let chunk = self
+                .spare
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(CHUNK));
+            self.chunks.push(chunk);
+        }
+        if let Some(c) = self.chunks.last_mut() {
+            c.extend_from_slice(entry);
+        }
+        self.len += ENTRY;
+    }
+
+    /// Bytes of pending entries.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Takes every pending entry, leaving the buffer empty (its spare
+    /// chunks stay).
+    pub fn take(&mut self) -> Taken {
+        let len = std::mem::take(&mut self.len);
+        Taken {
+            chunks: std::mem::take(&mut self.chunks),
+            len,
+        }
+    }
+
+    /// Gives written chunks back for reuse.
+    pub fn recycle(&mut self, taken: Taken) {
+        for mut c in taken.chunks {
+            if self.spare.len() >= SPARE {
+                break;
+            }
+            if c.capacity() == CHUNK {
+                c.clear();
+                self.spare.push(c);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(i: u32) -> [u8; ENTRY] {
+        let mut e = [0u8; ENTRY];
+        e[..4].copy_from_slice(&i.to_le_bytes());
+        e[ENTRY - 1] = 0xAB;
+        e
+    }
+
+    #[test]
+    fn chunks_concatenate_to_the_entries_in_order() {
+        let mut b = LogBuf::default();
+        let n = (CHUNK / ENTRY) as u32 * 3 + 7;
+        let mut flat = Vec::new();
+        for i in 0..n {
+            b.push(&entry(i));
+            flat.extend_from_slice(&entry(i));
+        }
+        assert_eq!(b.len(), flat.len());
+        let t = b.take();
+        assert_eq!(b.len(), 0);
+        assert_eq!(t.chunks.len(), 4);
+        assert!(t.chunks[..3].iter().all(|c| c.len() == CHUNK));
+        assert_eq!(t.chunks.concat(), flat);
+        assert_eq!(t.entries(), u64::from(n));
+        assert_eq!(t.crc(), crc32c::crc32c(&flat));
+    }
+
+    #[test]
+    fn recycled_chunks_are_reused_empty() {
+        let mut b = LogBuf::default();
+        for i in 0..(CHUNK / ENTRY) as u32 * 2 {
+            b.push(&entry(i));
+        }
+        let t = b.take();
+        let ptrs: Vec<*const u8> = t.chunks.iter().map(|c| c.as_ptr()).collect();
+        b.recycle(t);
+        b.push(&entry(1));
+        let t = b.take();
+        assert_eq!(t.chunks.len(), 1);
+        assert_eq!(t.chunks[0], entry(1));
+        assert!(ptrs.contains(&t.chunks[0].as_ptr()));
+        let empty = b.take();
+        assert_eq!((empty.len, empty.chunks.len(), empty.crc()), (0, 0, 0));
+    }
+}
