@@ -62,11 +62,23 @@ impl Builder {
         self.bytes.extend_from_slice(from.record(i));
     }
 
-    /// Appends pairs `range` of `from` as they are.
+    /// Appends pairs `range` of `from` as they are, with one copy of
+    /// their bytes.
     pub fn push_range(&mut self, from: &IntervalData, range: std::ops::Range<usize>) {
-        for i in range {
-            self.push_existing(from, i);
+        if range.is_empty() {
+            return;
         }
+        let start = from.offset(range.start);
+        let end = from.end(range.end - 1);
+        let base = self.bytes.len() as u32;
+        let from_start = from.offs[range.start];
+        self.offs.extend(
+            from.offs[range.clone()]
+                .iter()
+                .map(|&o| base + (o - from_start)),
+        );
+        self.fps.extend_from_slice(&from.fps[range]);
+        self.bytes.extend_from_slice(&from.bytes[start..end]);
     }
 
     /// Appends `(key, value)`, encoding it.
@@ -242,6 +254,30 @@ impl IntervalData {
         lo
     }
 
+    /// Index of the first pair at or after `from` whose key is `>= key`,
+    /// for a caller walking forward: a galloping search from `from`, so a
+    /// nearby answer costs a few comparisons.
+    pub fn lower_bound_from(&self, key: &[u8], from: usize) -> usize {
+        let n = self.len();
+        // Keys in `from..lo` are below `key`; `hi` is `n` or holds a key at
+        // or above it.
+        let (mut lo, mut hi, mut step) = (from.min(n), from.min(n), 1);
+        while hi < n && self.key(hi) < key {
+            lo = hi + 1;
+            hi = (hi + step).min(n);
+            step *= 2;
+        }
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.key(mid) < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
     /// Index of the first pair whose key is `> key`.
     pub fn upper_bound(&self, key: &[u8]) -> usize {
         let (mut lo, mut hi) = (0, self.len());
@@ -286,6 +322,42 @@ mod tests {
         assert_eq!(d.lower_bound(b"a"), 0);
         assert_eq!(d.lower_bound(b"z"), 10);
         assert_eq!(d.pair(9), (&[b'k', 9][..], &[9u8; 9][..]));
+    }
+
+    #[test]
+    fn galloping_bound_agrees_with_binary_search() {
+        for n in [0u8, 1, 2, 5, 17, 40] {
+            let d = sample(n);
+            for k in 0..=n {
+                for probe in [vec![b'k', k], vec![b'k', k, 0], vec![b'a'], vec![b'z']] {
+                    let want = d.lower_bound(&probe);
+                    for from in 0..=usize::from(n) + 1 {
+                        let got = d.lower_bound_from(&probe, from);
+                        assert_eq!(
+                            got,
+                            want.max(from.min(d.len())),
+                            "n {n} {probe:?} from {from}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_copied_range_equals_pairs_copied_one_by_one() {
+        let d = sample(20);
+        for (a, b) in [(0, 0), (0, 20), (3, 9), (19, 20), (7, 8)] {
+            let mut whole = Builder::new();
+            whole.push_pair(b"a", b"first");
+            whole.push_range(&d, a..b);
+            let mut single = Builder::new();
+            single.push_pair(b"a", b"first");
+            for i in a..b {
+                single.push_existing(&d, i);
+            }
+            assert_eq!(whole.finish(), single.finish(), "range {a}..{b}");
+        }
     }
 
     #[test]

@@ -81,10 +81,15 @@ pub fn merge(old: &IntervalData, updates: &[Update<'_>]) -> Merged {
         };
         match order {
             std::cmp::Ordering::Less => {
-                // An unchanged pair ends any run.
+                // Unchanged pairs end any run; copy all of them up to the
+                // next update's key at once.
                 close(&mut run, old_at, &out, &mut edits);
-                out.push_existing(old, i);
-                i += 1;
+                let next = match updates.get(j) {
+                    Some(u) => old.lower_bound_from(u.key, i + 1),
+                    None => n,
+                };
+                out.push_range(old, i..next);
+                i = next;
             }
             std::cmp::Ordering::Greater => {
                 let Update { key, value } = updates[j];
@@ -204,7 +209,7 @@ mod tests {
                 }
             }
             let want = interval(&model);
-            prop_assert_eq!(m.data.bytes(), want.bytes());
+            prop_assert_eq!(&m.data, &want);
             prop_assert_eq!(m.pairs_delta, model.len() as i64 - old.len() as i64);
             prop_assert_eq!(apply_edits(data.bytes(), m.data.bytes(), &m.edits), m.data.bytes().to_vec());
             // Edits are separated by unchanged bytes and each changes something.
