@@ -293,20 +293,24 @@ impl<'a> Iter<'a> {
                 let d = self.held.len() as u32;
                 self.held.push(shared.interval(&st, &f)?);
                 let data = &self.held[d as usize];
-                let mut i = match (&self.lo, first) {
+                let i = match (&self.lo, first) {
                     (Bound::Included(k), true) => data.lower_bound(k),
                     (Bound::Excluded(k), true) => data.upper_bound(k),
                     _ => 0,
                 };
-                while i < data.len() {
-                    if !within_end(data.key(i), as_ref(&self.hi)) {
-                        return Ok(Chunk { items, full: false });
-                    }
-                    items.push(Item::Space { d, i: i as u32 });
-                    if items.len() == CHUNK {
-                        return Ok(Chunk { items, full: true });
-                    }
-                    i += 1;
+                // Where the range ends in this interval, by binary search.
+                let end = match &self.hi {
+                    Bound::Included(k) => data.upper_bound(k),
+                    Bound::Excluded(k) => data.lower_bound(k),
+                    Bound::Unbounded => data.len(),
+                };
+                let take = end.saturating_sub(i).min(CHUNK - items.len());
+                items.extend((i..i + take).map(|i| Item::Space { d, i: i as u32 }));
+                if items.len() == CHUNK {
+                    return Ok(Chunk { items, full: true });
+                }
+                if end < data.len() {
+                    return Ok(Chunk { items, full: false });
                 }
             }
             first = false;
@@ -340,20 +344,24 @@ impl<'a> Iter<'a> {
                 let d = self.held.len() as u32;
                 self.held.push(shared.interval(&st, &f)?);
                 let data = &self.held[d as usize];
-                let mut i = match (&self.hi, first) {
+                let i = match (&self.hi, first) {
                     (Bound::Included(k), true) => data.upper_bound(k),
                     (Bound::Excluded(k), true) => data.lower_bound(k),
                     _ => data.len(),
                 };
-                while i > 0 {
-                    i -= 1;
-                    if !within_start(data.key(i), as_ref(&self.lo)) {
-                        return Ok(Chunk { items, full: false });
-                    }
-                    items.push(Item::Space { d, i: i as u32 });
-                    if items.len() == CHUNK {
-                        return Ok(Chunk { items, full: true });
-                    }
+                // Where the range starts in this interval, by binary search.
+                let start = match &self.lo {
+                    Bound::Included(k) => data.lower_bound(k),
+                    Bound::Excluded(k) => data.upper_bound(k),
+                    Bound::Unbounded => 0,
+                };
+                let take = i.saturating_sub(start).min(CHUNK - items.len());
+                items.extend((i - take..i).rev().map(|i| Item::Space { d, i: i as u32 }));
+                if items.len() == CHUNK {
+                    return Ok(Chunk { items, full: true });
+                }
+                if start > 0 {
+                    return Ok(Chunk { items, full: false });
                 }
             }
             first = false;
