@@ -358,6 +358,7 @@ fn replay_log(storage: &Arc<dyn Storage>, name: &str) -> Result<ReplayedLog> {
     let file = storage.open_file(name, false).map_err(io_err(name))?;
     let mem = Arc::new(MemTable::new());
     let mut next_seq = 0;
+    let t0 = std::time::Instant::now();
     let (synced, replayed) = std::thread::scope(|s| {
         // What a crashed process wrote may still sit in the page cache
         // only: it is made durable before it is served.
@@ -375,9 +376,17 @@ fn replay_log(storage: &Arc<dyn Storage>, name: &str) -> Result<ReplayedLog> {
             next_seq = next_seq.max(seq + n as u64);
             Ok(())
         });
+        let t_replay = t0.elapsed();
         let synced = sync
             .join()
             .unwrap_or_else(|_| Err(std::io::Error::other("the sync thread failed")));
+        if trace_enabled() {
+            eprintln!(
+                "recover: {name}: {} records replayed in {t_replay:?}, synced after {:?}",
+                replayed.as_ref().map_or(0, |r| r.records),
+                t0.elapsed()
+            );
+        }
         (synced, replayed)
     });
     synced.map_err(io_err(name))?;
