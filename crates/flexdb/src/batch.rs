@@ -110,39 +110,57 @@ impl WriteBatch {
 
     /// Decodes a WAL payload; `None` when it is malformed.
     pub fn decode(buf: &[u8]) -> Option<WriteBatch> {
-        let mut pos = 0;
-        let bytes = |pos: &mut usize| -> Option<Vec<u8>> {
-            let (len, n) = get_varint(&buf[*pos..])?;
-            let start = *pos + n;
-            let end = start.checked_add(usize::try_from(len).ok()?)?;
-            let out = buf.get(start..end)?.to_vec();
-            *pos = end;
-            Some(out)
-        };
-        let (count, n) = get_varint(buf)?;
-        pos += n;
         let mut ops = Vec::new();
-        for _ in 0..count {
-            let kind = *buf.get(pos)?;
-            pos += 1;
-            let key = bytes(&mut pos)?;
-            let op = match kind {
-                PUT => BatchOp::Put {
-                    key,
-                    value: bytes(&mut pos)?,
+        walk(buf, |key, value| {
+            ops.push(match value {
+                Some(value) => BatchOp::Put {
+                    key: key.to_vec(),
+                    value: value.to_vec(),
                 },
-                DELETE => BatchOp::Delete { key },
-                _ => return None,
-            };
-            let (key, value) = match &op {
-                BatchOp::Put { key, value } => (key, Some(&value[..])),
-                BatchOp::Delete { key } => (key, None),
-            };
-            check_sizes(key, value).ok()?;
-            ops.push(op);
-        }
-        (pos == buf.len()).then_some(WriteBatch { ops })
+                None => BatchOp::Delete { key: key.to_vec() },
+            })
+        })?;
+        Some(WriteBatch { ops })
     }
+
+    /// Calls `f(key, value)` for each operation of a WAL payload in order
+    /// (`value` is `None` for a delete), borrowing from `buf` without a
+    /// copy, and returns the number of operations. A malformed payload
+    /// gives `None` and `f` is not called at all: the whole payload is
+    /// checked before the first call, so a batch is applied all or nothing.
+    pub fn for_each_op(buf: &[u8], f: impl FnMut(&[u8], Option<&[u8]>)) -> Option<usize> {
+        walk(buf, |_, _| {})?;
+        walk(buf, f)
+    }
+}
+
+/// Parses a payload, calling `f` for each operation as it goes; `None`
+/// (possibly after calls for a prefix) when it is malformed.
+fn walk<'a>(buf: &'a [u8], mut f: impl FnMut(&'a [u8], Option<&'a [u8]>)) -> Option<usize> {
+    let bytes = |pos: &mut usize| -> Option<&'a [u8]> {
+        let (len, n) = get_varint(buf.get(*pos..)?)?;
+        let start = *pos + n;
+        let end = start.checked_add(usize::try_from(len).ok()?)?;
+        let out = buf.get(start..end)?;
+        *pos = end;
+        Some(out)
+    };
+    let (count, mut pos) = get_varint(buf)?;
+    let mut n = 0;
+    for _ in 0..count {
+        let kind = *buf.get(pos)?;
+        pos += 1;
+        let key = bytes(&mut pos)?;
+        let value = match kind {
+            PUT => Some(bytes(&mut pos)?),
+            DELETE => None,
+            _ => return None,
+        };
+        check_sizes(key, value).ok()?;
+        f(key, value);
+        n += 1;
+    }
+    (pos == buf.len()).then_some(n)
 }
 
 #[cfg(test)]
@@ -165,6 +183,40 @@ mod tests {
         let mut bad_kind = enc;
         bad_kind[1] = 9;
         assert_eq!(WriteBatch::decode(&bad_kind), None);
+    }
+
+    #[test]
+    fn for_each_op_borrows_every_op_or_none() {
+        let mut b = WriteBatch::new();
+        b.put(b"k", b"v")
+            .unwrap()
+            .delete(b"x")
+            .unwrap()
+            .put(b"", b"")
+            .unwrap();
+        let enc = b.encode();
+        let mut seen = Vec::new();
+        let n =
+            WriteBatch::for_each_op(&enc, |k, v| seen.push((k.to_vec(), v.map(<[u8]>::to_vec))));
+        assert_eq!(n, Some(3));
+        let want: Vec<_> = b
+            .ops()
+            .iter()
+            .map(|op| match op {
+                BatchOp::Put { key, value } => (key.clone(), Some(value.clone())),
+                BatchOp::Delete { key } => (key.clone(), None),
+            })
+            .collect();
+        assert_eq!(seen, want);
+        // A malformed payload calls nothing, even for its valid prefix.
+        for cut in 0..enc.len() {
+            let mut calls = 0;
+            assert_eq!(
+                WriteBatch::for_each_op(&enc[..cut], |_, _| calls += 1),
+                None
+            );
+            assert_eq!(calls, 0, "cut at {cut}");
+        }
     }
 
     #[test]

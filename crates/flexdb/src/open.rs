@@ -4,8 +4,13 @@
 //! Recovery: the space recovers its own last commit point; its metadata
 //! words give the pair count, the last generation whose writes are all in
 //! the space, and the highest sequence number used. Logs of generations up
-//! to that one are removed; the others are replayed, oldest first, each into
-//! a frozen MemTable that the committer will merge. The sparse index is
+//! to that one are removed; the others are replayed, each into a frozen
+//! MemTable that the committer will merge. A log holds one generation's
+//! writes and depends on no other, so the logs are replayed on several
+//! threads at once (each also synced by a helper thread meanwhile); their
+//! results are then taken oldest first, as a sequential replay would take
+//! them, and the first log that fails (in generation order) fails the
+//! open. The sparse index is
 //! rebuilt by sampling the space every `SAMPLE_STEP` bytes: at each sample
 //! point the first tagged extent (a pair boundary) within the next step
 //! gives an anchor key, read with one small read, so the cost is
@@ -19,13 +24,13 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
-use flexspace::{FileStorage, FlexSpace, Storage};
+use flexspace::{FileStorage, FlexSpace, Storage, StorageFile};
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::batch::{BatchOp, WriteBatch};
+use crate::batch::WriteBatch;
 use crate::cache::IntervalCache;
 use crate::codec::{decode_pair, Decoded};
 use crate::error::{Error, Result};
@@ -229,39 +234,33 @@ fn recover(
     let mut next_seq = max_seq + 1;
     let mut frozen = VecDeque::new();
     let mut last_gen = committed_gen;
+    let mut logs = Vec::new();
     for (gen, name) in files::list_wals(storage.as_ref())? {
         if gen <= committed_gen {
             storage.remove_file(&name).map_err(io_err(&name))?;
-            continue;
+        } else {
+            logs.push((gen, name));
         }
-        let file = storage.open_file(&name, false).map_err(io_err(&name))?;
-        // What a crashed process wrote may still sit in the page cache only:
-        // make it durable before serving it.
-        file.sync().map_err(io_err(&name))?;
-        let mem = Arc::new(MemTable::new());
-        for r in Wal::read(file.as_ref(), &name)? {
-            let batch = WriteBatch::decode(&r.payload).ok_or_else(|| Error::Corrupt {
-                file: name.clone().into(),
-                detail: format!("record {} is not a valid write batch", r.seq),
-            })?;
-            for (i, op) in batch.ops().iter().enumerate() {
-                let seq = r.seq + i as u64;
-                match op {
-                    BatchOp::Put { key, value } => mem.insert(key, seq, Some(value)),
-                    BatchOp::Delete { key } => mem.insert(key, seq, None),
-                }
-            }
-            next_seq = next_seq.max(r.seq + batch.len() as u64);
-        }
-        last_gen = gen;
+    }
+    // Each log holds one generation's writes and nothing of the others:
+    // they are replayed at once, each into its own MemTable, and then
+    // taken in generation order as one sequential replay would.
+    for ((gen, name), replayed) in logs.iter().zip(replay_logs(&storage, &logs)) {
+        let (mem, file, next) = replayed?;
+        next_seq = next_seq.max(next);
+        last_gen = *gen;
         if mem.is_empty() {
-            storage.remove_file(&name).map_err(io_err(&name))?;
+            storage.remove_file(name).map_err(io_err(name))?;
             continue;
         }
         // The committer reads the log only to sync it, which is done.
-        let len = file.len().map_err(io_err(&name))?;
-        let wal = Arc::new(Wal::detached(file, &name, len));
-        frozen.push_back(Frozen { mem, wal, gen });
+        let len = file.len().map_err(io_err(name))?;
+        let wal = Arc::new(Wal::detached(file, name, len));
+        frozen.push_back(Frozen {
+            mem,
+            wal,
+            gen: *gen,
+        });
     }
     let t_replay = t0.elapsed();
     let gen = last_gen + 1;
@@ -304,6 +303,95 @@ fn recover(
         frozen,
         committed_gen,
     ))
+}
+
+/// One replayed log: its MemTable, its file, and the sequence number after
+/// its last write (0 when it holds none).
+type ReplayedLog = (Arc<MemTable>, Arc<dyn StorageFile>, u64);
+
+/// Replays `logs` (generation and file name), several at a time, and
+/// returns what each gave, in the order of `logs`. Every log is also synced
+/// (what a crashed process wrote may still sit in the page cache only) by
+/// one more thread while the others replay.
+fn replay_logs(storage: &Arc<dyn Storage>, logs: &[(u64, String)]) -> Vec<Result<ReplayedLog>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, 8)
+        .min(logs.len());
+    let next = AtomicUsize::new(0);
+    let failed = |what: &str| Error::Corrupt {
+        file: "wal".into(),
+        detail: format!("a log {what} thread failed"),
+    };
+    let mut out: Vec<Option<Result<ReplayedLog>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, AtomicOrdering::Relaxed);
+                        let Some((_, name)) = logs.get(i) else {
+                            return done;
+                        };
+                        done.push((i, replay_log(storage, name)));
+                    }
+                })
+            })
+            .collect();
+        let mut out: Vec<Option<Result<ReplayedLog>>> = (0..logs.len()).map(|_| None).collect();
+        for h in handles {
+            for (i, r) in h.join().unwrap_or_default() {
+                out[i] = Some(r);
+            }
+        }
+        out
+    });
+    out.iter_mut()
+        .map(|r| r.take().unwrap_or_else(|| Err(failed("replay"))))
+        .collect()
+}
+
+/// Syncs and replays one log into a new MemTable; the sync runs on its own
+/// thread meanwhile (both only read the file's content, which nothing
+/// writes during recovery).
+fn replay_log(storage: &Arc<dyn Storage>, name: &str) -> Result<ReplayedLog> {
+    let file = storage.open_file(name, false).map_err(io_err(name))?;
+    let mem = Arc::new(MemTable::new());
+    let mut next_seq = 0;
+    let t0 = std::time::Instant::now();
+    let (synced, replayed) = std::thread::scope(|s| {
+        // What a crashed process wrote may still sit in the page cache
+        // only: it is made durable before it is served.
+        let sync = s.spawn(|| file.sync());
+        let replayed = Wal::replay(file.as_ref(), name, |seq, payload| {
+            let mut i = 0;
+            let n = WriteBatch::for_each_op(payload, |key, value| {
+                mem.insert(key, seq + i, value);
+                i += 1;
+            })
+            .ok_or_else(|| Error::Corrupt {
+                file: name.into(),
+                detail: format!("record {seq} is not a valid write batch"),
+            })?;
+            next_seq = next_seq.max(seq + n as u64);
+            Ok(())
+        });
+        let t_replay = t0.elapsed();
+        let synced = sync
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the sync thread failed")));
+        if trace_enabled() {
+            eprintln!(
+                "recover: {name}: {} records replayed in {t_replay:?}, synced after {:?}",
+                replayed.as_ref().map_or(0, |r| r.records),
+                t0.elapsed()
+            );
+        }
+        (synced, replayed)
+    });
+    synced.map_err(io_err(name))?;
+    replayed?;
+    Ok((mem, file, next_seq))
 }
 
 /// Sampled anchors: (offset, key) in offset order.
@@ -404,4 +492,73 @@ fn sample_anchors(space: &FlexSpace, samples: &[u64]) -> Result<Anchors> {
         out.push((off, key));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    type Newest = BTreeMap<Vec<u8>, (u64, Option<Vec<u8>>)>;
+
+    fn newest(mem: &MemTable) -> Newest {
+        mem.newest()
+            .map(|e| (e.key.to_vec(), (e.seq, e.value.map(<[u8]>::to_vec))))
+            .collect()
+    }
+
+    #[test]
+    fn parallel_replay_gives_what_sequential_replay_gives() {
+        let storage: Arc<dyn Storage> = Arc::new(flexspace::FaultStorage::new());
+        let mut logs = Vec::new();
+        let mut models = Vec::new();
+        let mut seq = 1;
+        for gen in 1..=6u64 {
+            let name = files::wal_name(gen);
+            let file = storage.open_file(&name, true).unwrap();
+            let wal = Wal::create(file.clone(), &name, None).unwrap();
+            let mut model = Newest::new();
+            // Log 4 stays empty; log 5 is not a log at all.
+            let batches = if gen == 4 { 0 } else { 150 * gen };
+            for i in 0..batches {
+                let mut b = WriteBatch::new();
+                for j in 0..1 + i % 4 {
+                    let key = format!("k{:03}", (i * 7 + j * 13 + gen) % 300).into_bytes();
+                    let s = seq + b.len() as u64;
+                    if (i + j) % 5 == 2 {
+                        b.delete(&key).unwrap();
+                        model.insert(key, (s, None));
+                    } else {
+                        let value = vec![(i + j) as u8; (i % 40) as usize];
+                        b.put(&key, &value).unwrap();
+                        model.insert(key, (s, Some(value)));
+                    }
+                }
+                wal.append(seq, &b.encode()).unwrap();
+                seq += b.len() as u64;
+            }
+            wal.sync().unwrap();
+            if gen == 5 {
+                file.write_all_at(0, b"NOTALOG!").unwrap();
+            }
+            models.push((model, seq));
+            logs.push((gen, name));
+        }
+        let parallel = replay_logs(&storage, &logs);
+        assert_eq!(parallel.len(), logs.len());
+        for (((gen, name), got), (model, next)) in logs.iter().zip(parallel).zip(models) {
+            let sequential = replay_log(&storage, name);
+            if *gen == 5 {
+                assert!(matches!(got, Err(Error::Corrupt { .. })));
+                assert!(matches!(sequential, Err(Error::Corrupt { .. })));
+                continue;
+            }
+            let (pm, _, pn) = got.unwrap();
+            let (sm, _, sn) = sequential.unwrap();
+            assert_eq!(newest(&pm), model, "log {gen}");
+            assert_eq!(newest(&sm), model, "log {gen}");
+            assert_eq!(pm.len(), sm.len());
+            assert_eq!((pn, sn), if *gen == 4 { (0, 0) } else { (next, next) });
+        }
+    }
 }

@@ -181,7 +181,8 @@ pub(crate) fn new_wal(
     let name = wal_name(gen);
     let file = storage.open_file(&name, true).map_err(io_err(&name))?;
     let path = real_dir.map(|d| d.join(&name));
-    // Room for a MemTable's worth of records; the log grows past it if need be.
+    // Room for a MemTable's worth of records, up to `wal_map::FIRST_MAX`;
+    // the log grows by steps past it if need be.
     let capacity = opts.memtable_bytes as u64 + (1 << 20);
     let wal = Wal::create(file, &name, path.as_deref().map(|p| (p, capacity)))?;
     storage.sync_dir().map_err(io_err(&name))?;

@@ -19,6 +19,17 @@
 //! is durable whatever order the device writes in), so only damage within
 //! the last synced stretch can pass for a crash's torn tail.
 //!
+//! Replay reads the file in bounded chunks (`REPLAY_CHUNK`, or one
+//! record's length when that is more) and hands each record's payload to
+//! a callback borrowed from the read buffer, so memory stays bounded by
+//! the chunk and the largest record, whatever the log's size. An all-zero
+//! record header (the preallocated tail of a mapped log) ends the records,
+//! and the search for an intact later record skips zero runs in blocks:
+//! such a record's `synced` field is above the header's length, so a
+//! header whose `synced` bytes are zero cannot be one. Neither shortcut
+//! changes a verdict: replay accepts and rejects exactly the files a
+//! whole-file reading would (the tests keep that reading as a reference).
+//!
 //! Invariants:
 //! - Records are appended in increasing sequence order (a batch's record
 //!   carries the number of its first operation), to an in-memory buffer first;
@@ -30,7 +41,13 @@
 //!   I/O lock writes everything buffered so far and syncs once for all
 //!   (group commit); the others find their records durable and return.
 //! - After an I/O error the log refuses further appends (its tail is
-//!   unknown); reopening the store recovers the durable prefix.
+//!   unknown); reopening the store recovers the durable prefix. A mapped
+//!   log that cannot grow (a full disk) is the exception: the append that
+//!   needed the room fails with the `Io` error (`ENOSPC`) and changes
+//!   nothing, so every record before it can still be synced.
+//! - Replay calls its callback for the valid prefix of records, in order,
+//!   and only then reports corruption found after that prefix; a caller
+//!   that gets an error must discard what it built.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -136,30 +153,148 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// The valid record starting at `pos` whose sequence number is above
-/// `after` (any, when `None`), and its `synced` field.
-fn record_at(bytes: &[u8], pos: usize, after: Option<u64>) -> Option<(Record, u64)> {
-    let h = bytes.get(pos..pos + RECORD_HEAD)?;
-    let rseq = u64_at(h, 8);
-    if after.is_some_and(|a| rseq <= a) {
-        return None;
+/// Bytes replay reads from the file at a time.
+pub const REPLAY_CHUNK: usize = 16 << 20;
+
+/// What replay found in a log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Replayed {
+    /// Valid records replayed.
+    pub records: u64,
+    /// The sequence number of the last of them.
+    pub last_seq: Option<u64>,
+    /// The file offset where they end (where replay stopped).
+    pub end: u64,
+}
+
+/// A window of a file that replay slides forward: the bytes asked for are
+/// read in chunks of at least `chunk` bytes, and bytes already read are
+/// kept (moved to the front) rather than read again.
+struct Window<'a> {
+    file: &'a dyn StorageFile,
+    name: &'a str,
+    /// The file's length.
+    len: u64,
+    chunk: usize,
+    /// `buf[..filled]` holds the file's bytes from offset `start`.
+    buf: Vec<u8>,
+    start: u64,
+    filled: usize,
+}
+
+impl<'a> Window<'a> {
+    fn new(file: &'a dyn StorageFile, name: &'a str, len: u64, chunk: usize) -> Self {
+        Window {
+            file,
+            name,
+            len,
+            chunk: chunk.max(RECORD_HEAD),
+            buf: Vec::new(),
+            start: 0,
+            filled: 0,
+        }
     }
-    let plen = u32_at(h, 4) as usize;
-    if plen > MAX_RECORD {
-        return None;
+
+    /// The file's bytes `[at, at + n)`, `None` when they pass its end.
+    fn get(&mut self, at: u64, n: usize) -> Result<Option<&[u8]>> {
+        let Some(end) = at.checked_add(n as u64).filter(|&e| e <= self.len) else {
+            return Ok(None);
+        };
+        if at < self.start || end > self.start + self.filled as u64 {
+            self.fill(at, n)?;
+        }
+        let off = (at - self.start) as usize;
+        Ok(Some(&self.buf[off..off + n]))
     }
-    let end = pos.checked_add(RECORD_HEAD + plen)?;
-    let body = bytes.get(pos + 4..end)?;
-    if crc32c::crc32c(body) != u32_at(h, 0) {
-        return None;
+
+    /// Loads `[at, at + max(n, chunk))` (clipped to the file); the caller
+    /// checked `at + n <= len`.
+    fn fill(&mut self, at: u64, n: usize) -> Result<()> {
+        let want = (n.max(self.chunk) as u64).min(self.len - at) as usize;
+        let loaded = self.start..self.start + self.filled as u64;
+        let kept = if loaded.contains(&at) {
+            let off = (at - self.start) as usize;
+            self.buf.copy_within(off..self.filled, 0);
+            self.filled - off
+        } else {
+            0
+        };
+        if self.buf.len() < want {
+            self.buf.resize(want, 0);
+        } else if self.buf.len() > self.chunk && want <= self.chunk {
+            // Give back what one oversized record needed.
+            self.buf.truncate(self.chunk.max(kept));
+            self.buf.shrink_to_fit();
+        }
+        if kept < want {
+            self.file
+                .read_exact_at(at + kept as u64, &mut self.buf[kept..want])
+                .map_err(|e| io_err(self.name, e))?;
+        }
+        self.start = at;
+        self.filled = want.max(kept);
+        Ok(())
     }
-    Some((
-        Record {
-            seq: rseq,
-            payload: bytes[pos + RECORD_HEAD..end].to_vec(),
-        },
-        u64_at(h, 16),
-    ))
+
+    /// The valid record at `at` whose sequence number is above `after`
+    /// (any, when `None`): its sequence number and payload.
+    fn record(&mut self, at: u64, after: Option<u64>) -> Result<Option<(u64, &[u8])>> {
+        let Some(h) = self.get(at, RECORD_HEAD)? else {
+            return Ok(None);
+        };
+        let (crc, plen, seq) = (u32_at(h, 0), u32_at(h, 4) as usize, u64_at(h, 8));
+        if after.is_some_and(|a| seq <= a) || plen > MAX_RECORD {
+            return Ok(None);
+        }
+        let Some(r) = self.get(at, RECORD_HEAD + plen)? else {
+            return Ok(None);
+        };
+        if crc32c::crc32c(&r[4..]) != crc {
+            return Ok(None);
+        }
+        Ok(Some((seq, &r[RECORD_HEAD..])))
+    }
+}
+
+/// The index of the first non-zero byte of `b`. Zero runs (a log's
+/// preallocated tail) are skipped 64 bytes at a time.
+fn first_nonzero(b: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while let Some(block) = b.get(i..i + 64) {
+        if block.iter().fold(0, |a, &x| a | x) != 0 {
+            break;
+        }
+        i += 64;
+    }
+    b[i..].iter().position(|&x| x != 0).map(|j| i + j)
+}
+
+/// The first position `q` in `win` (which starts at file offset `base`) of
+/// a header that could be an intact record vouching for bytes at `pos`:
+/// its sequence number fits after `after` (see `Wal::replay`) and its
+/// `synced` field lies beyond `pos`. Only headers wholly inside `win` are
+/// looked at.
+fn candidate(win: &[u8], base: u64, pos: u64, after: Option<u64>) -> Option<usize> {
+    let mut q = 0;
+    while q + RECORD_HEAD <= win.len() {
+        // `synced > pos >= HEADER_LEN`: a header whose `synced` bytes are
+        // all zero is no candidate, so jump to the first one with a
+        // non-zero byte there.
+        let z = q + 16 + first_nonzero(&win[q + 16..])?;
+        q = q.max(z.saturating_sub(RECORD_HEAD - 1));
+        let h = win.get(q..q + RECORD_HEAD)?;
+        let p = base + q as u64;
+        let seq = u64_at(h, 8);
+        let plausible = match after {
+            Some(a) => seq > a && seq - a <= p - pos + 1,
+            None => true,
+        };
+        if plausible && u64_at(h, 16) > pos {
+            return Some(q);
+        }
+        q += 1;
+    }
+    None
 }
 
 impl Wal {
@@ -226,77 +361,122 @@ impl Wal {
         }
     }
 
-    /// Reads the valid records of an existing log, in order: everything up
-    /// to the first torn or corrupt record (a crash's torn tail). A corrupt
-    /// record followed by a valid record with the next sequence number is
-    /// corruption, not a torn tail, and is an error.
+    /// Reads the valid records of an existing log, in order (see
+    /// [`Wal::replay`], which hands them over without collecting them).
     pub fn read(file: &dyn StorageFile, name: &str) -> Result<Vec<Record>> {
+        let mut records = Vec::new();
+        Self::replay(file, name, |seq, payload| {
+            records.push(Record {
+                seq,
+                payload: payload.to_vec(),
+            });
+            Ok(())
+        })?;
+        Ok(records)
+    }
+
+    /// Replays an existing log: calls `f(seq, payload)` for each valid
+    /// record, in order, with the payload borrowed from the read buffer:
+    /// everything up to the first torn or corrupt record (a crash's torn
+    /// tail). The file is read in chunks of [`REPLAY_CHUNK`] bytes (a
+    /// record larger than that is read whole). A damaged record below the
+    /// durable length, or one that an intact later record says was synced,
+    /// is corruption and an error, returned after `f` saw the records
+    /// before it; an error from `f` ends replay with that error.
+    pub fn replay(
+        file: &dyn StorageFile,
+        name: &str,
+        f: impl FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<Replayed> {
+        Self::replay_chunked(file, name, REPLAY_CHUNK, f)
+    }
+
+    fn replay_chunked(
+        file: &dyn StorageFile,
+        name: &str,
+        chunk: usize,
+        mut f: impl FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<Replayed> {
         let corrupt = |detail: &str| Error::Corrupt {
             file: name.into(),
             detail: detail.to_string(),
         };
         let len = file.len().map_err(|e| io_err(name, e))?;
-        let mut bytes = vec![0u8; len as usize];
-        file.read_exact_at(0, &mut bytes)
-            .map_err(|e| io_err(name, e))?;
-        let header_ok = len >= HEADER_LEN
-            && &bytes[..8] == MAGIC
-            && bytes[8..12] == FORMAT_VERSION.to_le_bytes();
-        if !header_ok {
+        let mut w = Window::new(file, name, len, chunk);
+        let mut done = Replayed {
+            end: HEADER_LEN,
+            ..Replayed::default()
+        };
+        let Some(header) = w.get(0, HEADER_LEN as usize)? else {
             // A log is created by writing and syncing its header before any
             // record: a crash during creation leaves at most a torn header.
+            return Ok(done);
+        };
+        if &header[..8] != MAGIC || header[8..12] != FORMAT_VERSION.to_le_bytes() {
             if len <= HEADER_LEN {
-                return Ok(Vec::new());
+                return Ok(done);
             }
-            return Err(corrupt(if &bytes[..8] == MAGIC {
+            return Err(corrupt(if &header[..8] == MAGIC {
                 "unknown log format version"
             } else {
                 "not a FlexDB write-ahead log"
             }));
         }
-        let durable = parse_slot(&bytes[SLOT_AT as usize..HEADER_LEN as usize]);
+        let durable = parse_slot(&header[SLOT_AT as usize..]);
         if len < durable {
             return Err(corrupt(&format!(
                 "truncated to {len} bytes, below the {durable} bytes it had synced"
             )));
         }
-        let mut records: Vec<Record> = Vec::new();
-        let mut pos = HEADER_LEN as usize;
-        while let Some((r, _)) = record_at(&bytes, pos, records.last().map(|r| r.seq)) {
-            pos += RECORD_HEAD + r.payload.len();
-            records.push(r);
+        let mut pos = HEADER_LEN;
+        loop {
+            // An all-zero header (the preallocated tail) is the end; it
+            // never verifies anyway (its CRC is not 0).
+            match w.get(pos, RECORD_HEAD)? {
+                Some(h) if h.iter().any(|&b| b != 0) => {}
+                _ => break,
+            }
+            let Some((seq, payload)) = w.record(pos, done.last_seq)? else {
+                break;
+            };
+            f(seq, payload)?;
+            pos += (RECORD_HEAD + payload.len()) as u64;
+            done.records += 1;
+            done.last_seq = Some(seq);
         }
-        if (pos as u64) < durable {
+        done.end = pos;
+        if pos < durable {
             return Err(corrupt(&format!(
                 "the record at byte {pos} is damaged, below the {durable} bytes the log had synced"
             )));
         }
-        if pos < bytes.len() {
-            // A record's operations take consecutive sequence numbers and
-            // each takes at least one payload byte, so a record that starts
-            // `d` bytes further has a number at most `d + 1` above the last
-            // good one: that bound keeps the scan cheap (a random sequence
-            // number almost never qualifies, and no checksum is computed for
-            // it).
-            let after = records.last().map(|r| r.seq);
-            let damaged_durable = (pos + 1..bytes.len()).any(|p| {
-                let Some(h) = bytes.get(p..p + RECORD_HEAD) else {
-                    return false;
-                };
-                let seq = u64_at(h, 8);
-                let plausible = match after {
-                    Some(a) => seq > a && seq - a <= (p - pos) as u64 + 1,
-                    None => true,
-                };
-                plausible && u64_at(h, 16) > pos as u64 && record_at(&bytes, p, after).is_some()
-            });
-            if damaged_durable {
+        // A record's operations take consecutive sequence numbers and each
+        // takes at least one payload byte, so a record that starts `d`
+        // bytes further has a number at most `d + 1` above the last good
+        // one: that bound keeps the scan cheap (a random sequence number
+        // almost never qualifies, and no checksum is computed for it), and
+        // zero runs are skipped in blocks.
+        let after = done.last_seq;
+        let mut q = pos + 1;
+        while q + RECORD_HEAD as u64 <= len {
+            let n = (w.chunk as u64).min(len - q) as usize;
+            let found = match w.get(q, n)? {
+                Some(win) => candidate(win, q, pos, after),
+                None => None,
+            };
+            let Some(c) = found else {
+                q += (n - (RECORD_HEAD - 1)) as u64;
+                continue;
+            };
+            let c = q + c as u64;
+            if w.record(c, after)?.is_some() {
                 return Err(corrupt(&format!(
                     "the record at byte {pos} is damaged, but a later record shows it was synced"
                 )));
             }
+            q = c + 1;
         }
-        Ok(records)
+        Ok(done)
     }
 
     /// Appends one record (buffered) and returns the file offset where it
@@ -318,10 +498,9 @@ impl Wal {
             b.bytes.clear();
             encode_record(&mut b.bytes, seq, synced, payload);
             let mut log = m.log.lock();
-            if let Err(e) = log.append(&b.bytes) {
-                b.failed = Some(format!("append failed: {e}"));
-                return Err(io_err(&self.name, e));
-            }
+            // A failed append is a failed growth (a full disk) and leaves
+            // the log as it was: what it holds can still be synced.
+            log.append(&b.bytes).map_err(|e| io_err(&self.name, e))?;
             self.written_bytes
                 .fetch_add(b.bytes.len() as u64, Ordering::Relaxed);
             return Ok(log.end());
@@ -674,5 +853,308 @@ mod tests {
             assert!(last[t].is_none_or(|l| l < n));
             last[t] = Some(n);
         }
+    }
+
+    fn bytes_of(f: &dyn StorageFile) -> Vec<u8> {
+        let mut b = vec![0; f.len().unwrap() as usize];
+        f.read_exact_at(0, &mut b).unwrap();
+        b
+    }
+
+    /// The replay of the previous format revision, kept as the reference
+    /// the chunked one must agree with: the whole file read at once,
+    /// records collected, the damage scan byte by byte.
+    fn reference_record_at(bytes: &[u8], pos: usize, after: Option<u64>) -> Option<(Record, u64)> {
+        let h = bytes.get(pos..pos + RECORD_HEAD)?;
+        let rseq = u64_at(h, 8);
+        if after.is_some_and(|a| rseq <= a) {
+            return None;
+        }
+        let plen = u32_at(h, 4) as usize;
+        if plen > MAX_RECORD {
+            return None;
+        }
+        let end = pos.checked_add(RECORD_HEAD + plen)?;
+        let body = bytes.get(pos + 4..end)?;
+        if crc32c::crc32c(body) != u32_at(h, 0) {
+            return None;
+        }
+        Some((
+            Record {
+                seq: rseq,
+                payload: bytes[pos + RECORD_HEAD..end].to_vec(),
+            },
+            u64_at(h, 16),
+        ))
+    }
+
+    fn reference_read(file: &dyn StorageFile, name: &str) -> Result<Vec<Record>> {
+        let corrupt = |detail: &str| Error::Corrupt {
+            file: name.into(),
+            detail: detail.to_string(),
+        };
+        let len = file.len().map_err(|e| io_err(name, e))?;
+        let mut bytes = vec![0u8; len as usize];
+        file.read_exact_at(0, &mut bytes)
+            .map_err(|e| io_err(name, e))?;
+        let header_ok = len >= HEADER_LEN
+            && &bytes[..8] == MAGIC
+            && bytes[8..12] == FORMAT_VERSION.to_le_bytes();
+        if !header_ok {
+            // A log is created by writing and syncing its header before any
+            // record: a crash during creation leaves at most a torn header.
+            if len <= HEADER_LEN {
+                return Ok(Vec::new());
+            }
+            return Err(corrupt(if &bytes[..8] == MAGIC {
+                "unknown log format version"
+            } else {
+                "not a FlexDB write-ahead log"
+            }));
+        }
+        let durable = parse_slot(&bytes[SLOT_AT as usize..HEADER_LEN as usize]);
+        if len < durable {
+            return Err(corrupt(&format!(
+                "truncated to {len} bytes, below the {durable} bytes it had synced"
+            )));
+        }
+        let mut records: Vec<Record> = Vec::new();
+        let mut pos = HEADER_LEN as usize;
+        while let Some((r, _)) = reference_record_at(&bytes, pos, records.last().map(|r| r.seq)) {
+            pos += RECORD_HEAD + r.payload.len();
+            records.push(r);
+        }
+        if (pos as u64) < durable {
+            return Err(corrupt(&format!(
+                "the record at byte {pos} is damaged, below the {durable} bytes the log had synced"
+            )));
+        }
+        if pos < bytes.len() {
+            // A record's operations take consecutive sequence numbers and
+            // each takes at least one payload byte, so a record that starts
+            // `d` bytes further has a number at most `d + 1` above the last
+            // good one: that bound keeps the scan cheap (a random sequence
+            // number almost never qualifies, and no checksum is computed for
+            // it).
+            let after = records.last().map(|r| r.seq);
+            let damaged_durable = (pos + 1..bytes.len()).any(|p| {
+                let Some(h) = bytes.get(p..p + RECORD_HEAD) else {
+                    return false;
+                };
+                let seq = u64_at(h, 8);
+                let plausible = match after {
+                    Some(a) => seq > a && seq - a <= (p - pos) as u64 + 1,
+                    None => true,
+                };
+                plausible
+                    && u64_at(h, 16) > pos as u64
+                    && reference_record_at(&bytes, p, after).is_some()
+            });
+            if damaged_durable {
+                return Err(corrupt(&format!(
+                    "the record at byte {pos} is damaged, but a later record shows it was synced"
+                )));
+            }
+        }
+        Ok(records)
+    }
+
+    /// What replay with `chunk`-byte reads gives: the records, or the
+    /// error's kind.
+    fn replay_with(f: &dyn StorageFile, chunk: usize) -> std::result::Result<Vec<Record>, bool> {
+        let mut recs = Vec::new();
+        Wal::replay_chunked(f, "wal", chunk, |seq, payload| {
+            recs.push(Record {
+                seq,
+                payload: payload.to_vec(),
+            });
+            Ok(())
+        })
+        .map(|done| {
+            assert_eq!(done.records, recs.len() as u64);
+            assert_eq!(done.last_seq, recs.last().map(|r| r.seq));
+            recs
+        })
+        .map_err(|e| e.is_corruption())
+    }
+
+    /// Chunk sizes around and below the record sizes of the tests.
+    const CHUNKS: [usize; 7] = [1, 24, 25, 31, 100, 4096, REPLAY_CHUNK];
+
+    #[test]
+    fn chunked_replay_reads_records_across_chunks_and_larger_than_one() {
+        let f = mem();
+        let wal = Wal::create(f.clone(), "wal", None).unwrap();
+        let mut want = Vec::new();
+        let mut seq = 1;
+        for i in 0..300usize {
+            // Mostly small records; some far larger than the small chunks.
+            let n = if i % 50 == 7 { 20_000 + i } else { 1 + i % 97 };
+            let payload: Vec<u8> = (0..n).map(|j| (i * 31 + j) as u8).collect();
+            wal.append(seq, &payload).unwrap();
+            want.push(Record { seq, payload });
+            seq += 1 + (i as u64 % 3);
+        }
+        wal.sync().unwrap();
+        for chunk in CHUNKS {
+            assert_eq!(
+                replay_with(f.as_ref(), chunk),
+                Ok(want.clone()),
+                "chunk {chunk}"
+            );
+        }
+        assert_eq!(Wal::read(f.as_ref(), "wal").unwrap(), want);
+    }
+
+    #[test]
+    fn chunked_replay_judges_damage_as_whole_reads_do() {
+        // Every truncation and every flipped byte of a log (synced in two
+        // stretches, then an unsynced one) gives the same records or the
+        // same error whatever the chunk size, and as the reference.
+        let f = mem();
+        let wal = Wal::create(f.clone(), "wal", None).unwrap();
+        for i in 0..12u8 {
+            wal.append(u64::from(i) * 2, &vec![i; 10 + usize::from(i) * 7])
+                .unwrap();
+            if i == 4 || i == 8 {
+                wal.sync().unwrap();
+            }
+        }
+        wal.flush().unwrap();
+        let bytes = bytes_of(f.as_ref());
+        let mut outcomes = [0usize; 3];
+        let mut check = |b: Vec<u8>, what: &str| {
+            let file = MemFile::from_bytes(b);
+            let whole = replay_with(&file, usize::MAX >> 1);
+            let reference = reference_read(&file, "wal").map_err(|e| e.is_corruption());
+            assert_eq!(whole, reference, "{what}: differs from the reference");
+            match &whole {
+                Ok(r) if r.len() == 12 => outcomes[0] += 1,
+                Ok(_) => outcomes[1] += 1,
+                Err(_) => outcomes[2] += 1,
+            }
+            for chunk in CHUNKS {
+                assert_eq!(replay_with(&file, chunk), whole, "{what}, chunk {chunk}");
+            }
+        };
+        for cut in 0..bytes.len() {
+            check(bytes[..cut].to_vec(), &format!("cut at {cut}"));
+        }
+        for at in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[at] ^= 0x10;
+            check(b, &format!("flip at {at}"));
+        }
+        // Zeroed stretches (pages a device never wrote), with a zero tail.
+        for at in (0..bytes.len()).step_by(8) {
+            let mut b = bytes.clone();
+            let end = (at + 40).min(b.len());
+            b[at..end].fill(0);
+            b.resize(b.len() + 500, 0);
+            check(b, &format!("zeros at {at}"));
+        }
+        // Each kind of outcome happened.
+        assert!(outcomes.iter().all(|&n| n > 0), "{outcomes:?}");
+    }
+
+    #[test]
+    fn a_zero_tail_ends_replay_but_not_the_damage_check() {
+        let record = RECORD_HEAD + 8;
+        let f = two_batches();
+        let mut bytes = bytes_of(f.as_ref());
+        let logged = bytes.len();
+        // A preallocated tail of zeros, as a mapped log leaves.
+        bytes.resize(logged + (3 << 20), 0);
+        for chunk in [100, 4096, REPLAY_CHUNK] {
+            let recs = replay_with(&MemFile::from_bytes(bytes.clone()), chunk).unwrap();
+            assert_eq!(recs.len(), 7, "chunk {chunk}");
+        }
+        // An all-zero header never verifies, so stopping there is exact.
+        assert_ne!(crc32c::crc32c(&[0u8; RECORD_HEAD - 4]), 0);
+        // Synced record 2 zeroed (a device that never wrote its page): the
+        // intact records after it, appended after the sync that covered
+        // it, show it was synced. Zero skipping must not hide them.
+        let mut b = bytes.clone();
+        let at = HEADER_LEN as usize + 2 * record;
+        b[at..at + record].fill(0);
+        for chunk in [1, 30, 100, 4096, REPLAY_CHUNK] {
+            assert_eq!(
+                replay_with(&MemFile::from_bytes(b.clone()), chunk),
+                Err(true),
+                "chunk {chunk}"
+            );
+        }
+        // A vouching record far out in a zero tail is found too.
+        let mut b = bytes.clone();
+        let far = logged + (2 << 20) + 13;
+        let mut rec = Vec::new();
+        encode_record(&mut rec, 7, logged as u64, b"x");
+        b[far..far + rec.len()].copy_from_slice(&rec);
+        b[HEADER_LEN as usize + 5 * record] ^= 1;
+        for chunk in [100, 4096, REPLAY_CHUNK] {
+            assert_eq!(
+                replay_with(&MemFile::from_bytes(b.clone()), chunk),
+                Err(true),
+                "chunk {chunk}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_mapped_log_replays_through_its_zero_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = flexspace::FileStorage::open(dir.path(), true).unwrap();
+        let file = flexspace::Storage::open_file(&storage, "wal", true).unwrap();
+        let path = dir.path().join("wal");
+        let wal = Wal::create(file.clone(), "wal", Some((&path, 1 << 20))).unwrap();
+        assert!(wal.mapped.is_some());
+        for i in 0..1000u64 {
+            wal.append(i, &i.to_le_bytes()).unwrap();
+        }
+        wal.sync().unwrap();
+        // Preallocated well past the records.
+        assert!(file.len().unwrap() > wal.end() + (512 << 10));
+        let recs = Wal::read(file.as_ref(), "wal").unwrap();
+        assert_eq!(recs.len(), 1000);
+        assert!(recs.iter().enumerate().all(|(i, r)| r.seq == i as u64));
+    }
+
+    #[test]
+    fn a_full_disk_refuses_the_append_and_keeps_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = flexspace::FileStorage::open(dir.path(), true).unwrap();
+        let file = flexspace::Storage::open_file(&storage, "wal", true).unwrap();
+        let path = dir.path().join("wal");
+        let wal = Wal::create(file.clone(), "wal", Some((&path, 1))).unwrap();
+        let Some(m) = &wal.mapped else {
+            panic!("the log is not mapped");
+        };
+        let cap = file.len().unwrap();
+        m.log.lock().fail_past(Some(cap));
+        let payload = [9u8; 1000];
+        let mut n = 0;
+        let err = loop {
+            match wal.append(n, &payload) {
+                Ok(_) => n += 1,
+                Err(e) => break e,
+            }
+        };
+        assert!(n > 0);
+        match &err {
+            Error::Io { file, source } => {
+                assert_eq!(file.to_str(), Some("wal"));
+                assert_eq!(source.raw_os_error(), Some(libc::ENOSPC));
+            }
+            e => panic!("unexpected error {e}"),
+        }
+        // What was appended before can still be made durable, and is all
+        // there.
+        wal.sync().unwrap();
+        assert_eq!(Wal::read(file.as_ref(), "wal").unwrap().len() as u64, n);
+        // Space again: appends go on.
+        m.log.lock().fail_past(None);
+        wal.append(n, &payload).unwrap();
+        wal.sync().unwrap();
+        assert_eq!(Wal::read(file.as_ref(), "wal").unwrap().len() as u64, n + 1);
     }
 }
