@@ -240,18 +240,23 @@ impl IntervalData {
         self.find(key).map(|i| self.pair(i).1)
     }
 
-    /// Index of the first pair whose key is `>= key` (binary search).
-    pub fn lower_bound(&self, key: &[u8]) -> usize {
-        let (mut lo, mut hi) = (0, self.len());
+    /// The first index in `lo..hi` whose key fails `below` (binary search;
+    /// `below` holds for a prefix of the keys, which are sorted).
+    fn partition(&self, mut lo: usize, mut hi: usize, below: impl Fn(&[u8]) -> bool) -> usize {
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if self.key(mid) < key {
+            if below(self.key(mid)) {
                 lo = mid + 1;
             } else {
                 hi = mid;
             }
         }
         lo
+    }
+
+    /// Index of the first pair whose key is `>= key` (binary search).
+    pub fn lower_bound(&self, key: &[u8]) -> usize {
+        self.partition(0, self.len(), |k| k < key)
     }
 
     /// Index of the first pair at or after `from` whose key is `>= key`,
@@ -267,29 +272,12 @@ impl IntervalData {
             hi = (hi + step).min(n);
             step *= 2;
         }
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.key(mid) < key {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
+        self.partition(lo, hi, |k| k < key)
     }
 
     /// Index of the first pair whose key is `> key`.
     pub fn upper_bound(&self, key: &[u8]) -> usize {
-        let (mut lo, mut hi) = (0, self.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.key(mid) <= key {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
+        self.partition(0, self.len(), |k| k <= key)
     }
 
     /// Bytes of memory the interval holds (charged to the cache).

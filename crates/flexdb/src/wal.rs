@@ -1100,13 +1100,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_mapped_log_replays_through_its_zero_tail() {
+    /// A log on a real file in a new directory, mapped with room for
+    /// `capacity` bytes at first.
+    fn mapped_wal(capacity: u64) -> (tempfile::TempDir, Arc<dyn StorageFile>, Wal) {
         let dir = tempfile::tempdir().unwrap();
         let storage = flexspace::FileStorage::open(dir.path(), true).unwrap();
         let file = flexspace::Storage::open_file(&storage, "wal", true).unwrap();
         let path = dir.path().join("wal");
-        let wal = Wal::create(file.clone(), "wal", Some((&path, 1 << 20))).unwrap();
+        let wal = Wal::create(file.clone(), "wal", Some((&path, capacity))).unwrap();
+        (dir, file, wal)
+    }
+
+    #[test]
+    fn a_mapped_log_replays_through_its_zero_tail() {
+        let (_dir, file, wal) = mapped_wal(1 << 20);
         assert!(wal.mapped.is_some());
         for i in 0..1000u64 {
             wal.append(i, &i.to_le_bytes()).unwrap();
@@ -1121,11 +1128,7 @@ mod tests {
 
     #[test]
     fn a_full_disk_refuses_the_append_and_keeps_the_log() {
-        let dir = tempfile::tempdir().unwrap();
-        let storage = flexspace::FileStorage::open(dir.path(), true).unwrap();
-        let file = flexspace::Storage::open_file(&storage, "wal", true).unwrap();
-        let path = dir.path().join("wal");
-        let wal = Wal::create(file.clone(), "wal", Some((&path, 1))).unwrap();
+        let (_dir, file, wal) = mapped_wal(1);
         let Some(m) = &wal.mapped else {
             panic!("the log is not mapped");
         };
