@@ -69,7 +69,8 @@ const FLUSH_BYTES: usize = 64 << 10;
 /// The largest payload of one record.
 pub const MAX_RECORD: usize = (1 << 31) - 1;
 
-/// One replayed record.
+/// One replayed record (tests collect them; recovery uses `Wal::replay`).
+#[cfg(test)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
     /// Its sequence number.
@@ -363,6 +364,7 @@ impl Wal {
 
     /// Reads the valid records of an existing log, in order (see
     /// [`Wal::replay`], which hands them over without collecting them).
+    #[cfg(test)]
     pub fn read(file: &dyn StorageFile, name: &str) -> Result<Vec<Record>> {
         let mut records = Vec::new();
         Self::replay(file, name, |seq, payload| {
