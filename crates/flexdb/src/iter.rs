@@ -31,6 +31,9 @@ pub type KeyValue = (Vec<u8>, Vec<u8>);
 
 /// Keys each source reads per refill.
 const CHUNK: usize = 64;
+/// Bytes of each interval an iterator's fill prefetches (the whole of a
+/// typical interval; a chunk of 64 udb pairs spans about 10 KiB).
+const PREFETCH_BYTES: usize = 8 << 10;
 
 /// A pair found by a source: in a MemTable (copied, or a deletion), or pair
 /// `i` of decoded interval `d` of the iterator's `held` list. (Holding one
@@ -293,6 +296,7 @@ impl<'a> Iter<'a> {
                 let d = self.held.len() as u32;
                 self.held.push(shared.interval(&st, &f)?);
                 let data = &self.held[d as usize];
+                data.prefetch(PREFETCH_BYTES);
                 let i = match (&self.lo, first) {
                     (Bound::Included(k), true) => data.lower_bound(k),
                     (Bound::Excluded(k), true) => data.upper_bound(k),
@@ -344,6 +348,7 @@ impl<'a> Iter<'a> {
                 let d = self.held.len() as u32;
                 self.held.push(shared.interval(&st, &f)?);
                 let data = &self.held[d as usize];
+                data.prefetch(PREFETCH_BYTES);
                 let i = match (&self.hi, first) {
                     (Bound::Included(k), true) => data.upper_bound(k),
                     (Bound::Excluded(k), true) => data.lower_bound(k),
