@@ -11,6 +11,28 @@ use crate::error::Result;
 const PUT: u8 = 1;
 const DELETE: u8 = 2;
 
+/// Appends one operation's encoding to `out`: a put when `value` is set,
+/// a delete otherwise.
+fn encode_op(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
+    out.push(if value.is_some() { PUT } else { DELETE });
+    put_varint(out, key.len() as u64);
+    out.extend_from_slice(key);
+    if let Some(value) = value {
+        put_varint(out, value.len() as u64);
+        out.extend_from_slice(value);
+    }
+}
+
+/// Sets `out` to the payload of a batch holding the one operation given
+/// (as [`encode_op`] reads it), the same bytes [`WriteBatch::encode`]
+/// writes for such a batch, without building the batch.
+pub(crate) fn encode_single(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
+    out.clear();
+    out.reserve(1 + 1 + 10 + key.len() + 10 + value.map_or(0, <[u8]>::len));
+    put_varint(out, 1);
+    encode_op(out, key, value);
+}
+
 /// One write of a batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BatchOp {
@@ -91,18 +113,8 @@ impl WriteBatch {
         put_varint(&mut out, self.ops.len() as u64);
         for op in &self.ops {
             match op {
-                BatchOp::Put { key, value } => {
-                    out.push(PUT);
-                    put_varint(&mut out, key.len() as u64);
-                    out.extend_from_slice(key);
-                    put_varint(&mut out, value.len() as u64);
-                    out.extend_from_slice(value);
-                }
-                BatchOp::Delete { key } => {
-                    out.push(DELETE);
-                    put_varint(&mut out, key.len() as u64);
-                    out.extend_from_slice(key);
-                }
+                BatchOp::Put { key, value } => encode_op(&mut out, key, Some(value)),
+                BatchOp::Delete { key } => encode_op(&mut out, key, None),
             }
         }
         out
@@ -235,6 +247,21 @@ mod tests {
                 if put { b.put(&k, &v).unwrap(); } else { b.delete(&k).unwrap(); }
             }
             prop_assert_eq!(WriteBatch::decode(&b.encode()), Some(b));
+        }
+
+        #[test]
+        fn a_single_op_encodes_as_its_batch(
+            put in any::<bool>(),
+            k in proptest::collection::vec(any::<u8>(), 0..300),
+            v in proptest::collection::vec(any::<u8>(), 0..300),
+        ) {
+            let mut b = WriteBatch::new();
+            let value = put.then_some(&v[..]);
+            if put { b.put(&k, &v).unwrap(); } else { b.delete(&k).unwrap(); }
+            // A reused buffer holding something else first.
+            let mut out = vec![7u8; 5];
+            encode_single(&mut out, &k, value);
+            prop_assert_eq!(&out, &b.encode());
         }
     }
 }

@@ -103,9 +103,8 @@ impl Db {
         value: impl AsRef<[u8]>,
         opts: &WriteOptions,
     ) -> Result<()> {
-        let mut b = WriteBatch::new();
-        b.put(key.as_ref(), value.as_ref())?;
-        self.shared.write(&b, opts.sync)
+        self.shared
+            .write_one(key.as_ref(), Some(value.as_ref()), opts.sync)
     }
 
     /// Removes `key` (removing a missing key is not an error).
@@ -118,9 +117,7 @@ impl Db {
 
     /// Removes `key` with explicit write options.
     pub fn delete_opt(&self, key: impl AsRef<[u8]>, opts: &WriteOptions) -> Result<()> {
-        let mut b = WriteBatch::new();
-        b.delete(key.as_ref())?;
-        self.shared.write(&b, opts.sync)
+        self.shared.write_one(key.as_ref(), None, opts.sync)
     }
 
     /// Applies every operation of `batch` atomically: all or nothing, also

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use flexspace::{FlexSpace, Storage};
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard};
 
-use crate::batch::{BatchOp, WriteBatch};
+use crate::batch::{encode_single, BatchOp, WriteBatch};
 use crate::cache::{CacheRef, IntervalCache};
 use crate::codec::check_sizes;
 use crate::error::{Error, Result};
@@ -261,7 +261,49 @@ impl Shared {
         if batch.is_empty() {
             return if sync { self.sync() } else { Ok(()) };
         }
-        let payload = batch.encode();
+        self.append(&batch.encode(), batch.len(), sync, |mem, seq| {
+            for (i, op) in batch.ops().iter().enumerate() {
+                let s = seq + i as u64;
+                match op {
+                    BatchOp::Put { key, value } => mem.insert(key, s, Some(value)),
+                    BatchOp::Delete { key } => mem.insert(key, s, None),
+                }
+            }
+        })
+    }
+
+    /// Applies one put (`value` set) or delete, as a batch of one would be
+    /// applied, without building the batch: the payload is encoded into a
+    /// buffer the thread reuses.
+    pub fn write_one(&self, key: &[u8], value: Option<&[u8]>, sync: bool) -> Result<()> {
+        thread_local! {
+            static PAYLOAD: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        self.check_stopped()?;
+        check_sizes(key, value)?;
+        PAYLOAD.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            encode_single(&mut buf, key, value);
+            let r = self.append(&buf, 1, sync, |mem, seq| mem.insert(key, seq, value));
+            // Do not keep a huge value's buffer around.
+            if buf.capacity() > 1 << 20 {
+                *buf = Vec::new();
+            }
+            r
+        })
+    }
+
+    /// Logs `payload` (a batch of `ops` operations) under the next sequence
+    /// numbers, lets `apply` insert them into the active MemTable (the first
+    /// at the sequence number given), and makes them visible; with `sync`,
+    /// returns once they are durable.
+    fn append(
+        &self,
+        payload: &[u8],
+        ops: usize,
+        sync: bool,
+        apply: impl FnOnce(&MemTable, u64),
+    ) -> Result<()> {
         if payload.len() > MAX_RECORD {
             return Err(Error::BatchTooLarge {
                 len: payload.len(),
@@ -271,26 +313,20 @@ impl Shared {
         let mut w = self.writer.lock();
         self.make_room(&mut w)?;
         let seq = w.next_seq;
-        let end = match w.wal.append(seq, &payload) {
+        let end = match w.wal.append(seq, payload) {
             Ok(end) => end,
             Err(e) => {
                 self.stop(e.to_string());
                 return Err(e);
             }
         };
-        for (i, op) in batch.ops().iter().enumerate() {
-            let s = seq + i as u64;
-            match op {
-                BatchOp::Put { key, value } => w.active.insert(key, s, Some(value)),
-                BatchOp::Delete { key } => w.active.insert(key, s, None),
-            }
-        }
-        let last = seq + batch.len() as u64 - 1;
+        apply(&w.active, seq);
+        let last = seq + ops as u64 - 1;
         w.next_seq = last + 1;
         self.visible.store(last, Ordering::Release);
-        let wal = w.wal.clone();
+        let wal = sync.then(|| w.wal.clone());
         drop(w);
-        if sync {
+        if let Some(wal) = wal {
             if let Err(e) = wal.sync_to(end) {
                 self.stop(e.to_string());
                 return Err(e);
