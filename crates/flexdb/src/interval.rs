@@ -17,15 +17,14 @@ fn prefetch_bytes(bytes: &[u8]) {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let start = bytes.as_ptr();
-        let first = start as usize & !63;
-        let end = start as usize + bytes.len();
-        for line in (first..end).step_by(64) {
-            let p = start.wrapping_add(line - start as usize).cast::<i8>();
+        let start = bytes.as_ptr().cast::<i8>();
+        let skew = start as usize % 64;
+        let first = start.wrapping_sub(skew);
+        for k in 0..(skew + bytes.len()).div_ceil(64) {
             // SAFETY: a prefetch is only a hint: it never faults and has no
             // architectural effect, whatever the address; the address is
             // formed with wrapping arithmetic, so forming it is defined.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(k * 64)) };
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
