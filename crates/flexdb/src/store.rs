@@ -281,16 +281,25 @@ impl Shared {
         }
         self.check_stopped()?;
         check_sizes(key, value)?;
-        PAYLOAD.with(|buf| {
-            let mut buf = buf.borrow_mut();
-            encode_single(&mut buf, key, value);
-            let r = self.append(&buf, 1, sync, |mem, seq| mem.insert(key, seq, value));
+        let encode_and_append = |buf: &mut Vec<u8>| {
+            encode_single(buf, key, value);
+            self.append(buf, 1, sync, |mem, seq| mem.insert(key, seq, value))
+        };
+        // The thread's buffer, unless it is gone (a put from a thread-local
+        // destructor) or in use: then a fresh one.
+        let reused = PAYLOAD.try_with(|cell| {
+            let mut buf = cell.try_borrow_mut().ok()?;
+            let r = encode_and_append(&mut buf);
             // Do not keep a huge value's buffer around.
             if buf.capacity() > 1 << 20 {
                 *buf = Vec::new();
             }
-            r
-        })
+            Some(r)
+        });
+        match reused {
+            Ok(Some(r)) => r,
+            _ => encode_and_append(&mut Vec::new()),
+        }
     }
 
     /// Logs `payload` (a batch of `ops` operations) under the next sequence

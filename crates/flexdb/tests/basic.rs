@@ -204,3 +204,42 @@ fn lent_pairs_match_copied_pairs_both_ways() {
         assert_eq!(front, copied);
     }
 }
+
+#[test]
+fn single_puts_of_any_size_and_from_a_thread_local_destructor() {
+    use std::cell::RefCell;
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(open(dir.path()));
+    // A value large enough that the thread's reused buffer is let go,
+    // then small ones through the same thread.
+    let big = vec![7u8; 3 << 20];
+    db.put(b"big", &big).unwrap();
+    db.put(b"small", b"s").unwrap();
+    db.delete(b"gone").unwrap();
+    assert_eq!(db.get(b"big").unwrap().as_deref(), Some(&big[..]));
+    assert_eq!(db.get(b"small").unwrap().as_deref(), Some(&b"s"[..]));
+
+    // A put from a thread-local destructor, after the thread's other
+    // thread-locals may be gone, is still written.
+    struct PutOnDrop(Arc<Db>);
+    impl Drop for PutOnDrop {
+        fn drop(&mut self) {
+            self.0.put(b"from-drop", b"v").unwrap();
+        }
+    }
+    thread_local! {
+        static LAST: RefCell<Option<PutOnDrop>> = const { RefCell::new(None) };
+    }
+    let d = db.clone();
+    std::thread::spawn(move || {
+        // Registered before the store's own thread-local, so (destructors
+        // running in reverse order) dropped after it is gone.
+        LAST.with(|l| *l.borrow_mut() = Some(PutOnDrop(d.clone())));
+        d.put(b"from-thread", b"t").unwrap();
+    })
+    .join()
+    .unwrap();
+    assert_eq!(db.get(b"from-thread").unwrap().as_deref(), Some(&b"t"[..]));
+    assert_eq!(db.get(b"from-drop").unwrap().as_deref(), Some(&b"v"[..]));
+}
