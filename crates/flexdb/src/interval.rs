@@ -203,8 +203,15 @@ impl IntervalData {
     /// cache, so that a walk over the pairs (an iterator's binary search and
     /// merge) does not wait for each line in turn.
     #[inline]
-    pub fn prefetch(&self, max: usize) {
+    pub fn prefetch_head(&self, max: usize) {
         prefetch_bytes(&self.bytes[..self.bytes.len().min(max)]);
+    }
+
+    /// Like [`IntervalData::prefetch_head`], for the last `max` bytes (a
+    /// backward walk starts there).
+    #[inline]
+    pub fn prefetch_tail(&self, max: usize) {
+        prefetch_bytes(&self.bytes[self.bytes.len().saturating_sub(max)..]);
     }
 
     /// Where pair `i` starts within the interval.
@@ -331,9 +338,11 @@ mod tests {
         let d = sample(40);
         let before = d.clone();
         for max in [0, 1, 63, 64, 65, 1000, usize::MAX] {
-            d.prefetch(max);
+            d.prefetch_head(max);
+            d.prefetch_tail(max);
         }
-        IntervalData::default().prefetch(usize::MAX);
+        IntervalData::default().prefetch_head(usize::MAX);
+        IntervalData::default().prefetch_tail(usize::MAX);
         // Unaligned starts and ends, down to single bytes.
         let bytes = d.bytes();
         for a in 0..70.min(bytes.len()) {

@@ -296,7 +296,7 @@ impl<'a> Iter<'a> {
                 let d = self.held.len() as u32;
                 self.held.push(shared.interval(&st, &f)?);
                 let data = &self.held[d as usize];
-                data.prefetch(PREFETCH_BYTES);
+                data.prefetch_head(PREFETCH_BYTES);
                 let i = match (&self.lo, first) {
                     (Bound::Included(k), true) => data.lower_bound(k),
                     (Bound::Excluded(k), true) => data.upper_bound(k),
@@ -348,7 +348,7 @@ impl<'a> Iter<'a> {
                 let d = self.held.len() as u32;
                 self.held.push(shared.interval(&st, &f)?);
                 let data = &self.held[d as usize];
-                data.prefetch(PREFETCH_BYTES);
+                data.prefetch_tail(PREFETCH_BYTES);
                 let i = match (&self.hi, first) {
                     (Bound::Included(k), true) => data.upper_bound(k),
                     (Bound::Excluded(k), true) => data.lower_bound(k),
