@@ -319,10 +319,6 @@ fn replay_logs(storage: &Arc<dyn Storage>, logs: &[(u64, String)]) -> Vec<Result
         .clamp(1, 8)
         .min(logs.len());
     let next = AtomicUsize::new(0);
-    let failed = |what: &str| Error::Corrupt {
-        file: "wal".into(),
-        detail: format!("a log {what} thread failed"),
-    };
     let mut out: Vec<Option<Result<ReplayedLog>>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
@@ -347,7 +343,15 @@ fn replay_logs(storage: &Arc<dyn Storage>, logs: &[(u64, String)]) -> Vec<Result
         out
     });
     out.iter_mut()
-        .map(|r| r.take().unwrap_or_else(|| Err(failed("replay"))))
+        .map(|r| {
+            // A log whose replay thread panicked has no result.
+            r.take().unwrap_or_else(|| {
+                Err(Error::Corrupt {
+                    file: "wal".into(),
+                    detail: "a log replay thread failed".into(),
+                })
+            })
+        })
         .collect()
 }
 
