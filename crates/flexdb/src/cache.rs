@@ -89,7 +89,7 @@ impl IntervalCache {
     /// The interval behind `r`, if it is still cached. Counts a hit or miss.
     pub fn get(&self, r: Option<CacheRef>) -> Option<Arc<IntervalData>> {
         let found = r.and_then(|r| {
-            let inner = self.inner.read();
+            let (inner, _) = crate::lock_wait::read_spinning(&self.inner);
             let slot = inner.slots.get(r.slot as usize)?;
             if slot.generation != r.generation {
                 return None;

@@ -110,7 +110,7 @@ fn commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
     })?;
     if shared.trace {
         eprintln!(
-            "commit gen {}: {count} updates {groups} groups in {:?} (cpu {:?}, {:.2} us/update), longest index hold {:?}, longest reader wait {:?}",
+            "commit gen {}: {count} updates {groups} groups in {:?} (cpu {:?}, {:.2} us/update), longest index hold {:?}, longest reader wait {:?} ({} over 100 us, {} over 1 ms)",
             frozen.gen,
             t0.elapsed(),
             thread_cpu() - c0,
@@ -121,6 +121,8 @@ fn commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
             std::time::Duration::from_nanos(
                 shared.counters.trace_reader_wait_ns.swap(0, Ordering::Relaxed)
             ),
+            shared.counters.trace_slow_waits[0].swap(0, Ordering::Relaxed),
+            shared.counters.trace_slow_waits[1].swap(0, Ordering::Relaxed),
         );
     }
     finish_commit(shared, frozen)
@@ -293,7 +295,7 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
     if space.maintenance_due() {
         space.maintain().map_err(space_err)?;
     }
-    let mut st = shared.state.write();
+    let mut st = crate::lock_wait::write_polling(&shared.state);
     st.version += 1;
     let _hold = shared.trace.then(|| HoldTimer::start(shared));
     let base = f.offset;

@@ -19,7 +19,8 @@
 //! background merge into the space), `merge` (an interval's new content),
 //! `sparse` (the sparse index), `interval` and `cache` (decoded intervals
 //! and their CLOCK cache), `memtable`, `wal`, `batch`, `codec` (encodings),
-//! `open` (creation and recovery), `iter`, `check`, `files`.
+//! `open` (creation and recovery), `iter`, `check`, `files`, `lock_wait`
+//! (how readers and the committer wait for shared locks).
 
 mod arena;
 mod batch;
@@ -35,6 +36,7 @@ mod index_file;
 pub mod interval;
 mod iter;
 mod keys;
+mod lock_wait;
 pub mod memtable;
 mod merge;
 mod open;

@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use flexspace::{FlexSpace, Storage};
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard};
@@ -135,6 +135,9 @@ pub(crate) struct Counters {
     pub window_reader_wait_ns: AtomicU64,
     /// The same maximum since the last `FLEXDB_TRACE` report.
     pub trace_reader_wait_ns: AtomicU64,
+    /// Reader waits longer than 100 µs and longer than 1 ms since the last
+    /// `FLEXDB_TRACE` report (counted only when tracing).
+    pub trace_slow_waits: [AtomicU64; 2],
     /// The longest exclusive hold of `state` by the committer since the
     /// last `FLEXDB_TRACE` report.
     pub max_commit_hold_ns: AtomicU64,
@@ -433,12 +436,9 @@ impl Shared {
 
     /// Takes the sparse index shared, recording how long the wait was.
     pub fn read_state(&self) -> RwLockReadGuard<'_, State> {
-        if let Some(g) = self.state.try_read() {
-            return g;
-        }
-        let t = Instant::now();
-        let g = self.state.read();
-        let waited = t.elapsed().as_nanos() as u64;
+        let (g, waited) = crate::lock_wait::read_spinning(&self.state);
+        let Some(waited) = waited else { return g };
+        let waited = waited.as_nanos() as u64;
         self.counters
             .max_reader_wait_ns
             .fetch_max(waited, Ordering::Relaxed);
@@ -448,6 +448,16 @@ impl Shared {
         self.counters
             .trace_reader_wait_ns
             .fetch_max(waited, Ordering::Relaxed);
+        if self.trace {
+            for (limit, n) in [100_000, 1_000_000]
+                .iter()
+                .zip(&self.counters.trace_slow_waits)
+            {
+                if waited > *limit {
+                    n.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
         g
     }
 

@@ -1,0 +1,160 @@
+//! How threads wait for the store's reader-writer locks when the committer
+//! shares them with readers.
+//!
+//! The committer holds the sparse index (`state`) exclusively for one group
+//! of updates at a time, a few microseconds, and takes it again a few
+//! microseconds later. Two ways of waiting for such a lock turned out to
+//! cost readers milliseconds (measured in docs/DESIGN.md, "Readers that
+//! spin, a committer that polls"):
+//!
+//! - A reader that parks sleeps in the kernel; when the committer lets go,
+//!   the reader is runnable but, on a machine whose cores are all busy,
+//!   waits for the scheduler's next slice, one to five milliseconds.
+//! - A writer that blocks in `write()` marks the lock as wanted, and every
+//!   new reader then queues behind it while it waits for the readers inside
+//!   to leave; one of them preempted inside turns a microsecond hold into a
+//!   convoy of every reader.
+//!
+//! So readers spin for the lock (yielding the core after a few rounds, in
+//! case the holder waits for it) for up to [`READ_SPIN`] before they park,
+//! and the committer polls with `try_write`, which never blocks readers
+//! while it waits.
+//!
+//! Invariants: both functions return a guard of the lock asked for; neither
+//! holds any other lock while it waits; a reader parks after at most
+//! `READ_SPIN` of spinning, so a holder descheduled for long gets the core
+//! back.
+
+use std::time::{Duration, Instant};
+
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// How long a reader spins before it parks: several committer holds, far
+/// less than a scheduler slice.
+pub(crate) const READ_SPIN: Duration = Duration::from_micros(200);
+
+/// Rounds of `spin_loop` before a waiter starts yielding its core.
+const SPINS_BEFORE_YIELD: u32 = 32;
+
+/// How long the committer yields between polls before it sleeps between
+/// them instead (a reader inside was preempted).
+const WRITE_YIELD: Duration = Duration::from_micros(200);
+
+/// Sleep between the committer's polls once `WRITE_YIELD` has passed.
+const WRITE_SLEEP: Duration = Duration::from_micros(20);
+
+/// Takes `lock` shared, spinning before it parks. Returns the guard and,
+/// when the lock was not free at once, how long the wait took.
+pub(crate) fn read_spinning<T>(lock: &RwLock<T>) -> (RwLockReadGuard<'_, T>, Option<Duration>) {
+    if let Some(g) = lock.try_read() {
+        return (g, None);
+    }
+    let start = Instant::now();
+    let mut rounds = 0u32;
+    loop {
+        if rounds < SPINS_BEFORE_YIELD {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+        rounds += 1;
+        if let Some(g) = lock.try_read() {
+            return (g, Some(start.elapsed()));
+        }
+        if rounds >= SPINS_BEFORE_YIELD && start.elapsed() >= READ_SPIN {
+            let g = lock.read();
+            return (g, Some(start.elapsed()));
+        }
+    }
+}
+
+/// Takes `lock` exclusively without ever marking it as wanted: readers keep
+/// entering while this waits, and none of them queues behind it.
+pub(crate) fn write_polling<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    if let Some(g) = lock.try_write() {
+        return g;
+    }
+    let start = Instant::now();
+    let mut rounds = 0u32;
+    loop {
+        if rounds < SPINS_BEFORE_YIELD {
+            std::hint::spin_loop();
+        } else if start.elapsed() < WRITE_YIELD {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(WRITE_SLEEP);
+        }
+        rounds = rounds.saturating_add(1);
+        if let Some(g) = lock.try_write() {
+            return g;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    #[test]
+    fn a_free_lock_is_taken_without_a_wait() {
+        let lock = RwLock::new(5);
+        let (g, waited) = read_spinning(&lock);
+        assert_eq!(*g, 5);
+        assert!(waited.is_none());
+        drop(g);
+        *write_polling(&lock) += 1;
+        assert_eq!(*lock.read(), 6);
+    }
+
+    #[test]
+    fn a_reader_waits_out_a_short_hold_and_a_long_one() {
+        for hold in [Duration::from_micros(50), Duration::from_millis(20)] {
+            let lock = Arc::new(RwLock::new(0u32));
+            let held = Arc::new(AtomicBool::new(false));
+            let writer = {
+                let (lock, held) = (lock.clone(), held.clone());
+                std::thread::spawn(move || {
+                    let mut g = write_polling(&lock);
+                    held.store(true, Ordering::SeqCst);
+                    std::thread::sleep(hold);
+                    *g = 7;
+                })
+            };
+            while !held.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            let (g, waited) = read_spinning(&lock);
+            // The writer set the value before it let go: a reader that got
+            // in early would see 0.
+            assert_eq!(*g, 7);
+            assert!(waited.is_some());
+            drop(g);
+            writer.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_polling_writer_does_not_block_new_readers() {
+        let lock = Arc::new(RwLock::new(0u32));
+        let first = lock.read();
+        let writer = {
+            let lock = lock.clone();
+            std::thread::spawn(move || *write_polling(&lock) = 1)
+        };
+        // Give the writer time to start waiting behind `first`; then other
+        // readers still enter at once (after a blocking `write()` had
+        // started, `try_read` would fail here).
+        std::thread::sleep(Duration::from_millis(20));
+        for _ in 0..1000 {
+            let g = lock
+                .try_read()
+                .expect("a reader got in while the writer waited");
+            assert_eq!(*g, 0);
+        }
+        drop(first);
+        writer.join().unwrap();
+        assert_eq!(*lock.read(), 1);
+    }
+}
