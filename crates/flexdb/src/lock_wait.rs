@@ -23,7 +23,10 @@
 //! Invariants: both functions return a guard of the lock asked for; neither
 //! holds any other lock while it waits; a reader parks after at most
 //! `READ_SPIN` of spinning, so a holder descheduled for long gets the core
-//! back.
+//! back; the committer polls for at most [`WRITE_POLL`] and then blocks in
+//! `write()`, so readers whose holds always overlap (many threads, or
+//! readers preempted inside) cannot starve it: writes then wait at most
+//! that long more than they would have.
 
 use std::time::{Duration, Instant};
 
@@ -42,6 +45,10 @@ const WRITE_YIELD: Duration = Duration::from_micros(200);
 
 /// Sleep between the committer's polls once `WRITE_YIELD` has passed.
 const WRITE_SLEEP: Duration = Duration::from_micros(20);
+
+/// How long the committer polls before it blocks (and new readers queue
+/// behind it).
+pub(crate) const WRITE_POLL: Duration = Duration::from_millis(2);
 
 /// Takes `lock` shared, spinning before it parks. Returns the guard and,
 /// when the lock was not free at once, how long the wait took.
@@ -68,9 +75,15 @@ pub(crate) fn read_spinning<T>(lock: &RwLock<T>) -> (RwLockReadGuard<'_, T>, Opt
     }
 }
 
-/// Takes `lock` exclusively without ever marking it as wanted: readers keep
-/// entering while this waits, and none of them queues behind it.
+/// Takes `lock` exclusively, for [`WRITE_POLL`] without marking it as
+/// wanted (readers keep entering while this waits, and none of them queues
+/// behind it), then blocking.
 pub(crate) fn write_polling<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    write_polling_for(lock, WRITE_POLL)
+}
+
+/// [`write_polling`] with the polling time as a parameter.
+fn write_polling_for<T>(lock: &RwLock<T>, poll: Duration) -> RwLockWriteGuard<'_, T> {
     if let Some(g) = lock.try_write() {
         return g;
     }
@@ -79,10 +92,16 @@ pub(crate) fn write_polling<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     loop {
         if rounds < SPINS_BEFORE_YIELD {
             std::hint::spin_loop();
-        } else if start.elapsed() < WRITE_YIELD {
-            std::thread::yield_now();
         } else {
-            std::thread::sleep(WRITE_SLEEP);
+            let waited = start.elapsed();
+            if waited >= poll {
+                return lock.write();
+            }
+            if waited < WRITE_YIELD {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(WRITE_SLEEP);
+            }
         }
         rounds = rounds.saturating_add(1);
         if let Some(g) = lock.try_write() {
@@ -94,7 +113,7 @@ pub(crate) fn write_polling<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Arc;
 
     #[test]
@@ -136,12 +155,69 @@ mod tests {
     }
 
     #[test]
+    fn readers_whose_holds_always_overlap_do_not_starve_the_writer() {
+        let lock = Arc::new(RwLock::new(0u32));
+        let stop = Arc::new(AtomicBool::new(false));
+        // Two readers hand the lock to each other: each enters while the
+        // other is inside, and the other leaves only then (or after 5 ms,
+        // once a blocked writer keeps the next one out). Until the writer
+        // blocks new readers, the lock is never free.
+        let turn = Arc::new(AtomicUsize::new(0));
+        let readers: Vec<_> = (0..2)
+            .map(|me| {
+                let (lock, stop, turn) = (lock.clone(), stop.clone(), turn.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::SeqCst) {
+                        if turn.load(Ordering::SeqCst) % 2 != me {
+                            std::thread::yield_now();
+                            continue;
+                        }
+                        let g = lock.read();
+                        let mine = turn.fetch_add(1, Ordering::SeqCst) + 1;
+                        let t = Instant::now();
+                        while turn.load(Ordering::SeqCst) == mine
+                            && t.elapsed() < Duration::from_millis(5)
+                            && !stop.load(Ordering::SeqCst)
+                        {
+                            std::thread::yield_now();
+                        }
+                        drop(g);
+                    }
+                })
+            })
+            .collect();
+        while turn.load(Ordering::SeqCst) < 4 {
+            std::thread::yield_now();
+        }
+        let (done, finished) = std::sync::mpsc::channel();
+        let writer = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                *write_polling(&lock) = 1;
+                let _ = done.send(start.elapsed());
+            })
+        };
+        let waited = finished.recv_timeout(Duration::from_secs(20));
+        stop.store(true, Ordering::SeqCst);
+        let waited = waited.expect("the writer starved");
+        writer.join().unwrap();
+        for r in readers {
+            r.join().unwrap();
+        }
+        assert_eq!(*lock.read(), 1);
+        // It got in only by blocking: polling alone never found it free.
+        assert!(waited >= WRITE_POLL, "the lock was free after {waited:?}");
+    }
+
+    #[test]
     fn a_polling_writer_does_not_block_new_readers() {
         let lock = Arc::new(RwLock::new(0u32));
         let first = lock.read();
         let writer = {
             let lock = lock.clone();
-            std::thread::spawn(move || *write_polling(&lock) = 1)
+            // Polling for longer than the test takes.
+            std::thread::spawn(move || *write_polling_for(&lock, Duration::from_secs(60)) = 1)
         };
         // Give the writer time to start waiting behind `first`; then other
         // readers still enter at once (after a blocking `write()` had
