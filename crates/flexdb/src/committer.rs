@@ -169,12 +169,13 @@ fn prefetch(
         if bound.as_deref().is_some_and(|b| e.key < b) {
             continue;
         }
-        // Not `read_state`: the prefetcher's waits are not a reader's. The
-        // read itself happens with the index released, so the committer
-        // never waits for it.
+        // Not `read_state`: the prefetcher's waits are not a reader's, and
+        // it polls rather than parks, so the committer's unlock never has
+        // to wake it. The read itself happens with the index released, so
+        // the committer never waits for it.
         let fetched = shared.interval_of(
             e.key,
-            || shared.state.read(),
+            || crate::lock_wait::read_polling(&shared.state),
             |st, f| bound = st.sparse.next_anchor(f),
         );
         if fetched.is_err() {
