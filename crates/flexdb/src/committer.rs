@@ -88,6 +88,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
 fn commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
     let t0 = std::time::Instant::now();
     let c0 = thread_cpu();
+    let s0 = shared.trace.then(|| shared.space.stats());
     frozen.wal.sync()?;
     // Stream the newest versions in key order, one interval's group at a
     // time, borrowing keys and values from the table. (Sorting happens
@@ -124,6 +125,17 @@ fn commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
             shared.counters.trace_slow_waits[0].swap(0, Ordering::Relaxed),
             shared.counters.trace_slow_waits[1].swap(0, Ordering::Relaxed),
         );
+        if let Some(s0) = s0 {
+            let s1 = shared.space.stats();
+            eprintln!(
+                "  space: {} gc runs moving {} KiB, {} checkpoints ({} MiB of tree), {} MiB of data written",
+                s1.gc_runs - s0.gc_runs,
+                (s1.gc_relocated_bytes - s0.gc_relocated_bytes) >> 10,
+                s1.checkpoints - s0.checkpoints,
+                (s1.tree_bytes_written - s0.tree_bytes_written) >> 20,
+                (s1.data_bytes_written - s0.data_bytes_written) >> 20,
+            );
+        }
     }
     finish_commit(shared, frozen)
 }

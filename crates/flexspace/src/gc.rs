@@ -31,9 +31,15 @@ use crate::storage::StorageFile;
 /// Most bytes (and extents) relocated under one hold of the write lock.
 const BATCH_BYTES: u64 = 128 << 10;
 const BATCH_EXTENTS: usize = 64;
-/// Most victims of a round relocating for room / for garbage.
+/// Most victims of a round relocating for room.
 const ROOM_VICTIMS: usize = 16;
-const GARBAGE_VICTIMS: usize = 4;
+/// Most live bytes a round relocating for garbage moves (four full
+/// segments' worth), and most victims it takes. A round walks the whole
+/// index once whatever it moves, so nearly empty victims are taken many at
+/// a time: a fixed four victims a round spent 24 ms walking a 10 M-pair
+/// index per 0–5 KiB moved (measured in docs/DESIGN.md).
+const GARBAGE_BYTES: u64 = 4 * SEGMENT_SIZE;
+const GARBAGE_VICTIMS: usize = 256;
 /// Most rounds one `maintain` call runs.
 const MAX_ROUNDS: usize = 64;
 /// How long room making waits for readers to release quarantined segments.
@@ -354,16 +360,16 @@ impl Shared {
 /// open one), as many as fit in the free room.
 fn pick_victims(st: &State, goal: Goal, low: f64) -> Vec<u32> {
     let room = st.available();
-    let (limit, cap) = match goal {
-        Goal::Room => (ROOM_VICTIMS, SEGMENT_SIZE / 32 * 30),
-        Goal::Garbage => (GARBAGE_VICTIMS, SEGMENT_SIZE - 1),
+    let (limit, cap, most) = match goal {
+        Goal::Room => (ROOM_VICTIMS, SEGMENT_SIZE / 32 * 30, room),
+        Goal::Garbage => (GARBAGE_VICTIMS, SEGMENT_SIZE - 1, room.min(GARBAGE_BYTES)),
     };
     let (mut n, mut garbage) = st.seg.garbage();
     let mut moving = 0u64;
     let mut victims = Vec::new();
     for s in st.seg.gc_candidates() {
         let v = st.seg.valid(s);
-        if v > cap || moving + v > room || victims.len() >= limit {
+        if v > cap || moving + v > most || victims.len() >= limit {
             break;
         }
         if goal == Goal::Garbage {
