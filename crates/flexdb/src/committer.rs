@@ -339,10 +339,13 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
             space.set_tag(base, PAIR_TAG).map_err(space_err)?;
         }
     }
-    let extents = match (rewrite, data.extents) {
-        (true, _) => 1,
-        (false, 0) => 0,
-        (false, n) => n.saturating_add(2 * merged.edits.len() as u32),
+    // An upper bound of the extents the new content spans, known for every
+    // interval (an empty one spans none), so that §5.2 also finds the
+    // intervals that never left the cache.
+    let extents = if rewrite {
+        1
+    } else {
+        data.extents.saturating_add(2 * merged.edits.len() as u32)
     };
     st.pairs = (st.pairs as i64 + merged.pairs_delta).max(0) as u64;
     st.sparse.set_fragmented(&f, false);
@@ -358,7 +361,9 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
             let (a, b) = (w[0], w[1]);
             let mut builder = Builder::with_capacity(b - a, new.end(b - 1) - new.offset(a));
             builder.push_range(new, a..b);
-            let part = Arc::new(builder.finish());
+            let mut part = builder.finish();
+            part.extents = extents;
+            let part = Arc::new(part);
             let anchor = if a == 0 {
                 Vec::new()
             } else {
@@ -401,7 +406,9 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
                 let mut b = Builder::with_capacity(data.len() + nd.len(), data.size() + nd.size());
                 b.push_range(&data, 0..data.len());
                 b.push_range(&nd, 0..nd.len());
-                let joined = Arc::new(b.finish());
+                let mut joined = b.finish();
+                joined.extents = data.extents.saturating_add(nd.extents);
+                let joined = Arc::new(joined);
                 shared.uncache(nm.cache.load(Ordering::Relaxed));
                 let r = shared.cache.insert(None, joined.clone());
                 st.sparse.merge_next(&f, joined.len() as u16, r.pack());

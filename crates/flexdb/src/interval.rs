@@ -45,8 +45,11 @@ pub struct IntervalData {
     offs: Box<[u32]>,
     fps: Box<[u16]>,
     /// Extents of the space the interval spans, at most: exact when it was
-    /// read, then counted by the committer as it edits the interval (each
-    /// edit adds at most two); 0 when not known.
+    /// read, then bounded by the committer as it edits the interval (each
+    /// edit adds at most two; a part of a split spans at most what the
+    /// whole did; a join at most what its two halves did). 0 for an empty
+    /// interval, and as built by [`Builder::finish`]: whoever builds an
+    /// interval for the space sets it.
     pub extents: u32,
 }
 
