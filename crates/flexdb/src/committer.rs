@@ -16,7 +16,7 @@
 //! metadata words name the last generation whose every write is in the
 //! space as of the same commit point.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::cache::CacheRef;
@@ -291,7 +291,10 @@ fn find_interval(shared: &Shared, key: &[u8]) -> Result<Target> {
     Ok(Target { f, data, bound })
 }
 
-/// Applies a group of updates that all fall into one interval.
+/// Applies a group of updates that all fall into one interval: the new
+/// content, its cache entries and the interval's parts are made before
+/// `state` is taken, which is then held only to edit the space and bring
+/// the index into line; the cache entries replaced are dropped after.
 fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Result<()> {
     let (f, data) = (target.f, &target.data);
     let merged = merge(data, updates);
@@ -308,25 +311,105 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
     if space.maintenance_due() {
         space.maintain().map_err(space_err)?;
     }
-    let mut st = crate::lock_wait::write_polling(&shared.state);
-    st.version += 1;
-    let _hold = shared.trace.then(|| HoldTimer::start(shared));
-    let base = f.offset;
-    let new = &merged.data;
-    let meta = st.sparse.meta(&f);
-    let old_cache = meta.cache.load(Ordering::Relaxed);
+    // Only this thread changes the index, so what it reads here holds until
+    // it changes it below.
+    let (old_cache, marked) = {
+        let st = shared.state.read();
+        let meta = st.sparse.meta(&f);
+        (meta.cache.load(Ordering::Relaxed), meta.fragmented)
+    };
+    let crate::merge::Merged {
+        data: mut new,
+        edits,
+        pairs_delta,
+    } = merged;
     // §5.2: a fragmented interval is rewritten whole when next updated, in
     // one insert of its new bytes (no read back of the old ones).
-    let fragmented = meta.fragmented || data.extents as usize > data.len() / 2 + 1;
+    let fragmented = marked || data.extents as usize > data.len() / 2 + 1;
     let rewrite = fragmented && !new.is_empty();
+    let cuts = split_points(&new, SPLIT_PAIRS, SPLIT_BYTES);
+    // An upper bound of the extents the new content spans, known for every
+    // interval (an empty one spans none), so that §5.2 also finds the
+    // intervals that never left the cache.
+    new.extents = if rewrite {
+        1
+    } else {
+        data.extents.saturating_add(2 * edits.len() as u32)
+    };
+    let new = Arc::new(new);
     let new_size = new.size() as u32;
+    let mut stale = vec![old_cache];
+    // What the index will point to, made (and cached) before the lock.
+    let change = if !cuts.is_empty() {
+        IndexChange::Split(split_parts(shared, &new, &cuts))
+    } else if new.len() > MERGE_PAIRS {
+        IndexChange::Cached(shared.cache.insert(None, new.clone()), new.len() as u16)
+    } else {
+        IndexChange::Small(new.clone())
+    };
+    let mut st = crate::lock_wait::write_polling(&shared.state);
+    let hold = shared
+        .trace
+        .then(|| HoldTimer::start(&shared.counters.max_commit_hold_ns));
+    st.version += 1;
+    edit_space(shared, f.offset, data, &new, &edits, rewrite, &cuts)?;
+    st.pairs = (st.pairs as i64 + pairs_delta).max(0) as u64;
+    st.sparse.set_fragmented(&f, false);
+    match change {
+        IndexChange::Split(parts) => {
+            st.sparse.resize(&f, new_size, 0);
+            st.sparse.split(&f, parts);
+        }
+        IndexChange::Cached(r, count) => {
+            st.sparse.resize(&f, new_size, count);
+            st.sparse.meta(&f).cache.store(r.pack(), Ordering::Release);
+        }
+        IndexChange::Small(data) => {
+            st.sparse.resize(&f, new_size, data.len() as u16);
+            small_interval(shared, &mut st, &f, data, &mut stale);
+        }
+    }
+    drop(hold);
+    drop(st);
+    for word in stale {
+        shared.uncache(word);
+    }
+    Ok(())
+}
+
+/// How a group changes the index, prepared before `state` is taken.
+enum IndexChange {
+    /// The interval splits into these parts (already cached).
+    Split(Vec<NewInterval>),
+    /// The interval keeps its place with this content, cached, and this
+    /// many pairs (too many to join a neighbour).
+    Cached(CacheRef, u16),
+    /// The interval has this content, few pairs or none (not yet cached:
+    /// it may join a neighbour).
+    Small(Arc<IntervalData>),
+}
+
+/// Writes a group's edits to the space (the caller holds `state`): the
+/// interval at `base`, whose content was `data`, becomes `new`;
+/// every interval start, and so every cut in `cuts`, starts a tagged
+/// extent.
+fn edit_space(
+    shared: &Shared,
+    base: u64,
+    data: &IntervalData,
+    new: &IntervalData,
+    edits: &[crate::merge::Edit],
+    rewrite: bool,
+    cuts: &[usize],
+) -> Result<()> {
+    let space = &shared.space;
     if rewrite {
         space
             .update_tagged(base, new.bytes(), data.size() as u64, PAIR_TAG)
             .map_err(space_err)?;
         shared.counters.defragmented.fetch_add(1, Ordering::Relaxed);
     } else {
-        for e in &merged.edits {
+        for e in edits {
             let bytes = &new.bytes()[e.new_start..e.new_end];
             space
                 .update_tagged(base + e.new_start as u64, bytes, e.old_len as u64, PAIR_TAG)
@@ -334,74 +417,78 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
         }
         // A removal at the interval's start leaves the pair now there on an
         // untagged extent tail: tag it again.
-        let first = merged.edits[0];
+        let first = edits[0];
         if first.new_start == 0 && first.new_end == 0 && !new.is_empty() {
             space.set_tag(base, PAIR_TAG).map_err(space_err)?;
         }
     }
-    // An upper bound of the extents the new content spans, known for every
-    // interval (an empty one spans none), so that §5.2 also finds the
-    // intervals that never left the cache.
-    let extents = if rewrite {
-        1
-    } else {
-        data.extents.saturating_add(2 * merged.edits.len() as u32)
-    };
-    st.pairs = (st.pairs as i64 + merged.pairs_delta).max(0) as u64;
-    st.sparse.set_fragmented(&f, false);
-    shared.uncache(old_cache);
-    let cuts = split_points(new, SPLIT_PAIRS, SPLIT_BYTES);
-    if !cuts.is_empty() {
-        st.sparse.resize(&f, new_size, 0);
-        let mut parts = Vec::with_capacity(cuts.len() + 1);
-        let mut starts = vec![0usize];
-        starts.extend(&cuts);
-        starts.push(new.len());
-        for w in starts.windows(2) {
+    for &a in cuts {
+        space
+            .set_tag(base + new.offset(a) as u64, PAIR_TAG)
+            .map_err(space_err)?;
+    }
+    Ok(())
+}
+
+/// The parts an interval with content `new` splits into at `cuts`, each
+/// cached, with its anchor (the first keeps the interval's own).
+fn split_parts(shared: &Shared, new: &IntervalData, cuts: &[usize]) -> Vec<NewInterval> {
+    let mut starts = Vec::with_capacity(cuts.len() + 2);
+    starts.push(0usize);
+    starts.extend(cuts);
+    starts.push(new.len());
+    starts
+        .windows(2)
+        .map(|w| {
             let (a, b) = (w[0], w[1]);
             let mut builder = Builder::with_capacity(b - a, new.end(b - 1) - new.offset(a));
             builder.push_range(new, a..b);
             let mut part = builder.finish();
-            part.extents = extents;
+            part.extents = new.extents;
             let part = Arc::new(part);
             let anchor = if a == 0 {
                 Vec::new()
             } else {
-                space
-                    .set_tag(base + new.offset(a) as u64, PAIR_TAG)
-                    .map_err(space_err)?;
                 separator(new.key(a - 1), new.key(a))
             };
             let r = shared.cache.insert(None, part.clone());
-            parts.push(NewInterval {
+            NewInterval {
                 anchor,
                 meta: meta_of(&part, r),
-            });
-        }
-        st.sparse.split(&f, parts);
-        return Ok(());
-    }
-    st.sparse.resize(&f, new_size, new.len() as u16);
-    let mut merged_data = merged.data;
-    merged_data.extents = extents;
-    let data = Arc::new(merged_data);
+            }
+        })
+        .collect()
+}
+
+/// Points the interval at `f` (already resized) to its new content `data`,
+/// of at most `MERGE_PAIRS` pairs, joining it to a neighbour when it
+/// became empty or the two fit in one; the cache words it replaces go to
+/// `stale`, for the caller to drop from the cache once it has let go of
+/// the index.
+fn small_interval(
+    shared: &Shared,
+    st: &mut crate::store::State,
+    f: &Found,
+    data: Arc<IntervalData>,
+    stale: &mut Vec<u64>,
+) {
     if data.is_empty() {
         // An empty interval joins its predecessor (the first stays).
-        if let Some(prev) = st.sparse.prev_anchor(&f) {
+        if let Some(prev) = st.sparse.prev_anchor(f) {
             let p = st.sparse.find(&prev);
             let pm = st.sparse.meta(&p);
             let (count, cache) = (pm.count, pm.cache.load(Ordering::Relaxed));
             st.sparse.merge_next(&p, count, cache);
-            return Ok(());
+            return;
         }
     } else if data.len() <= MERGE_PAIRS {
-        if let Some(next) = st.sparse.next(&f) {
+        if let Some(next) = st.sparse.next(f) {
             let nm = st.sparse.meta(&next);
             let fits = nm.count != UNKNOWN_COUNT
                 && data.len() + (nm.count as usize) < SPLIT_PAIRS
                 && data.size() + (nm.size as usize) < SPLIT_BYTES;
-            let next_data = CacheRef::unpack(nm.cache.load(Ordering::Relaxed))
-                .and_then(|r| shared.cache.get(Some(r)));
+            let next_word = nm.cache.load(Ordering::Relaxed);
+            let next_data = CacheRef::unpack(next_word).and_then(|r| shared.cache.get(Some(r)));
             if let (true, Some(nd)) = (fits, next_data) {
                 let mut b = Builder::with_capacity(data.len() + nd.len(), data.size() + nd.size());
                 b.push_range(&data, 0..data.len());
@@ -409,29 +496,28 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
                 let mut joined = b.finish();
                 joined.extents = data.extents.saturating_add(nd.extents);
                 let joined = Arc::new(joined);
-                shared.uncache(nm.cache.load(Ordering::Relaxed));
+                stale.push(next_word);
                 let r = shared.cache.insert(None, joined.clone());
-                st.sparse.merge_next(&f, joined.len() as u16, r.pack());
-                return Ok(());
+                st.sparse.merge_next(f, joined.len() as u16, r.pack());
+                return;
             }
         }
     }
     let r = shared.cache.insert(None, data);
-    st.sparse.meta(&f).cache.store(r.pack(), Ordering::Release);
-    Ok(())
+    st.sparse.meta(f).cache.store(r.pack(), Ordering::Release);
 }
 
-/// Records how long the committer held `state` exclusively (dropped just
-/// before the guard it follows, so it times the hold).
+/// Records how long the committer held a lock exclusively (dropped just
+/// before the guard it follows, so it times the hold) into a maximum.
 struct HoldTimer<'a> {
-    shared: &'a Shared,
+    max_ns: &'a AtomicU64,
     start: std::time::Instant,
 }
 
 impl<'a> HoldTimer<'a> {
-    fn start(shared: &'a Shared) -> Self {
+    fn start(max_ns: &'a AtomicU64) -> Self {
         HoldTimer {
-            shared,
+            max_ns,
             start: std::time::Instant::now(),
         }
     }
@@ -440,8 +526,7 @@ impl<'a> HoldTimer<'a> {
 impl Drop for HoldTimer<'_> {
     fn drop(&mut self) {
         let ns = self.start.elapsed().as_nanos() as u64;
-        let c = &self.shared.counters;
-        c.max_commit_hold_ns.fetch_max(ns, Ordering::Relaxed);
+        self.max_ns.fetch_max(ns, Ordering::Relaxed);
     }
 }
 
