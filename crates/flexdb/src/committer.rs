@@ -150,6 +150,22 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
+/// Gives the calling thread the lowest scheduling priority (nice 19), so it
+/// runs on what the store's other threads and its clients leave idle and
+/// never takes a core from the committer. Best effort: a failure leaves the
+/// priority as it was.
+fn lowest_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `gettid` takes no arguments and cannot fail.
+        let tid = unsafe { libc::gettid() };
+        // SAFETY: `setpriority` takes no pointers; on Linux, with a thread
+        // id and `PRIO_PROCESS`, it changes that thread alone. Lowering a
+        // priority needs no privilege; the result is deliberately ignored.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19) };
+    }
+}
+
 /// Updates the prefetcher may run ahead of the committer.
 const PREFETCH_AHEAD: usize = 4096;
 
@@ -165,6 +181,7 @@ fn prefetch(
     progress: &AtomicUsize,
     done: &AtomicBool,
 ) {
+    lowest_priority();
     // The next interval's anchor: keys below it fall into the interval
     // loaded last.
     let mut bound: Option<Vec<u8>> = None;
@@ -538,4 +555,30 @@ fn meta_of(data: &IntervalData, r: CacheRef) -> Meta {
     };
     m.cache.store(r.pack(), Ordering::Relaxed);
     m
+}
+
+#[cfg(test)]
+mod tests {
+    /// The calling thread's nice value.
+    #[cfg(target_os = "linux")]
+    fn nice() -> i32 {
+        // SAFETY: `gettid` takes no arguments and cannot fail.
+        let tid = unsafe { libc::gettid() };
+        // SAFETY: `getpriority` takes no pointers.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) }
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn lowest_priority_lowers_the_calling_thread_alone() {
+        let before = nice();
+        let lowered = std::thread::spawn(|| {
+            super::lowest_priority();
+            nice()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(lowered, 19);
+        assert_eq!(nice(), before, "another thread's priority changed");
+    }
 }
