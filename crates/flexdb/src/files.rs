@@ -6,7 +6,10 @@
 //! into place and a directory sync, so a crash during creation leaves no
 //! manifest (and the next open may create the store afresh). Write-ahead
 //! log names carry their generation in fixed-width decimal, so listing
-//! them in name order lists them in generation order.
+//! them in name order lists them in generation order. A log, too, is
+//! created under a temporary name ([`wal_tmp_name`]) and renamed once its
+//! header is durable: a file named as a log always had a whole header, and
+//! a log with a torn one was damaged, never merely cut short by a crash.
 
 use std::sync::Arc;
 
@@ -30,6 +33,17 @@ const OWN_FILES: &[&str] = &["data", "tree", "log", "lock", MANIFEST_TMP];
 /// The write-ahead log file of MemTable generation `gen`.
 pub fn wal_name(gen: u64) -> String {
     format!("wal-{gen:012}.log")
+}
+
+/// The name a write-ahead log is created under before it is renamed to
+/// [`wal_name`]; one left by a crash holds no write.
+pub fn wal_tmp_name(gen: u64) -> String {
+    format!("{}.new", wal_name(gen))
+}
+
+/// Whether `name` is a log's temporary name.
+fn is_wal_tmp_name(name: &str) -> bool {
+    name.strip_suffix(".new").and_then(parse_wal_name).is_some()
 }
 
 /// The generation of a write-ahead log file name.
@@ -112,10 +126,9 @@ pub fn inspect(storage: &dyn Storage) -> Result<Found> {
         }
         return Ok(Found::Store);
     }
-    match names
-        .iter()
-        .find(|n| !OWN_FILES.contains(&n.as_str()) && parse_wal_name(n).is_none())
-    {
+    match names.iter().find(|n| {
+        !OWN_FILES.contains(&n.as_str()) && parse_wal_name(n).is_none() && !is_wal_tmp_name(n)
+    }) {
         Some(other) => Ok(Found::Foreign(format!(
             "it holds {other:?} and no MANIFEST"
         ))),
@@ -126,11 +139,29 @@ pub fn inspect(storage: &dyn Storage) -> Result<Found> {
 /// Removes the leftovers of a creation that did not finish.
 pub fn remove_leftovers(storage: &Arc<dyn Storage>) -> Result<()> {
     for n in storage.list_files().map_err(io("directory"))? {
-        if n != "lock" && (OWN_FILES.contains(&n.as_str()) || parse_wal_name(&n).is_some()) {
+        if n != "lock"
+            && (OWN_FILES.contains(&n.as_str())
+                || parse_wal_name(&n).is_some()
+                || is_wal_tmp_name(&n))
+        {
             storage.remove_file(&n).map_err(io(&n))?;
         }
     }
     storage.sync_dir().map_err(io("directory"))
+}
+
+/// Removes logs whose creation a crash interrupted (they hold no write).
+pub fn remove_unfinished_wals(storage: &dyn Storage) -> Result<()> {
+    let names = storage.list_files().map_err(io("directory"))?;
+    let mut removed = false;
+    for n in names.iter().filter(|n| is_wal_tmp_name(n)) {
+        storage.remove_file(n).map_err(io(n))?;
+        removed = true;
+    }
+    if removed {
+        storage.sync_dir().map_err(io("directory"))?;
+    }
+    Ok(())
 }
 
 /// The write-ahead logs in the directory: (generation, name), oldest first.
@@ -178,5 +209,19 @@ mod tests {
         ));
         remove_leftovers(&st).unwrap();
         assert_eq!(st.list_files().unwrap(), vec![MANIFEST.to_string()]);
+    }
+
+    #[test]
+    fn a_log_left_under_its_temporary_name_is_ours_and_goes() {
+        let st: Arc<dyn Storage> = Arc::new(FaultStorage::new());
+        assert_eq!(parse_wal_name(&wal_tmp_name(7)), None);
+        st.open_file(&wal_tmp_name(7), true).unwrap();
+        assert!(matches!(inspect(st.as_ref()).unwrap(), Found::Nothing));
+        st.open_file(&wal_name(6), true).unwrap();
+        remove_unfinished_wals(st.as_ref()).unwrap();
+        assert_eq!(st.list_files().unwrap(), vec![wal_name(6)]);
+        st.open_file(&wal_tmp_name(8), true).unwrap();
+        remove_leftovers(&st).unwrap();
+        assert!(st.list_files().unwrap().is_empty());
     }
 }

@@ -235,6 +235,7 @@ fn recover(
     let mut frozen = VecDeque::new();
     let mut last_gen = committed_gen;
     let mut logs = Vec::new();
+    files::remove_unfinished_wals(storage.as_ref())?;
     for (gen, name) in files::list_wals(storage.as_ref())? {
         if gen <= committed_gen {
             storage.remove_file(&name).map_err(io_err(&name))?;

@@ -28,7 +28,7 @@ use crate::batch::{encode_single, BatchOp, WriteBatch};
 use crate::cache::{CacheRef, IntervalCache};
 use crate::codec::check_sizes;
 use crate::error::{Error, Result};
-use crate::files::wal_name;
+use crate::files::{wal_name, wal_tmp_name};
 use crate::interval::IntervalData;
 use crate::memtable::MemTable;
 use crate::options::Options;
@@ -173,8 +173,10 @@ pub(crate) struct Shared {
     pub trace: bool,
 }
 
-/// Creates the write-ahead log of generation `gen` (durably: its header and
-/// its directory entry are synced).
+/// Creates the write-ahead log of generation `gen` durably: under a
+/// temporary name until its header is synced, then renamed and the
+/// directory synced, so that a file named as a log always has a whole
+/// header (see `files`).
 pub(crate) fn new_wal(
     storage: &Arc<dyn Storage>,
     real_dir: Option<&std::path::Path>,
@@ -182,12 +184,16 @@ pub(crate) fn new_wal(
     gen: u64,
 ) -> Result<Arc<Wal>> {
     let name = wal_name(gen);
-    let file = storage.open_file(&name, true).map_err(io_err(&name))?;
-    let path = real_dir.map(|d| d.join(&name));
+    let tmp = wal_tmp_name(gen);
+    let file = storage.open_file(&tmp, true).map_err(io_err(&tmp))?;
+    // The mapping and the handle that syncs it are opened by this path and
+    // follow the file through the rename.
+    let path = real_dir.map(|d| d.join(&tmp));
     // Room for a MemTable's worth of records, up to `wal_map::FIRST_MAX`;
     // the log grows by steps past it if need be.
     let capacity = opts.memtable_bytes as u64 + (1 << 20);
     let wal = Wal::create(file, &name, path.as_deref().map(|p| (p, capacity)))?;
+    storage.rename(&tmp, &name).map_err(io_err(&name))?;
     storage.sync_dir().map_err(io_err(&name))?;
     Ok(Arc::new(wal))
 }

@@ -6,7 +6,10 @@
 //! `crc32c u32 | len u32 | seq u64 | synced u64 | payload`, the CRC covering
 //! everything after it. `synced` is the file offset up to which the log was
 //! durable when the record was appended. One file per MemTable generation;
-//! the store retires a file once its MemTable is durable in the space.
+//! the store retires a file once its MemTable is durable in the space. A
+//! file is created under a temporary name and renamed once its header is
+//! durable (`store::new_wal`), so a named log with a torn or foreign header
+//! is damage, reported like any other.
 //!
 //! Replay stops at the first record that does not verify: a crash may leave
 //! any mixture of the writes after the last sync (devices reorder them), so
@@ -409,15 +412,15 @@ impl Wal {
             end: HEADER_LEN,
             ..Replayed::default()
         };
+        // A log gets its name only once its header is durable (see
+        // `files`): a torn header is damage, and the writes the log held
+        // are lost, so it is reported, never read as an empty log.
         let Some(header) = w.get(0, HEADER_LEN as usize)? else {
-            // A log is created by writing and syncing its header before any
-            // record: a crash during creation leaves at most a torn header.
-            return Ok(done);
+            return Err(corrupt(&format!(
+                "truncated to {len} bytes, inside its {HEADER_LEN}-byte header"
+            )));
         };
         if &header[..8] != MAGIC || header[8..12] != FORMAT_VERSION.to_le_bytes() {
-            if len <= HEADER_LEN {
-                return Ok(done);
-            }
             return Err(corrupt(if &header[..8] == MAGIC {
                 "unknown log format version"
             } else {
@@ -695,7 +698,7 @@ mod tests {
         }
         wal.sync().unwrap();
         let len = f.len().unwrap();
-        for cut in [len - 1, len - 20, len - 36, HEADER_LEN + 5, HEADER_LEN, 3] {
+        for cut in [len - 1, len - 20, len - 36, HEADER_LEN + 5, HEADER_LEN] {
             let mut b = vec![0; cut as usize];
             f.read_exact_at(0, &mut b).unwrap();
             let recs = Wal::read(&MemFile::from_bytes(b), "wal").unwrap();
@@ -703,6 +706,23 @@ mod tests {
             for (i, r) in recs.iter().enumerate() {
                 assert_eq!(r.payload, [i as u8; 20]);
             }
+        }
+    }
+
+    #[test]
+    fn a_log_cut_inside_its_header_is_corruption() {
+        // A log is renamed into place only once its header is durable, so a
+        // torn header cannot be a crash during creation: the log's writes
+        // are gone, and replay says so.
+        let f = mem();
+        let wal = Wal::create(f.clone(), "wal", None).unwrap();
+        wal.append(1, b"synced").unwrap();
+        wal.sync().unwrap();
+        for cut in [0, 3, HEADER_LEN - 1] {
+            let mut b = vec![0; cut as usize];
+            f.read_exact_at(0, &mut b).unwrap();
+            let e = Wal::read(&MemFile::from_bytes(b), "wal").unwrap_err();
+            assert!(e.is_corruption(), "cut at {cut}: {e}");
         }
     }
 
@@ -799,11 +819,12 @@ mod tests {
     fn not_a_log_is_corruption() {
         let f = MemFile::from_bytes(b"hello world, this is not a write-ahead log at all".to_vec());
         assert!(matches!(Wal::read(&f, "x"), Err(Error::Corrupt { .. })));
-        // A torn header (a crash while the log was created) holds nothing.
+        // A torn header: a log is named only once its header is durable, so
+        // this is damage too, not a crash while the log was created.
         let f = MemFile::from_bytes(vec![1, 2]);
-        assert!(Wal::read(&f, "x").unwrap().is_empty());
+        assert!(matches!(Wal::read(&f, "x"), Err(Error::Corrupt { .. })));
         let f = MemFile::from_bytes(b"FLEXWAL".to_vec());
-        assert!(Wal::read(&f, "x").unwrap().is_empty());
+        assert!(matches!(Wal::read(&f, "x"), Err(Error::Corrupt { .. })));
     }
 
     #[test]
@@ -903,10 +924,10 @@ mod tests {
             && &bytes[..8] == MAGIC
             && bytes[8..12] == FORMAT_VERSION.to_le_bytes();
         if !header_ok {
-            // A log is created by writing and syncing its header before any
-            // record: a crash during creation leaves at most a torn header.
-            if len <= HEADER_LEN {
-                return Ok(Vec::new());
+            // A log is named only once its header is durable: a torn or
+            // foreign header is damage.
+            if len < HEADER_LEN {
+                return Err(corrupt("truncated inside its header"));
             }
             return Err(corrupt(if &bytes[..8] == MAGIC {
                 "unknown log format version"

@@ -132,3 +132,37 @@ fn damage_to_a_closed_store_is_reported_not_served() {
 fn damage_to_a_store_with_logged_writes_is_reported_not_served() {
     damage_each_file(true, 60);
 }
+
+#[test]
+fn a_log_torn_inside_its_header_is_reported_not_read_as_empty() {
+    // A log is renamed into place only once its header is durable, so a
+    // header cut short is damage: the synced writes the log held are gone.
+    let (clean, model, _) = build(true);
+    let log = clean
+        .list_files()
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with("wal-"))
+        .max()
+        .expect("the pending writes are in a log");
+    for cut in [0usize, 11, 31] {
+        let damaged = clean.crash_image();
+        let mut b = clean.file_bytes(&log).unwrap();
+        b.truncate(cut);
+        damaged.set_file_bytes(&log, b);
+        match read_all(damaged, &model) {
+            Err(Error::Corrupt { file, .. }) => {
+                assert_eq!(
+                    file.file_name().and_then(|n| n.to_str()),
+                    Some(log.as_str())
+                )
+            }
+            Err(e) => panic!("cut at {cut}: expected corruption naming {log}, got {e}"),
+            Ok(got) => panic!(
+                "cut at {cut}: the store opened with {} pairs of {}",
+                got.len(),
+                model.len()
+            ),
+        }
+    }
+}

@@ -105,3 +105,16 @@ fn a_stale_saved_index_is_ignored() {
     assert!(db.check().unwrap().problems.is_empty());
     db.close().unwrap();
 }
+
+#[test]
+fn a_log_whose_creation_did_not_finish_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    fill(dir.path(), 0..500, 0);
+    // What a crash between creating a log and renaming it leaves.
+    let leftover = dir.path().join("wal-000000000099.log.new");
+    std::fs::write(&leftover, b"FLEXW").unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    verify(&db, 500, |_| 0);
+    assert!(!leftover.exists());
+    db.close().unwrap();
+}
