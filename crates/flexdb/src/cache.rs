@@ -201,6 +201,12 @@ impl IntervalCache {
         self.capacity
     }
 
+    /// Hits and lookups since creation.
+    pub fn counts(&self) -> (u64, u64) {
+        let h = self.hits.load(Ordering::Relaxed);
+        (h, h + self.misses.load(Ordering::Relaxed))
+    }
+
     /// Hits over lookups since creation (0 when there were none).
     pub fn hit_ratio(&self) -> f64 {
         let h = self.hits.load(Ordering::Relaxed) as f64;

@@ -218,6 +218,7 @@ impl Db {
         };
         let sp = s.space.stats();
         let wal_live = s.writer.lock().wal.written_bytes();
+        let (cache_hits, cache_lookups) = s.cache.counts();
         Stats {
             pairs,
             space_bytes: sp.len,
@@ -232,6 +233,8 @@ impl Db {
             cache_capacity: s.cache.capacity() as u64,
             cache_bytes: s.cache.used() as u64,
             cache_hit_ratio: s.cache.hit_ratio(),
+            cache_hits,
+            cache_lookups,
             wal_bytes_written: s.counters.wal_bytes_retired.load(Ordering::Relaxed) + wal_live,
             data_bytes_written: sp.data_bytes_written,
             tree_bytes_written: sp.tree_bytes_written,

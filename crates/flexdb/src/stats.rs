@@ -38,6 +38,12 @@ pub struct Stats {
     pub cache_bytes: u64,
     /// Interval-cache hits over lookups since open (0 when none).
     pub cache_hit_ratio: f64,
+    /// Interval-cache hits since open.
+    pub cache_hits: u64,
+    /// Interval-cache lookups since open (hits and misses), so that a
+    /// caller can tell the hit ratio of a stretch of time from two
+    /// snapshots.
+    pub cache_lookups: u64,
     /// Bytes written to the write-ahead log since open.
     pub wal_bytes_written: u64,
     /// Bytes written to the space's data file since open.

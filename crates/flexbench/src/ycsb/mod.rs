@@ -566,6 +566,7 @@ fn workload_result(
         max_reader_wait_us: stats.max_reader_wait.map(|d| d.as_secs_f64() * 1e6),
         index_bytes: stats.index_bytes,
         extent_index_bytes: stats.extent_index_bytes,
+        cache_hit_ratio: stats.cache_hit_ratio,
         vm_rss_bytes: sys::proc_status_bytes("VmRSS"),
         vm_hwm_bytes: sys::proc_status_bytes("VmHWM"),
     }

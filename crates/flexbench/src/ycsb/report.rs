@@ -109,6 +109,10 @@ pub struct WorkloadResult {
     pub index_bytes: Option<u64>,
     /// Memory held by flexdb's extent index.
     pub extent_index_bytes: Option<u64>,
+    /// Hits over lookups of the engine's cache during the workload
+    /// (flexdb's interval cache; null for engines that do not report it).
+    #[serde(default)]
+    pub cache_hit_ratio: Option<f64>,
     /// Resident memory of the process after the workload.
     pub vm_rss_bytes: Option<u64>,
     /// Peak resident memory of the process since the engine was opened.
@@ -247,7 +251,7 @@ pub fn table(records: &[Record]) -> String {
     }
     s += "\n# amplification and memory (after each workload; WA = device bytes / user bytes written)\n";
     s += &format!(
-        "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10} {:>6} {:>11} {:>10} {:>10} {:>9} {:>9}\n",
+        "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10} {:>6} {:>11} {:>6} {:>10} {:>10} {:>9} {:>9}\n",
         "workload",
         "thr",
         "engine",
@@ -256,6 +260,7 @@ pub fn table(records: &[Record]) -> String {
         "disk MiB",
         "SA",
         "rdwait us",
+        "hit %",
         "index MiB",
         "extent MiB",
         "RSS MiB",
@@ -263,7 +268,7 @@ pub fn table(records: &[Record]) -> String {
     );
     for w in &ws {
         s += &format!(
-            "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10.1} {:>6.2} {:>11} {:>10} {:>10} {:>9} {:>9}\n",
+            "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10.1} {:>6.2} {:>11} {:>6} {:>10} {:>10} {:>9} {:>9}\n",
             w.workload,
             w.threads,
             w.engine,
@@ -272,6 +277,7 @@ pub fn table(records: &[Record]) -> String {
             w.disk_bytes as f64 / (1 << 20) as f64,
             w.space_amp,
             opt(w.max_reader_wait_us.map(|v| format!("{v:.0}"))),
+            opt(w.cache_hit_ratio.map(|v| format!("{:.1}", v * 100.0))),
             mib(w.index_bytes),
             mib(w.extent_index_bytes),
             mib(w.vm_rss_bytes),

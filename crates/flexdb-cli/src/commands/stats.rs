@@ -28,6 +28,8 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         cache_capacity,
         cache_bytes,
         cache_hit_ratio,
+        cache_hits,
+        cache_lookups,
         wal_bytes_written,
         data_bytes_written,
         tree_bytes_written,
@@ -51,6 +53,8 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         ("cache_capacity", json!(cache_capacity), true),
         ("cache_bytes", json!(cache_bytes), true),
         ("cache_hit_ratio", json!(cache_hit_ratio), false),
+        ("cache_hits", json!(cache_hits), false),
+        ("cache_lookups", json!(cache_lookups), false),
         ("wal_bytes_written", json!(wal_bytes_written), true),
         ("data_bytes_written", json!(data_bytes_written), true),
         ("tree_bytes_written", json!(tree_bytes_written), true),
@@ -115,7 +119,7 @@ mod tests {
     fn json_has_every_field() {
         let v = to_json(&sample());
         let obj = v.as_object().unwrap();
-        assert_eq!(obj.len(), 20);
+        assert_eq!(obj.len(), 22);
         assert_eq!(v["pairs"], 3);
         assert_eq!(v["space_bytes"], 123_456);
         assert_eq!(v["cache_hit_ratio"], 0.5);
@@ -126,7 +130,7 @@ mod tests {
     fn table_lines() {
         let t = table(&sample());
         let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 20);
+        assert_eq!(lines.len(), 22);
         assert_eq!(lines[0], "pairs                   3");
         assert_eq!(lines[1], "space_bytes             123456 (123.5 kB)");
         assert!(t.contains("cache_hit_ratio         0.500\n"));

@@ -7,6 +7,8 @@ use crate::ycsb::engine::{Engine, EngineConfig, EngineStats, Result};
 
 struct FlexDbEngine {
     db: flexdb::Db,
+    /// Cache hits and lookups at the previous `stats` call.
+    cache_counts: std::sync::Mutex<(u64, u64)>,
 }
 
 /// Opens (creating if needed) a FlexDB store in `dir`.
@@ -17,7 +19,10 @@ pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
         .memtable_bytes(cfg.memtable_bytes)
         .sync_writes(cfg.sync);
     let db = flexdb::Db::open(dir, opts).map_err(|e| format!("flexdb: {e}"))?;
-    Ok(Box::new(FlexDbEngine { db }))
+    Ok(Box::new(FlexDbEngine {
+        db,
+        cache_counts: Default::default(),
+    }))
 }
 
 fn err(e: flexdb::Error) -> String {
@@ -60,11 +65,21 @@ impl Engine for FlexDbEngine {
     }
     fn stats(&self) -> EngineStats {
         let s = self.db.stats();
+        // The harness asks once per workload: each asks for its own window.
+        let cache_hit_ratio = {
+            let mut last = self
+                .cache_counts
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (hits, lookups) = (s.cache_hits - last.0, s.cache_lookups - last.1);
+            *last = (s.cache_hits, s.cache_lookups);
+            (lookups > 0).then(|| hits as f64 / lookups as f64)
+        };
         EngineStats {
-            // The harness asks once per workload: each asks for its own window.
             max_reader_wait: Some(self.db.take_max_reader_wait()),
             index_bytes: Some(s.sparse_index_bytes),
             extent_index_bytes: Some(s.extent_index_bytes),
+            cache_hit_ratio,
         }
     }
 }

@@ -103,6 +103,7 @@ impl Engine for RocksEngine {
                 .ok()
                 .flatten(),
             extent_index_bytes: None,
+            cache_hit_ratio: None,
         }
     }
 }
