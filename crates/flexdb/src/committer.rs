@@ -296,6 +296,8 @@ struct Target {
     f: Found,
     data: Arc<IntervalData>,
     bound: Option<Vec<u8>>,
+    /// The interval's fragmentation mark.
+    marked: bool,
 }
 
 /// Finds the interval holding `key`. Only this thread changes the index and
@@ -305,7 +307,13 @@ fn find_interval(shared: &Shared, key: &[u8]) -> Result<Target> {
     let f = st.sparse.find(key);
     let data = shared.interval(&st, &f)?;
     let bound = st.sparse.next_anchor(&f);
-    Ok(Target { f, data, bound })
+    let marked = st.sparse.meta(&f).fragmented;
+    Ok(Target {
+        f,
+        data,
+        bound,
+        marked,
+    })
 }
 
 /// Applies a group of updates that all fall into one interval: the new
@@ -328,13 +336,6 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
     if space.maintenance_due() {
         space.maintain().map_err(space_err)?;
     }
-    // Only this thread changes the index, so what it reads here holds until
-    // it changes it below.
-    let (old_cache, marked) = {
-        let st = shared.state.read();
-        let meta = st.sparse.meta(&f);
-        (meta.cache.load(Ordering::Relaxed), meta.fragmented)
-    };
     let crate::merge::Merged {
         data: mut new,
         edits,
@@ -342,7 +343,7 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
     } = merged;
     // §5.2: a fragmented interval is rewritten whole when next updated, in
     // one insert of its new bytes (no read back of the old ones).
-    let fragmented = marked || data.extents as usize > data.len() / 2 + 1;
+    let fragmented = target.marked || data.extents as usize > data.len() / 2 + 1;
     let rewrite = fragmented && !new.is_empty();
     let cuts = split_points(&new, SPLIT_PAIRS, SPLIT_BYTES);
     // An upper bound of the extents the new content spans, known for every
@@ -355,7 +356,6 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
     };
     let new = Arc::new(new);
     let new_size = new.size() as u32;
-    let mut stale = vec![old_cache];
     // What the index will point to, made (and cached) before the lock.
     let change = if !cuts.is_empty() {
         IndexChange::Split(split_parts(shared, &new, &cuts))
@@ -370,6 +370,9 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
         .then(|| HoldTimer::start(&shared.counters.max_commit_hold_ns));
     st.version += 1;
     edit_space(shared, f.offset, data, &new, &edits, rewrite, &cuts)?;
+    // The entry the index names now (a reader may have installed a fresh
+    // copy since the interval was found) is the one to drop.
+    let mut stale = vec![st.sparse.meta(&f).cache.load(Ordering::Relaxed)];
     st.pairs = (st.pairs as i64 + pairs_delta).max(0) as u64;
     st.sparse.set_fragmented(&f, false);
     match change {
