@@ -372,26 +372,30 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
     edit_space(shared, f.offset, data, &new, &edits, rewrite, &cuts)?;
     // The entry the index names now (a reader may have installed a fresh
     // copy since the interval was found) is the one to drop.
-    let mut stale = vec![st.sparse.meta(&f).cache.load(Ordering::Relaxed)];
+    let old_word = st.sparse.meta(&f).cache.load(Ordering::Relaxed);
     st.pairs = (st.pairs as i64 + pairs_delta).max(0) as u64;
     st.sparse.set_fragmented(&f, false);
-    match change {
+    // The cache word of a neighbour the interval joined, if it did.
+    let joined_word = match change {
         IndexChange::Split(parts) => {
             st.sparse.resize(&f, new_size, 0);
             st.sparse.split(&f, parts);
+            None
         }
         IndexChange::Cached(r, count) => {
             st.sparse.resize(&f, new_size, count);
             st.sparse.meta(&f).cache.store(r.pack(), Ordering::Release);
+            None
         }
         IndexChange::Small(data) => {
             st.sparse.resize(&f, new_size, data.len() as u16);
-            small_interval(shared, &mut st, &f, data, &mut stale);
+            small_interval(shared, &mut st, &f, data)
         }
-    }
+    };
     drop(hold);
     drop(st);
-    for word in stale {
+    shared.uncache(old_word);
+    if let Some(word) = joined_word {
         shared.uncache(word);
     }
     Ok(())
@@ -482,16 +486,15 @@ fn split_parts(shared: &Shared, new: &IntervalData, cuts: &[usize]) -> Vec<NewIn
 
 /// Points the interval at `f` (already resized) to its new content `data`,
 /// of at most `MERGE_PAIRS` pairs, joining it to a neighbour when it
-/// became empty or the two fit in one; the cache words it replaces go to
-/// `stale`, for the caller to drop from the cache once it has let go of
-/// the index.
+/// became empty or the two fit in one. Returns the cache word of the
+/// neighbour it joined, for the caller to drop from the cache once it has
+/// let go of the index.
 fn small_interval(
     shared: &Shared,
     st: &mut crate::store::State,
     f: &Found,
     data: Arc<IntervalData>,
-    stale: &mut Vec<u64>,
-) {
+) -> Option<u64> {
     if data.is_empty() {
         // An empty interval joins its predecessor (the first stays).
         if let Some(prev) = st.sparse.prev_anchor(f) {
@@ -499,7 +502,7 @@ fn small_interval(
             let pm = st.sparse.meta(&p);
             let (count, cache) = (pm.count, pm.cache.load(Ordering::Relaxed));
             st.sparse.merge_next(&p, count, cache);
-            return;
+            return None;
         }
     } else if data.len() <= MERGE_PAIRS {
         if let Some(next) = st.sparse.next(f) {
@@ -516,15 +519,15 @@ fn small_interval(
                 let mut joined = b.finish();
                 joined.extents = data.extents.saturating_add(nd.extents);
                 let joined = Arc::new(joined);
-                stale.push(next_word);
                 let r = shared.cache.insert(None, joined.clone());
                 st.sparse.merge_next(f, joined.len() as u16, r.pack());
-                return;
+                return Some(next_word);
             }
         }
     }
     let r = shared.cache.insert(None, data);
     st.sparse.meta(f).cache.store(r.pack(), Ordering::Release);
+    None
 }
 
 /// Records how long the committer held a lock exclusively (dropped just
