@@ -71,7 +71,8 @@ impl Engine for FlexDbEngine {
                 .cache_counts
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let (hits, lookups) = (s.cache_hits - last.0, s.cache_lookups - last.1);
+            let hits = s.cache_hits.saturating_sub(last.0);
+            let lookups = s.cache_lookups.saturating_sub(last.1);
             *last = (s.cache_hits, s.cache_lookups);
             (lookups > 0).then(|| hits as f64 / lookups as f64)
         };
