@@ -17,6 +17,7 @@
 //!   seen the segment mapped registered in epoch `e` or earlier.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// The two reader counters.
 #[derive(Default)]
@@ -37,7 +38,32 @@ impl Drop for ReadGuard<'_> {
     }
 }
 
+/// A registered reader that owns its handle on the counters (a snapshot's
+/// registration, which lives as long as the snapshot).
+pub struct OwnedReadGuard {
+    readers: Arc<Readers>,
+    slot: usize,
+}
+
+impl Drop for OwnedReadGuard {
+    fn drop(&mut self) {
+        // Release, as for `ReadGuard`.
+        self.readers.active[self.slot].fetch_sub(1, Ordering::Release);
+    }
+}
+
 impl Readers {
+    /// Registers a reader in `epoch` that owns its registration (same rule
+    /// as [`Readers::enter`]).
+    pub fn enter_owned(self: &Arc<Self>, epoch: u64) -> OwnedReadGuard {
+        let slot = (epoch & 1) as usize;
+        self.active[slot].fetch_add(1, Ordering::Relaxed);
+        OwnedReadGuard {
+            readers: self.clone(),
+            slot,
+        }
+    }
+
     /// Registers a reader in `epoch` (see the module invariants: call with
     /// the read side of the epoch's lock held).
     pub fn enter(&self, epoch: u64) -> ReadGuard<'_> {

@@ -91,7 +91,9 @@ pub struct ReadPlan<'a> {
     len: usize,
     extents: usize,
     source: Source<'a>,
-    _guard: ReadGuard<'a>,
+    /// The plan's own registration; `None` for a plan of a snapshot, whose
+    /// registration covers its plans.
+    _guard: Option<ReadGuard<'a>>,
 }
 
 impl ReadPlan<'_> {
@@ -156,11 +158,32 @@ pub fn plan<'a>(
     source: Source<'a>,
     guard: ReadGuard<'a>,
 ) -> Result<ReadPlan<'a>> {
+    plan_in(
+        &st.tree,
+        st.resident_table(),
+        offset,
+        len,
+        source,
+        Some(guard),
+    )
+}
+
+/// Plans a read of `len` bytes at `offset` (inside the space) against
+/// `tree` and the segment buffers `resident`, which stay as they are for
+/// the plan's life (held under the read lock, or a snapshot's copies).
+pub fn plan_in<'a>(
+    tree: &FlexTree,
+    resident: &[Option<Arc<SegBuf>>],
+    offset: u64,
+    len: u64,
+    source: Source<'a>,
+    guard: Option<ReadGuard<'a>>,
+) -> Result<ReadPlan<'a>> {
     let mut parts = Parts::default();
     let extents = if len == 0 {
         0
     } else {
-        translate(st, &st.tree, offset, len, &mut parts)?
+        translate(tree, resident, offset, len, &mut parts)?
     };
     Ok(ReadPlan {
         parts,
@@ -172,8 +195,8 @@ pub fn plan<'a>(
 }
 
 fn translate(
-    st: &State,
     tree: &FlexTree,
+    resident: &[Option<Arc<SegBuf>>],
     offset: u64,
     len: u64,
     parts: &mut Parts,
@@ -192,7 +215,7 @@ fn translate(
                 while a < stop {
                     let seg = a / SEGMENT_SIZE;
                     let n = ((seg + 1) * SEGMENT_SIZE).min(stop) - a;
-                    let src = match st.resident(seg) {
+                    let src = match resident.get(seg as usize).and_then(Option::as_ref) {
                         Some(b) => Src::Mem(b.clone(), (a % SEGMENT_SIZE) as usize),
                         None => Src::File(a),
                     };

@@ -133,7 +133,7 @@ pub(crate) struct Counters {
 /// space.sync().unwrap();
 /// ```
 pub struct FlexSpace {
-    s: Arc<Shared>,
+    pub(crate) s: Arc<Shared>,
 }
 
 /// Everything a space is made of; shared with its background maintainer.

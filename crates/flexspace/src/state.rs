@@ -92,6 +92,11 @@ impl State {
         self.resident.get(s as usize).and_then(Option::as_ref)
     }
 
+    /// The buffers of every segment, by segment (`None`: read the file).
+    pub fn resident_table(&self) -> &[Option<Arc<SegBuf>>] {
+        &self.resident
+    }
+
     /// The open segment, its buffer and the bytes appended to it.
     pub fn open_buffer(&self) -> Option<(u32, Arc<SegBuf>, usize)> {
         let s = self.seg.open()?;

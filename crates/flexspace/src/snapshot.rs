@@ -1,0 +1,92 @@
+//! A frozen copy of a space's index, for readers that must never wait for
+//! the space's writer.
+//!
+//! A [`Snapshot`] holds a copy of the extent index and of the table of
+//! segment buffers as they were when it was taken, and a grace-period
+//! registration for its whole life. Its reads translate offsets against the
+//! copy, with no lock of the space, and copy bytes from the data file or
+//! from the segment buffers it holds.
+//!
+//! Invariants:
+//! - The copy is taken under the space's read lock, so it is one state
+//!   between mutations.
+//! - No segment the copy maps into is reused while the snapshot lives: it
+//!   registered as a reader before any segment it maps could be freed, and
+//!   a freed segment waits for every such reader (`grace`). So the bytes a
+//!   snapshot reads are those of the state it copied.
+//! - Segment buffers the snapshot holds are never recycled while it holds
+//!   them (recycling needs the only handle), and the bytes of a buffer that
+//!   the copy maps were appended before the copy and never change.
+//! - A snapshot delays the reuse of physical space freed after it was
+//!   taken: keep snapshots short-lived (the layer above replaces its
+//!   snapshot at each of its commits). A mutation that finds no free space
+//!   waits for readers for a while and then fails with `NoSpace`.
+
+use std::sync::Arc;
+
+use flextree::FlexTree;
+
+use crate::error::{Error, Result};
+use crate::grace::OwnedReadGuard;
+use crate::read::{self, ReadPlan};
+use crate::segbuf::SegBuf;
+use crate::space::{FlexSpace, Shared};
+
+/// A read-only view of a space as of one moment (see the module docs).
+pub struct Snapshot {
+    tree: FlexTree,
+    resident: Vec<Option<Arc<SegBuf>>>,
+    space: Arc<Shared>,
+    _guard: OwnedReadGuard,
+}
+
+impl FlexSpace {
+    /// A read-only copy of the space's index as it is now. Copying takes
+    /// time in proportion to the index (about 16 bytes an extent) and holds
+    /// the space's read lock meanwhile (mutations wait; readers do not).
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        let st = self.s.state.read();
+        let guard = self.s.readers.enter_owned(st.seg.epoch());
+        Ok(Snapshot {
+            tree: st.tree.clone(),
+            resident: st.resident_table().to_vec(),
+            space: self.s.clone(),
+            _guard: guard,
+        })
+    }
+}
+
+impl Snapshot {
+    /// The length of the space as of the snapshot.
+    pub fn len(&self) -> u64 {
+        self.tree.len()
+    }
+
+    /// Bytes of memory the snapshot's copy of the extent index holds.
+    pub fn index_bytes(&self) -> u64 {
+        self.tree.node_memory_usage() as u64
+    }
+
+    /// Whether the space was empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Plans a read of up to `len` bytes at `offset` as of the snapshot, as
+    /// [`FlexSpace::plan_read`] does for the live space, taking no lock.
+    pub fn plan_read(&self, offset: u64, len: u64) -> Result<ReadPlan<'_>> {
+        let size = self.tree.len();
+        if offset > size {
+            return Err(Error::OutOfRange { offset, len, size });
+        }
+        let n = len.min(size - offset);
+        read::plan_in(
+            &self.tree,
+            &self.resident,
+            offset,
+            n,
+            self.space.source(),
+            None,
+        )
+    }
+}
