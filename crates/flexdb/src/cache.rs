@@ -8,15 +8,27 @@
 //! matches its slot has been evicted, so eviction never needs a back-pointer
 //! into the index.
 //!
-//! Invariants: `used` is the sum of the charged sizes of the occupied slots;
+//! Locking: every slot has its own small lock over its (generation, entry),
+//! written only for the instant an entry goes in or out, and the
+//! bookkeeping (charges, free slots, the CLOCK hand) has one mutex, which
+//! only inserts, removals and evictions take. A lookup locks one slot
+//! shared and never touches the mutex, so lookups do not contend with
+//! inserts elsewhere in the cache; readers that must not wait only *try*
+//! the slot's lock ([`IntervalCache::get_nowait`]) and the mutex
+//! ([`IntervalCache::try_insert`]). Slots live in chunks that are
+//! allocated once and never move (a directory sized from the capacity),
+//! so a lookup needs no lock to find its slot.
+//!
+//! Invariants: `used` is the sum of the charges of the occupied slots; a
+//! slot's generation in the bookkeeping equals the one under its lock;
 //! after `insert` returns, `used <= capacity` unless the newest interval
 //! alone exceeds it (then it is the only entry); generations only grow, so
 //! a stale reference never matches a reused slot.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::interval::IntervalData;
 
@@ -45,16 +57,33 @@ impl CacheRef {
 /// Referenced entries one eviction may pass over before it takes the next
 /// cached entry whatever its reference bit.
 const MAX_SECOND_CHANCES: usize = 64;
+/// Slots per chunk.
+const CHUNK: usize = 4096;
+/// The smallest charge of an entry: bounds the slots a capacity needs.
+const MIN_CHARGE: usize = std::mem::size_of::<IntervalData>() + 64;
+/// At most this many chunks (the directory's size for a huge capacity).
+const MAX_CHUNKS: usize = 1 << 20;
 
-struct Slot {
+/// A slot's content, changed under its lock.
+#[derive(Default)]
+struct Content {
     generation: u32,
     entry: Option<Arc<IntervalData>>,
-    charge: usize,
+}
+
+#[derive(Default)]
+struct Slot {
+    content: RwLock<Content>,
     referenced: AtomicBool,
 }
 
-struct Inner {
-    slots: Vec<Slot>,
+/// The bookkeeping of inserts, removals and evictions.
+#[derive(Default)]
+struct Book {
+    /// Per slot in use so far: its entry's charge (0 when empty)...
+    charge: Vec<usize>,
+    /// ...and its generation (the same as under the slot's lock).
+    generation: Vec<u32>,
     free: Vec<u32>,
     hand: usize,
     used: usize,
@@ -63,9 +92,8 @@ struct Inner {
 /// A CLOCK cache of decoded intervals, bounded in bytes.
 pub struct IntervalCache {
     capacity: usize,
-    /// Lookups share it (reference bits are atomic); changes take it
-    /// exclusively.
-    inner: RwLock<Inner>,
+    chunks: Box<[OnceLock<Box<[Slot]>>]>,
+    book: Mutex<Book>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -73,29 +101,60 @@ pub struct IntervalCache {
 impl IntervalCache {
     /// A cache holding at most about `capacity` bytes.
     pub fn new(capacity: usize) -> Self {
+        // Occupied slots are at most capacity / MIN_CHARGE + 1, and free
+        // slots are reused first; a chunk of margin covers retired slots.
+        let chunks = (capacity / MIN_CHARGE / CHUNK + 2).min(MAX_CHUNKS);
         IntervalCache {
             capacity,
-            inner: RwLock::new(Inner {
-                slots: Vec::new(),
-                free: Vec::new(),
-                hand: 0,
-                used: 0,
-            }),
+            chunks: (0..chunks).map(|_| OnceLock::new()).collect(),
+            book: Mutex::new(Book::default()),
             hits: Default::default(),
             misses: Default::default(),
         }
     }
 
+    /// The slot `i`, if its chunk exists.
+    fn slot(&self, i: u32) -> Option<&Slot> {
+        let i = i as usize;
+        self.chunks.get(i / CHUNK)?.get()?.get(i % CHUNK)
+    }
+
+    /// The slot `i`, making its chunk if need be (under `book`).
+    fn slot_made(&self, i: usize) -> &Slot {
+        let chunk =
+            self.chunks[i / CHUNK].get_or_init(|| (0..CHUNK).map(|_| Slot::default()).collect());
+        &chunk[i % CHUNK]
+    }
+
     /// The interval behind `r`, if it is still cached. Counts a hit or miss.
     pub fn get(&self, r: Option<CacheRef>) -> Option<Arc<IntervalData>> {
+        self.lookup(r, |slot| Some(slot.content.read()))
+    }
+
+    /// [`IntervalCache::get`] for a reader that must not wait: `None` when
+    /// the slot is being written this instant (its entry going in or
+    /// out, and its writer possibly descheduled); the reader then reads
+    /// the interval from the space. Counts a miss then.
+    pub fn get_nowait(&self, r: Option<CacheRef>) -> Option<Arc<IntervalData>> {
+        self.lookup(r, |slot| slot.content.try_read())
+    }
+
+    fn lookup<'a, G>(
+        &'a self,
+        r: Option<CacheRef>,
+        lock: impl FnOnce(&'a Slot) -> Option<G>,
+    ) -> Option<Arc<IntervalData>>
+    where
+        G: std::ops::Deref<Target = Content>,
+    {
         let found = r.and_then(|r| {
-            let (inner, _) = crate::lock_wait::read_spinning(&self.inner);
-            let slot = inner.slots.get(r.slot as usize)?;
-            if slot.generation != r.generation {
+            let slot = self.slot(r.slot)?;
+            let content = lock(slot)?;
+            if content.generation != r.generation {
                 return None;
             }
             slot.referenced.store(true, Ordering::Relaxed);
-            slot.entry.clone()
+            content.entry.clone()
         });
         let counter = if found.is_some() {
             &self.hits
@@ -109,91 +168,136 @@ impl IntervalCache {
     /// Caches `interval`, replacing the one behind `old` (write-through), and
     /// returns its reference. Evicts by CLOCK until it fits.
     pub fn insert(&self, old: Option<CacheRef>, interval: Arc<IntervalData>) -> CacheRef {
-        let charge = interval.charge();
-        let mut inner = self.inner.write();
+        self.insert_booked(&mut self.book.lock(), old, interval)
+    }
+
+    /// [`IntervalCache::insert`] (of a new interval) for a reader that must
+    /// not wait: `None`, and nothing cached, when another insert, removal
+    /// or eviction is under way.
+    pub fn try_insert(&self, interval: Arc<IntervalData>) -> Option<CacheRef> {
+        let mut book = self.book.try_lock()?;
+        Some(self.insert_booked(&mut book, None, interval))
+    }
+
+    fn insert_booked(
+        &self,
+        book: &mut Book,
+        old: Option<CacheRef>,
+        interval: Arc<IntervalData>,
+    ) -> CacheRef {
+        let charge = interval.charge().max(1);
         if let Some(r) = old {
-            Self::remove_locked(&mut inner, r);
+            self.remove_booked(book, r);
         }
-        while inner.used + charge > self.capacity && inner.used > 0 {
-            Self::evict_one(&mut inner);
+        while book.used + charge > self.capacity && book.used > 0 {
+            self.evict_one(book);
         }
-        let slot = match inner.free.pop() {
-            Some(s) => s,
-            None => {
-                inner.slots.push(Slot {
-                    generation: 0,
-                    entry: None,
-                    charge: 0,
-                    referenced: AtomicBool::new(false),
-                });
-                (inner.slots.len() - 1) as u32
+        let slot = loop {
+            if let Some(s) = book.free.pop() {
+                break s as usize;
             }
+            if book.charge.len() < self.chunks.len() * CHUNK {
+                book.charge.push(0);
+                book.generation.push(0);
+                break book.charge.len() - 1;
+            }
+            // Every slot is taken (only retired slots can bring this
+            // about): evictions free some.
+            self.evict_one(book);
         };
-        let s = &mut inner.slots[slot as usize];
-        // Generations start at 1 (a packed reference is never 0) and a slot
-        // is retired rather than reused once its generation would wrap.
-        s.generation += 1;
-        s.entry = Some(interval);
-        s.charge = charge;
+        let s = self.slot_made(slot);
+        let generation = {
+            let mut content = s.content.write();
+            // Generations start at 1 (a packed reference is never 0) and a
+            // slot is retired rather than reused once its generation would
+            // wrap.
+            content.generation += 1;
+            content.entry = Some(interval);
+            content.generation
+        };
         s.referenced.store(true, Ordering::Relaxed);
-        let generation = s.generation;
-        inner.used += charge;
-        CacheRef { slot, generation }
+        book.generation[slot] = generation;
+        book.charge[slot] = charge;
+        book.used += charge;
+        CacheRef {
+            slot: slot as u32,
+            generation,
+        }
     }
 
     /// Drops the interval behind `r` (when its interval is split, merged or
     /// removed).
     pub fn remove(&self, r: CacheRef) {
-        Self::remove_locked(&mut self.inner.write(), r);
+        self.remove_booked(&mut self.book.lock(), r);
     }
 
-    fn remove_locked(inner: &mut Inner, r: CacheRef) {
-        let Some(s) = inner.slots.get_mut(r.slot as usize) else {
+    /// [`IntervalCache::remove`] for a reader that must not wait: does
+    /// nothing when another insert, removal or eviction is under way (the
+    /// entry is then left to CLOCK).
+    pub fn try_remove(&self, r: CacheRef) {
+        if let Some(mut book) = self.book.try_lock() {
+            self.remove_booked(&mut book, r);
+        }
+    }
+
+    fn remove_booked(&self, book: &mut Book, r: CacheRef) {
+        let i = r.slot as usize;
+        let (Some(&charge), Some(&generation)) = (book.charge.get(i), book.generation.get(i))
+        else {
             return;
         };
-        if s.generation != r.generation || s.entry.is_none() {
+        if generation != r.generation || charge == 0 {
             return;
         }
-        s.entry = None;
-        let charge = std::mem::take(&mut s.charge);
-        inner.used -= charge;
-        if s.generation < u32::MAX - 1 {
-            inner.free.push(r.slot);
+        let Some(slot) = self.slot(r.slot) else {
+            return;
+        };
+        let entry = slot.content.write().entry.take();
+        // Freed after the slot's lock is let go.
+        drop(entry);
+        book.charge[i] = 0;
+        book.used -= charge;
+        if generation < u32::MAX - 1 {
+            book.free.push(r.slot);
         }
     }
 
-    fn evict_one(inner: &mut Inner) {
-        let n = inner.slots.len();
+    fn evict_one(&self, book: &mut Book) {
+        let n = book.charge.len();
+        if n == 0 {
+            return;
+        }
         // Plain CLOCK may sweep the whole cache to find an unreferenced
-        // entry (right after the cache fills, every entry is referenced),
-        // and it does so under the cache's write lock, which readers and the
-        // committer need on every lookup. After `MAX_SECOND_CHANCES`
-        // referenced entries the next cached one goes regardless, so one
-        // eviction costs O(1). Two sweeps still bound the loop.
+        // entry (right after the cache fills, every entry is referenced).
+        // After `MAX_SECOND_CHANCES` referenced entries the next cached one
+        // goes regardless, so one eviction costs O(1). Two sweeps still
+        // bound the loop.
         let mut chances = 0;
         for _ in 0..2 * n + 1 {
-            let i = inner.hand;
-            inner.hand = (inner.hand + 1) % n;
-            let s = &mut inner.slots[i];
-            if s.entry.is_none() {
+            let i = book.hand;
+            book.hand = (book.hand + 1) % n;
+            if book.charge[i] == 0 {
                 continue;
             }
-            if s.referenced.swap(false, Ordering::Relaxed) && chances < MAX_SECOND_CHANCES {
+            let referenced = self
+                .slot(i as u32)
+                .is_some_and(|s| s.referenced.swap(false, Ordering::Relaxed));
+            if referenced && chances < MAX_SECOND_CHANCES {
                 chances += 1;
                 continue;
             }
             let r = CacheRef {
                 slot: i as u32,
-                generation: s.generation,
+                generation: book.generation[i],
             };
-            Self::remove_locked(inner, r);
+            self.remove_booked(book, r);
             return;
         }
     }
 
     /// Bytes currently charged.
     pub fn used(&self) -> usize {
-        self.inner.read().used
+        self.book.lock().used
     }
 
     /// The configured capacity in bytes.
@@ -233,6 +337,34 @@ mod tests {
     }
 
     #[test]
+    fn readers_do_not_wait_for_an_exclusive_holder() {
+        let cache = IntervalCache::new(1 << 20);
+        let a = cache.insert(None, interval(4, 100));
+        assert!(cache.get_nowait(Some(a)).is_some());
+        let b = cache
+            .try_insert(interval(3, 10))
+            .expect("a free cache takes it");
+        assert!(cache.get_nowait(Some(b)).is_some());
+        // A slot being written: its lookup does not wait (the test would
+        // hang if it did) but misses; other slots are unaffected.
+        let slot_held = cache.slot(a.pack() as u32).unwrap().content.write();
+        assert!(cache.get_nowait(Some(a)).is_none());
+        assert!(cache.get_nowait(Some(b)).is_some());
+        drop(slot_held);
+        // An insert under way: a reader's insert caches nothing, lookups
+        // go on.
+        let book_held = cache.book.lock();
+        assert!(cache.try_insert(interval(2, 10)).is_none());
+        assert!(cache.get_nowait(Some(a)).is_some());
+        drop(book_held);
+        assert!(cache.get_nowait(Some(a)).is_some());
+        assert_eq!(
+            cache.used(),
+            interval(4, 100).charge() + interval(3, 10).charge()
+        );
+    }
+
+    #[test]
     fn stays_within_capacity_and_evicts_unreferenced_first() {
         let one = interval(4, 100).charge();
         let cache = IntervalCache::new(one * 3);
@@ -261,12 +393,18 @@ mod tests {
         // Every entry is referenced (inserted so); plain CLOCK would clear
         // all 500 bits before evicting.
         cache.insert(None, interval(4, 100));
-        let inner = cache.inner.read();
-        let cached = inner.slots.iter().filter(|s| s.entry.is_some()).count();
-        let cleared = inner
-            .slots
-            .iter()
-            .filter(|s| s.entry.is_some() && !s.referenced.load(Ordering::Relaxed))
+        let book = cache.book.lock();
+        let occupied = |i: &usize| book.charge[*i] > 0;
+        let cached = (0..book.charge.len()).filter(occupied).count();
+        let cleared = (0..book.charge.len())
+            .filter(occupied)
+            .filter(|&i| {
+                !cache
+                    .slot(i as u32)
+                    .unwrap()
+                    .referenced
+                    .load(Ordering::Relaxed)
+            })
             .count();
         assert_eq!(cached, 500);
         assert_eq!(cleared, MAX_SECOND_CHANCES);

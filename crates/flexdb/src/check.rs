@@ -48,7 +48,7 @@ pub(crate) fn check(shared: &Shared) -> Result<CheckReport> {
         report.memtable_pairs =
             m.active.len() as u64 + m.frozen.iter().map(|f| f.mem.len() as u64).sum::<u64>();
     }
-    let st = shared.read_state();
+    let st = shared.state.read();
     for p in shared.space.check().map_err(space_err)? {
         problems.push(format!("space: {p}"));
     }

@@ -7,8 +7,9 @@
 //! interval's new content off-lock (`merge`), then applies the edits to the
 //! space and the sparse index under `state`'s write lock, which it holds
 //! only for that group. It then records the pair count and the committed
-//! generation in the space's metadata words, syncs the space, drops the
-//! MemTable and removes its log.
+//! generation in the space's metadata words, syncs the space, publishes a
+//! view of the result for readers (`view`), drops the MemTable and removes
+//! its log.
 //!
 //! Invariants: every interval start is the start of a tagged extent
 //! (`PAIR_TAG`), so recovery can find pair boundaries; intervals stay under
@@ -40,6 +41,9 @@ const GROUP_BYTES: usize = 256 << 10;
 /// both fit under the split thresholds.
 const MERGE_PAIRS: usize = 4;
 
+/// How often an idle committer looks for replaced views no reader holds.
+const VIEW_REAP_PERIOD: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// CPU time of the calling thread (for the `FLEXDB_TRACE` report).
 fn thread_cpu() -> std::time::Duration {
     let mut ts = libc::timespec {
@@ -54,25 +58,31 @@ fn thread_cpu() -> std::time::Duration {
 /// The committer thread's body.
 pub(crate) fn run(shared: Arc<Shared>) {
     loop {
+        // Views replaced by the last commit that readers still held (never
+        // dropped under `work`: freeing one takes milliseconds).
+        let views_left = shared.reap_views(std::time::Duration::ZERO);
         let frozen = {
             let mut work = shared.work.lock();
-            loop {
-                if work.stopped.is_some() {
-                    return;
+            if work.stopped.is_some() {
+                return;
+            }
+            let next = shared
+                .mems
+                .read()
+                .frozen
+                .front()
+                .map(|f| (f.mem.clone(), f.wal.clone(), f.gen));
+            match next {
+                Some(n) => n,
+                None if work.shutdown => return,
+                None => {
+                    if views_left {
+                        shared.work_cv.wait_for(&mut work, VIEW_REAP_PERIOD);
+                    } else {
+                        shared.work_cv.wait(&mut work);
+                    }
+                    continue;
                 }
-                let next = shared
-                    .mems
-                    .read()
-                    .frozen
-                    .front()
-                    .map(|f| (f.mem.clone(), f.wal.clone(), f.gen));
-                if let Some(n) = next {
-                    break n;
-                }
-                if work.shutdown {
-                    return;
-                }
-                shared.work_cv.wait(&mut work);
             }
         };
         let (mem, wal, gen) = frozen;
@@ -241,6 +251,10 @@ fn commit_groups<'m>(
         apply_group(shared, &target, &group)?;
         count += group.len();
         groups += 1;
+        if groups % 64 == 0 {
+            shared.carry_installs();
+            shared.reap_views(std::time::Duration::ZERO);
+        }
         progress.store(count, Ordering::Release);
     }
     Ok((count, groups))
@@ -255,8 +269,11 @@ fn finish_commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
         .set_user_meta([pairs, frozen.gen, max_seq])
         .map_err(space_err)?;
     shared.space.sync().map_err(space_err)?;
+    // Readers see the commit before the MemTable leaves their list.
+    shared.publish()?;
     {
-        let mut m = shared.mems.write();
+        // Polling: readers never queue behind this writer.
+        let mut m = crate::lock_wait::write_polling(&shared.mems);
         if m.frozen.front().is_some_and(|f| f.gen == frozen.gen) {
             m.frozen.pop_front();
         }
@@ -303,7 +320,7 @@ struct Target {
 /// Finds the interval holding `key`. Only this thread changes the index and
 /// the space, so what it reads stays valid after the read lock goes.
 fn find_interval(shared: &Shared, key: &[u8]) -> Result<Target> {
-    let st = shared.read_state();
+    let st = shared.state.read();
     let f = st.sparse.find(key);
     let data = shared.interval(&st, &f)?;
     let bound = st.sparse.next_anchor(&f);
@@ -394,7 +411,13 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
     };
     drop(hold);
     drop(st);
+    // Readers of the published view find the new content too (see
+    // `Shared::forward`); a word a reader had installed there instead goes.
+    let view_word = shared.forward(updates[0].key);
     shared.uncache(old_word);
+    if let Some(w) = view_word.filter(|&w| w != old_word) {
+        shared.uncache(w);
+    }
     if let Some(word) = joined_word {
         shared.uncache(word);
     }

@@ -48,6 +48,12 @@ impl std::fmt::Debug for Db {
 }
 
 impl Db {
+    /// The shared state (for the crate's unit tests).
+    #[cfg(test)]
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// Opens (or with `create_if_missing`, creates) the store in directory
     /// `path`, recovering every durable write after a crash.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
@@ -212,11 +218,12 @@ impl Db {
                     .sum(),
             )
         };
-        let (pairs, intervals, sparse_bytes) = {
+        let (pairs, intervals) = {
             let st = s.state.read();
-            (st.pairs, st.sparse.len(), st.sparse.memory() as u64)
+            (st.pairs, st.sparse.len())
         };
         let sp = s.space.stats();
+        let (sparse_bytes, view_extents) = s.index_memory();
         let wal_live = s.writer.lock().wal.written_bytes();
         let (cache_hits, cache_lookups) = s.cache.counts();
         Stats {
@@ -227,7 +234,7 @@ impl Db {
             backlog_bytes,
             intervals,
             sparse_index_bytes: sparse_bytes,
-            extent_index_bytes: sp.index_bytes,
+            extent_index_bytes: sp.index_bytes + view_extents,
             space_amplification: sp.space_amplification,
             extents: sp.extents,
             cache_capacity: s.cache.capacity() as u64,

@@ -8,8 +8,9 @@
 //! newest MemTable wins, deletions hide pairs) and buffered. Pairs from the
 //! space are buffered as references into the decoded interval they come
 //! from (shared, immutable), so a pair is copied once, into the `Vec`s the
-//! caller receives. The space is read under the sparse index's shared lock
-//! one chunk at a time, so a long scan never holds the committer back.
+//! caller receives. The space is read from the view the committer last
+//! published (`view`), loaded anew for each chunk, so a scan never waits
+//! for the committer nor holds it back.
 //!
 //! Invariants: every key buffered by the front is below every key buffered
 //! by the back and below the unfetched region (`lo`, `hi`); the front only
@@ -283,18 +284,18 @@ impl<'a> Iter<'a> {
     /// Up to `CHUNK` pairs of the space above `lo` (and within `hi`).
     fn space_forward(&mut self) -> Result<Chunk> {
         let shared = self.shared;
-        let st = shared.read_state();
+        let view = shared.view();
         let mut items = Vec::with_capacity(CHUNK);
         let start: &[u8] = match &self.lo {
             Bound::Included(k) | Bound::Excluded(k) => k,
             Bound::Unbounded => &[],
         };
-        let mut f = st.sparse.find(start);
+        let mut f = view.sparse.find(start);
         let mut first = true;
         loop {
-            if st.sparse.meta(&f).size > 0 {
+            if view.sparse.meta(&f).size > 0 {
                 let d = self.held.len() as u32;
-                self.held.push(shared.interval(&st, &f)?);
+                self.held.push(shared.view_interval(&view, &f)?);
                 let data = &self.held[d as usize];
                 data.prefetch_head(PREFETCH_BYTES);
                 let i = match (&self.lo, first) {
@@ -318,11 +319,11 @@ impl<'a> Iter<'a> {
                 }
             }
             first = false;
-            match st.sparse.next(&f) {
+            match view.sparse.next(&f) {
                 Some(n) => {
                     // (The anchor is a copy: only made when there is a bound.)
                     let bounded = !matches!(self.hi, Bound::Unbounded);
-                    if bounded && !within_end(&st.sparse.anchor(&n), as_ref(&self.hi)) {
+                    if bounded && !within_end(&view.sparse.anchor(&n), as_ref(&self.hi)) {
                         return Ok(Chunk { items, full: false });
                     }
                     f = n;
@@ -336,17 +337,17 @@ impl<'a> Iter<'a> {
     /// descending order.
     fn space_backward(&mut self) -> Result<Chunk> {
         let shared = self.shared;
-        let st = shared.read_state();
+        let view = shared.view();
         let mut items = Vec::with_capacity(CHUNK);
         let mut f = match &self.hi {
-            Bound::Included(k) | Bound::Excluded(k) => st.sparse.find(k),
-            Bound::Unbounded => st.sparse.last(),
+            Bound::Included(k) | Bound::Excluded(k) => view.sparse.find(k),
+            Bound::Unbounded => view.sparse.last(),
         };
         let mut first = true;
         loop {
-            if st.sparse.meta(&f).size > 0 {
+            if view.sparse.meta(&f).size > 0 {
                 let d = self.held.len() as u32;
-                self.held.push(shared.interval(&st, &f)?);
+                self.held.push(shared.view_interval(&view, &f)?);
                 let data = &self.held[d as usize];
                 data.prefetch_tail(PREFETCH_BYTES);
                 let i = match (&self.hi, first) {
@@ -373,11 +374,11 @@ impl<'a> Iter<'a> {
             // The interval's anchor is at or below all its keys: when it is
             // below the range, no earlier interval can hold anything.
             let bounded = !matches!(self.lo, Bound::Unbounded);
-            if bounded && !within_start(&st.sparse.anchor(&f), as_ref(&self.lo)) {
+            if bounded && !within_start(&view.sparse.anchor(&f), as_ref(&self.lo)) {
                 return Ok(Chunk { items, full: false });
             }
-            match st.sparse.prev_anchor(&f) {
-                Some(p) => f = st.sparse.find(&p),
+            match view.sparse.prev_anchor(&f) {
+                Some(p) => f = view.sparse.find(&p),
                 None => return Ok(Chunk { items, full: false }),
             }
         }

@@ -15,8 +15,9 @@
 //! db.close().unwrap();
 //! ```
 //!
-//! Layout: `store` (shared state, read and write paths), `committer` (the
-//! background merge into the space), `merge` (an interval's new content),
+//! Layout: `store` (shared state, read and write paths), `view` (the
+//! state published for readers), `committer` (the background merge into
+//! the space), `merge` (an interval's new content),
 //! `sparse` (the sparse index), `interval` and `cache` (decoded intervals
 //! and their CLOCK cache), `memtable`, `wal`, `batch`, `codec` (encodings),
 //! `open` (creation and recovery), `iter`, `check`, `files`, `lock_wait`
@@ -44,6 +45,7 @@ mod options;
 pub mod sparse;
 mod stats;
 mod store;
+mod view;
 pub mod wal;
 mod wal_map;
 

@@ -18,9 +18,12 @@
 //! So readers spin for the lock (yielding the core after a few rounds, in
 //! case the holder waits for it) for up to [`READ_SPIN`] before they park,
 //! and the committer polls with `try_write`, which never blocks readers
-//! while it waits.
+//! while it waits. (Readers no longer take `state` at all, see `view`, and
+//! load the view with no lock; the same rules serve the locks still shared:
+//! the MemTable list, the prefetcher's `state`.) The interval cache's locks
+//! are only tried by readers (`IntervalCache::get_nowait`, `try_insert`).
 //!
-//! Invariants: both functions return a guard of the lock asked for; neither
+//! Invariants: the waiting functions return a guard of the lock asked for; neither
 //! holds any other lock while it waits; a reader parks after at most
 //! `READ_SPIN` of spinning, so a holder descheduled for long gets the core
 //! back; the committer polls for at most [`WRITE_POLL`] and then blocks in

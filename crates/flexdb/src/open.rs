@@ -151,7 +151,7 @@ fn create(
     let wal = new_wal(&storage, real_dir.as_deref(), &opts, gen)?;
     // The manifest last: a store exists once it is durable.
     files::write_manifest(storage.as_ref())?;
-    Ok(assemble(
+    assemble(
         storage,
         dir,
         real_dir,
@@ -167,7 +167,7 @@ fn create(
         },
         VecDeque::new(),
         0,
-    ))
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -182,9 +182,10 @@ fn assemble(
     writer: Writer,
     frozen: VecDeque<Frozen>,
     committed_gen: u64,
-) -> Shared {
+) -> Result<Shared> {
     let visible = writer.next_seq - 1;
-    Shared {
+    let view = crate::view::View::copy(&sparse, &space)?;
+    Ok(Shared {
         dir: dir.to_path_buf(),
         real_dir,
         cache: IntervalCache::new(opts.cache_bytes),
@@ -211,7 +212,10 @@ fn assemble(
         flushed_cv: Condvar::new(),
         counters: Counters::default(),
         trace: trace_enabled(),
-    }
+        view: arc_swap::ArcSwap::from_pointee(view),
+        retired: Mutex::new(Vec::new()),
+        installs: Mutex::new(Vec::new()),
+    })
 }
 
 fn recover(
@@ -287,7 +291,7 @@ fn recover(
     }
     // Every generation below the oldest replayed one is in the space.
     let committed_gen = frozen.front().map_or(gen - 1, |f: &Frozen| f.gen - 1);
-    Ok(assemble(
+    assemble(
         storage,
         dir,
         real_dir,
@@ -303,7 +307,7 @@ fn recover(
         },
         frozen,
         committed_gen,
-    ))
+    )
 }
 
 /// One replayed log: its MemTable, its file, and the sequence number after

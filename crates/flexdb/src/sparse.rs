@@ -19,6 +19,16 @@
 //! bytes an interval, no padding) and every leaf vector is allocated to its
 //! exact size, since leaves are many and small.
 //!
+//! Clones share leaves: an index and its clones (the views published for
+//! readers, `view`) hold each leaf through an `Arc` until one of them
+//! changes it, which copies it first (`leaf_mut`). A clone so costs the
+//! internal nodes and a pointer a leaf, and a leaf the committer has not
+//! touched since is held once. Cache words live in the leaves, so a word
+//! installed in a shared leaf is installed in every index sharing it; that
+//! is sound because every change of an interval (its size, count, mark,
+//! anchors or neighbours) goes through `leaf_mut`, so a shared leaf
+//! describes the same intervals, with the same content, in all of them.
+//!
 //! Invariants (restored by every method before it returns):
 //! - Leaves hold intervals in key order; the leaf level is contiguous in the
 //!   space: interval `i + 1` starts where interval `i` ends.
@@ -34,7 +44,9 @@
 //!   leaf, which never happens: the index always holds at least the first
 //!   interval.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::keys::Keys;
 
@@ -158,6 +170,23 @@ struct Leaf {
     prev: u32,
 }
 
+impl Clone for Leaf {
+    fn clone(&self) -> Self {
+        Leaf {
+            keys: self.keys.clone(),
+            cache: self
+                .cache
+                .iter()
+                .map(|w| AtomicU64::new(w.load(Ordering::Relaxed)))
+                .collect(),
+            size: self.size.clone(),
+            count: self.count.clone(),
+            next: self.next,
+            prev: self.prev,
+        }
+    }
+}
+
 impl Leaf {
     fn new() -> Self {
         Leaf {
@@ -253,6 +282,7 @@ impl Leaf {
     }
 }
 
+#[derive(Clone)]
 struct Inner {
     /// Anchor of the first interval under each child. Pivot 0 does not
     /// route; it keeps the first anchor the node had (or is empty), which
@@ -288,9 +318,13 @@ pub struct Found {
     pub offset: u64,
 }
 
-/// The sparse index.
+/// The sparse index. A clone copies every node (readers' views are
+/// clones; see `view`).
+#[derive(Clone)]
 pub struct SparseIndex {
-    leaves: Vec<Leaf>,
+    /// Shared with the copies made by `clone` until either changes them
+    /// (`leaf_mut`).
+    leaves: Vec<Arc<Leaf>>,
     inners: Vec<Inner>,
     free_leaves: Vec<u32>,
     free_inners: Vec<u32>,
@@ -347,14 +381,14 @@ impl SparseIndex {
             let span = leaf.span();
             let id = s.leaves.len() as u32;
             if let Some(&(prev, _, _)) = level.last() {
-                s.leaves[prev as usize].next = id;
+                s.leaf_mut(prev).next = id;
                 leaf.prev = prev;
             }
-            s.leaves.push(leaf);
+            s.leaves.push(Arc::new(leaf));
             level.push((id, first, span));
         }
         if level.is_empty() {
-            s.leaves.push(Leaf::new());
+            s.leaves.push(Arc::new(Leaf::new()));
             level.push((0, Box::default(), 0));
         }
         let per_inner = INNER_CAP * 3 / 4;
@@ -399,10 +433,29 @@ impl SparseIndex {
         self.intervals == 0
     }
 
+    /// Leaf `id`, to change: copied first if a clone of the index shares
+    /// it, so that the clone never sees the change.
+    fn leaf_mut(&mut self, id: u32) -> &mut Leaf {
+        Arc::make_mut(&mut self.leaves[id as usize])
+    }
+
     /// Bytes of memory held.
     pub fn memory(&self) -> usize {
-        self.leaves.capacity() * std::mem::size_of::<Leaf>()
-            + self.leaves.iter().map(Leaf::memory).sum::<usize>()
+        self.memory_beside(&mut HashSet::new())
+    }
+
+    /// Bytes of memory held, counting only the leaves not in `seen` (leaves
+    /// shared with copies of the index, see `clone`), which it adds.
+    pub fn memory_beside(&self, seen: &mut HashSet<usize>) -> usize {
+        // A leaf's allocation: the leaf and the two reference counts.
+        let leaf_bytes = std::mem::size_of::<Leaf>() + 2 * std::mem::size_of::<usize>();
+        self.leaves.capacity() * std::mem::size_of::<Arc<Leaf>>()
+            + self
+                .leaves
+                .iter()
+                .filter(|l| seen.insert(Arc::as_ptr(l) as usize))
+                .map(|l| leaf_bytes + l.memory())
+                .sum::<usize>()
             + self.inners.capacity() * std::mem::size_of::<Inner>()
             + self.inners.iter().map(Inner::memory).sum::<usize>()
             + (self.free_leaves.capacity() + self.free_inners.capacity()) * 4
@@ -468,6 +521,12 @@ impl SparseIndex {
         }
     }
 
+    /// Whether the interval at `f` covers the same keys as the interval at
+    /// `g` of `other` (the same anchor and the same next anchor).
+    pub fn same_range(&self, f: &Found, other: &SparseIndex, g: &Found) -> bool {
+        self.anchor(f) == other.anchor(g) && self.next_anchor(f) == other.next_anchor(g)
+    }
+
     /// The interval before `f`: its anchor (for a re-`find`), or `None` for
     /// the first interval.
     pub fn prev_anchor(&self, f: &Found) -> Option<Vec<u8>> {
@@ -486,7 +545,7 @@ impl SparseIndex {
 
     /// Sets the interval's size and count, shifting every later interval.
     pub fn resize(&mut self, f: &Found, size: u32, count: u16) {
-        let leaf = &mut self.leaves[f.leaf as usize];
+        let leaf = self.leaf_mut(f.leaf);
         let delta = i64::from(size) - i64::from(leaf.size[f.idx]);
         leaf.size[f.idx] = size;
         let c = &mut leaf.count[f.idx];
@@ -504,7 +563,7 @@ impl SparseIndex {
 
     /// Sets the interval's fragmentation mark.
     pub fn set_fragmented(&mut self, f: &Found, fragmented: bool) {
-        let c = &mut self.leaves[f.leaf as usize].count[f.idx];
+        let c = &mut self.leaf_mut(f.leaf).count[f.idx];
         *c = pack_count(unpack_count(*c), fragmented);
     }
 
@@ -517,14 +576,14 @@ impl SparseIndex {
         );
         let mut parts = parts.into_iter();
         let Some(first) = parts.next() else { return };
-        self.leaves[f.leaf as usize].set_meta(f.idx, first.meta);
+        self.leaf_mut(f.leaf).set_meta(f.idx, first.meta);
         let rest: Vec<NewInterval> = parts.collect();
         if rest.is_empty() {
             return;
         }
         self.intervals += rest.len() as u64;
         let end = f.idx + 1 + rest.len();
-        self.leaves[f.leaf as usize].insert(f.idx + 1, rest);
+        self.leaf_mut(f.leaf).insert(f.idx + 1, rest);
         let appended = end == self.leaves[f.leaf as usize].len();
         self.fix_overflow(f, appended);
     }
@@ -602,19 +661,19 @@ impl SparseIndex {
         debug_assert_eq!(self.meta(f).size, 0);
         self.intervals -= 1;
         let leaf_id = f.leaf;
-        self.leaves[leaf_id as usize].remove(f.idx);
+        self.leaf_mut(leaf_id).remove(f.idx);
         let leaf = &self.leaves[leaf_id as usize];
         if leaf.len() == 0 {
             // Unlink the leaf and drop it from its parents.
             let (prev, next) = (leaf.prev, leaf.next);
             if prev != NIL {
-                self.leaves[prev as usize].next = next;
+                self.leaf_mut(prev).next = next;
             }
             if next != NIL {
-                self.leaves[next as usize].prev = prev;
+                self.leaf_mut(next).prev = prev;
             }
             // A free leaf holds no memory.
-            self.leaves[leaf_id as usize] = Leaf::new();
+            self.leaves[leaf_id as usize] = Arc::new(Leaf::new());
             self.free_leaves.push(leaf_id);
             self.remove_child(f, f.depth);
         } else if f.idx == 0 {
@@ -691,10 +750,10 @@ impl SparseIndex {
     fn alloc_leaf(&mut self, leaf: Leaf) -> u32 {
         match self.free_leaves.pop() {
             Some(id) => {
-                self.leaves[id as usize] = leaf;
+                self.leaves[id as usize] = Arc::new(leaf);
                 id
             }
-            None => push_node(&mut self.leaves, leaf),
+            None => push_node(&mut self.leaves, Arc::new(leaf)),
         }
     }
 
@@ -720,7 +779,7 @@ impl SparseIndex {
         let mut tails: Vec<Leaf> = cut_points(n, LEAF_CAP * 3 / 4, appended)
             .into_iter()
             .rev()
-            .map(|cut| self.leaves[leaf_id as usize].split_off(cut))
+            .map(|cut| self.leaf_mut(leaf_id).split_off(cut))
             .collect();
         tails.reverse();
         let mut start = self.leaves[leaf_id as usize].span();
@@ -731,14 +790,14 @@ impl SparseIndex {
             let first: Box<[u8]> = t.anchor(0).into();
             t.prev = prev;
             let id = self.alloc_leaf(t);
-            self.leaves[prev as usize].next = id;
+            self.leaf_mut(prev).next = id;
             pieces.push((id, first, start));
             start += span;
             prev = id;
         }
-        self.leaves[prev as usize].next = after;
+        self.leaf_mut(prev).next = after;
         if after != NIL {
-            self.leaves[after as usize].prev = prev;
+            self.leaf_mut(after).prev = prev;
         }
         self.add_children(f, f.depth, pieces);
     }
@@ -938,7 +997,13 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(5);
         let mut model: Vec<(Vec<u8>, u32)> = vec![(Vec::new(), 0)];
         let mut s = SparseIndex::new();
+        // Clones taken along the way share leaves with `s` and must not see
+        // its later changes.
+        let mut clones = Vec::new();
         for step in 0..6000 {
+            if step % 500 == 0 {
+                clones.push((s.clone(), model.clone()));
+            }
             let i = rng.gen_range(0..model.len());
             let f = s.find(&model[i].0);
             match rng.gen_range(0..10) {
@@ -995,6 +1060,9 @@ mod tests {
             }
         }
         check(&s, &model);
+        for (c, m) in &clones {
+            check(c, m);
+        }
         assert!(s.height > 1, "the test must grow internal levels");
         // Merge everything back into one interval.
         while model.len() > 1 {
@@ -1081,5 +1149,34 @@ mod tests {
         assert_eq!(s.last().offset, last.offset);
         assert_eq!(s.anchor(&s.last()), &key(4999)[..]);
         assert!(s.memory() > 0);
+    }
+
+    #[test]
+    fn clones_share_the_leaves_neither_changed() {
+        let mut items = vec![iv(b"", 10)];
+        for n in 1..5000 {
+            items.push(iv(&key(n), 10));
+        }
+        let mut s = SparseIndex::build(items);
+        let c = s.clone();
+        let extra = |s: &SparseIndex, c: &SparseIndex| {
+            let mut seen = HashSet::new();
+            s.memory_beside(&mut seen);
+            c.memory_beside(&mut seen)
+        };
+        let shared = extra(&s, &c);
+        assert!(shared * 4 < s.memory(), "{shared} of {}", s.memory());
+        // A cache word installed in a shared leaf is in both.
+        s.meta(&s.find(&key(10))).cache.store(7, Ordering::Relaxed);
+        assert_eq!(c.meta(&c.find(&key(10))).cache.load(Ordering::Relaxed), 7);
+        // A change copies the leaf: the clone keeps the old size and word.
+        let f = s.find(&key(10));
+        s.resize(&f, 99, 1);
+        s.meta(&f).cache.store(8, Ordering::Relaxed);
+        let g = c.find(&key(10));
+        assert_eq!(c.meta(&g).size, 10);
+        assert_eq!(c.meta(&g).cache.load(Ordering::Relaxed), 7);
+        assert_eq!(c.find(&key(11)).offset, s.find(&key(11)).offset - 89);
+        assert!(extra(&s, &c) > shared, "the copied leaf is counted");
     }
 }

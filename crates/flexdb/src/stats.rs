@@ -23,9 +23,12 @@ pub struct Stats {
     pub backlog_bytes: u64,
     /// Intervals in the sparse index.
     pub intervals: u64,
-    /// Bytes of memory held by the sparse index.
+    /// Bytes of memory held by the sparse index: the committer's, and what
+    /// the copies published for readers hold beyond it (they share the
+    /// leaves the committer has not changed since).
     pub sparse_index_bytes: u64,
-    /// Bytes of memory held by the space's extent index.
+    /// Bytes of memory held by the space's extent index, its copies in the
+    /// views published for readers included.
     pub extent_index_bytes: u64,
     /// The space's data file in use over the bytes it maps (1.0 is none
     /// wasted; garbage collection keeps it bounded).

@@ -1,10 +1,13 @@
 //! The shared state of an open store and its read and write paths.
 //!
 //! Locks, in the order they may be taken: `writer` (serializes writers and
-//! MemTable rotation), `mems` (the list of MemTables), `state` (the sparse
-//! index, which must agree with the space). Readers take `mems` and `state`
-//! shared, for microseconds; the committer takes `state` exclusively only to
-//! apply one small group of changes at a time.
+//! MemTable rotation), `mems` (the list of MemTables), `state` (the
+//! committer's sparse index, which must agree with the live space). Readers
+//! take `mems` shared, for the time it takes to clone an `Arc`, and never
+//! `state`: they read the state the committer publishes for them (`view`,
+//! an `ArcSwap` loaded with no lock). The committer takes `state`
+//! exclusively to apply one group of changes at a time, and only it and its
+//! prefetcher read it.
 //!
 //! Invariants:
 //! - Every write with a sequence number `<= visible` is in a MemTable or in
@@ -13,7 +16,9 @@
 //!   writes any of it to the space, and is removed only after the space has
 //!   synced its content.
 //! - The sparse index and the space change together under `state`'s write
-//!   lock, so a reader holding `state` shared reads consistent offsets.
+//!   lock, so the prefetcher holding `state` shared reads consistent
+//!   offsets; readers read a published `View`, which is consistent by
+//!   construction.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -33,6 +38,7 @@ use crate::interval::IntervalData;
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::sparse::{Found, SparseIndex};
+use crate::view::{Install, View};
 use crate::wal::{Wal, MAX_RECORD};
 
 /// An interval found in the cache, or planned for a read.
@@ -62,13 +68,12 @@ fn corrupt_interval(offset: u64, detail: String) -> Error {
 }
 
 /// The pairs read for the interval at `f` must lie in its key range.
-fn check_key_range(st: &State, f: &Found, data: &IntervalData) -> Result<()> {
+fn check_key_range(sparse: &SparseIndex, f: &Found, data: &IntervalData) -> Result<()> {
     if data.is_empty() {
         return Ok(());
     }
-    let below = data.key(0) < st.sparse.anchor(f).as_slice();
-    let above = st
-        .sparse
+    let below = data.key(0) < sparse.anchor(f).as_slice();
+    let above = sparse
         .next_anchor(f)
         .is_some_and(|n| data.key(data.len() - 1) >= n.as_slice());
     if below || above {
@@ -158,6 +163,13 @@ pub(crate) struct Shared {
     pub writer: Mutex<Writer>,
     pub mems: RwLock<MemTables>,
     pub state: RwLock<State>,
+    /// What readers read (see `view`); replaced only by the committer.
+    pub view: arc_swap::ArcSwap<View>,
+    /// Views the committer replaced, until their last reader lets go.
+    pub retired: Mutex<Vec<Arc<View>>>,
+    /// Intervals readers cached in a view, for the committer to carry into
+    /// its index (see `view`).
+    pub installs: Mutex<Vec<Install>>,
     pub visible: AtomicU64,
     pub work: Mutex<Work>,
     /// Wakes the committer.
@@ -390,7 +402,8 @@ impl Shared {
         };
         let active = Arc::new(MemTable::with_hint(&w.active.shared_prefix()));
         {
-            let mut m = self.mems.write();
+            // Polling: readers never queue behind this writer.
+            let mut m = crate::lock_wait::write_polling(&self.mems);
             m.frozen.push_back(Frozen {
                 mem: w.active.clone(),
                 wal: w.wal.clone(),
@@ -440,48 +453,31 @@ impl Shared {
 
     // ------------------------------------------------------------- reads
 
-    /// Takes the sparse index shared, recording how long the wait was.
-    pub fn read_state(&self) -> RwLockReadGuard<'_, State> {
-        let (g, waited) = crate::lock_wait::read_spinning(&self.state);
-        let Some(waited) = waited else { return g };
-        let waited = waited.as_nanos() as u64;
-        self.counters
-            .max_reader_wait_ns
-            .fetch_max(waited, Ordering::Relaxed);
-        self.counters
-            .window_reader_wait_ns
-            .fetch_max(waited, Ordering::Relaxed);
-        self.counters
-            .trace_reader_wait_ns
-            .fetch_max(waited, Ordering::Relaxed);
-        if self.trace {
-            for (limit, n) in [100_000, 1_000_000]
-                .iter()
-                .zip(&self.counters.trace_slow_waits)
-            {
-                if waited > *limit {
-                    n.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
-        g
-    }
-
-    /// The interval at `f` if it is cached; otherwise a plan to read it
-    /// from the space that holds no lock of this store, so the caller can
-    /// release `state` before the read (a read of the space may wait for
-    /// the device, and the committer must not wait for it).
-    fn cached_or_plan(&self, st: &State, f: &Found) -> Result<Fetch<'_>> {
-        let meta = st.sparse.meta(f);
+    /// The interval at `f` in `sparse` if it is cached; otherwise a plan
+    /// to read it made by `plan` (from the space `sparse` describes). The
+    /// plan holds no lock of this store, so a caller holding one can let
+    /// it go before the read (a read may wait for the device). `reader` as
+    /// for [`Shared::install`].
+    fn cached_or_plan<'p>(
+        &self,
+        sparse: &SparseIndex,
+        f: &Found,
+        reader: bool,
+        plan: impl FnOnce(u64, u64) -> flexspace::Result<flexspace::ReadPlan<'p>>,
+    ) -> Result<Fetch<'p>> {
+        let meta = sparse.meta(f);
         let word = meta.cache.load(Ordering::Acquire);
-        if let Some(d) = self.cache.get(CacheRef::unpack(word)) {
+        let r = CacheRef::unpack(word);
+        let cached = if reader {
+            self.cache.get_nowait(r)
+        } else {
+            self.cache.get(r)
+        };
+        if let Some(d) = cached {
             return Ok(Fetch::Cached(d));
         }
         let size = meta.size as usize;
-        let plan = self
-            .space
-            .plan_read(f.offset, size as u64)
-            .map_err(space_err)?;
+        let plan = plan(f.offset, size as u64).map_err(space_err)?;
         Ok(Fetch::Planned(Planned {
             plan,
             offset: f.offset,
@@ -504,33 +500,58 @@ impl Shared {
     }
 
     /// Caches `data`, read by the plan `p` of the interval that `f` finds
-    /// again, unless the committer changed that interval since (its cache
-    /// word moved on): the caller may still use `data`, a consistent state
-    /// of the interval as of the plan. Checks the keys against the
-    /// interval's range.
+    /// in `sparse`, unless that interval's cache word moved on since the
+    /// plan (the committer changed it, or a racing reader installed its
+    /// copy): the caller may still use `data`, a consistent state of the
+    /// interval as of the plan. Checks the keys against the interval's
+    /// range. `reader`: a reader's call, which never waits for the cache's
+    /// lock (it reads the space instead, or leaves the data uncached), not
+    /// the committer's or the prefetcher's.
     fn install(
         &self,
-        st: &State,
+        sparse: &SparseIndex,
         f: &Found,
         p: &Planned<'_>,
         data: IntervalData,
+        reader: bool,
     ) -> Result<Arc<IntervalData>> {
-        let meta = st.sparse.meta(f);
+        let meta = sparse.meta(f);
         let data = Arc::new(data);
         if meta.cache.load(Ordering::Acquire) == p.word && meta.size as usize == p.size {
-            check_key_range(st, f, &data)?;
-            let r = self.cache.insert(None, data.clone());
+            check_key_range(sparse, f, &data)?;
+            let r = if reader {
+                match self.cache.try_insert(data.clone()) {
+                    Some(r) => r,
+                    // The cache is busy: not cached this time.
+                    None => return Ok(data),
+                }
+            } else {
+                self.cache.insert(None, data.clone())
+            };
             // A racing reader may have installed its own copy meanwhile;
             // either is the same content.
-            if meta
+            let installed = meta
                 .cache
                 .compare_exchange(p.word, r.pack(), Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
-                self.cache.remove(r);
+                .is_ok();
+            match (installed, reader) {
+                (true, true) => self.note_install(sparse.anchor(f), p.word, r.pack(), p.size),
+                (true, false) => {}
+                // Left to CLOCK if the cache is busy.
+                (false, true) => self.cache.try_remove(r),
+                (false, false) => self.cache.remove(r),
             }
         }
         Ok(data)
+    }
+
+    /// The MemTables, for one read (the wait, if any, is recorded).
+    fn read_mems(&self) -> RwLockReadGuard<'_, MemTables> {
+        let (g, waited) = crate::lock_wait::read_spinning(&self.mems);
+        if let Some(w) = waited {
+            self.record_reader_wait(w);
+        }
+        g
     }
 
     /// The value of `key`.
@@ -538,7 +559,7 @@ impl Shared {
         check_sizes(key, None)?;
         let snapshot = self.visible.load(Ordering::Acquire);
         {
-            let m = self.mems.read();
+            let m = self.read_mems();
             if let Some(v) = m.active.get(key, snapshot) {
                 return Ok(v.map(Vec::from));
             }
@@ -548,15 +569,32 @@ impl Shared {
                 }
             }
         }
-        let data = self.interval_of(key, || self.read_state(), |_, _| {})?;
-        Ok(data.and_then(|d| d.get(key).map(<[u8]>::to_vec)))
+        // After the MemTables (see `view`'s invariants).
+        let view = self.view();
+        let f = view.sparse.find(key);
+        if view.sparse.meta(&f).size == 0 {
+            return Ok(None);
+        }
+        let data = self.view_interval(&view, &f)?;
+        Ok(data.get(key).map(<[u8]>::to_vec))
     }
 
-    /// The interval holding `key` (`None` when it is empty), from the cache
-    /// or read from the space with the index released (see
-    /// [`Shared::cached_or_plan`]). `lock` takes the index shared (readers
-    /// record their waits, the prefetcher does not); `peek` sees where the
-    /// interval is under the first hold.
+    /// The content of the interval at `f` in `view`, from the cache or read
+    /// from the view's snapshot of the space (and then cached in the view).
+    pub fn view_interval(&self, view: &View, f: &Found) -> Result<Arc<IntervalData>> {
+        match self.cached_or_plan(&view.sparse, f, true, |o, n| view.space.plan_read(o, n))? {
+            Fetch::Cached(d) => Ok(d),
+            Fetch::Planned(p) => {
+                let data = self.read_planned(&p)?;
+                self.install(&view.sparse, f, &p, data, true)
+            }
+        }
+    }
+
+    /// For the prefetcher: caches the interval of the committer's index
+    /// holding `key` (unless it is empty), read from the space with the
+    /// index released. `lock` takes the index shared; `peek` sees where
+    /// the interval is under the first hold.
     pub fn interval_of<'s>(
         &'s self,
         key: &[u8],
@@ -569,10 +607,11 @@ impl Shared {
         if st.sparse.meta(&f).size == 0 {
             return Ok(None);
         }
-        let planned = match self.cached_or_plan(&st, &f)? {
-            Fetch::Cached(data) => return Ok(Some(data)),
-            Fetch::Planned(p) => p,
-        };
+        let planned =
+            match self.cached_or_plan(&st.sparse, &f, false, |o, n| self.space.plan_read(o, n))? {
+                Fetch::Cached(data) => return Ok(Some(data)),
+                Fetch::Planned(p) => p,
+            };
         let version = st.version;
         drop(st);
         let data = self.read_planned(&planned)?;
@@ -582,18 +621,19 @@ impl Shared {
         } else {
             st.sparse.find(key)
         };
-        self.install(&st, &f, &planned, data).map(Some)
+        self.install(&st.sparse, &f, &planned, data, false)
+            .map(Some)
     }
 
-    /// The content of the interval at `f`, from the cache or read from the
-    /// space (and then cached). The caller holds `state` throughout (an
-    /// iterator's walk, the committer); `get` releases it for the read.
+    /// The content of the interval at `f` in the committer's index, from
+    /// the cache or read from the live space (and then cached). The caller
+    /// holds `state` throughout (the committer, `check`).
     pub fn interval(&self, st: &State, f: &Found) -> Result<Arc<IntervalData>> {
-        match self.cached_or_plan(st, f)? {
+        match self.cached_or_plan(&st.sparse, f, false, |o, n| self.space.plan_read(o, n))? {
             Fetch::Cached(d) => Ok(d),
             Fetch::Planned(p) => {
                 let data = self.read_planned(&p)?;
-                self.install(st, f, &p, data)
+                self.install(&st.sparse, f, &p, data, false)
             }
         }
     }

@@ -1,0 +1,340 @@
+//! What readers read: a frozen copy of the sparse index and of the space's
+//! extent index, published by the committer between its groups, so that a
+//! reader never waits for the committer's edits (the issue's "readers must
+//! not wait on the committer for long", docs/DESIGN.md "Readers read a
+//! published view").
+//!
+//! Invariants:
+//! - A view is one state between two of the committer's groups: its index
+//!   and its space snapshot were copied together, with the committer (the
+//!   only thread changing either) between groups.
+//! - A view is published before the MemTable it commits is retired from
+//!   the list readers consult, and a reader loads the view after that list,
+//!   so whatever a reader misses in the MemTables it saw is in its view or
+//!   in a MemTable it saw. (A view older than a MemTable's commit is
+//!   answered by that MemTable, still in the list.)
+//! - Only cache words change in a published view: readers install the
+//!   intervals they read from the view's snapshot, and the committer
+//!   forwards the word of an interval it rewrote without changing its key
+//!   range (`forward`). So a word names the content of its interval's keys
+//!   at the view's state or later, and the later changes come from a
+//!   MemTable that every reader of the view still consults (the one being
+//!   committed) or that began after the reader did: a get or scan sees each
+//!   key at a state no older than when it began.
+//! - The committer drops a replaced view itself once no reader holds it,
+//!   so no reader pays for freeing one, and its snapshot stops holding
+//!   freed space back.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::Result;
+use crate::sparse::SparseIndex;
+use crate::store::{space_err, Shared};
+
+/// A published state for readers (see the module docs).
+pub(crate) struct View {
+    pub sparse: SparseIndex,
+    pub space: flexspace::Snapshot,
+}
+
+impl View {
+    /// A view of `sparse` over the space as it is now.
+    pub fn copy(sparse: &SparseIndex, space: &flexspace::FlexSpace) -> Result<View> {
+        Ok(View {
+            sparse: sparse.clone(),
+            space: space.snapshot().map_err(space_err)?,
+        })
+    }
+}
+
+/// A cache word a reader installed in a view (see `carry_installs`).
+pub(crate) struct Install {
+    pub anchor: Vec<u8>,
+    /// The word the reader found (and replaced).
+    pub seen: u64,
+    pub word: u64,
+    pub size: u32,
+}
+
+/// Installs kept for the committer at most; later ones are dropped (they
+/// stay in the view, which is all that is lost).
+const MAX_INSTALLS: usize = 1 << 16;
+
+/// How long `publish` waits for readers to let go of the view it replaced
+/// before leaving it to a later `reap_views`.
+const RETIRE_WAIT: Duration = Duration::from_millis(5);
+
+impl Shared {
+    /// The current view, for one read. Never waits: loading it takes no
+    /// lock and touches no count other threads write (`arc_swap`'s
+    /// per-thread debt slots; the committer's swap pays the debts of the
+    /// view it replaces).
+    pub fn view(&self) -> arc_swap::Guard<Arc<View>> {
+        self.view.load()
+    }
+
+    /// Publishes the committer's index and the space as they are now (call
+    /// from the committer, between groups).
+    pub fn publish(&self) -> Result<()> {
+        let t0 = std::time::Instant::now();
+        self.carry_installs();
+        let t1 = std::time::Instant::now();
+        let view = {
+            let st = self.state.read();
+            Arc::new(View::copy(&st.sparse, &self.space)?)
+        };
+        let t2 = std::time::Instant::now();
+        let old = self.view.swap(view);
+        self.retired.lock().push(old);
+        self.reap_views(RETIRE_WAIT);
+        if self.trace {
+            eprintln!(
+                "  view: carried installs in {:?}, copied in {:?}, replaced in {:?}",
+                t1 - t0,
+                t2 - t1,
+                t2.elapsed()
+            );
+        }
+        Ok(())
+    }
+
+    /// Notes a cache word a reader installed in its view (never waits: a
+    /// busy list drops it).
+    pub fn note_install(&self, anchor: Vec<u8>, seen: u64, word: u64, size: usize) {
+        if let Some(mut list) = self.installs.try_lock() {
+            if list.len() < MAX_INSTALLS {
+                list.push(Install {
+                    anchor,
+                    seen,
+                    word,
+                    size: size as u32,
+                });
+            }
+        }
+    }
+
+    /// Carries the cache words readers installed in views into the
+    /// committer's index, where they provably name the same content (see
+    /// the module invariants). Called by the committer between groups.
+    pub fn carry_installs(&self) {
+        let list = std::mem::take(&mut *self.installs.lock());
+        if list.is_empty() {
+            return;
+        }
+        let st = self.state.read();
+        for i in list {
+            let f = st.sparse.find(&i.anchor);
+            let meta = st.sparse.meta(&f);
+            if meta.size == i.size && st.sparse.anchor(&f) == i.anchor {
+                // Fails when the word moved on: then it is left as it is.
+                let _ = meta.cache.compare_exchange(
+                    i.seen,
+                    i.word,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+            }
+        }
+    }
+
+    /// Called by the committer after it rewrote the interval holding `key`:
+    /// gives the current view the interval's new cache word when the view's
+    /// interval holding `key` covers the same keys as the committer's does
+    /// now, so that readers find the new content cached rather than missing
+    /// on the entry it replaced. (One that split or joined a neighbour is
+    /// left to miss until the next view.) Returns the word the view held,
+    /// which names nothing else unless it is the word the committer
+    /// replaced.
+    pub fn forward(&self, key: &[u8]) -> Option<u64> {
+        let st = self.state.read();
+        let f = st.sparse.find(key);
+        let view = self.view.load();
+        let g = view.sparse.find(key);
+        if !view.sparse.same_range(&g, &st.sparse, &f) {
+            return None;
+        }
+        let word = st.sparse.meta(&f).cache.load(Ordering::Acquire);
+        Some(view.sparse.meta(&g).cache.swap(word, Ordering::AcqRel))
+    }
+
+    /// Drops replaced views no reader holds any more, waiting up to `wait`
+    /// for the last readers. Returns whether any is left.
+    pub fn reap_views(&self, wait: Duration) -> bool {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            let mut retired = self.retired.lock();
+            let mut dropped = Vec::new();
+            retired.retain(|v| {
+                if Arc::strong_count(v) == 1 {
+                    dropped.push(v.clone());
+                    false
+                } else {
+                    true
+                }
+            });
+            let left = !retired.is_empty();
+            drop(retired);
+            // Freed here, outside the lock.
+            drop(dropped);
+            if !left || std::time::Instant::now() >= deadline {
+                return left;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    /// Bytes of memory held by the sparse indexes (the committer's, and the
+    /// published views' beyond the leaves they still share with it) and by
+    /// the views' copies of the extent index.
+    pub fn index_memory(&self) -> (u64, u64) {
+        let current = self.view.load_full();
+        let retired: Vec<Arc<View>> = self.retired.lock().clone();
+        let mut seen = std::collections::HashSet::new();
+        let committer = self.state.read().sparse.memory_beside(&mut seen) as u64;
+        std::iter::once(&current)
+            .chain(&retired)
+            .fold((committer, 0), |(s, e), v| {
+                (
+                    s + v.sparse.memory_beside(&mut seen) as u64,
+                    e + v.space.index_bytes(),
+                )
+            })
+    }
+
+    /// Notes a reader's wait for a lock the committer may hold.
+    pub fn record_reader_wait(&self, waited: Duration) {
+        let waited = waited.as_nanos() as u64;
+        let c = &self.counters;
+        c.max_reader_wait_ns.fetch_max(waited, Ordering::Relaxed);
+        c.window_reader_wait_ns.fetch_max(waited, Ordering::Relaxed);
+        c.trace_reader_wait_ns.fetch_max(waited, Ordering::Relaxed);
+        if self.trace {
+            for (limit, n) in [100_000, 1_000_000].iter().zip(&c.trace_slow_waits) {
+                if waited > *limit {
+                    n.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use crate::cache::CacheRef;
+    use crate::{Db, Options};
+
+    fn key(i: u32) -> String {
+        format!("key{i:06}")
+    }
+
+    fn value(i: u32) -> Vec<u8> {
+        vec![i as u8; 100 + (i % 50) as usize]
+    }
+
+    /// The cache word of the interval holding `k` in `view`, and the
+    /// content it names, if cached.
+    fn cached_in(
+        db: &Db,
+        view: &super::View,
+        k: &str,
+    ) -> (u64, Option<std::sync::Arc<crate::interval::IntervalData>>) {
+        let f = view.sparse.find(k.as_bytes());
+        let word = view.sparse.meta(&f).cache.load(Ordering::Acquire);
+        let data = db.shared().cache.get(CacheRef::unpack(word));
+        (word, data)
+    }
+
+    #[test]
+    fn a_commit_gives_the_view_the_intervals_it_rewrites_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::new().create_if_missing(true)).unwrap();
+        for i in 0..200 {
+            db.put(key(i), value(i)).unwrap();
+        }
+        db.flush().unwrap();
+        let old = db.shared().view();
+        let (before, _) = cached_in(&db, &old, &key(50));
+        // A new value of the same length: the interval keeps its keys.
+        let new_value = vec![0xAB; value(50).len()];
+        db.put(key(50), &new_value).unwrap();
+        db.flush().unwrap();
+        // `old` was the published view during that commit.
+        let (after, data) = cached_in(&db, &old, &key(50));
+        assert_ne!(after, before);
+        let data = data.expect("the forwarded word names a cached interval");
+        assert_eq!(data.get(key(50).as_bytes()), Some(&new_value[..]));
+        // The committer's index and the next view name the same entry.
+        let (now, _) = cached_in(&db, &db.shared().view(), &key(50));
+        assert_eq!(now, after);
+    }
+
+    #[test]
+    fn an_interval_that_splits_is_not_forwarded() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::new().create_if_missing(true)).unwrap();
+        for i in 0..200 {
+            db.put(key(i), value(i)).unwrap();
+        }
+        db.flush().unwrap();
+        let old = db.shared().view();
+        let (before, _) = cached_in(&db, &old, &key(50));
+        // Forty keys between key(50) and key(51): the interval splits.
+        for j in 0..40 {
+            db.put(format!("{}-{j:02}", key(50)), value(j)).unwrap();
+        }
+        db.flush().unwrap();
+        let (after, data) = cached_in(&db, &old, &key(50));
+        assert_eq!(after, before, "the old view keeps its word");
+        assert!(data.is_none(), "the replaced entry left the cache");
+        // The old view still reads the old content, from its snapshot.
+        let f = old.sparse.find(key(50).as_bytes());
+        let data = db.shared().view_interval(&old, &f).unwrap();
+        assert_eq!(data.get(key(50).as_bytes()), Some(&value(50)[..]));
+        assert_eq!(data.get(format!("{}-00", key(50)).as_bytes()), None);
+    }
+
+    #[test]
+    fn reads_and_scans_complete_while_the_committer_holds_its_index() {
+        let dir = tempfile::tempdir().unwrap();
+        // A cache too small to hold an interval: every read goes to the
+        // space (the view's snapshot of it).
+        let opts = Options::new().create_if_missing(true).cache_bytes(1);
+        let db = Db::open(dir.path(), opts).unwrap();
+        for i in 0..3000 {
+            db.put(key(i), value(i)).unwrap();
+        }
+        db.flush().unwrap();
+        let db = &db;
+        std::thread::scope(|s| {
+            // The committer's exclusive hold of its index, for as long as
+            // the reads take.
+            let held = db.shared().state.write();
+            let (tx, rx) = mpsc::channel();
+            s.spawn(move || {
+                let reads = (|| -> crate::Result<usize> {
+                    for i in (0..3000).step_by(7) {
+                        assert_eq!(db.get(key(i))?, Some(value(i)));
+                    }
+                    let mut n = 0;
+                    for kv in db.range(key(100)..key(2100)) {
+                        let (k, v) = kv?;
+                        assert_eq!((k, v), (key(100 + n).into_bytes(), value(100 + n)));
+                        n += 1;
+                    }
+                    Ok(n as usize)
+                })();
+                let _ = tx.send(reads);
+            });
+            let outcome = rx.recv_timeout(Duration::from_secs(60));
+            drop(held);
+            let scanned = outcome.expect("a reader waited for the committer's hold");
+            assert_eq!(scanned.unwrap(), 2000);
+        });
+    }
+}
