@@ -25,11 +25,12 @@
 //! alone exceeds it (then it is the only entry); generations only grow, so
 //! a stale reference never matches a reused slot.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::counter::StripedCounter;
 use crate::interval::IntervalData;
 
 /// A handle to a cache slot, valid while the slot's generation matches.
@@ -94,8 +95,8 @@ pub struct IntervalCache {
     capacity: usize,
     chunks: Box<[OnceLock<Box<[Slot]>>]>,
     book: Mutex<Book>,
-    hits: AtomicU64,
-    misses: AtomicU64,
+    hits: StripedCounter,
+    misses: StripedCounter,
 }
 
 impl IntervalCache {
@@ -139,6 +140,30 @@ impl IntervalCache {
         self.lookup(r, |slot| slot.content.try_read())
     }
 
+    /// Applies `read` to the interval behind `r` if it is cached, under its
+    /// slot's lock and without a reference to it, for a reader that must not
+    /// wait (as [`IntervalCache::get_nowait`]). Counts a hit only: on `None`
+    /// the caller falls back to `get_nowait`, which counts the miss.
+    pub fn read_nowait<R>(
+        &self,
+        r: Option<CacheRef>,
+        read: impl FnOnce(&IntervalData) -> R,
+    ) -> Option<R> {
+        let r = r?;
+        let slot = self.slot(r.slot)?;
+        let content = slot.content.try_read()?;
+        if content.generation != r.generation {
+            return None;
+        }
+        let out = read(content.entry.as_deref()?);
+        drop(content);
+        if !slot.referenced.load(Ordering::Relaxed) {
+            slot.referenced.store(true, Ordering::Relaxed);
+        }
+        self.hits.add(1);
+        Some(out)
+    }
+
     fn lookup<'a, G>(
         &'a self,
         r: Option<CacheRef>,
@@ -153,7 +178,9 @@ impl IntervalCache {
             if content.generation != r.generation {
                 return None;
             }
-            slot.referenced.store(true, Ordering::Relaxed);
+            if !slot.referenced.load(Ordering::Relaxed) {
+                slot.referenced.store(true, Ordering::Relaxed);
+            }
             content.entry.clone()
         });
         let counter = if found.is_some() {
@@ -161,7 +188,7 @@ impl IntervalCache {
         } else {
             &self.misses
         };
-        counter.fetch_add(1, Ordering::Relaxed);
+        counter.add(1);
         found
     }
 
@@ -307,14 +334,14 @@ impl IntervalCache {
 
     /// Hits and lookups since creation.
     pub fn counts(&self) -> (u64, u64) {
-        let h = self.hits.load(Ordering::Relaxed);
-        (h, h + self.misses.load(Ordering::Relaxed))
+        let h = self.hits.sum();
+        (h, h + self.misses.sum())
     }
 
     /// Hits over lookups since creation (0 when there were none).
     pub fn hit_ratio(&self) -> f64 {
-        let h = self.hits.load(Ordering::Relaxed) as f64;
-        let m = self.misses.load(Ordering::Relaxed) as f64;
+        let h = self.hits.sum() as f64;
+        let m = self.misses.sum() as f64;
         if h + m == 0.0 {
             0.0
         } else {

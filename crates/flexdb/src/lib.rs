@@ -21,7 +21,8 @@
 //! `sparse` (the sparse index), `interval` and `cache` (decoded intervals
 //! and their CLOCK cache), `memtable`, `wal`, `batch`, `codec` (encodings),
 //! `open` (creation and recovery), `iter`, `check`, `files`, `lock_wait`
-//! (how readers and the committer wait for shared locks).
+//! (how readers and the committer wait for shared locks), `counter`
+//! (statistics counted on every read without a shared cache line).
 
 mod arena;
 mod batch;
@@ -30,6 +31,7 @@ mod check;
 mod chunk;
 pub mod codec;
 mod committer;
+mod counter;
 mod db;
 mod error;
 mod files;

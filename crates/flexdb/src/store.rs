@@ -572,8 +572,19 @@ impl Shared {
         // After the MemTables (see `view`'s invariants).
         let view = self.view();
         let f = view.sparse.find(key);
-        if view.sparse.meta(&f).size == 0 {
+        let meta = view.sparse.meta(&f);
+        if meta.size == 0 {
             return Ok(None);
+        }
+        // A hit copies the value out under the slot's lock, without taking
+        // a reference to the interval (whose count the threads reading a
+        // hot interval would all write).
+        let word = meta.cache.load(Ordering::Acquire);
+        let hit = self
+            .cache
+            .read_nowait(CacheRef::unpack(word), |d| d.get(key).map(<[u8]>::to_vec));
+        if let Some(value) = hit {
+            return Ok(value);
         }
         let data = self.view_interval(&view, &f)?;
         Ok(data.get(key).map(<[u8]>::to_vec))
@@ -582,11 +593,24 @@ impl Shared {
     /// The content of the interval at `f` in `view`, from the cache or read
     /// from the view's snapshot of the space (and then cached in the view).
     pub fn view_interval(&self, view: &View, f: &Found) -> Result<Arc<IntervalData>> {
-        match self.cached_or_plan(&view.sparse, f, true, |o, n| view.space.plan_read(o, n))? {
+        self.fetch(&view.sparse, f, true, |o, n| view.space.plan_read(o, n))
+    }
+
+    /// The content of the interval at `f` in `sparse`, from the cache or
+    /// read by a plan that `plan` makes (and then cached); `reader` as for
+    /// [`Shared::install`].
+    fn fetch<'p>(
+        &self,
+        sparse: &SparseIndex,
+        f: &Found,
+        reader: bool,
+        plan: impl FnOnce(u64, u64) -> flexspace::Result<flexspace::ReadPlan<'p>>,
+    ) -> Result<Arc<IntervalData>> {
+        match self.cached_or_plan(sparse, f, reader, plan)? {
             Fetch::Cached(d) => Ok(d),
             Fetch::Planned(p) => {
                 let data = self.read_planned(&p)?;
-                self.install(&view.sparse, f, &p, data, true)
+                self.install(sparse, f, &p, data, reader)
             }
         }
     }
@@ -629,13 +653,7 @@ impl Shared {
     /// the cache or read from the live space (and then cached). The caller
     /// holds `state` throughout (the committer, `check`).
     pub fn interval(&self, st: &State, f: &Found) -> Result<Arc<IntervalData>> {
-        match self.cached_or_plan(&st.sparse, f, false, |o, n| self.space.plan_read(o, n))? {
-            Fetch::Cached(d) => Ok(d),
-            Fetch::Planned(p) => {
-                let data = self.read_planned(&p)?;
-                self.install(&st.sparse, f, &p, data, false)
-            }
-        }
+        self.fetch(&st.sparse, f, false, |o, n| self.space.plan_read(o, n))
     }
 
     /// Drops `r` from the cache if it is set.

@@ -250,14 +250,20 @@ mod tests {
         (word, data)
     }
 
-    #[test]
-    fn a_commit_gives_the_view_the_intervals_it_rewrites_in_place() {
+    /// A store of 200 pairs, all in the space.
+    fn committed_store() -> (tempfile::TempDir, Db) {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(dir.path(), Options::new().create_if_missing(true)).unwrap();
         for i in 0..200 {
             db.put(key(i), value(i)).unwrap();
         }
         db.flush().unwrap();
+        (dir, db)
+    }
+
+    #[test]
+    fn a_commit_gives_the_view_the_intervals_it_rewrites_in_place() {
+        let (_dir, db) = committed_store();
         let old = db.shared().view();
         let (before, _) = cached_in(&db, &old, &key(50));
         // A new value of the same length: the interval keeps its keys.
@@ -276,12 +282,7 @@ mod tests {
 
     #[test]
     fn an_interval_that_splits_is_not_forwarded() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path(), Options::new().create_if_missing(true)).unwrap();
-        for i in 0..200 {
-            db.put(key(i), value(i)).unwrap();
-        }
-        db.flush().unwrap();
+        let (_dir, db) = committed_store();
         let old = db.shared().view();
         let (before, _) = cached_in(&db, &old, &key(50));
         // Forty keys between key(50) and key(51): the interval splits.
