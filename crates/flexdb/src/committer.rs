@@ -392,29 +392,32 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
     let old_word = st.sparse.meta(&f).cache.load(Ordering::Relaxed);
     st.pairs = (st.pairs as i64 + pairs_delta).max(0) as u64;
     st.sparse.set_fragmented(&f, false);
-    // The cache word of a neighbour the interval joined, if it did.
-    let joined_word = match change {
+    // The cache word of a neighbour the interval joined, if it did, and
+    // the word the published view held for the interval if it was given
+    // the new one (see `Shared::forward`).
+    let (joined_word, view_word) = match change {
         IndexChange::Split(parts) => {
             st.sparse.resize(&f, new_size, 0);
             st.sparse.split(&f, parts);
-            None
+            (None, None)
         }
         IndexChange::Cached(r, count) => {
             st.sparse.resize(&f, new_size, count);
             st.sparse.meta(&f).cache.store(r.pack(), Ordering::Release);
-            None
+            // The interval kept its keys: readers of the view may read the
+            // new content.
+            let view_word = shared.forward(&st.sparse, &f, updates[0].key, r.pack());
+            (None, view_word)
         }
         IndexChange::Small(data) => {
             st.sparse.resize(&f, new_size, data.len() as u16);
-            small_interval(shared, &mut st, &f, data)
+            (small_interval(shared, &mut st, &f, data), None)
         }
     };
     drop(hold);
     drop(st);
-    // Readers of the published view find the new content too (see
-    // `Shared::forward`); a word a reader had installed there instead goes.
-    let view_word = shared.forward(updates[0].key);
     shared.uncache(old_word);
+    // A word a reader had installed in the view instead goes too.
     if let Some(w) = view_word.filter(|&w| w != old_word) {
         shared.uncache(w);
     }

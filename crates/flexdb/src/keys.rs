@@ -180,6 +180,13 @@ impl Keys {
         out.extend_from_slice(suffix);
     }
 
+    /// Whether key `i` equals key `j` of `other`, without copying either.
+    pub fn same_key(&self, i: usize, other: &Keys, j: usize) -> bool {
+        let (a, b) = (self.suffix(i), other.suffix(j));
+        let (pa, pb) = (self.prefix(), other.prefix());
+        pa.len() + a.len() == pb.len() + b.len() && pa.iter().chain(a).eq(pb.iter().chain(b))
+    }
+
     /// Orders key `i` against `key`.
     #[cfg(test)]
     pub fn compare(&self, i: usize, key: &[u8]) -> Ordering {
@@ -306,6 +313,20 @@ mod tests {
     use super::*;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn keys_compare_equal_across_lists_with_other_prefixes() {
+        // Prefixes "user00" and "user": the same keys, split differently.
+        let a = Keys::from_keys([&b"user001"[..], b"user002"]);
+        let b = Keys::from_keys([&b"user002"[..], b"user1"]);
+        assert_eq!(a.prefix(), b"user00");
+        assert_eq!(b.prefix(), b"user");
+        assert!(a.same_key(1, &b, 0));
+        assert!(!a.same_key(0, &b, 0));
+        assert!(!a.same_key(1, &b, 1));
+        let c = Keys::from_keys([&b"user00"[..]]);
+        assert!(!a.same_key(0, &c, 0), "a key is not equal to its prefix");
+    }
 
     /// Checks `k` against the plain list `m`, and the encoding's invariants.
     fn same(k: &Keys, m: &[Vec<u8>]) {

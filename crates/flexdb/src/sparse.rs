@@ -524,7 +524,27 @@ impl SparseIndex {
     /// Whether the interval at `f` covers the same keys as the interval at
     /// `g` of `other` (the same anchor and the same next anchor).
     pub fn same_range(&self, f: &Found, other: &SparseIndex, g: &Found) -> bool {
-        self.anchor(f) == other.anchor(g) && self.next_anchor(f) == other.next_anchor(g)
+        let same = |a: (u32, usize), b: (u32, usize)| {
+            let (la, lb) = (&self.leaves[a.0 as usize], &other.leaves[b.0 as usize]);
+            (Arc::ptr_eq(la, lb) && a.1 == b.1) || la.keys.same_key(a.1, &lb.keys, b.1)
+        };
+        same((f.leaf, f.idx), (g.leaf, g.idx))
+            && match (self.after(f), other.after(g)) {
+                (None, None) => true,
+                (Some(a), Some(b)) => same(a, b),
+                _ => false,
+            }
+    }
+
+    /// The leaf and index of the interval after `f`, if any.
+    fn after(&self, f: &Found) -> Option<(u32, usize)> {
+        if f.idx + 1 < self.leaves[f.leaf as usize].len() {
+            return Some((f.leaf, f.idx + 1));
+        }
+        match self.leaves[f.leaf as usize].next {
+            NIL => None,
+            n => Some((n, 0)),
+        }
     }
 
     /// The interval before `f`: its anchor (for a re-`find`), or `None` for

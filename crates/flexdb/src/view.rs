@@ -25,18 +25,20 @@
 //!   so no reader pays for freeing one, and its snapshot stops holding
 //!   freed space back.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::sparse::SparseIndex;
+use crate::sparse::{Found, SparseIndex};
 use crate::store::{space_err, Shared};
 
 /// A published state for readers (see the module docs).
 pub(crate) struct View {
     pub sparse: SparseIndex,
     pub space: flexspace::Snapshot,
+    /// Whether a reader has loaded the view (see `Shared::forward`).
+    pub read: AtomicBool,
 }
 
 impl View {
@@ -45,6 +47,7 @@ impl View {
         Ok(View {
             sparse: sparse.clone(),
             space: space.snapshot().map_err(space_err)?,
+            read: AtomicBool::new(false),
         })
     }
 }
@@ -72,7 +75,12 @@ impl Shared {
     /// per-thread debt slots; the committer's swap pays the debts of the
     /// view it replaces).
     pub fn view(&self) -> arc_swap::Guard<Arc<View>> {
-        self.view.load()
+        let view = self.view.load();
+        // Set once a view: the flag's line is then only read.
+        if !view.read.load(Ordering::Relaxed) {
+            view.read.store(true, Ordering::Relaxed);
+        }
+        view
     }
 
     /// Publishes the committer's index and the space as they are now (call
@@ -139,23 +147,24 @@ impl Shared {
         }
     }
 
-    /// Called by the committer after it rewrote the interval holding `key`:
-    /// gives the current view the interval's new cache word when the view's
-    /// interval holding `key` covers the same keys as the committer's does
-    /// now, so that readers find the new content cached rather than missing
-    /// on the entry it replaced. (One that split or joined a neighbour is
-    /// left to miss until the next view.) Returns the word the view held,
-    /// which names nothing else unless it is the word the committer
-    /// replaced.
-    pub fn forward(&self, key: &[u8]) -> Option<u64> {
-        let st = self.state.read();
-        let f = st.sparse.find(key);
+    /// Called by the committer after it rewrote the interval at `f` of its
+    /// index `sparse`, which holds `key`, without changing its key range,
+    /// and gave it the cache word `word`: gives the current view that word
+    /// too when the view's interval holding `key` covers the same keys, so
+    /// that readers find the new content cached rather than missing on the
+    /// entry it replaced. Does nothing while no reader has loaded the view
+    /// (a load, say), since only readers gain from it. Returns the word the
+    /// view held, which names nothing else unless it is the word the
+    /// committer replaced.
+    pub fn forward(&self, sparse: &SparseIndex, f: &Found, key: &[u8], word: u64) -> Option<u64> {
         let view = self.view.load();
-        let g = view.sparse.find(key);
-        if !view.sparse.same_range(&g, &st.sparse, &f) {
+        if !view.read.load(Ordering::Relaxed) {
             return None;
         }
-        let word = st.sparse.meta(&f).cache.load(Ordering::Acquire);
+        let g = view.sparse.find(key);
+        if !view.sparse.same_range(&g, sparse, f) {
+            return None;
+        }
         Some(view.sparse.meta(&g).cache.swap(word, Ordering::AcqRel))
     }
 
