@@ -172,10 +172,10 @@ fn unmap(_ptr: NonNull<u8>, _size: usize) {
 }
 
 impl<T: Clone> Block<T> {
-    /// A block of `nodes` clones of `node` (`nodes` a positive multiple of
-    /// `RUN`). A block of at least a huge page starts on a huge-page
-    /// boundary and is advised to use huge pages.
-    fn filled(node: &T, nodes: usize) -> Self {
+    /// A block of `nodes` nodes, node `k` being `node(k)` (`nodes` a
+    /// positive multiple of `RUN`). A block of at least a huge page starts
+    /// on a huge-page boundary and is advised to use huge pages.
+    fn filled_with(nodes: usize, mut node: impl FnMut(usize) -> T) -> Self {
         debug_assert!(nodes > 0 && nodes.is_multiple_of(RUN));
         let size = std::mem::size_of::<T>().max(1) * nodes;
         let huge = size >= HUGE_PAGE;
@@ -207,7 +207,7 @@ impl<T: Clone> Block<T> {
             // which is aligned for `T`; each slot is written once, before
             // any read. (A panicking clone leaks the block, never exposes
             // an uninitialized slot: the block is not registered yet.)
-            unsafe { raw.add(k).write(node.clone()) };
+            unsafe { raw.add(k).write(node(k)) };
         }
         Block {
             ptr,
@@ -261,7 +261,13 @@ impl<T: Clone> Arena<T> {
 
     /// Registers a new block of `nodes` clones of `node` after the last.
     fn add_block(&mut self, node: &T, nodes: usize) {
-        let block = Block::filled(node, nodes);
+        self.add_block_with(nodes, |_| node.clone());
+    }
+
+    /// Registers a new block of `nodes` nodes after the last, node `k` of
+    /// the block being `node(k)`.
+    fn add_block_with(&mut self, nodes: usize, node: impl FnMut(usize) -> T) {
+        let block = Block::filled_with(nodes, node);
         for r in 0..nodes / RUN {
             // SAFETY: `r * RUN + RUN <= nodes`: the run lies in the block.
             let run = unsafe { block.ptr.as_ptr().add(r * RUN) };
@@ -297,10 +303,8 @@ impl<T: Clone> Clone for Arena<T> {
         };
         let mut id = 0;
         for b in &self.blocks {
-            copy.add_block(&self[id], b.nodes);
-            for k in id + 1..id + b.nodes {
-                copy[k] = self[k].clone();
-            }
+            // Each node cloned once, straight into its slot.
+            copy.add_block_with(b.nodes, |k| self[id + k].clone());
             id += b.nodes;
         }
         copy
