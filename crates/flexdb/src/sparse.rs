@@ -318,8 +318,9 @@ pub struct Found {
     pub offset: u64,
 }
 
-/// The sparse index. A clone copies every node (readers' views are
-/// clones; see `view`).
+/// The sparse index. A clone copies the internal nodes and shares the
+/// leaves until either side changes one (readers' views are clones; see
+/// `view` and the module docs).
 #[derive(Clone)]
 pub struct SparseIndex {
     /// Shared with the copies made by `clone` until either changes them
@@ -511,14 +512,8 @@ impl SparseIndex {
     /// The anchor of the interval after `f` (its exclusive key bound), or
     /// `None` for the last interval.
     pub fn next_anchor(&self, f: &Found) -> Option<Vec<u8>> {
-        let leaf = &self.leaves[f.leaf as usize];
-        if f.idx + 1 < leaf.len() {
-            return Some(leaf.anchor(f.idx + 1));
-        }
-        match leaf.next {
-            NIL => None,
-            n => Some(self.leaves[n as usize].anchor(0)),
-        }
+        self.after(f)
+            .map(|(leaf, i)| self.leaves[leaf as usize].anchor(i))
     }
 
     /// Whether the interval at `f` covers the same keys as the interval at
