@@ -20,7 +20,8 @@
 //! so a lookup needs no lock to find its slot.
 //!
 //! Invariants: `used` is the sum of the charges of the occupied slots; a
-//! slot's generation in the bookkeeping equals the one under its lock;
+//! slot's content changes only under the bookkeeping mutex (so its holder
+//! may read a generation and act on it);
 //! after `insert` returns, `used <= capacity` unless the newest interval
 //! alone exceeds it (then it is the only entry); generations only grow, so
 //! a stale reference never matches a reused slot.
@@ -81,10 +82,8 @@ struct Slot {
 /// The bookkeeping of inserts, removals and evictions.
 #[derive(Default)]
 struct Book {
-    /// Per slot in use so far: its entry's charge (0 when empty)...
+    /// Per slot in use so far: its entry's charge (0 when empty).
     charge: Vec<usize>,
-    /// ...and its generation (the same as under the slot's lock).
-    generation: Vec<u32>,
     free: Vec<u32>,
     hand: usize,
     used: usize,
@@ -129,7 +128,7 @@ impl IntervalCache {
 
     /// The interval behind `r`, if it is still cached. Counts a hit or miss.
     pub fn get(&self, r: Option<CacheRef>) -> Option<Arc<IntervalData>> {
-        self.lookup(r, |slot| Some(slot.content.read()))
+        self.counted(self.with_entry(r, |slot| Some(slot.content.read()), Arc::clone))
     }
 
     /// [`IntervalCache::get`] for a reader that must not wait: `None` when
@@ -137,7 +136,7 @@ impl IntervalCache {
     /// out, and its writer possibly descheduled); the reader then reads
     /// the interval from the space. Counts a miss then.
     pub fn get_nowait(&self, r: Option<CacheRef>) -> Option<Arc<IntervalData>> {
-        self.lookup(r, |slot| slot.content.try_read())
+        self.counted(self.with_entry(r, |slot| slot.content.try_read(), Arc::clone))
     }
 
     /// Applies `read` to the interval behind `r` if it is cached, under its
@@ -149,40 +148,40 @@ impl IntervalCache {
         r: Option<CacheRef>,
         read: impl FnOnce(&IntervalData) -> R,
     ) -> Option<R> {
-        let r = r?;
-        let slot = self.slot(r.slot)?;
-        let content = slot.content.try_read()?;
-        if content.generation != r.generation {
-            return None;
-        }
-        let out = read(content.entry.as_deref()?);
-        drop(content);
-        if !slot.referenced.load(Ordering::Relaxed) {
-            slot.referenced.store(true, Ordering::Relaxed);
-        }
+        let out = self.with_entry(r, |slot| slot.content.try_read(), |d| read(d))?;
         self.hits.add(1);
         Some(out)
     }
 
-    fn lookup<'a, G>(
+    /// Applies `read` to the entry behind `r`, under the slot's lock as
+    /// `lock` takes it (`None`: not taken), and marks the entry referenced.
+    /// `None` when the entry is gone or the lock was not taken.
+    fn with_entry<'a, G, R>(
         &'a self,
         r: Option<CacheRef>,
         lock: impl FnOnce(&'a Slot) -> Option<G>,
-    ) -> Option<Arc<IntervalData>>
+        read: impl FnOnce(&Arc<IntervalData>) -> R,
+    ) -> Option<R>
     where
         G: std::ops::Deref<Target = Content>,
     {
-        let found = r.and_then(|r| {
-            let slot = self.slot(r.slot)?;
-            let content = lock(slot)?;
-            if content.generation != r.generation {
-                return None;
-            }
-            if !slot.referenced.load(Ordering::Relaxed) {
-                slot.referenced.store(true, Ordering::Relaxed);
-            }
-            content.entry.clone()
-        });
+        let r = r?;
+        let slot = self.slot(r.slot)?;
+        let content = lock(slot)?;
+        if content.generation != r.generation {
+            return None;
+        }
+        let out = read(content.entry.as_ref()?);
+        drop(content);
+        // Written only when clear: hot entries' lines stay shared.
+        if !slot.referenced.load(Ordering::Relaxed) {
+            slot.referenced.store(true, Ordering::Relaxed);
+        }
+        Some(out)
+    }
+
+    /// Counts `found` as a hit or a miss.
+    fn counted<T>(&self, found: Option<T>) -> Option<T> {
         let counter = if found.is_some() {
             &self.hits
         } else {
@@ -225,7 +224,6 @@ impl IntervalCache {
             }
             if book.charge.len() < self.chunks.len() * CHUNK {
                 book.charge.push(0);
-                book.generation.push(0);
                 break book.charge.len() - 1;
             }
             // Every slot is taken (only retired slots can bring this
@@ -243,7 +241,6 @@ impl IntervalCache {
             content.generation
         };
         s.referenced.store(true, Ordering::Relaxed);
-        book.generation[slot] = generation;
         book.charge[slot] = charge;
         book.used += charge;
         CacheRef {
@@ -269,22 +266,24 @@ impl IntervalCache {
 
     fn remove_booked(&self, book: &mut Book, r: CacheRef) {
         let i = r.slot as usize;
-        let (Some(&charge), Some(&generation)) = (book.charge.get(i), book.generation.get(i))
-        else {
+        let Some(&charge) = book.charge.get(i) else {
             return;
         };
-        if generation != r.generation || charge == 0 {
-            return;
-        }
-        let Some(slot) = self.slot(r.slot) else {
+        let Some(slot) = self.slot(r.slot).filter(|_| charge > 0) else {
             return;
         };
-        let entry = slot.content.write().entry.take();
+        let entry = {
+            let mut content = slot.content.write();
+            if content.generation != r.generation {
+                return;
+            }
+            content.entry.take()
+        };
         // Freed after the slot's lock is let go.
         drop(entry);
         book.charge[i] = 0;
         book.used -= charge;
-        if generation < u32::MAX - 1 {
+        if r.generation < u32::MAX - 1 {
             book.free.push(r.slot);
         }
     }
@@ -306,18 +305,22 @@ impl IntervalCache {
             if book.charge[i] == 0 {
                 continue;
             }
-            let referenced = self
-                .slot(i as u32)
-                .is_some_and(|s| s.referenced.swap(false, Ordering::Relaxed));
-            if referenced && chances < MAX_SECOND_CHANCES {
+            let Some(slot) = self.slot(i as u32) else {
+                continue;
+            };
+            if slot.referenced.swap(false, Ordering::Relaxed) && chances < MAX_SECOND_CHANCES {
                 chances += 1;
                 continue;
             }
-            let r = CacheRef {
-                slot: i as u32,
-                generation: book.generation[i],
-            };
-            self.remove_booked(book, r);
+            // Stable: contents change only under `book`, which we hold.
+            let generation = slot.content.read().generation;
+            self.remove_booked(
+                book,
+                CacheRef {
+                    slot: i as u32,
+                    generation,
+                },
+            );
             return;
         }
     }
