@@ -56,20 +56,25 @@ impl Readers {
     /// Registers a reader in `epoch` that owns its registration (same rule
     /// as [`Readers::enter`]).
     pub fn enter_owned(self: &Arc<Self>, epoch: u64) -> OwnedReadGuard {
-        let slot = (epoch & 1) as usize;
-        self.active[slot].fetch_add(1, Ordering::Relaxed);
         OwnedReadGuard {
             readers: self.clone(),
-            slot,
+            slot: self.register(epoch),
         }
     }
 
     /// Registers a reader in `epoch` (see the module invariants: call with
     /// the read side of the epoch's lock held).
     pub fn enter(&self, epoch: u64) -> ReadGuard<'_> {
-        let counter = &self.active[(epoch & 1) as usize];
-        counter.fetch_add(1, Ordering::Relaxed);
-        ReadGuard { counter }
+        ReadGuard {
+            counter: &self.active[self.register(epoch)],
+        }
+    }
+
+    /// Counts a reader in `epoch`'s slot, which it returns.
+    fn register(&self, epoch: u64) -> usize {
+        let slot = (epoch & 1) as usize;
+        self.active[slot].fetch_add(1, Ordering::Relaxed);
+        slot
     }
 
     fn drained(&self, epoch: u64) -> bool {

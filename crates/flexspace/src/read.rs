@@ -149,8 +149,8 @@ impl ReadPlan<'_> {
     }
 }
 
-/// Plans a read of `len` bytes at `offset` (inside the space) with `guard`
-/// registered: the caller holds the read lock.
+/// Plans a read of up to `len` bytes at `offset` with `guard` registered
+/// (see [`plan_in`]): the caller holds the read lock.
 pub fn plan<'a>(
     st: &State,
     offset: u64,
@@ -168,9 +168,10 @@ pub fn plan<'a>(
     )
 }
 
-/// Plans a read of `len` bytes at `offset` (inside the space) against
-/// `tree` and the segment buffers `resident`, which stay as they are for
-/// the plan's life (held under the read lock, or a snapshot's copies).
+/// Plans a read of up to `len` bytes at `offset` against `tree` and the
+/// segment buffers `resident`, which stay as they are for the plan's life
+/// (held under the read lock, or a snapshot's copies). The read stops at
+/// the end of the space; an offset past the end is `OutOfRange`.
 pub fn plan_in<'a>(
     tree: &FlexTree,
     resident: &[Option<Arc<SegBuf>>],
@@ -179,6 +180,11 @@ pub fn plan_in<'a>(
     source: Source<'a>,
     guard: Option<ReadGuard<'a>>,
 ) -> Result<ReadPlan<'a>> {
+    let size = tree.len();
+    if offset > size {
+        return Err(Error::OutOfRange { offset, len, size });
+    }
+    let len = len.min(size - offset);
     let mut parts = Parts::default();
     let extents = if len == 0 {
         0

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use flextree::FlexTree;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::grace::OwnedReadGuard;
 use crate::read::{self, ReadPlan};
 use crate::segbuf::SegBuf;
@@ -75,16 +75,11 @@ impl Snapshot {
     /// Plans a read of up to `len` bytes at `offset` as of the snapshot, as
     /// [`FlexSpace::plan_read`] does for the live space, taking no lock.
     pub fn plan_read(&self, offset: u64, len: u64) -> Result<ReadPlan<'_>> {
-        let size = self.tree.len();
-        if offset > size {
-            return Err(Error::OutOfRange { offset, len, size });
-        }
-        let n = len.min(size - offset);
         read::plan_in(
             &self.tree,
             &self.resident,
             offset,
-            n,
+            len,
             self.space.source(),
             None,
         )

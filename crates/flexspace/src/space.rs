@@ -267,13 +267,8 @@ impl FlexSpace {
     /// not hold one across a mutation of the same space on the same thread.
     pub fn plan_read(&self, offset: u64, len: u64) -> Result<ReadPlan<'_>> {
         let st = self.s.state.read();
-        let size = st.tree.len();
-        if offset > size {
-            return Err(Error::OutOfRange { offset, len, size });
-        }
-        let n = len.min(size - offset);
         let guard = self.s.readers.enter(st.seg.epoch());
-        read::plan(&st, offset, n, self.s.source(), guard)
+        read::plan(&st, offset, len, self.s.source(), guard)
     }
 
     /// Reads up to `buf.len()` bytes at `offset`; returns the bytes read
