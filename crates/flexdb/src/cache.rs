@@ -41,18 +41,34 @@ pub struct CacheRef {
     generation: u32,
 }
 
+/// A mark a packed word may carry beside its reference (its top bit, which
+/// no generation reaches): a published view holds the word of content newer
+/// than its snapshot (`Shared::forward`). `unpack` ignores it.
+pub const FORWARDED: u64 = 1 << 63;
+
+/// Generations stay below this, so that a packed word leaves `FORWARDED`
+/// clear; a slot whose generation reaches it is retired.
+const MAX_GENERATION: u32 = (FORWARDED >> 32) as u32 - 1;
+
 impl CacheRef {
     /// The reference packed in a nonzero word (for an atomic field).
     pub fn pack(self) -> u64 {
         u64::from(self.slot) | (u64::from(self.generation) << 32)
     }
 
-    /// The reference of a packed word; `None` for 0 (no reference).
+    /// The reference of a packed word, with or without the `FORWARDED`
+    /// mark; `None` for 0 (no reference).
     pub fn unpack(word: u64) -> Option<CacheRef> {
+        let word = word & !FORWARDED;
         (word != 0).then_some(CacheRef {
             slot: word as u32,
             generation: (word >> 32) as u32,
         })
+    }
+
+    /// Whether a packed word carries the `FORWARDED` mark.
+    pub fn forwarded(word: u64) -> bool {
+        word & FORWARDED != 0
     }
 }
 
@@ -283,7 +299,7 @@ impl IntervalCache {
         drop(entry);
         book.charge[i] = 0;
         book.used -= charge;
-        if r.generation < u32::MAX - 1 {
+        if r.generation < MAX_GENERATION {
             book.free.push(r.slot);
         }
     }
@@ -458,5 +474,9 @@ mod tests {
         assert_eq!(CacheRef::unpack(c.pack()), Some(c));
         assert_ne!(c.pack(), 0);
         assert_eq!(CacheRef::unpack(0), None);
+        // The mark leaves the reference as it is.
+        assert!(!CacheRef::forwarded(c.pack()));
+        assert!(CacheRef::forwarded(c.pack() | FORWARDED));
+        assert_eq!(CacheRef::unpack(c.pack() | FORWARDED), Some(c));
     }
 }

@@ -418,7 +418,7 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
     drop(st);
     shared.uncache(old_word);
     // A word a reader had installed in the view instead goes too.
-    if let Some(w) = view_word.filter(|&w| w != old_word) {
+    if let Some(w) = view_word.filter(|&w| CacheRef::unpack(w) != CacheRef::unpack(old_word)) {
         shared.uncache(w);
     }
     if let Some(word) = joined_word {

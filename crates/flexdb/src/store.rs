@@ -535,6 +535,9 @@ impl Shared {
                 .compare_exchange(p.word, r.pack(), Ordering::AcqRel, Ordering::Acquire)
                 .is_ok();
             match (installed, reader) {
+                // A forwarded word named newer content than what was read
+                // (the view's snapshot): the install stays in the view.
+                (true, true) if CacheRef::forwarded(p.word) => {}
                 (true, true) => self.note_install(sparse.anchor(f), p.word, r.pack(), p.size),
                 (true, false) => {}
                 // Left to CLOCK if the cache is busy.

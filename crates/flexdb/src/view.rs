@@ -16,7 +16,10 @@
 //! - Only cache words change in a published view: readers install the
 //!   intervals they read from the view's snapshot, and the committer
 //!   forwards the word of an interval it rewrote without changing its key
-//!   range (`forward`). So a word names the content of its interval's keys
+//!   range (`forward`), marked `FORWARDED`. A word read from a view's
+//!   snapshot replacing a forwarded word is older than the word it
+//!   replaced, so it is never carried into the committer's index (which
+//!   would then merge later commits into stale content). So a word names the content of its interval's keys
 //!   at the view's state or later, and the later changes come from a
 //!   MemTable that every reader of the view still consults (the one being
 //!   committed) or that began after the reader did: a get or scan sees each
@@ -125,7 +128,10 @@ impl Shared {
 
     /// Carries the cache words readers installed in views into the
     /// committer's index, where they provably name the same content (see
-    /// the module invariants). Called by the committer between groups.
+    /// the module invariants): an install replaced a word the view was
+    /// published with (never a forwarded one, see `Shared::install`), and
+    /// the committer's index still holds that word, so the interval is
+    /// unchanged since the view. Called by the committer between groups.
     pub fn carry_installs(&self) {
         let list = std::mem::take(&mut *self.installs.lock());
         if list.is_empty() {
@@ -165,7 +171,11 @@ impl Shared {
         if !view.sparse.same_range(&g, sparse, f) {
             return None;
         }
-        Some(view.sparse.meta(&g).cache.swap(word, Ordering::AcqRel))
+        // Marked: the view's snapshot holds older content than the word
+        // names, so a reader that misses on it reads that older content,
+        // which `install` then keeps out of the committer's index.
+        let forwarded = word | crate::cache::FORWARDED;
+        Some(view.sparse.meta(&g).cache.swap(forwarded, Ordering::AcqRel))
     }
 
     /// Drops replaced views no reader holds any more, waiting up to `wait`
@@ -284,9 +294,40 @@ mod tests {
         assert_ne!(after, before);
         let data = data.expect("the forwarded word names a cached interval");
         assert_eq!(data.get(key(50).as_bytes()), Some(&new_value[..]));
-        // The committer's index and the next view name the same entry.
+        // The committer's index and the next view name the same entry; the
+        // old view's word carries the mark.
         let (now, _) = cached_in(&db, &db.shared().view(), &key(50));
-        assert_eq!(now, after);
+        assert_eq!(CacheRef::unpack(now), CacheRef::unpack(after));
+        assert!(CacheRef::forwarded(after) && !CacheRef::forwarded(now));
+    }
+
+    /// A forwarded word names content newer than the view's snapshot. A
+    /// reader that misses on it (the entry was evicted) reads the snapshot,
+    /// which is older: what it installs must not be carried into the
+    /// committer's index, which would then merge the next commit into the
+    /// older content and lose the write.
+    #[test]
+    fn an_older_read_of_a_forwarded_interval_is_not_carried() {
+        let (_dir, db) = committed_store();
+        let old = db.shared().view();
+        // Same length, so the interval keeps its size as well as its keys.
+        let new_value = vec![0xAB; value(50).len()];
+        db.put(key(50), &new_value).unwrap();
+        db.flush().unwrap();
+        let (forwarded, _) = cached_in(&db, &old, &key(50));
+        db.shared()
+            .cache
+            .remove(CacheRef::unpack(forwarded).unwrap());
+        // The reader misses and reads `old`'s snapshot: the old value.
+        let f = old.sparse.find(key(50).as_bytes());
+        let data = db.shared().view_interval(&old, &f).unwrap();
+        assert_eq!(data.get(key(50).as_bytes()), Some(&value(50)[..]));
+        db.shared().carry_installs();
+        // The next commit into that interval keeps the newer value.
+        db.put(key(51), vec![0xCD; value(51).len()]).unwrap();
+        db.flush().unwrap();
+        assert_eq!(db.get(key(50)).unwrap(), Some(new_value));
+        assert!(db.check().unwrap().problems.is_empty());
     }
 
     #[test]
