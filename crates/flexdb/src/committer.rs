@@ -57,6 +57,26 @@ fn thread_cpu() -> std::time::Duration {
 
 /// The committer thread's body.
 pub(crate) fn run(shared: Arc<Shared>) {
+    // Committed MemTables and their logs are let go of by a thread of their
+    // own: closing the last handle of an unlinked 256 MiB log frees its
+    // blocks, which on a file system mounted with `discard` waits for the
+    // device (0.1-0.2 s a log), and unmapping a MemTable's arena takes
+    // milliseconds more. Neither is the committer's business.
+    let (retire, retired) = std::sync::mpsc::channel::<Frozen>();
+    std::thread::scope(|scope| {
+        let retirer = std::thread::Builder::new()
+            .name("flexdb-retire".into())
+            .spawn_scoped(scope, move || retired.into_iter().for_each(drop));
+        // Without the thread, what is sent is dropped here instead.
+        let retire = retirer.is_ok().then_some(retire);
+        commit_loop(&shared, retire.as_ref());
+        // Leaving the scope closes the channel and joins the retirer.
+    });
+}
+
+/// The committer's loop: commits frozen MemTables, oldest first, until the
+/// store shuts down or stops; hands each committed one to `retire`.
+fn commit_loop(shared: &Shared, retire: Option<&std::sync::mpsc::Sender<Frozen>>) {
     loop {
         // Views replaced by the last commit that readers still held (never
         // dropped under `work`: freeing one takes milliseconds).
@@ -86,10 +106,15 @@ pub(crate) fn run(shared: Arc<Shared>) {
             }
         };
         let (mem, wal, gen) = frozen;
-        let result = commit(&shared, &Frozen { mem, wal, gen });
-        if let Err(e) = result {
+        let frozen = Frozen { mem, wal, gen };
+        if let Err(e) = commit(shared, &frozen) {
             shared.stop(format!("committer: {e}"));
             return;
+        }
+        // A send fails only if the retirer is gone, and then returns the
+        // MemTable, dropped here.
+        if let Some(r) = retire {
+            let _ = r.send(frozen);
         }
     }
 }
@@ -121,11 +146,12 @@ fn commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
     })?;
     if shared.trace {
         eprintln!(
-            "commit gen {}: {count} updates {groups} groups in {:?} (cpu {:?}, {:.2} us/update), longest index hold {:?}, longest reader wait {:?} ({} over 100 us, {} over 1 ms)",
+            "commit gen {}: {count} updates {groups} groups in {:?} (cpu {:?}, {:.2} us/update, {} intervals read by the committer), longest index hold {:?}, longest reader wait {:?} ({} over 100 us, {} over 1 ms)",
             frozen.gen,
             t0.elapsed(),
             thread_cpu() - c0,
             (thread_cpu() - c0).as_secs_f64() * 1e6 / count.max(1) as f64,
+            shared.counters.trace_committer_reads.swap(0, Ordering::Relaxed),
             std::time::Duration::from_nanos(
                 shared.counters.max_commit_hold_ns.swap(0, Ordering::Relaxed)
             ),
@@ -164,7 +190,7 @@ impl Drop for StopOnDrop<'_> {
 /// runs on what the store's other threads and its clients leave idle and
 /// never takes a core from the committer. Best effort: a failure leaves the
 /// priority as it was.
-fn lowest_priority() {
+pub(crate) fn lowest_priority() {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: `gettid` takes no arguments and cannot fail.

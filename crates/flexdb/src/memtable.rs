@@ -560,9 +560,23 @@ impl MemTable {
     /// each key, so only distinct keys are sorted (not every version), unless
     /// a view of the whole table exists already.
     pub fn newest(&self) -> impl Iterator<Item = EntryRef<'_>> + '_ {
+        let v = self.newest_view();
+        let (mut i, mut j) = (0, 0);
+        std::iter::from_fn(move || self.step(&v, &mut i, &mut j, true).map(|p| self.entry(p)))
+    }
+
+    /// Sorts the table for [`MemTable::newest`] ahead of time (on a frozen
+    /// table: writes made after it are sorted again by `newest`).
+    pub fn prepare_newest(&self) {
+        self.newest_view();
+    }
+
+    /// The view `newest` walks: the current one if it covers every entry,
+    /// else one sorted from the hash table (and kept).
+    fn newest_view(&self) -> Arc<View> {
         let upto = self.len();
         let current = self.view.lock().clone();
-        let v = if current.upto >= upto {
+        if current.upto >= upto {
             current
         } else {
             // Every entry below `upto` was in its slot before `len` said so;
@@ -587,9 +601,7 @@ impl MemTable {
                 *cur = v.clone();
             }
             v
-        };
-        let (mut i, mut j) = (0, 0);
-        std::iter::from_fn(move || self.step(&v, &mut i, &mut j, true).map(|p| self.entry(p)))
+        }
     }
 }
 
@@ -651,6 +663,44 @@ mod tests {
             let got: Vec<Vec<u8>> = t.newest().map(|e| e.key.to_vec()).collect();
             assert_eq!(got, expected, "hint {hint:?}");
         }
+    }
+
+    #[test]
+    fn a_table_sorted_ahead_walks_the_same_versions_and_resorts_later_writes() {
+        let t = MemTable::new();
+        for i in 0..500u64 {
+            let k = format!("k{:03}", (i * 7) % 300);
+            t.insert(k.as_bytes(), i + 1, Some(&i.to_le_bytes()));
+        }
+        t.prepare_newest();
+        let prepared = t.view.lock().clone();
+        assert_eq!(prepared.upto, 500);
+        let walk = |t: &MemTable| -> Vec<(Vec<u8>, u64)> {
+            t.newest()
+                .map(|e| {
+                    (
+                        e.key.to_vec(),
+                        u64::from_le_bytes(e.value.unwrap().try_into().unwrap()),
+                    )
+                })
+                .collect()
+        };
+        let first = walk(&t);
+        // `newest` took the prepared order instead of sorting again.
+        assert!(Arc::ptr_eq(&prepared, &t.view.lock()));
+        assert_eq!(first.len(), 300);
+        assert!(first.windows(2).all(|w| w[0].0 < w[1].0));
+        // Each key's newest version: i with (i * 7) % 300 == key, largest.
+        for (k, i) in &first {
+            let want = (0..500u64)
+                .filter(|j| format!("k{:03}", (j * 7) % 300).as_bytes() == &k[..])
+                .max();
+            assert_eq!(Some(*i), want);
+        }
+        // A write after the preparation is sorted in by the next walk.
+        t.insert(b"k000", 1000, Some(&1000u64.to_le_bytes()));
+        let second = walk(&t);
+        assert_eq!(second[0], (b"k000".to_vec(), 1000));
     }
 
     #[test]

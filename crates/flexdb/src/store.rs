@@ -148,6 +148,9 @@ pub(crate) struct Counters {
     pub max_commit_hold_ns: AtomicU64,
     pub wal_bytes_retired: AtomicU64,
     pub defragmented: AtomicU64,
+    /// Intervals the committer read from the space itself (not found
+    /// cached) since the last `FLEXDB_TRACE` report.
+    pub trace_committer_reads: AtomicU64,
 }
 
 /// Everything an open store shares between threads.
@@ -245,6 +248,28 @@ pub(crate) fn space_err(e: flexspace::Error) -> Error {
             detail: e.to_string(),
         },
     }
+}
+
+/// MemTables with fewer entries than this are left for the committer to
+/// sort: it takes it well under a millisecond.
+const SORT_AHEAD_ENTRIES: usize = 1 << 16;
+
+/// Sorts a MemTable just frozen behind another on a thread of its own, at
+/// the lowest priority, while the committer works on the older one: the
+/// committer then walks it without sorting it (7% of the committer's time
+/// in a profile of 100% puts at 10 M pairs). Best effort: without the
+/// thread, or when it is late, the committer sorts the table itself.
+fn sort_ahead(mem: &Arc<MemTable>) {
+    if mem.len() < SORT_AHEAD_ENTRIES {
+        return;
+    }
+    let mem = mem.clone();
+    let _ = std::thread::Builder::new()
+        .name("flexdb-sort".into())
+        .spawn(move || {
+            crate::committer::lowest_priority();
+            mem.prepare_newest();
+        });
 }
 
 impl Shared {
@@ -401,15 +426,20 @@ impl Shared {
             }
         };
         let active = Arc::new(MemTable::with_hint(&w.active.shared_prefix()));
-        {
+        let committer_busy = {
             // Polling: readers never queue behind this writer.
             let mut m = crate::lock_wait::write_polling(&self.mems);
+            let busy = !m.frozen.is_empty();
             m.frozen.push_back(Frozen {
                 mem: w.active.clone(),
                 wal: w.wal.clone(),
                 gen: w.gen,
             });
             m.active = active.clone();
+            busy
+        };
+        if committer_busy {
+            sort_ahead(&w.active);
         }
         w.active = active;
         w.wal = wal;
@@ -656,7 +686,16 @@ impl Shared {
     /// the cache or read from the live space (and then cached). The caller
     /// holds `state` throughout (the committer, `check`).
     pub fn interval(&self, st: &State, f: &Found) -> Result<Arc<IntervalData>> {
-        self.fetch(&st.sparse, f, false, |o, n| self.space.plan_read(o, n))
+        match self.cached_or_plan(&st.sparse, f, false, |o, n| self.space.plan_read(o, n))? {
+            Fetch::Cached(d) => Ok(d),
+            Fetch::Planned(p) => {
+                self.counters
+                    .trace_committer_reads
+                    .fetch_add(1, Ordering::Relaxed);
+                let data = self.read_planned(&p)?;
+                self.install(&st.sparse, f, &p, data, false)
+            }
+        }
     }
 
     /// Drops `r` from the cache if it is set.
