@@ -44,7 +44,7 @@ pub(crate) fn check(shared: &Shared) -> Result<CheckReport> {
     let mut report = CheckReport::default();
     let mut problems = Vec::new();
     {
-        let m = shared.mems.read();
+        let m = shared.mems.load();
         report.memtable_pairs =
             m.active.len() as u64 + m.frozen.iter().map(|f| f.mem.len() as u64).sum::<u64>();
     }

@@ -88,7 +88,7 @@ fn commit_loop(shared: &Shared, retire: Option<&std::sync::mpsc::Sender<Frozen>>
             }
             let next = shared
                 .mems
-                .read()
+                .load()
                 .frozen
                 .front()
                 .map(|f| (f.mem.clone(), f.wal.clone(), f.gen));
@@ -297,13 +297,14 @@ fn finish_commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
     shared.space.sync().map_err(space_err)?;
     // Readers see the commit before the MemTable leaves their list.
     shared.publish()?;
-    {
-        // Polling: readers never queue behind this writer.
-        let mut m = crate::lock_wait::write_polling(&shared.mems);
+    // Readers load the old list or the new one, never wait.
+    shared.mems.rcu(|m| {
+        let mut m = crate::store::MemTables::clone(m);
         if m.frozen.front().is_some_and(|f| f.gen == frozen.gen) {
             m.frozen.pop_front();
         }
-    }
+        m
+    });
     let name = crate::files::wal_name(frozen.gen);
     shared
         .counters

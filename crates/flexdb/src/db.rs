@@ -208,7 +208,7 @@ impl Db {
     pub fn stats(&self) -> Stats {
         let s = &self.shared;
         let (memtable_bytes, committer_backlog, backlog_bytes) = {
-            let m = s.mems.read();
+            let m = s.mems.load();
             (
                 m.active.approximate_bytes() as u64,
                 m.frozen.len(),
@@ -254,7 +254,7 @@ impl Db {
         }
     }
 
-    /// The longest time a reader waited for the committer since open or the
+    /// The longest time a reader waited for a lock since open or the
     /// previous call, and starts a new window (a benchmark calls it between
     /// phases; `Stats::max_reader_wait` keeps the maximum since open).
     pub fn take_max_reader_wait(&self) -> Duration {

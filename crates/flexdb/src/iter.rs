@@ -158,7 +158,7 @@ impl<'a> Iter<'a> {
     pub(crate) fn new(shared: &'a Shared, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Iter<'a> {
         let snapshot = shared.visible.load(std::sync::atomic::Ordering::Acquire);
         let mems = {
-            let m = shared.mems.read();
+            let m = shared.mems.load();
             let mut v = Vec::with_capacity(1 + m.frozen.len());
             v.push(m.active.clone());
             v.extend(m.frozen.iter().rev().map(|f| f.mem.clone()));
@@ -229,12 +229,15 @@ impl<'a> Iter<'a> {
         let mut chunks = Vec::with_capacity(self.mems.len() + 1);
         for m in &self.mems {
             let mut out = Vec::new();
-            if reverse {
+            let waited = if reverse {
                 let end = tighter(as_ref(&self.lo), cap, true);
-                m.scan_backward(as_ref(&self.hi), end, self.snapshot, CHUNK, &mut out);
+                m.scan_backward(as_ref(&self.hi), end, self.snapshot, CHUNK, &mut out)
             } else {
                 let end = tighter(as_ref(&self.hi), cap, false);
-                m.scan_forward(as_ref(&self.lo), end, self.snapshot, CHUNK, &mut out);
+                m.scan_forward(as_ref(&self.lo), end, self.snapshot, CHUNK, &mut out)
+            };
+            if let Some(w) = waited {
+                self.shared.record_reader_wait(w);
             }
             let full = out.len() == CHUNK;
             let items = out.into_iter().map(|(k, v)| Item::Mem(k, v)).collect();

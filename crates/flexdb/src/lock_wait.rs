@@ -15,29 +15,22 @@
 //!   to leave; one of them preempted inside turns a microsecond hold into a
 //!   convoy of every reader.
 //!
-//! So readers spin for the lock (yielding the core after a few rounds, in
-//! case the holder waits for it) for up to [`READ_SPIN`] before they park,
-//! and the committer polls with `try_write`, which never blocks readers
-//! while it waits. (Readers no longer take `state` at all, see `view`, and
-//! load the view with no lock; the same rules serve the locks still shared:
-//! the MemTable list, the prefetcher's `state`.) The interval cache's locks
-//! are only tried by readers (`IntervalCache::get_nowait`, `try_insert`).
+//! So the committer polls with `try_write`, which never blocks readers while
+//! it waits, and the prefetcher, which shares `state` with it, polls for its
+//! read hold too. Readers take none of these locks any more: they load the
+//! published view and the MemTable list (`ArcSwap`s) with no lock, and only
+//! try the interval cache's locks (`IntervalCache::get_nowait`,
+//! `try_insert`).
 //!
-//! Invariants: the waiting functions return a guard of the lock asked for; neither
-//! holds any other lock while it waits; a reader parks after at most
-//! `READ_SPIN` of spinning, so a holder descheduled for long gets the core
-//! back; the committer polls for at most [`WRITE_POLL`] and then blocks in
-//! `write()`, so readers whose holds always overlap (many threads, or
-//! readers preempted inside) cannot starve it: writes then wait at most
-//! that long more than they would have.
+//! Invariants: the waiting functions return a guard of the lock asked for;
+//! neither holds any other lock while it waits; the committer polls for at
+//! most [`WRITE_POLL`] and then blocks in `write()`, so readers whose holds
+//! always overlap (many threads, or readers preempted inside) cannot starve
+//! it: writes then wait at most that long more than they would have.
 
 use std::time::{Duration, Instant};
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-
-/// How long a reader spins before it parks: several committer holds, far
-/// less than a scheduler slice.
-pub(crate) const READ_SPIN: Duration = Duration::from_micros(200);
 
 /// Rounds of `spin_loop` before a waiter starts yielding its core.
 const SPINS_BEFORE_YIELD: u32 = 32;
@@ -88,25 +81,6 @@ impl Backoff {
             std::thread::yield_now();
         }
         self.rounds = self.rounds.saturating_add(1);
-    }
-}
-
-/// Takes `lock` shared, spinning before it parks. Returns the guard and,
-/// when the lock was not free at once, how long the wait took.
-pub(crate) fn read_spinning<T>(lock: &RwLock<T>) -> (RwLockReadGuard<'_, T>, Option<Duration>) {
-    if let Some(g) = lock.try_read() {
-        return (g, None);
-    }
-    let mut b = Backoff::start();
-    loop {
-        b.pause(None);
-        if let Some(g) = lock.try_read() {
-            return (g, Some(b.waited()));
-        }
-        if b.spun() && b.waited() >= READ_SPIN {
-            let g = lock.read();
-            return (g, Some(b.waited()));
-        }
     }
 }
 
@@ -174,9 +148,8 @@ mod tests {
     #[test]
     fn a_free_lock_is_taken_without_a_wait() {
         let lock = RwLock::new(5);
-        let (g, waited) = read_spinning(&lock);
+        let g = read_polling(&lock);
         assert_eq!(*g, 5);
-        assert!(waited.is_none());
         drop(g);
         *write_polling(&lock) += 1;
         assert_eq!(*lock.read(), 6);
@@ -201,8 +174,8 @@ mod tests {
             }
             // The writer set the value before it let go: a reader that got
             // in early would see 0. (Whether this reader had to wait at all
-            // depends on the scheduler, so `waited` is not checked.)
-            let (g, _) = read_spinning(&lock);
+            // depends on the scheduler.)
+            let g = read_polling(&lock);
             assert_eq!(*g, 7);
             drop(g);
             writer.join().unwrap();

@@ -419,22 +419,25 @@ impl MemTable {
         }
     }
 
-    /// A sorted view of every entry written so far.
-    pub(crate) fn view(&self) -> Arc<View> {
-        let mut cur = self.view.lock();
+    /// A sorted view of every entry written so far, and how long the call
+    /// waited for the table's locks (another scan sorting its writes, or
+    /// a writer), if it did.
+    pub(crate) fn view(&self) -> (Arc<View>, Option<std::time::Duration>) {
+        let mut waited = None;
+        let mut cur = lock_timed(&self.view, &mut waited);
         // Read the length under the lock: a view built meanwhile by another
         // reader may already cover more (readers filter by snapshot, so a
         // view covering newer writes is as good).
         let upto = self.len();
         if cur.upto >= upto {
-            return cur.clone();
+            return (cur.clone(), waited);
         }
         // Only the writes since the current view need sorting: the tail
         // covers `order[main_upto..cur.upto]` already and takes them by a
         // linear merge, so a scan after each write costs O(tail), not a
         // sort of the whole tail.
         let new: Vec<EntryPtr> = {
-            let w = self.writer.lock();
+            let w = lock_timed(&self.writer, &mut waited);
             w.order[cur.upto..upto].to_vec()
         };
         let fresh = self.sort_newest(&new);
@@ -459,7 +462,7 @@ impl MemTable {
             }
         };
         *cur = Arc::new(view);
-        cur.clone()
+        (cur.clone(), waited)
     }
 
     /// Index of the first element of `run` at or after (after, when
@@ -498,7 +501,8 @@ impl MemTable {
 
     /// Up to `max` keys after `from` (in key order, visible at `snapshot`),
     /// each with its newest visible version, stopping at `end`. Used by
-    /// iterators, which refill in chunks.
+    /// iterators, which refill in chunks. Returns how long it waited for
+    /// the table's locks, if it did.
     pub fn scan_forward(
         &self,
         from: Bound<&[u8]>,
@@ -506,8 +510,8 @@ impl MemTable {
         snapshot: u64,
         max: usize,
         out: &mut Vec<(Box<[u8]>, Version)>,
-    ) {
-        let v = self.view();
+    ) -> Option<std::time::Duration> {
+        let (v, waited) = self.view();
         let (mut i, mut j) = (self.start(&v.main, from), self.start(&v.tail, from));
         let mut taken = 0;
         while taken < max {
@@ -523,6 +527,7 @@ impl MemTable {
                 taken += 1;
             }
         }
+        waited
     }
 
     /// Like [`MemTable::scan_forward`] in reverse: up to `max` keys before
@@ -534,8 +539,8 @@ impl MemTable {
         snapshot: u64,
         max: usize,
         out: &mut Vec<(Box<[u8]>, Version)>,
-    ) {
-        let v = self.view();
+    ) -> Option<std::time::Duration> {
+        let (v, waited) = self.view();
         let (mut i, mut j) = (self.end(&v.main, from), self.end(&v.tail, from));
         let mut taken = 0;
         while taken < max {
@@ -551,6 +556,7 @@ impl MemTable {
                 taken += 1;
             }
         }
+        waited
     }
 
     /// The newest version of every key, in key order, borrowed from the
@@ -603,6 +609,20 @@ impl MemTable {
             v
         }
     }
+}
+
+/// Takes `m`, adding the time it waited to `waited` when it was not free.
+fn lock_timed<'m, T>(
+    m: &'m Mutex<T>,
+    waited: &mut Option<std::time::Duration>,
+) -> parking_lot::MutexGuard<'m, T> {
+    if let Some(g) = m.try_lock() {
+        return g;
+    }
+    let t = std::time::Instant::now();
+    let g = m.lock();
+    *waited = Some(waited.unwrap_or_default() + t.elapsed());
+    g
 }
 
 /// Whether `k` lies before the upper bound `end`.

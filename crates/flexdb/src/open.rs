@@ -192,7 +192,7 @@ fn assemble(
         opts,
         storage,
         space,
-        mems: RwLock::new(MemTables {
+        mems: arc_swap::ArcSwap::from_pointee(MemTables {
             active: writer.active.clone(),
             frozen,
         }),

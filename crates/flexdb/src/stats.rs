@@ -59,6 +59,8 @@ pub struct Stats {
     pub gc_relocated_bytes: u64,
     /// Intervals defragmented since open.
     pub defragmented_intervals: u64,
-    /// The longest time a reader waited for the committer since open.
+    /// The longest time a reader waited for a lock since open. Gets take
+    /// none; a scan may wait for a MemTable's locks (another scan sorting
+    /// that table's newest writes, or a writer).
     pub max_reader_wait: Duration,
 }

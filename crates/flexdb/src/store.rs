@@ -1,13 +1,14 @@
 //! The shared state of an open store and its read and write paths.
 //!
 //! Locks, in the order they may be taken: `writer` (serializes writers and
-//! MemTable rotation), `mems` (the list of MemTables), `state` (the
-//! committer's sparse index, which must agree with the live space). Readers
-//! take `mems` shared, for the time it takes to clone an `Arc`, and never
-//! `state`: they read the state the committer publishes for them (`view`,
-//! an `ArcSwap` loaded with no lock). The committer takes `state`
-//! exclusively to apply one group of changes at a time, and only it and its
-//! prefetcher read it.
+//! MemTable rotation), `state` (the committer's sparse index, which must
+//! agree with the live space). Readers take neither: the list of MemTables
+//! (`mems`) and the state the committer publishes for them (`view`) are
+//! `ArcSwap`s, loaded with no lock and without writing to a line another
+//! reader reads. The list is replaced whole (it is a few `Arc`s) by rotation,
+//! under `writer`, and by the committer when it retires a MemTable. The
+//! committer takes `state` exclusively to apply one group of changes at a
+//! time, and only it and its prefetcher read it.
 //!
 //! Invariants:
 //! - Every write with a sequence number `<= visible` is in a MemTable or in
@@ -91,6 +92,7 @@ pub(crate) const MAX_FROZEN: usize = 2;
 pub(crate) const PAIR_TAG: u16 = 1;
 
 /// A MemTable that takes no more writes, waiting for the committer.
+#[derive(Clone)]
 pub(crate) struct Frozen {
     pub mem: Arc<MemTable>,
     pub wal: Arc<Wal>,
@@ -98,6 +100,7 @@ pub(crate) struct Frozen {
 }
 
 /// The MemTables readers consult, newest first.
+#[derive(Clone)]
 pub(crate) struct MemTables {
     pub active: Arc<MemTable>,
     /// Oldest first.
@@ -164,7 +167,7 @@ pub(crate) struct Shared {
     pub space: FlexSpace,
     pub cache: IntervalCache,
     pub writer: Mutex<Writer>,
-    pub mems: RwLock<MemTables>,
+    pub mems: arc_swap::ArcSwap<MemTables>,
     pub state: RwLock<State>,
     /// What readers read (see `view`); replaced only by the committer.
     pub view: arc_swap::ArcSwap<View>,
@@ -394,7 +397,7 @@ impl Shared {
     /// full.
     fn make_room(&self, w: &mut parking_lot::MutexGuard<'_, Writer>) -> Result<()> {
         while w.active.approximate_bytes() >= self.opts.memtable_bytes {
-            if self.mems.read().frozen.len() < MAX_FROZEN {
+            if self.mems.load().frozen.len() < MAX_FROZEN {
                 return self.rotate(w);
             }
             // The committer wakes us after each commit; the timeout only
@@ -426,18 +429,19 @@ impl Shared {
             }
         };
         let active = Arc::new(MemTable::with_hint(&w.active.shared_prefix()));
-        let committer_busy = {
-            // Polling: readers never queue behind this writer.
-            let mut m = crate::lock_wait::write_polling(&self.mems);
-            let busy = !m.frozen.is_empty();
-            m.frozen.push_back(Frozen {
-                mem: w.active.clone(),
-                wal: w.wal.clone(),
-                gen: w.gen,
-            });
-            m.active = active.clone();
-            busy
+        let frozen = Frozen {
+            mem: w.active.clone(),
+            wal: w.wal.clone(),
+            gen: w.gen,
         };
+        // Readers load the old list or the new one, never wait.
+        let before = self.mems.rcu(|m| {
+            let mut m = MemTables::clone(m);
+            m.frozen.push_back(frozen.clone());
+            m.active = active.clone();
+            m
+        });
+        let committer_busy = !before.frozen.is_empty();
         if committer_busy {
             sort_ahead(&w.active);
         }
@@ -463,7 +467,7 @@ impl Shared {
         let target = {
             let mut w = self.writer.lock();
             self.rotate(&mut w)?;
-            match self.mems.read().frozen.back() {
+            match self.mems.load().frozen.back() {
                 Some(f) => f.gen,
                 None => return Ok(()),
             }
@@ -578,13 +582,9 @@ impl Shared {
         Ok(data)
     }
 
-    /// The MemTables, for one read (the wait, if any, is recorded).
-    fn read_mems(&self) -> RwLockReadGuard<'_, MemTables> {
-        let (g, waited) = crate::lock_wait::read_spinning(&self.mems);
-        if let Some(w) = waited {
-            self.record_reader_wait(w);
-        }
-        g
+    /// The MemTables, for one read (never waits).
+    fn read_mems(&self) -> arc_swap::Guard<Arc<MemTables>> {
+        self.mems.load()
     }
 
     /// The value of `key`.
