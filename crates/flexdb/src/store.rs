@@ -151,8 +151,8 @@ pub(crate) struct Counters {
     pub max_commit_hold_ns: AtomicU64,
     pub wal_bytes_retired: AtomicU64,
     pub defragmented: AtomicU64,
-    /// Intervals the committer read from the space itself (not found
-    /// cached) since the last `FLEXDB_TRACE` report.
+    /// Intervals the committer (or `check`) read from the space itself,
+    /// not found cached, since the last `FLEXDB_TRACE` report.
     pub trace_committer_reads: AtomicU64,
 }
 
@@ -642,6 +642,11 @@ impl Shared {
         match self.cached_or_plan(sparse, f, reader, plan)? {
             Fetch::Cached(d) => Ok(d),
             Fetch::Planned(p) => {
+                if !reader {
+                    self.counters
+                        .trace_committer_reads
+                        .fetch_add(1, Ordering::Relaxed);
+                }
                 let data = self.read_planned(&p)?;
                 self.install(sparse, f, &p, data, reader)
             }
@@ -686,16 +691,7 @@ impl Shared {
     /// the cache or read from the live space (and then cached). The caller
     /// holds `state` throughout (the committer, `check`).
     pub fn interval(&self, st: &State, f: &Found) -> Result<Arc<IntervalData>> {
-        match self.cached_or_plan(&st.sparse, f, false, |o, n| self.space.plan_read(o, n))? {
-            Fetch::Cached(d) => Ok(d),
-            Fetch::Planned(p) => {
-                self.counters
-                    .trace_committer_reads
-                    .fetch_add(1, Ordering::Relaxed);
-                let data = self.read_planned(&p)?;
-                self.install(&st.sparse, f, &p, data, false)
-            }
-        }
+        self.fetch(&st.sparse, f, false, |o, n| self.space.plan_read(o, n))
     }
 
     /// Drops `r` from the cache if it is set.
@@ -705,3 +701,4 @@ impl Shared {
         }
     }
 }
+
