@@ -577,6 +577,12 @@ impl MemTable {
         self.newest_view();
     }
 
+    /// How many of the table's entries its sorted view covers.
+    #[cfg(test)]
+    pub(crate) fn sorted_upto(&self) -> usize {
+        self.view.lock().upto
+    }
+
     /// The view `newest` walks: the current one if it covers every entry,
     /// else one sorted from the hash table (and kept).
     fn newest_view(&self) -> Arc<View> {

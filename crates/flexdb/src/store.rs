@@ -702,3 +702,27 @@ impl Shared {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_sorted_ahead_is_sorted_by_the_thread() {
+        let mem = Arc::new(MemTable::new());
+        let n = SORT_AHEAD_ENTRIES as u64 + 10;
+        for i in 0..n {
+            let k = format!("{:08}", (i * 7919) % n);
+            mem.insert(k.as_bytes(), i + 1, Some(b"v"));
+        }
+        sort_ahead(&mem);
+        // The thread runs at the lowest priority: give it time.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while mem.sorted_upto() < mem.len() {
+            assert!(std::time::Instant::now() < deadline, "never sorted");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let keys: Vec<_> = mem.newest().map(|e| e.key.to_vec()).collect();
+        assert_eq!(keys.len() as u64, n);
+        assert!(keys.windows(2).all(|w| w[0] < w[1]));
+    }
+}
