@@ -19,11 +19,12 @@
 //!   range (`forward`), marked `FORWARDED`. A word read from a view's
 //!   snapshot replacing a forwarded word is older than the word it
 //!   replaced, so it is never carried into the committer's index (which
-//!   would then merge later commits into stale content). So a word names the content of its interval's keys
-//!   at the view's state or later, and the later changes come from a
-//!   MemTable that every reader of the view still consults (the one being
-//!   committed) or that began after the reader did: a get or scan sees each
-//!   key at a state no older than when it began.
+//!   would then merge later commits into stale content). So a word names
+//!   the content of its interval's keys at the view's state or later, and
+//!   the later changes come from a MemTable that every reader of the view
+//!   still consults (the one being committed) or that began after the
+//!   reader did: a get or scan sees each key at a state no older than when
+//!   it began.
 //! - The committer drops a replaced view itself once no reader holds it,
 //!   so no reader pays for freeing one, and its snapshot stops holding
 //!   freed space back.
@@ -128,8 +129,9 @@ impl Shared {
 
     /// Carries the cache words readers installed in views into the
     /// committer's index, where they provably name the same content (see
-    /// the module invariants): an install replaced a word the view was
-    /// published with (never a forwarded one, see `Shared::install`), and
+    /// the module invariants): an install replaced a word naming the
+    /// view's own content (one the view was published with or another
+    /// reader installed, never a forwarded one, see `Shared::install`), and
     /// the committer's index still holds that word, so the interval is
     /// unchanged since the view. Called by the committer between groups.
     pub fn carry_installs(&self) {
