@@ -17,8 +17,16 @@
 //!
 //! Invariants:
 //! - One writer at a time (the `writer` mutex); readers never block writers
-//!   and are never blocked by them, except a reader building a view, which
-//!   briefly copies the list of entries.
+//!   and are never blocked by them, except for the instant a reader
+//!   building a view copies its share of the write order (`order`, a lock
+//!   of its own that a write holds only to append one entry, never while
+//!   the hash table grows).
+//! - The current view is loaded without a lock; one reader at a time
+//!   (`build`) extends and publishes it. A reader that finds the view stale
+//!   while another builds it does not wait: it sorts the writes the view
+//!   lacks into a private view of its own (unless those are many, as in a
+//!   table frozen and not yet sorted, where building once beats sorting in
+//!   every reader).
 //! - A hash slot is published (`Release`) only after its entry is complete,
 //!   and always names the newest version of its key; a table is replaced
 //!   only by a complete copy, and replaced tables are kept until the
@@ -31,7 +39,9 @@ use std::cmp::Ordering as CmpOrdering;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
+use arc_swap::{ArcSwap, Guard};
 use parking_lot::Mutex;
 
 pub use crate::arena::EntryRef;
@@ -43,6 +53,11 @@ pub type Version = Option<Box<[u8]>>;
 /// Entries the sorted tail of a view may hold before it is merged into the
 /// main run.
 const TAIL_MAX: usize = 512;
+/// Unsorted writes a reader sorts into a private view rather than wait for
+/// the reader building the shared one.
+const PRIVATE_MAX: usize = 1 << 14;
+/// Entries per chunk of the write order.
+const ORDER_CHUNK: usize = 1 << 12;
 const INITIAL_SLOTS: usize = 1 << 10;
 /// Bytes counted per entry on top of the arena (hash slot and view slot).
 const INDEX_OVERHEAD: usize = 32;
@@ -109,14 +124,52 @@ pub(crate) struct View {
 
 struct Writer {
     arena: Arena,
-    /// Every entry in the order it was written.
-    order: Vec<EntryPtr>,
+    /// Entries written.
+    written: usize,
     /// Distinct keys (slots in use).
     keys: usize,
     /// The first key written and how much of it every key written shares.
     first: Vec<u8>,
     shared: usize,
 }
+
+/// Every entry in the order it was written, in chunks that never move, so
+/// an append never copies the entries already there (and holds the lock for
+/// an instant however long the order is).
+#[derive(Default)]
+struct Order {
+    chunks: Vec<Vec<EntryPtr>>,
+}
+
+impl Order {
+    fn push(&mut self, e: EntryPtr) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < ORDER_CHUNK => c.push(e),
+            _ => {
+                let mut c = Vec::with_capacity(ORDER_CHUNK);
+                c.push(e);
+                self.chunks.push(c);
+            }
+        }
+    }
+
+    /// The entries at positions `from..to` (all of them pushed).
+    fn copy(&self, from: usize, to: usize) -> Vec<EntryPtr> {
+        let mut out = Vec::with_capacity(to.saturating_sub(from));
+        let mut at = from;
+        while at < to {
+            let chunk = &self.chunks[at / ORDER_CHUNK];
+            let start = at % ORDER_CHUNK;
+            let take = (to - at).min(ORDER_CHUNK - start);
+            out.extend_from_slice(&chunk[start..start + take]);
+            at += take;
+        }
+        out
+    }
+}
+
+/// A loaded view: the published one, or a reader's private one.
+pub(crate) type ViewRef = Guard<Arc<View>>;
 
 /// An ordered table of write versions: one writer at a time (the store's
 /// writer lock), any number of concurrent readers.
@@ -129,10 +182,15 @@ pub struct MemTable {
     // The boxes themselves must stay alive: readers hold pointers to them.
     #[allow(clippy::vec_box)]
     retired: Mutex<Vec<Box<Table>>>,
+    /// The write order, appended by the writer, copied by view builders.
+    order: Mutex<Order>,
     /// Entries published.
     len: AtomicUsize,
     bytes: AtomicUsize,
-    view: Mutex<Arc<View>>,
+    /// The newest published sorted view.
+    view: ArcSwap<View>,
+    /// Held by the one reader extending and publishing `view`.
+    build: Mutex<()>,
 }
 
 impl Default for MemTable {
@@ -195,21 +253,23 @@ impl MemTable {
             hint: hint.into(),
             writer: Mutex::new(Writer {
                 arena: Arena::new(),
-                order: Vec::new(),
+                written: 0,
                 keys: 0,
                 first: Vec::new(),
                 shared: 0,
             }),
             table: AtomicPtr::new(Box::into_raw(Box::new(Table::new(INITIAL_SLOTS)))),
             retired: Mutex::new(Vec::new()),
+            order: Mutex::new(Order::default()),
             len: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
-            view: Mutex::new(Arc::new(View {
+            view: ArcSwap::from_pointee(View {
                 main: Arc::new(Vec::new()),
                 main_upto: 0,
                 tail: Vec::new(),
                 upto: 0,
-            })),
+            }),
+            build: Mutex::new(()),
         }
     }
 
@@ -236,7 +296,7 @@ impl MemTable {
     pub fn insert(&self, key: &[u8], seq: u64, value: Option<&[u8]>) {
         let h = hash(key);
         let mut w = self.writer.lock();
-        if w.order.is_empty() {
+        if w.written == 0 {
             w.first = key.to_vec();
             w.shared = key.len();
         } else if w.shared > 0 {
@@ -245,7 +305,8 @@ impl MemTable {
         let table = self.table();
         let (slot, found) = table.probe(key, h);
         let e = w.arena.push(key, seq, value, found, h);
-        w.order.push(e);
+        self.order.lock().push(e);
+        w.written += 1;
         table.slots[slot].store(pack(h, e), Ordering::Release);
         if found.is_none() {
             w.keys += 1;
@@ -254,10 +315,10 @@ impl MemTable {
             }
         }
         self.bytes.store(
-            w.arena.used() + w.order.len() * INDEX_OVERHEAD,
+            w.arena.used() + w.written * INDEX_OVERHEAD,
             Ordering::Relaxed,
         );
-        self.len.store(w.order.len(), Ordering::Release);
+        self.len.store(w.written, Ordering::Release);
     }
 
     /// Replaces the table by one twice its size (writer only).
@@ -420,33 +481,55 @@ impl MemTable {
     }
 
     /// A sorted view of every entry written so far, and how long the call
-    /// waited for the table's locks (another scan sorting its writes, or
-    /// a writer), if it did.
-    pub(crate) fn view(&self) -> (Arc<View>, Option<std::time::Duration>) {
-        let mut waited = None;
-        let mut cur = lock_timed(&self.view, &mut waited);
-        // Read the length under the lock: a view built meanwhile by another
-        // reader may already cover more (readers filter by snapshot, so a
-        // view covering newer writes is as good).
+    /// waited for the table's locks, if it did: an instant to copy the
+    /// write order, or, when many writes are unsorted (a table just
+    /// frozen), for the reader sorting them.
+    pub(crate) fn view(&self) -> (ViewRef, Option<Duration>) {
+        let cur = self.view.load();
+        // Read the length after the view: a view covering more than it
+        // (published meanwhile) is as good, since readers filter by
+        // snapshot.
         let upto = self.len();
         if cur.upto >= upto {
-            return (cur.clone(), waited);
+            return (cur, None);
         }
-        // Only the writes since the current view need sorting: the tail
-        // covers `order[main_upto..cur.upto]` already and takes them by a
-        // linear merge, so a scan after each write costs O(tail), not a
-        // sort of the whole tail.
-        let new: Vec<EntryPtr> = {
-            let w = lock_timed(&self.writer, &mut waited);
-            w.order[cur.upto..upto].to_vec()
+        let mut waited = None;
+        let builder = match self.build.try_lock() {
+            Some(g) => Some(g),
+            None if upto - cur.upto > PRIVATE_MAX => Some(lock_timed(&self.build, &mut waited)),
+            None => None,
         };
+        let Some(_builder) = builder else {
+            // Another reader is publishing a view: sort what this one lacks
+            // into a private view instead of waiting for it.
+            let v = self.extended(&cur, upto, false, &mut waited);
+            return (Guard::from_inner(Arc::new(v)), waited);
+        };
+        let cur = self.view.load_full();
+        let upto = self.len();
+        if cur.upto >= upto {
+            return (Guard::from_inner(cur), waited);
+        }
+        let v = Arc::new(self.extended(&cur, upto, true, &mut waited));
+        self.view.store(v.clone());
+        (Guard::from_inner(v), waited)
+    }
+
+    /// `cur` extended to the first `upto` entries. Only the writes since
+    /// `cur` need sorting: its tail covers `order[main_upto..cur.upto]`
+    /// already and takes them by a linear merge, so a scan after each write
+    /// costs O(tail), not a sort of the whole tail. A tail grown past
+    /// `TAIL_MAX` is merged into the main run when `fold` (a view to
+    /// publish; a private one is used once).
+    fn extended(&self, cur: &View, upto: usize, fold: bool, waited: &mut Option<Duration>) -> View {
+        let new = lock_timed(&self.order, waited).copy(cur.upto, upto);
         let fresh = self.sort_newest(&new);
         let tail = if cur.tail.is_empty() {
             fresh
         } else {
             self.merge_runs(&cur.tail, &fresh)
         };
-        let view = if tail.len() <= TAIL_MAX {
+        if tail.len() <= TAIL_MAX || !fold {
             View {
                 main: cur.main.clone(),
                 main_upto: cur.main_upto,
@@ -460,9 +543,7 @@ impl MemTable {
                 tail: Vec::new(),
                 upto,
             }
-        };
-        *cur = Arc::new(view);
-        (cur.clone(), waited)
+        }
     }
 
     /// Index of the first element of `run` at or after (after, when
@@ -510,7 +591,7 @@ impl MemTable {
         snapshot: u64,
         max: usize,
         out: &mut Vec<(Box<[u8]>, Version)>,
-    ) -> Option<std::time::Duration> {
+    ) -> Option<Duration> {
         let (v, waited) = self.view();
         let (mut i, mut j) = (self.start(&v.main, from), self.start(&v.tail, from));
         let mut taken = 0;
@@ -539,7 +620,7 @@ impl MemTable {
         snapshot: u64,
         max: usize,
         out: &mut Vec<(Box<[u8]>, Version)>,
-    ) -> Option<std::time::Duration> {
+    ) -> Option<Duration> {
         let (v, waited) = self.view();
         let (mut i, mut j) = (self.end(&v.main, from), self.end(&v.tail, from));
         let mut taken = 0;
@@ -580,14 +661,14 @@ impl MemTable {
     /// How many of the table's entries its sorted view covers.
     #[cfg(test)]
     pub(crate) fn sorted_upto(&self) -> usize {
-        self.view.lock().upto
+        self.view.load().upto
     }
 
     /// The view `newest` walks: the current one if it covers every entry,
     /// else one sorted from the hash table (and kept).
     fn newest_view(&self) -> Arc<View> {
         let upto = self.len();
-        let current = self.view.lock().clone();
+        let current = self.view.load_full();
         if current.upto >= upto {
             current
         } else {
@@ -608,9 +689,9 @@ impl MemTable {
                 tail: Vec::new(),
                 upto,
             });
-            let mut cur = self.view.lock();
-            if cur.upto < upto {
-                *cur = v.clone();
+            let _builder = self.build.lock();
+            if self.view.load().upto < upto {
+                self.view.store(v.clone());
             }
             v
         }
@@ -620,7 +701,7 @@ impl MemTable {
 /// Takes `m`, adding the time it waited to `waited` when it was not free.
 fn lock_timed<'m, T>(
     m: &'m Mutex<T>,
-    waited: &mut Option<std::time::Duration>,
+    waited: &mut Option<Duration>,
 ) -> parking_lot::MutexGuard<'m, T> {
     if let Some(g) = m.try_lock() {
         return g;
@@ -699,7 +780,7 @@ mod tests {
             t.insert(k.as_bytes(), i + 1, Some(&i.to_le_bytes()));
         }
         t.prepare_newest();
-        let prepared = t.view.lock().clone();
+        let prepared = t.view.load_full();
         assert_eq!(prepared.upto, 500);
         let walk = |t: &MemTable| -> Vec<(Vec<u8>, u64)> {
             t.newest()
@@ -713,7 +794,7 @@ mod tests {
         };
         let first = walk(&t);
         // `newest` took the prepared order instead of sorting again.
-        assert!(Arc::ptr_eq(&prepared, &t.view.lock()));
+        assert!(Arc::ptr_eq(&prepared, &t.view.load_full()));
         assert_eq!(first.len(), 300);
         assert!(first.windows(2).all(|w| w[0].0 < w[1].0));
         // Each key's newest version: i with (i * 7) % 300 == key, largest.
@@ -774,6 +855,72 @@ mod tests {
                 (b"l".to_vec().into(), v("l10")),
             ]
         );
+    }
+
+    /// Every key of `t` a forward scan at the newest snapshot sees.
+    fn scanned(t: &MemTable) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let waited = t.scan_forward(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            u64::MAX,
+            usize::MAX,
+            &mut out,
+        );
+        assert_eq!(waited, None, "a reader waited");
+        out.into_iter().map(|(k, _)| k.into_vec()).collect()
+    }
+
+    #[test]
+    fn a_reader_finding_the_view_being_built_sorts_a_private_one() {
+        let t = MemTable::new();
+        for i in 0..100u32 {
+            t.insert(format!("k{i:04}").as_bytes(), u64::from(i) + 1, Some(b"v"));
+        }
+        assert_eq!(scanned(&t).len(), 100);
+        assert_eq!(t.sorted_upto(), 100);
+        // Another reader is building: writes since are still seen, in
+        // order, without waiting, and the private view is not published.
+        let builder = t.build.lock();
+        for i in (100..300u32).rev() {
+            t.insert(format!("k{i:04}").as_bytes(), u64::from(i) + 1, Some(b"v"));
+        }
+        let keys = scanned(&t);
+        let expected: Vec<Vec<u8>> = (0..300u32)
+            .map(|i| format!("k{i:04}").into_bytes())
+            .collect();
+        assert_eq!(keys, expected);
+        assert_eq!(t.sorted_upto(), 100);
+        drop(builder);
+        assert_eq!(scanned(&t), expected);
+        assert_eq!(t.sorted_upto(), 300);
+    }
+
+    #[test]
+    fn many_unsorted_writes_wait_for_the_reader_building_the_view() {
+        let t = MemTable::new();
+        let n = PRIVATE_MAX as u32 + 10;
+        for i in 0..n {
+            t.insert(&i.to_be_bytes(), u64::from(i) + 1, Some(b"v"));
+        }
+        let builder = t.build.lock();
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                let mut out = Vec::new();
+                let waited =
+                    t.scan_forward(Bound::Unbounded, Bound::Unbounded, u64::MAX, 3, &mut out);
+                (waited, out.len())
+            });
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            drop(builder);
+            let (waited, found) = reader.join().unwrap();
+            assert_eq!(found, 3);
+            assert!(
+                waited.is_some_and(|w| w >= std::time::Duration::from_millis(40)),
+                "{waited:?}"
+            );
+        });
+        assert_eq!(t.sorted_upto(), n as usize);
     }
 
     #[test]
