@@ -11,26 +11,6 @@
 
 use crate::codec::{decode_pair, get_varint, Decoded};
 
-/// Issues a prefetch for every cache line of `bytes`.
-#[inline]
-fn prefetch_bytes(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let start = bytes.as_ptr().cast::<i8>();
-        let skew = start as usize % 64;
-        let first = start.wrapping_sub(skew);
-        for k in 0..(skew + bytes.len()).div_ceil(64) {
-            // SAFETY: a prefetch is only a hint: it never faults and has no
-            // architectural effect, whatever the address; the address is
-            // formed with wrapping arithmetic, so forming it is defined.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(k * 64)) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
-}
-
 /// A 16-bit fingerprint of a key.
 #[inline]
 pub fn fingerprint(key: &[u8]) -> u16 {
@@ -207,14 +187,14 @@ impl IntervalData {
     /// merge) does not wait for each line in turn.
     #[inline]
     pub fn prefetch_head(&self, max: usize) {
-        prefetch_bytes(&self.bytes[..self.bytes.len().min(max)]);
+        crate::prefetch::bytes(&self.bytes[..self.bytes.len().min(max)]);
     }
 
     /// Like [`IntervalData::prefetch_head`], for the last `max` bytes (a
     /// backward walk starts there).
     #[inline]
     pub fn prefetch_tail(&self, max: usize) {
-        prefetch_bytes(&self.bytes[self.bytes.len().saturating_sub(max)..]);
+        crate::prefetch::bytes(&self.bytes[self.bytes.len().saturating_sub(max)..]);
     }
 
     /// Where pair `i` starts within the interval.
@@ -349,9 +329,9 @@ mod tests {
         // Unaligned starts and ends, down to single bytes.
         let bytes = d.bytes();
         for a in 0..70.min(bytes.len()) {
-            prefetch_bytes(&bytes[a..]);
-            prefetch_bytes(&bytes[a..a]);
-            prefetch_bytes(&bytes[..bytes.len() - a]);
+            crate::prefetch::bytes(&bytes[a..]);
+            crate::prefetch::bytes(&bytes[a..a]);
+            crate::prefetch::bytes(&bytes[..bytes.len() - a]);
         }
         assert_eq!(d, before);
     }

@@ -44,12 +44,14 @@ pub mod memtable;
 mod merge;
 mod open;
 mod options;
+mod prefetch;
 pub mod sparse;
 mod stats;
 mod store;
 mod view;
 pub mod wal;
 mod wal_map;
+mod write_order;
 
 pub use batch::{BatchOp, WriteBatch};
 pub use check::CheckReport;

@@ -1,0 +1,48 @@
+//! Software prefetch: hints that bring memory into the cache ahead of a
+//! walk whose next addresses are known but not yet needed.
+//!
+//! Invariant: a prefetch is only a hint. It never faults, whatever the
+//! address, and has no effect a program can observe but its speed, so the
+//! functions here are safe to call with any address.
+
+/// Bytes of a cache line.
+const LINE: usize = 64;
+
+/// Asks for the `lines` cache lines starting with the one holding `start`.
+#[inline]
+pub(crate) fn lines(start: *const u8, lines: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let first = start.wrapping_sub(start as usize % LINE).cast::<i8>();
+        for k in 0..lines {
+            // SAFETY: a prefetch never faults and has no architectural
+            // effect, whatever the address; the address is formed with
+            // wrapping arithmetic, so forming it is defined.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(k * LINE)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (start, lines);
+}
+
+/// Asks for every cache line of `bytes`.
+#[inline]
+pub(crate) fn bytes(bytes: &[u8]) {
+    let skew = bytes.as_ptr() as usize % LINE;
+    lines(bytes.as_ptr(), (skew + bytes.len()).div_ceil(LINE));
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn any_address_may_be_prefetched() {
+        let v = vec![7u8; 300];
+        super::bytes(&v);
+        super::bytes(&v[5..5]);
+        // Addresses that name no memory: only hints, never faults.
+        super::lines(std::ptr::null(), 4);
+        super::lines(usize::MAX as *const u8, 2);
+        assert_eq!(v[299], 7);
+    }
+}
