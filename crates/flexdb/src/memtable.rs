@@ -55,11 +55,6 @@ const TAIL_MAX: usize = 512;
 /// Unsorted writes a reader sorts into a private view rather than wait for
 /// the reader building the shared one.
 const PRIVATE_MAX: usize = 1 << 14;
-/// How far ahead of its walk `newest` prefetches entries...
-const NEWEST_PREFETCH: usize = 16;
-/// ...and how many cache lines of each: the header, and the key and value
-/// of a small pair.
-const ENTRY_LINES: usize = 3;
 const INITIAL_SLOTS: usize = 1 << 10;
 /// Bytes counted per entry on top of the arena (hash slot and view slot).
 const INDEX_OVERHEAD: usize = 32;
@@ -612,20 +607,10 @@ impl MemTable {
     /// Built from the hash table, which names exactly the newest version of
     /// each key, so only distinct keys are sorted (not every version), unless
     /// a view of the whole table exists already.
-    ///
-    /// The walk asks for the entries `NEWEST_PREFETCH` places ahead of it
-    /// in the main run: sorted, they lie anywhere in the arena, and waiting
-    /// for each one's cache miss in turn was a tenth of the committer's
-    /// time in a random-order load.
     pub fn newest(&self) -> impl Iterator<Item = EntryRef<'_>> + '_ {
         let v = self.newest_view();
         let (mut i, mut j) = (0, 0);
-        std::iter::from_fn(move || {
-            if let Some(&(_, ahead)) = v.main.get(i + NEWEST_PREFETCH) {
-                crate::prefetch::lines(ahead.as_ptr().cast_const().cast(), ENTRY_LINES);
-            }
-            self.step(&v, &mut i, &mut j, true).map(|p| self.entry(p))
-        })
+        std::iter::from_fn(move || self.step(&v, &mut i, &mut j, true).map(|p| self.entry(p)))
     }
 
     /// Sorts the table for [`MemTable::newest`] ahead of time (on a frozen
