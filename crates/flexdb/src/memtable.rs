@@ -455,10 +455,10 @@ impl MemTable {
             return (cur, None);
         }
         let mut waited = None;
-        let builder = match self.build.try_lock() {
-            Some(g) => Some(g),
-            None if upto - cur.upto > PRIVATE_MAX => Some(lock_timed(&self.build, &mut waited)),
-            None => None,
+        let builder = if upto - cur.upto > PRIVATE_MAX {
+            Some(lock_timed(&self.build, &mut waited))
+        } else {
+            self.build.try_lock()
         };
         let Some(_builder) = builder else {
             // Another reader is publishing a view: sort what this one lacks

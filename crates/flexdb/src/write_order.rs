@@ -65,6 +65,7 @@ impl WriteOrder {
             let (b, slot) = locate(at);
             let Some(bucket) = self.buckets[b].get() else {
                 // Not reached: a published position's bucket exists.
+                debug_assert!(false, "position {at} copied before it was set");
                 break;
             };
             let take = (to - at).min(bucket.len() - slot);
