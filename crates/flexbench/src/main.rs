@@ -7,6 +7,7 @@
 mod baseline;
 mod device;
 mod index;
+mod median;
 mod space_bench;
 mod space_latency;
 mod tree_bench;

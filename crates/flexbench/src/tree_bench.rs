@@ -201,23 +201,12 @@ impl TreeBench {
             structure: structure.to_string(),
             op: op.to_string(),
             extents: self.extents,
-            mops: median(&rates),
+            mops: crate::median::of_sorted(&rates),
             mops_min: rates[0],
             mops_max: rates[rates.len() - 1],
             repeats: runs.len() as u32,
             ops: by_rate[by_rate.len() / 2].1,
         }
-    }
-}
-
-/// The median of sorted, non-empty `v` (the mean of the middle two when
-/// their number is even).
-fn median(v: &[f64]) -> f64 {
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
     }
 }
 
@@ -282,13 +271,6 @@ mod tests {
             repeats,
             seed: 1,
         }
-    }
-
-    #[test]
-    fn median_of_odd_and_even_runs() {
-        assert_eq!(median(&[1.0]), 1.0);
-        assert_eq!(median(&[1.0, 2.0, 9.0]), 2.0);
-        assert_eq!(median(&[1.0, 2.0, 4.0, 9.0]), 3.0);
     }
 
     #[test]

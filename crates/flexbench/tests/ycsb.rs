@@ -184,3 +184,61 @@ fn a_peer_not_compiled_in_names_its_feature() {
         }
     }
 }
+
+#[test]
+fn repeat_reports_every_run_and_their_medians() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "ycsb",
+        "--engine",
+        "mem",
+        "--records",
+        "1000",
+        "--seconds",
+        "0.1",
+        "--workloads",
+        "c",
+        "--repeat",
+        "3",
+    ];
+    let out = flexbench(&args, dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    for run in 1..=3 {
+        assert!(text.contains(&format!("# run {run} of 3")), "{text}");
+    }
+    assert!(text.contains("median of 3 runs"), "{text}");
+    // The summary's row: workload c, 2 threads, engine mem, 3 runs.
+    let row = text
+        .lines()
+        .find(|l| l.split_whitespace().take(4).eq(["c", "2", "mem", "3"]))
+        .unwrap_or_else(|| panic!("no summary row: {text}"));
+    let mops: Vec<f64> = row
+        .split_whitespace()
+        .skip(4)
+        .take(3)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    // median, min, max
+    assert!(mops[1] <= mops[0] && mops[0] <= mops[2], "{row}");
+    assert!(text.contains("reopen, median of the runs"), "{text}");
+    // JSON lines name their run.
+    let mut json_args = args.to_vec();
+    json_args.extend(["--json", "--no-reopen"]);
+    let out = flexbench(&json_args, dir.path());
+    assert!(out.status.success());
+    let runs: Vec<u64> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["workload"] == "c")
+        .map(|v| v["run"].as_u64().unwrap())
+        .collect();
+    assert_eq!(runs, [1, 2, 3]);
+    let out = flexbench(&["ycsb", "--repeat", "0"], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+}

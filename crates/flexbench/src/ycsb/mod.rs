@@ -7,7 +7,9 @@
 //! phase that wrote, an untimed flush of the engine and a `syncfs`, then
 //! the counters. Then a clean close and a timed reopen, and a crash test:
 //! a child process loads a fresh store and is killed with SIGKILL while it
-//! writes; the parent times the open that recovers it.
+//! writes; the parent times the open that recovers it. With `--repeat N`
+//! all of that runs N times, engines alternating, and a summary of medians
+//! follows the runs (`summary`).
 //!
 //! Invariants: several engines run one after another, each in its own
 //! child process (so memory figures are the engine's own), on the same
@@ -20,6 +22,7 @@ pub mod keygen;
 pub mod plot;
 pub mod report;
 pub mod runner;
+pub mod summary;
 pub mod sys;
 pub mod workload;
 pub mod zipf;
@@ -105,9 +108,17 @@ pub struct YcsbArgs {
     /// One JSON object per engine and workload instead of tables.
     #[arg(long)]
     pub json: bool,
-    /// Draw throughput and p99 latency per workload to this .svg file.
+    /// Draw throughput and p99 latency per workload to this .svg file
+    /// (with `--repeat`, of the run with the median throughput).
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Run the whole benchmark this many times, each engine in a fresh
+    /// store and its own process, engines alternating (run 1 of each, then
+    /// run 2, ...); report every run, then the median, lowest and highest
+    /// throughput of each workload and each engine's median ratio to
+    /// flexdb. (A shared machine's speed drifts: one run proves little.)
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
     /// Internal: run one engine and print JSON lines for a parent.
     #[arg(long, hide = true)]
     pub child: bool,
@@ -185,6 +196,9 @@ impl YcsbArgs {
         }
         if self.load_threads == 0 || self.load_threads > 1024 {
             return Err("--load-threads must be between 1 and 1024".into());
+        }
+        if self.repeat == 0 || self.repeat > 1000 {
+            return Err("--repeat must be between 1 and 1000".into());
         }
         if self.scan_len == 0 {
             return Err("--scan-len must be positive".into());
@@ -300,7 +314,7 @@ pub fn run(args: &YcsbArgs) -> u8 {
     }
     let mut records = Vec::new();
     let mut failed = false;
-    if args.child || plan.engines.len() == 1 {
+    if args.child || (plan.engines.len() == 1 && args.repeat == 1) {
         let name = plan.engines[0].clone();
         let mut emit = |r: Record| {
             if args.child {
@@ -314,15 +328,21 @@ pub fn run(args: &YcsbArgs) -> u8 {
             failed = true;
         }
     } else {
-        for name in &plan.engines {
-            match run_child(args, name, &base) {
-                Ok((rs, ok)) => {
-                    records.extend(rs);
-                    failed |= !ok;
+        for run in 1..=args.repeat {
+            for name in &plan.engines {
+                if args.repeat > 1 {
+                    log(name, &format!("run {run} of {}", args.repeat));
                 }
-                Err(e) => {
-                    eprintln!("flexbench ycsb: {name}: {e}");
-                    failed = true;
+                match run_child(args, name, &base) {
+                    Ok((mut rs, ok)) => {
+                        rs.iter_mut().for_each(|r| r.set_run(run));
+                        records.extend(rs);
+                        failed |= !ok;
+                    }
+                    Err(e) => {
+                        eprintln!("flexbench ycsb: {name}: {e}");
+                        failed = true;
+                    }
                 }
             }
         }
@@ -330,11 +350,27 @@ pub fn run(args: &YcsbArgs) -> u8 {
     if !args.child {
         if args.json {
             print!("{}", report::json_lines(&records));
+        } else if args.repeat > 1 {
+            for run in 1..=args.repeat {
+                let of_run: Vec<Record> =
+                    records.iter().filter(|r| r.run() == run).cloned().collect();
+                print!(
+                    "# run {run} of {}\n{}\n",
+                    args.repeat,
+                    report::table(&of_run)
+                );
+            }
+            print!("{}", summary::table(&records));
         } else {
             print!("{}", report::table(&records));
         }
         if let Some(p) = &args.plot {
-            match plot::draw(&records, p) {
+            let drawn = if args.repeat > 1 {
+                plot::draw(&summary::median_records(&records), p)
+            } else {
+                plot::draw(&records, p)
+            };
+            match drawn {
                 Ok(()) => eprintln!("flexbench ycsb: plot written to {}", p.display()),
                 Err(e) => {
                     eprintln!("flexbench ycsb: plot: {e}");
@@ -447,6 +483,7 @@ fn run_engine(
     }
     let mut reopen = ReopenResult {
         engine: name.into(),
+        run: 1,
         workload: "reopen".into(),
         dataset: plan.dataset.name.into(),
         records: args.records,
@@ -534,6 +571,7 @@ fn workload_result(
     let amp = |b: u64| (o.user_bytes > 0).then(|| b as f64 / o.user_bytes as f64);
     WorkloadResult {
         engine: name.into(),
+        run: 1,
         workload: w.name().into(),
         dataset: plan.dataset.name.into(),
         dist: args.dist.name().into(),

@@ -50,6 +50,9 @@ impl Latency {
 pub struct WorkloadResult {
     /// The engine.
     pub engine: String,
+    /// Which run of `--repeat` this is, from 1.
+    #[serde(default = "first_run")]
+    pub run: u32,
     /// The workload (load, a..f, put).
     pub workload: String,
     /// The dataset (zippydb, udb, sys).
@@ -124,6 +127,9 @@ pub struct WorkloadResult {
 pub struct ReopenResult {
     /// The engine.
     pub engine: String,
+    /// Which run of `--repeat` this is, from 1.
+    #[serde(default = "first_run")]
+    pub run: u32,
     /// Always "reopen".
     pub workload: String,
     /// The dataset.
@@ -142,6 +148,28 @@ pub struct ReopenResult {
     pub crash_recovered_pairs: Option<u64>,
     /// Why a part was not measured, if one was not.
     pub note: Option<String>,
+}
+
+fn first_run() -> u32 {
+    1
+}
+
+impl Record {
+    /// Marks the record as measured in run `run` of `--repeat`.
+    pub fn set_run(&mut self, run: u32) {
+        match self {
+            Record::Workload(w) => w.run = run,
+            Record::Reopen(r) => r.run = run,
+        }
+    }
+
+    /// The run of `--repeat` the record was measured in.
+    pub fn run(&self) -> u32 {
+        match self {
+            Record::Workload(w) => w.run,
+            Record::Reopen(r) => r.run,
+        }
+    }
 }
 
 /// One line of output.
