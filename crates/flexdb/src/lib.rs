@@ -52,6 +52,7 @@ mod view;
 pub mod wal;
 mod wal_map;
 mod write_order;
+mod writeback;
 
 pub use batch::{BatchOp, WriteBatch};
 pub use check::CheckReport;

@@ -382,12 +382,20 @@ impl Shared {
         let last = seq + ops as u64 - 1;
         w.next_seq = last + 1;
         self.visible.store(last, Ordering::Release);
-        let wal = sync.then(|| w.wal.clone());
+        // Every few MiB the log's new pages are written back early (not
+        // under the writer lock), so no sync meets a log full of them.
+        let write_back = w.wal.write_back_due(end);
+        let wal = (sync || write_back).then(|| w.wal.clone());
         drop(w);
         if let Some(wal) = wal {
-            if let Err(e) = wal.sync_to(end) {
-                self.stop(e.to_string());
-                return Err(e);
+            if write_back {
+                wal.write_back(end);
+            }
+            if sync {
+                if let Err(e) = wal.sync_to(end) {
+                    self.stop(e.to_string());
+                    return Err(e);
+                }
             }
         }
         Ok(())

@@ -43,6 +43,9 @@
 //!   `end` is durable. Concurrent callers share fsyncs: whoever holds the
 //!   I/O lock writes everything buffered so far and syncs once for all
 //!   (group commit); the others find their records durable and return.
+//! - A mapped log asks the kernel to start writing each stretch of
+//!   `writeback::WRITEBACK_BYTES` to the device as it fills
+//!   ([`Wal::write_back`]): a hint that no durability rule relies on.
 //! - After an I/O error the log refuses further appends (its tail is
 //!   unknown); reopening the store recovers the durable prefix. A mapped
 //!   log that cannot grow (a full disk) is the exception: the append that
@@ -117,6 +120,9 @@ pub struct Wal {
     written_bytes: AtomicU64,
     /// The length the durable-length slot holds (I/O lock).
     slot: AtomicU64,
+    /// File offset up to which early write-back was requested (mapped
+    /// logs; see `writeback`).
+    written_back: AtomicU64,
 }
 
 /// The durable-length slot for `len`: the length and its CRC.
@@ -342,6 +348,7 @@ impl Wal {
             synced: AtomicU64::new(HEADER_LEN),
             written_bytes: AtomicU64::new(HEADER_LEN),
             slot: AtomicU64::new(HEADER_LEN),
+            written_back: AtomicU64::new(HEADER_LEN),
         })
     }
 
@@ -362,6 +369,7 @@ impl Wal {
             synced: AtomicU64::new(len),
             written_bytes: AtomicU64::new(0),
             slot: AtomicU64::new(len),
+            written_back: AtomicU64::new(len),
         }
     }
 
@@ -585,6 +593,33 @@ impl Wal {
         Ok(())
     }
 
+    /// Whether the log, written up to `end` (as [`Wal::append`] returned),
+    /// is due a [`Wal::write_back`]: a mapped log with
+    /// `writeback::WRITEBACK_BYTES` appended since the last one. One
+    /// relaxed load, for every append.
+    pub fn write_back_due(&self, end: u64) -> bool {
+        self.mapped.is_some()
+            && end >= self.written_back.load(Ordering::Relaxed) + crate::writeback::WRITEBACK_BYTES
+    }
+
+    /// Asks the kernel to start writing what was appended since the last
+    /// request to the device, without waiting (a hint: see `writeback`).
+    /// Of callers racing for the same stretch, one makes the request.
+    pub fn write_back(&self, end: u64) {
+        let Some(m) = &self.mapped else { return };
+        let stop = crate::writeback::stop_at(end);
+        let from = self.written_back.load(Ordering::Relaxed);
+        if stop <= from
+            || self
+                .written_back
+                .compare_exchange(from, stop, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        crate::writeback::start(&m.sync_file, from, stop - from);
+    }
+
     /// Makes every appended record durable.
     pub fn sync(&self) -> Result<()> {
         let end = self.end();
@@ -764,6 +799,7 @@ mod tests {
             synced: AtomicU64::new(HEADER_LEN + 5 * (RECORD_HEAD as u64 + 8)),
             written_bytes: AtomicU64::new(0),
             slot: AtomicU64::new(HEADER_LEN),
+            written_back: AtomicU64::new(HEADER_LEN),
         };
         wal.append(7, b"x").unwrap();
         wal.sync().unwrap();
@@ -1147,6 +1183,36 @@ mod tests {
         let recs = Wal::read(file.as_ref(), "wal").unwrap();
         assert_eq!(recs.len(), 1000);
         assert!(recs.iter().enumerate().all(|(i, r)| r.seq == i as u64));
+    }
+
+    #[test]
+    fn a_mapped_log_is_written_back_every_few_mib_and_replays_whole() {
+        let (_dir, file, wal) = mapped_wal(1 << 20);
+        let payload = [7u8; 1000];
+        let (mut requests, mut last_mark) = (0, HEADER_LEN);
+        for i in 0..12_000u64 {
+            let end = wal.append(i, &payload).unwrap();
+            if wal.write_back_due(end) {
+                wal.write_back(end);
+                // A second request for the same stretch does nothing.
+                wal.write_back(end);
+                let mark = wal.written_back.load(Ordering::Relaxed);
+                assert_eq!(mark, crate::writeback::stop_at(end));
+                assert!(mark - last_mark >= crate::writeback::WRITEBACK_BYTES - 4096);
+                last_mark = mark;
+                requests += 1;
+            }
+        }
+        // 12 MB of records: two requests (at 4 and 8 MiB).
+        assert_eq!(requests, 2);
+        wal.sync().unwrap();
+        let recs = Wal::read(file.as_ref(), "wal").unwrap();
+        assert_eq!(recs.len(), 12_000);
+        assert!(recs.iter().all(|r| r.payload == payload));
+        // Buffered logs are never due.
+        let buffered = Wal::create(Arc::new(MemFile::new()), "wal", None).unwrap();
+        let end = buffered.append(0, &[0u8; 5 << 20]).unwrap();
+        assert!(!buffered.write_back_due(end));
     }
 
     #[test]
