@@ -109,25 +109,29 @@ fn flexdb_runs_every_workload() {
     every_workload_reports_ops("flexdb");
 }
 
+/// A short run of workload c on `engines` (1000 records, 0.1 s), with
+/// `extra` arguments.
+fn quick_c<'a>(engines: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec![
+        "ycsb",
+        "--engine",
+        engines,
+        "--records",
+        "1000",
+        "--seconds",
+        "0.1",
+        "--workloads",
+        "c",
+    ];
+    a.extend_from_slice(extra);
+    a
+}
+
 #[test]
 fn tables_compare_engines_side_by_side() {
     let dir = tempfile::tempdir().unwrap();
     // Two engines run in child processes; `mem` twice is refused as one.
-    let out = flexbench(
-        &[
-            "ycsb",
-            "--engine",
-            "mem,mem",
-            "--records",
-            "1000",
-            "--seconds",
-            "0.1",
-            "--workloads",
-            "c",
-            "--no-reopen",
-        ],
-        dir.path(),
-    );
+    let out = flexbench(&quick_c("mem,mem", &["--no-reopen"]), dir.path());
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
@@ -188,19 +192,7 @@ fn a_peer_not_compiled_in_names_its_feature() {
 #[test]
 fn repeat_reports_every_run_and_their_medians() {
     let dir = tempfile::tempdir().unwrap();
-    let args = [
-        "ycsb",
-        "--engine",
-        "mem",
-        "--records",
-        "1000",
-        "--seconds",
-        "0.1",
-        "--workloads",
-        "c",
-        "--repeat",
-        "3",
-    ];
+    let args = quick_c("mem", &["--repeat", "3"]);
     let out = flexbench(&args, dir.path());
     assert!(
         out.status.success(),
@@ -227,7 +219,7 @@ fn repeat_reports_every_run_and_their_medians() {
     assert!(mops[1] <= mops[0] && mops[0] <= mops[2], "{row}");
     assert!(text.contains("reopen, median of the runs"), "{text}");
     // JSON lines name their run.
-    let mut json_args = args.to_vec();
+    let mut json_args = args.clone();
     json_args.extend(["--json", "--no-reopen"]);
     let out = flexbench(&json_args, dir.path());
     assert!(out.status.success());

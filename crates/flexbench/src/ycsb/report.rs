@@ -193,6 +193,17 @@ pub fn workloads(records: &[Record]) -> Vec<&WorkloadResult> {
         .collect()
 }
 
+/// The reopen figures among `records`, in order.
+pub fn reopens(records: &[Record]) -> Vec<&ReopenResult> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Reopen(x) => Some(x),
+            Record::Workload(_) => None,
+        })
+        .collect()
+}
+
 /// The records as JSON lines.
 pub fn json_lines(records: &[Record]) -> String {
     let mut s = String::new();
@@ -312,13 +323,7 @@ pub fn table(records: &[Record]) -> String {
             mib(w.vm_hwm_bytes),
         );
     }
-    let reopens: Vec<&ReopenResult> = records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Reopen(x) => Some(x),
-            Record::Workload(_) => None,
-        })
-        .collect();
+    let reopens = reopens(records);
     if !reopens.is_empty() {
         s += "\n# reopen (ms): clean close, open after it; open after SIGKILL during writes\n";
         s += &format!(

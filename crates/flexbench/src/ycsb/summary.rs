@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use crate::median::of as median;
-use crate::ycsb::report::{workloads, Record, ReopenResult, WorkloadResult};
+use crate::ycsb::report::{reopens, workloads, Record, ReopenResult, WorkloadResult};
 
 /// The figures of one engine, workload and thread count over the runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,13 +137,7 @@ pub fn table(records: &[Record]) -> String {
             opt(m.max_reader_wait_us, 0),
         );
     }
-    let reopens: Vec<&ReopenResult> = records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Reopen(x) => Some(x),
-            Record::Workload(_) => None,
-        })
-        .collect();
+    let reopens = reopens(records);
     let mut engines: Vec<&str> = Vec::new();
     for r in &reopens {
         if !engines.contains(&r.engine.as_str()) {
