@@ -109,7 +109,8 @@ pub struct YcsbArgs {
     #[arg(long)]
     pub json: bool,
     /// Draw throughput and p99 latency per workload to this .svg file
-    /// (with `--repeat`, of the run with the median throughput).
+    /// (with `--repeat`, for each engine and workload the run whose
+    /// throughput was the median).
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Run the whole benchmark this many times, each engine in a fresh
@@ -117,6 +118,7 @@ pub struct YcsbArgs {
     /// run 2, ...); report every run, then the median, lowest and highest
     /// throughput of each workload and each engine's median ratio to
     /// flexdb. (A shared machine's speed drifts: one run proves little.)
+    /// With `--keep`, only the last run's stores are kept.
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
     /// Internal: run one engine and print JSON lines for a parent.
@@ -354,11 +356,7 @@ pub fn run(args: &YcsbArgs) -> u8 {
             for run in 1..=args.repeat {
                 let of_run: Vec<Record> =
                     records.iter().filter(|r| r.run() == run).cloned().collect();
-                print!(
-                    "# run {run} of {}\n{}\n",
-                    args.repeat,
-                    report::table(&of_run)
-                );
+                println!("# run {run} of {}\n{}", args.repeat, report::table(&of_run));
             }
             print!("{}", summary::table(&records));
         } else {

@@ -411,6 +411,21 @@ mod tests {
     }
 
     #[test]
+    fn lines_written_before_repeats_existed_read_as_run_1() {
+        let mut v =
+            serde_json::to_value(Record::Workload(Box::new(sample("flexdb", 0.5)))).unwrap();
+        v.as_object_mut().unwrap().remove("run");
+        let old: Record = serde_json::from_value(v).unwrap();
+        assert_eq!(old.run(), 1);
+        let v = serde_json::json!({"kind": "reopen", "engine": "flexdb", "workload": "reopen",
+            "dataset": "udb", "records": 1, "close_ms": null, "clean_open_ms": 2.0,
+            "crash_acknowledged": null, "crash_open_ms": null, "crash_recovered_pairs": null,
+            "note": null});
+        let old: Record = serde_json::from_value(v).unwrap();
+        assert_eq!(old.run(), 1);
+    }
+
+    #[test]
     fn the_table_compares_with_flexdb() {
         let t = table(&[
             Record::Workload(Box::new(sample("flexdb", 0.5))),

@@ -8,9 +8,10 @@
 //! flexdb is taken within each run before its median is, so that drift
 //! between runs cancels out of the comparison.
 //!
-//! Invariants: a
-//! figure absent from every run is "n/a", never 0; records of run 0 (not
-//! from a repeat) count as one run.
+//! Invariants: runs count from 1 (the harness numbers every record); a
+//! figure absent from every run is "n/a", and a ratio with no flexdb
+//! figure to divide by is "-", never 0; a run where flexdb measured no
+//! throughput gives no ratio.
 
 use std::collections::BTreeMap;
 
@@ -75,7 +76,9 @@ pub fn summarize(records: &[Record]) -> Vec<Summary> {
             let mut ratios: Vec<f64> = runs
                 .iter()
                 .filter_map(|w| {
-                    flexdb_in_run(w.run, &w.workload, w.threads).map(|b| w.mops / b.max(1e-12))
+                    flexdb_in_run(w.run, &w.workload, w.threads)
+                        .filter(|&b| b > 0.0)
+                        .map(|b| w.mops / b)
                 })
                 .collect();
             let max_reader_wait_us = runs
@@ -171,8 +174,9 @@ pub fn table(records: &[Record]) -> String {
     s
 }
 
-/// The records of the run whose throughput is the median, one per engine,
-/// workload and thread count (for the plot of a repeated benchmark).
+/// For each engine, workload and thread count, the record of the run whose
+/// throughput is nearest the median (for the plot of a repeated benchmark;
+/// different workloads may come from different runs).
 pub fn median_records(records: &[Record]) -> Vec<Record> {
     summarize(records)
         .into_iter()
@@ -234,6 +238,20 @@ mod tests {
         assert_eq!(peer.median_mops, 0.5);
         assert_eq!(peer.median_ratio, Some(0.5));
         assert_eq!(peer.max_reader_wait_us, None);
+    }
+
+    #[test]
+    fn a_run_where_flexdb_measured_nothing_gives_no_ratio() {
+        let records = vec![
+            result("flexdb", 1, "c", 0.0),
+            result("peer", 1, "c", 0.5),
+            result("flexdb", 2, "c", 1.0),
+            result("peer", 2, "c", 0.7),
+        ];
+        let s = summarize(&records);
+        assert_eq!(s[1].median_ratio, Some(0.7));
+        let t = table(&[result("peer", 1, "c", 0.5)]);
+        assert!(t.contains(" - "), "{t}");
     }
 
     #[test]
