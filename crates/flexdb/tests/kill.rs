@@ -8,6 +8,9 @@
 //! the prefix includes every acknowledged write.
 //!
 //! The child is this test binary run again with `FLEXDB_KILL_CHILD` set.
+//! A second test runs the same contract with values of 3 KiB and 32 MiB
+//! MemTables, so that the child's log passes the marks where it is written
+//! back early (`writeback`) before it dies.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -18,10 +21,17 @@ use rand::{Rng, SeedableRng};
 
 const CHILD: &str = "FLEXDB_KILL_CHILD";
 
-fn opts() -> Options {
+/// The workload's shape: small pairs and MemTables, or large ones.
+#[derive(Clone, Copy)]
+struct Shape {
+    big: bool,
+}
+
+fn opts(shape: Shape) -> Options {
+    let memtable = if shape.big { 32 << 20 } else { 64 << 10 };
     Options::new()
         .create_if_missing(true)
-        .memtable_bytes(64 << 10)
+        .memtable_bytes(memtable)
         .cache_bytes(256 << 10)
 }
 
@@ -29,23 +39,27 @@ fn key(i: u64) -> Vec<u8> {
     format!("key{:04}", i % 400).into_bytes()
 }
 
-fn value(i: u64) -> Vec<u8> {
-    format!("{i}-").repeat(1 + (i % 37) as usize).into_bytes()
+fn value(shape: Shape, i: u64) -> Vec<u8> {
+    let mut v = format!("{i}-").repeat(1 + (i % 37) as usize).into_bytes();
+    if shape.big {
+        v.resize(3 << 10, b'.');
+    }
+    v
 }
 
 /// Write `i` of the deterministic workload, applied to a model.
-fn apply_model(m: &mut BTreeMap<Vec<u8>, Vec<u8>>, i: u64) {
+fn apply_model(shape: Shape, m: &mut BTreeMap<Vec<u8>, Vec<u8>>, i: u64) {
     match i % 11 {
         0 => {
             for j in 0..3 {
-                m.insert(key(i + j * 101), value(i + j));
+                m.insert(key(i + j * 101), value(shape, i + j));
             }
         }
         1 | 5 => {
             m.remove(&key(i));
         }
         _ => {
-            m.insert(key(i), value(i));
+            m.insert(key(i), value(shape, i));
         }
     }
 }
@@ -55,9 +69,9 @@ fn synced(i: u64) -> bool {
 }
 
 /// The child: write forever, printing `i` after write `i` returns.
-fn child(dir: &str) {
+fn child(dir: &str, shape: Shape) {
     use std::io::Write;
-    let db = Db::open(dir, opts()).unwrap();
+    let db = Db::open(dir, opts(shape)).unwrap();
     let out = std::io::stdout();
     let mut out = out.lock();
     for i in 0.. {
@@ -66,12 +80,12 @@ fn child(dir: &str) {
             0 => {
                 let mut b = WriteBatch::new();
                 for j in 0..3 {
-                    b.put(&key(i + j * 101), &value(i + j)).unwrap();
+                    b.put(&key(i + j * 101), &value(shape, i + j)).unwrap();
                 }
                 db.write_opt(b, &wo).unwrap();
             }
             1 | 5 => db.delete_opt(key(i), &wo).unwrap(),
-            _ => db.put_opt(key(i), value(i), &wo).unwrap(),
+            _ => db.put_opt(key(i), value(shape, i), &wo).unwrap(),
         }
         writeln!(out, "{i}").unwrap();
         out.flush().unwrap();
@@ -80,8 +94,30 @@ fn child(dir: &str) {
 
 #[test]
 fn sigkill_at_random_moments_keeps_the_contract() {
+    kill_rounds(
+        "sigkill_at_random_moments_keeps_the_contract",
+        Shape { big: false },
+        50..4000,
+    );
+}
+
+#[test]
+fn sigkill_while_the_log_is_written_back_keeps_the_contract() {
+    // About 3 KiB a write: the log passes a 4 MiB write-back mark every
+    // ~1,400 writes, and a 32 MiB MemTable rotates after ~10,000.
+    kill_rounds(
+        "sigkill_while_the_log_is_written_back_keeps_the_contract",
+        Shape { big: true },
+        1_500..12_000,
+    );
+}
+
+/// Runs rounds of the test `name` (the child reruns it): a child writing
+/// the workload of `shape` is killed after a number of writes drawn from
+/// `targets`, and the reopened store must hold a prefix state.
+fn kill_rounds(name: &str, shape: Shape, targets: std::ops::Range<u64>) {
     if let Ok(dir) = std::env::var(CHILD) {
-        child(&dir);
+        child(&dir, shape);
         return;
     }
     let mut rng = rand::rngs::StdRng::seed_from_u64(77);
@@ -89,11 +125,7 @@ fn sigkill_at_random_moments_keeps_the_contract() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
         let mut proc = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "sigkill_at_random_moments_keeps_the_contract",
-                "--nocapture",
-            ])
+            .args(["--exact", name, "--nocapture"])
             .env(CHILD, &path)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -101,7 +133,7 @@ fn sigkill_at_random_moments_keeps_the_contract() {
             .unwrap();
         let stdout = proc.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
-        let target = rng.gen_range(50..4000u64);
+        let target = rng.gen_range(targets.clone());
         let mut acked: Option<u64> = None;
         for line in lines.by_ref() {
             let Ok(line) = line else { break };
@@ -130,7 +162,7 @@ fn sigkill_at_random_moments_keeps_the_contract() {
             "round {round}: the run covered a synced write"
         );
         let floor = acked + 1;
-        let db = Db::open(&path, opts()).unwrap();
+        let db = Db::open(&path, opts(shape)).unwrap();
         let got: BTreeMap<Vec<u8>, Vec<u8>> = db.iter().map(|kv| kv.unwrap()).collect();
         let mut model = BTreeMap::new();
         let mut matched = None;
@@ -139,7 +171,7 @@ fn sigkill_at_random_moments_keeps_the_contract() {
                 matched = Some(n);
                 break;
             }
-            apply_model(&mut model, n);
+            apply_model(shape, &mut model, n);
         }
         assert!(
             matched.is_some(),
