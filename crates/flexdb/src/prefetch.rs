@@ -10,7 +10,7 @@ const LINE: usize = 64;
 
 /// Asks for the `lines` cache lines starting with the one holding `start`.
 #[inline]
-pub(crate) fn lines(start: *const u8, lines: usize) {
+fn lines(start: *const u8, lines: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};

@@ -178,11 +178,11 @@ pub fn table(records: &[Record]) -> String {
 /// throughput is nearest the median (for the plot of a repeated benchmark;
 /// different workloads may come from different runs).
 pub fn median_records(records: &[Record]) -> Vec<Record> {
+    let ws = workloads(records);
     summarize(records)
         .into_iter()
         .filter_map(|m| {
-            workloads(records)
-                .into_iter()
+            ws.iter()
                 .filter(|w| {
                     w.engine == m.engine && w.workload == m.workload && w.threads == m.threads
                 })
@@ -191,7 +191,7 @@ pub fn median_records(records: &[Record]) -> Vec<Record> {
                         .abs()
                         .total_cmp(&(b.mops - m.median_mops).abs())
                 })
-                .map(|w| Record::Workload(Box::new(w.clone())))
+                .map(|&w| Record::Workload(Box::new(w.clone())))
         })
         .collect()
 }
