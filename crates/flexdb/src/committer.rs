@@ -1,9 +1,11 @@
 //! The committer: one background thread that merges frozen MemTables into
 //! the space in key order (§5.3).
 //!
-//! For each frozen MemTable, oldest first: its log is durable already
-//! (rotation synced it); the committer walks its newest versions in key
-//! order, groups the keys that fall into one interval, computes the
+//! It takes every frozen MemTable waiting (oldest first; one, unless it
+//! fell behind the writers) and commits them as one: their logs are
+//! durable already (rotation synced them); the committer walks the newest
+//! version of each key across them in key order (`newest_of`), groups the
+//! keys that fall into one interval, computes the
 //! interval's new content off-lock (`merge`), then applies the edits to the
 //! space and the sparse index under `state`'s write lock, which it holds
 //! only for that group. It then records the pair count and the committed
@@ -81,21 +83,17 @@ fn commit_loop(shared: &Shared, retire: Option<&std::sync::mpsc::Sender<Frozen>>
         // Views replaced by the last commit that readers still held (never
         // dropped under `work`: freeing one takes milliseconds).
         let views_left = shared.reap_views(std::time::Duration::ZERO);
-        let frozen = {
+        let batch: Vec<Frozen> = {
             let mut work = shared.work.lock();
             if work.stopped.is_some() {
                 return;
             }
-            let next = shared
-                .mems
-                .load()
-                .frozen
-                .front()
-                .map(|f| (f.mem.clone(), f.wal.clone(), f.gen));
+            // Every MemTable waiting, committed as one (see `commit`).
+            let next: Vec<Frozen> = shared.mems.load().frozen.iter().cloned().collect();
             match next {
-                Some(n) => n,
-                None if work.shutdown => return,
-                None => {
+                n if !n.is_empty() => n,
+                _ if work.shutdown => return,
+                _ => {
                     if views_left {
                         shared.work_cv.wait_for(&mut work, VIEW_REAP_PERIOD);
                     } else {
@@ -105,37 +103,43 @@ fn commit_loop(shared: &Shared, retire: Option<&std::sync::mpsc::Sender<Frozen>>
                 }
             }
         };
-        let (mem, wal, gen) = frozen;
-        let frozen = Frozen { mem, wal, gen };
-        if let Err(e) = commit(shared, &frozen) {
+        if let Err(e) = commit(shared, &batch) {
             shared.stop(format!("committer: {e}"));
             return;
         }
         // A send fails only if the retirer is gone, and then returns the
         // MemTable, dropped here.
-        if let Some(r) = retire {
-            let _ = r.send(frozen);
+        for frozen in batch {
+            if let Some(r) = retire {
+                let _ = r.send(frozen);
+            }
         }
     }
 }
 
-/// Commits one frozen MemTable and retires it.
-fn commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
+/// Commits the frozen MemTables of `batch` (oldest first, consecutive
+/// generations, all those waiting) as one: the newest version of each key
+/// across them is merged into the space in one walk, so a key written in
+/// several of them is merged once, and an interval that several of them
+/// change is read, merged and written back once. Then retires them.
+fn commit(shared: &Shared, batch: &[Frozen]) -> Result<()> {
     let t0 = std::time::Instant::now();
     let c0 = thread_cpu();
     let s0 = shared.trace.then(|| shared.space.stats());
-    frozen.wal.sync()?;
+    for frozen in batch {
+        frozen.wal.sync()?;
+    }
     // Stream the newest versions in key order, one interval's group at a
-    // time, borrowing keys and values from the table. (Sorting happens
-    // here, once; the prefetcher reuses the view.)
-    let mut entries = frozen.mem.newest().peekable();
+    // time, borrowing keys and values from the tables. (Sorting happens
+    // here, once; the prefetcher reuses the views.)
+    let mut entries = newest_of(batch).peekable();
     let progress = AtomicUsize::new(0);
     let done = AtomicBool::new(false);
     let (count, groups) = std::thread::scope(|scope| {
         let _stop = StopOnDrop(&done);
         let prefetcher = std::thread::Builder::new()
             .name("flexdb-prefetch".into())
-            .spawn_scoped(scope, || prefetch(shared, &frozen.mem, &progress, &done));
+            .spawn_scoped(scope, || prefetch(shared, batch, &progress, &done));
         if let Err(e) = prefetcher {
             // Not fatal: the committer reads what it needs itself.
             if shared.trace {
@@ -147,7 +151,7 @@ fn commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
     if shared.trace {
         eprintln!(
             "commit gen {}: {count} updates {groups} groups in {:?} (cpu {:?}, {:.2} us/update, {} intervals read by the committer), longest index hold {:?}, longest reader wait {:?} ({} over 100 us, {} over 1 ms)",
-            frozen.gen,
+            gens(batch),
             t0.elapsed(),
             thread_cpu() - c0,
             (thread_cpu() - c0).as_secs_f64() * 1e6 / count.max(1) as f64,
@@ -173,7 +177,21 @@ fn commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
             );
         }
     }
-    finish_commit(shared, frozen)
+    finish_commit(shared, batch)
+}
+
+/// The newest version of every key of `batch`'s tables, in key order.
+fn newest_of(batch: &[Frozen]) -> impl Iterator<Item = crate::memtable::EntryRef<'_>> + '_ {
+    crate::newest_of::NewestOf::new(batch.iter().map(|f| f.mem.newest()))
+}
+
+/// The generations of a batch, for the trace: `7` or `7..=8`.
+fn gens(batch: &[Frozen]) -> String {
+    match (batch.first(), batch.last()) {
+        (Some(a), Some(b)) if a.gen != b.gen => format!("{}..={}", a.gen, b.gen),
+        (Some(a), _) => a.gen.to_string(),
+        _ => String::new(),
+    }
 }
 
 /// Sets the flag when dropped (also when the committer fails or panics),
@@ -211,17 +229,12 @@ const PREFETCH_AHEAD: usize = 4096;
 /// of reading the space itself. Uses what the other core has spare; a
 /// prefetched interval is an ordinary cache entry, so being wrong or late
 /// costs nothing but the read.
-fn prefetch(
-    shared: &Shared,
-    mem: &crate::memtable::MemTable,
-    progress: &AtomicUsize,
-    done: &AtomicBool,
-) {
+fn prefetch(shared: &Shared, batch: &[Frozen], progress: &AtomicUsize, done: &AtomicBool) {
     lowest_priority();
     // The next interval's anchor: keys below it fall into the interval
     // loaded last.
     let mut bound: Option<Vec<u8>> = None;
-    for (n, e) in mem.newest().enumerate() {
+    for (n, e) in newest_of(batch).enumerate() {
         while n > progress.load(Ordering::Acquire) + PREFETCH_AHEAD {
             if done.load(Ordering::Acquire) {
                 return;
@@ -286,39 +299,52 @@ fn commit_groups<'m>(
     Ok((count, groups))
 }
 
-/// Records a committed MemTable as durable in the space and retires it.
-fn finish_commit(shared: &Shared, frozen: &Frozen) -> Result<()> {
+/// Records the committed MemTables of `batch` as durable in the space and
+/// retires them: the space's metadata words name the batch's newest
+/// generation, so a crash before this sync replays every log of the batch
+/// (newest version last, as the walk merged them) and one after it none.
+fn finish_commit(shared: &Shared, batch: &[Frozen]) -> Result<()> {
+    let Some(last) = batch.last() else {
+        return Ok(());
+    };
     let pairs = shared.state.read().pairs;
     let max_seq = shared.visible.load(Ordering::Acquire);
     shared
         .space
-        .set_user_meta([pairs, frozen.gen, max_seq])
+        .set_user_meta([pairs, last.gen, max_seq])
         .map_err(space_err)?;
     shared.space.sync().map_err(space_err)?;
-    // Readers see the commit before the MemTable leaves their list.
+    // Readers see the commit before the MemTables leave their list.
     shared.publish()?;
     // Readers load the old list or the new one, never wait.
     shared.mems.rcu(|m| {
         let mut m = crate::store::MemTables::clone(m);
-        if m.frozen.front().is_some_and(|f| f.gen == frozen.gen) {
+        while m.frozen.front().is_some_and(|f| f.gen <= last.gen) {
             m.frozen.pop_front();
         }
         m
     });
-    let name = crate::files::wal_name(frozen.gen);
-    shared
-        .counters
-        .wal_bytes_retired
-        .fetch_add(frozen.wal.written_bytes(), Ordering::Relaxed);
-    // A log that survives a crash here is recognised as committed by its
-    // generation and removed on the next open.
-    if let Err(e) = shared.storage.remove_file(&name) {
-        if e.kind() != std::io::ErrorKind::NotFound {
-            return Err(crate::store::io_err(&name)(e));
+    for frozen in batch {
+        let name = crate::files::wal_name(frozen.gen);
+        shared
+            .counters
+            .wal_bytes_retired
+            .fetch_add(frozen.wal.written_bytes(), Ordering::Relaxed);
+        // A log that survives a crash here is recognised as committed by
+        // its generation and removed on the next open.
+        if let Err(e) = shared.storage.remove_file(&name) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(crate::store::io_err(&name)(e));
+            }
         }
     }
+    shared.counters.commits.fetch_add(1, Ordering::Relaxed);
+    shared
+        .counters
+        .memtables_committed
+        .fetch_add(batch.len() as u64, Ordering::Relaxed);
     let mut work = shared.work.lock();
-    work.committed_gen = work.committed_gen.max(frozen.gen);
+    work.committed_gen = work.committed_gen.max(last.gen);
     shared.flushed_cv.notify_all();
     drop(work);
     // Stalled writers wait on `stall_cv` under the writer lock.
@@ -618,6 +644,62 @@ fn meta_of(data: &IntervalData, r: CacheRef) -> Meta {
 
 #[cfg(test)]
 mod tests {
+    use crate::store::MAX_FROZEN;
+    use crate::{Db, Options};
+    use std::collections::BTreeMap;
+
+    /// Holds the committer inside its first commit (it waits for `state`)
+    /// while writes fill `MAX_FROZEN` MemTables, so that it must commit the
+    /// ones behind the first as one. Keys are overwritten and deleted
+    /// across those MemTables, and most of the final versions lie in them,
+    /// so the newest version of each key must win there.
+    #[test]
+    fn a_committer_that_fell_behind_commits_the_waiting_memtables_as_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options::new()
+            .create_if_missing(true)
+            .memtable_bytes(32 << 10);
+        let db = Db::open(dir.path(), opts).unwrap();
+        let key = |i: u32| format!("key{i:05}").into_bytes();
+        let mut model = BTreeMap::new();
+        let held = db.shared().state.write();
+        // Rounds over the same 600 keys (each round writes every key once,
+        // a put or every fifth a delete, of a value naming the round) until
+        // the backlog is full; writes never touch `state`.
+        let mut writes = 0u32;
+        while db.shared().mems.load().frozen.len() < MAX_FROZEN {
+            let (round, i) = (writes / 600, writes % 600);
+            let k = key((i * 7 + round) % 600);
+            if (i + round) % 5 == 0 {
+                db.delete(&k).unwrap();
+                model.remove(&k);
+            } else {
+                let v = format!("round {round} write {i}").into_bytes();
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+            writes += 1;
+            assert!(writes < 1_000_000, "the MemTables never filled");
+        }
+        drop(held);
+        db.flush().unwrap();
+        let stats = db.stats();
+        assert!(
+            stats.memtables_committed > stats.commits,
+            "no commit held two MemTables: {} in {} commits",
+            stats.memtables_committed,
+            stats.commits
+        );
+        let scanned: BTreeMap<Vec<u8>, Vec<u8>> =
+            db.range::<&[u8], _>(..).map(|kv| kv.unwrap()).collect();
+        assert_eq!(scanned, model);
+        for i in 0..600 {
+            assert_eq!(db.get(key(i)).unwrap(), model.get(&key(i)).cloned());
+        }
+        assert_eq!(stats.pairs, model.len() as u64);
+        db.check().unwrap();
+    }
+
     /// The calling thread's nice value.
     #[cfg(target_os = "linux")]
     fn nice() -> i32 {

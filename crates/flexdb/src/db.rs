@@ -248,6 +248,8 @@ impl Db {
             log_bytes_written: sp.log_bytes_written,
             gc_relocated_bytes: sp.gc_relocated_bytes,
             defragmented_intervals: s.counters.defragmented.load(Ordering::Relaxed),
+            commits: s.counters.commits.load(Ordering::Relaxed),
+            memtables_committed: s.counters.memtables_committed.load(Ordering::Relaxed),
             max_reader_wait: Duration::from_nanos(
                 s.counters.max_reader_wait_ns.load(Ordering::Relaxed),
             ),

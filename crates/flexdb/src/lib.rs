@@ -42,6 +42,7 @@ mod keys;
 mod lock_wait;
 pub mod memtable;
 mod merge;
+mod newest_of;
 mod open;
 mod options;
 mod prefetch;

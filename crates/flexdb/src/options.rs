@@ -26,7 +26,10 @@ pub struct Options {
     pub cache_bytes: usize,
     /// Bytes of writes a MemTable takes before it is frozen and committed
     /// to the space (default: 256 MiB, measured: docs/DESIGN.md, "The
-    /// MemTable's size").
+    /// MemTable's size"). Up to four MemTables exist at once (the active
+    /// one and three frozen ones waiting for the committer, which commits
+    /// them as one), so the store's memory for writes is up to four times
+    /// this.
     pub memtable_bytes: usize,
     /// Whether `put`, `delete` and `write` sync the write-ahead log before
     /// returning (default: false; per write with [`WriteOptions`]).

@@ -59,6 +59,12 @@ pub struct Stats {
     pub gc_relocated_bytes: u64,
     /// Intervals defragmented since open.
     pub defragmented_intervals: u64,
+    /// Commits of frozen MemTables into the space since open. A committer
+    /// that fell behind the writers commits every MemTable waiting as one,
+    /// so this may be lower than `memtables_committed`.
+    pub commits: u64,
+    /// Frozen MemTables committed into the space since open.
+    pub memtables_committed: u64,
     /// The longest time a reader waited for a lock since open. Gets take
     /// none; a scan may wait for a MemTable's locks (another scan sorting
     /// that table's newest writes, or a writer).

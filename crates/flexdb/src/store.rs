@@ -87,7 +87,7 @@ fn check_key_range(sparse: &SparseIndex, f: &Found, data: &IntervalData) -> Resu
 }
 
 /// Frozen MemTables allowed to wait for the committer before writers stall.
-pub(crate) const MAX_FROZEN: usize = 2;
+pub(crate) const MAX_FROZEN: usize = 3;
 /// The tag flexdb puts on extents that start with a pair.
 pub(crate) const PAIR_TAG: u16 = 1;
 
@@ -151,6 +151,10 @@ pub(crate) struct Counters {
     pub max_commit_hold_ns: AtomicU64,
     pub wal_bytes_retired: AtomicU64,
     pub defragmented: AtomicU64,
+    /// Commits the committer finished, and the MemTables they held (a
+    /// committer that fell behind commits every waiting MemTable at once).
+    pub commits: AtomicU64,
+    pub memtables_committed: AtomicU64,
     /// Intervals the committer (or `check`) read from the space itself,
     /// not found cached, since the last `FLEXDB_TRACE` report.
     pub trace_committer_reads: AtomicU64,

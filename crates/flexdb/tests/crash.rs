@@ -11,10 +11,16 @@
 //! Every third iteration also crashes during the recovery itself (while the
 //! replayed logs are committed) and recovers again.
 //!
-//! `CRASH_ITERATIONS` sets the number of crashes (default 150).
+//! A second test runs the same with the space's data file slow to sync, so
+//! that the committer falls behind the writer and commits several
+//! MemTables at once; crashes then land inside such commits.
+//!
+//! `CRASH_ITERATIONS` sets the number of crashes of each test (default
+//! 150).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use flexdb::{Db, Options, WriteBatch, WriteOptions};
 use flexspace::{Fault, FaultStorage};
@@ -31,11 +37,23 @@ fn opts() -> Options {
 }
 
 /// What a run recorded: the model after each write (index 0: empty), the
-/// lowest index a recovery may return, and whether an operation failed.
+/// lowest index a recovery may return, whether an operation failed, and
+/// whether a commit held more than one MemTable.
 struct Run {
     states: Vec<Model>,
     floor: usize,
     failed: bool,
+    batched: bool,
+}
+
+/// A new storage for a run; `slow_data` makes the space's data file that
+/// slow to sync.
+fn storage(slow_data: Option<Duration>) -> Arc<FaultStorage> {
+    let st = FaultStorage::new();
+    if let Some(d) = slow_data {
+        st.slow_syncs("data", d);
+    }
+    Arc::new(st)
 }
 
 fn workload(seed: u64, storage: Arc<FaultStorage>) -> Run {
@@ -45,6 +63,7 @@ fn workload(seed: u64, storage: Arc<FaultStorage>) -> Run {
         states: vec![Model::new()],
         floor: 0,
         failed: false,
+        batched: false,
     };
     let db = match Db::open_with_storage(storage, "crash", opts()) {
         Ok(db) => db,
@@ -107,6 +126,8 @@ fn workload(seed: u64, storage: Arc<FaultStorage>) -> Run {
             }
         }
     }
+    let stats = db.stats();
+    run.batched = stats.memtables_committed > stats.commits;
     drop(db);
     run
 }
@@ -115,22 +136,45 @@ fn content(db: &Db) -> Model {
     db.iter().map(|kv| kv.unwrap()).collect()
 }
 
-#[test]
-fn every_crash_recovers_a_prefix_with_every_durable_write() {
-    let iterations: u64 = std::env::var("CRASH_ITERATIONS")
+fn iterations() -> u64 {
+    std::env::var("CRASH_ITERATIONS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(150);
-    let mut rng = StdRng::seed_from_u64(0xF1E2D3);
+        .unwrap_or(150)
+}
+
+#[test]
+fn every_crash_recovers_a_prefix_with_every_durable_write() {
+    crash_and_recover(0xF1E2D3, iterations(), None);
+}
+
+#[test]
+fn crashes_inside_commits_of_several_memtables_recover_a_prefix() {
+    let iterations = iterations();
+    let batched = crash_and_recover(0xBA7C4, iterations, Some(Duration::from_millis(2)));
+    // The slow syncs are there to make the committer fall behind: check
+    // that they did, or this test tests nothing new.
+    assert!(
+        batched * 2 >= iterations,
+        "only {batched} of {iterations} dry runs committed several MemTables at once"
+    );
+}
+
+/// Runs `iterations` crashes and recoveries (see the module docs); returns
+/// how many of the dry runs committed several MemTables at once.
+fn crash_and_recover(seed: u64, iterations: u64, slow_data: Option<Duration>) -> u64 {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut batched = 0;
     for it in 0..iterations {
         let seed = rng.gen();
-        let dry = Arc::new(FaultStorage::new());
+        let dry = storage(slow_data);
         let full = workload(seed, dry.clone());
         assert!(!full.failed, "iteration {it}: the dry run failed");
+        batched += u64::from(full.batched);
         let total = dry.ops();
         let at = rng.gen_range(0..total.max(1));
         let tear = rng.gen_bool(0.5);
-        let storage = Arc::new(FaultStorage::new());
+        let storage = storage(slow_data);
         storage.plan(at, Fault::Crash { tear });
         let run = workload(seed, storage.clone());
         let mut image = Arc::new(storage.crash_image());
@@ -186,4 +230,5 @@ fn every_crash_recovers_a_prefix_with_every_durable_write() {
         want.insert(b"after".to_vec(), b"crash".to_vec());
         assert_eq!(content(&db), want, "iteration {it}: after reopen");
     }
+    batched
 }

@@ -25,6 +25,10 @@
 //!   rename happen or not, atomically). The choices come from `seed`, so an
 //!   image is reproducible.
 //!
+//! A file can be made slow to sync ([`FaultStorage::slow_syncs`]), as a
+//! slow device would be, so that tests can make one thread of a store fall
+//! behind the others; it changes no byte and no operation count.
+//!
 //! Invariant: `durable` is always `live` as of the last sync with the
 //! operations since replayed, so a sync costs what was written since.
 
@@ -101,6 +105,9 @@ struct State {
     /// The inode of the last write while it is unsynced.
     last_write: Option<u64>,
     model: CrashModel,
+    /// A file name whose handles opened from then on sleep this long in
+    /// every sync.
+    slow_syncs: Option<(String, std::time::Duration)>,
 }
 
 impl Default for State {
@@ -117,6 +124,7 @@ impl Default for State {
             torn: false,
             last_write: None,
             model: CrashModel::SyncedOnly,
+            slow_syncs: None,
         }
     }
 }
@@ -180,6 +188,13 @@ impl FaultStorage {
         let mut s = self.state.lock();
         let now = s.ops;
         s.plan = Some((now + at, fault));
+    }
+
+    /// Makes every sync of the file `name`, through handles opened from
+    /// now on, sleep `delay` first (outside the storage's lock), as on a
+    /// slow device. A crash image does not inherit it.
+    pub fn slow_syncs(&self, name: &str, delay: std::time::Duration) {
+        self.state.lock().slow_syncs = Some((name.to_string(), delay));
     }
 
     /// Removes any planned fault.
@@ -370,6 +385,8 @@ impl State {
 struct FaultFile {
     ino: u64,
     state: Arc<Mutex<State>>,
+    /// How long each sync sleeps first (see `FaultStorage::slow_syncs`).
+    sync_delay: Option<std::time::Duration>,
 }
 
 impl Storage for FaultStorage {
@@ -392,9 +409,15 @@ impl Storage for FaultStorage {
             }
             None => return Err(io::Error::from(io::ErrorKind::NotFound)),
         };
+        let sync_delay = s
+            .slow_syncs
+            .as_ref()
+            .filter(|(slow, _)| slow == name)
+            .map(|&(_, d)| d);
         Ok(Arc::new(FaultFile {
             ino,
             state: self.state.clone(),
+            sync_delay,
         }))
     }
 
@@ -482,6 +505,9 @@ impl StorageFile for FaultFile {
     }
 
     fn sync(&self) -> io::Result<()> {
+        if let Some(d) = self.sync_delay {
+            std::thread::sleep(d);
+        }
         let mut s = self.state.lock();
         s.step()?;
         if s.last_write == Some(self.ino) {
@@ -539,6 +565,24 @@ mod tests {
             st.crash_image()
         };
         assert_eq!(torn.file_bytes("a").unwrap(), b"ab");
+    }
+
+    #[test]
+    fn a_slow_file_syncs_slowly_and_the_same() {
+        let st = FaultStorage::new();
+        st.slow_syncs("slow", std::time::Duration::from_millis(20));
+        let slow = st.open_file("slow", true).unwrap();
+        let fast = st.open_file("fast", true).unwrap();
+        slow.write_all_at(0, b"abc").unwrap();
+        fast.write_all_at(0, b"xyz").unwrap();
+        fast.sync().unwrap();
+        let t = std::time::Instant::now();
+        slow.sync().unwrap();
+        assert!(t.elapsed() >= std::time::Duration::from_millis(20));
+        // Both syncs made their bytes durable, as ever.
+        let img = st.crash_image();
+        assert_eq!(img.file_bytes("slow").unwrap(), b"abc");
+        assert_eq!(img.file_bytes("fast").unwrap(), b"xyz");
     }
 
     #[test]
