@@ -9,9 +9,9 @@
 //! interval's new content off-lock (`merge`), then applies the edits to the
 //! space and the sparse index under `state`'s write lock, which it holds
 //! only for that group. It then records the pair count and the committed
-//! generation in the space's metadata words, syncs the space, publishes a
-//! view of the result for readers (`view`), drops the MemTable and removes
-//! its log.
+//! generation (the batch's newest) in the space's metadata words, syncs
+//! the space once, publishes a view of the result for readers (`view`),
+//! removes the batch's logs and hands its MemTables to the retiring thread.
 //!
 //! Invariants: every interval start is the start of a tagged extent
 //! (`PAIR_TAG`), so recovery can find pair boundaries; intervals stay under
@@ -108,9 +108,9 @@ fn commit_loop(shared: &Shared, retire: Option<&std::sync::mpsc::Sender<Frozen>>
             return;
         }
         // A send fails only if the retirer is gone, and then returns the
-        // MemTable, dropped here.
-        for frozen in batch {
-            if let Some(r) = retire {
+        // MemTable, dropped here (as is the batch without a retirer).
+        if let Some(r) = retire {
+            for frozen in batch {
                 let _ = r.send(frozen);
             }
         }
