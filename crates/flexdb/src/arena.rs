@@ -7,14 +7,16 @@
 //!   `Release` store of the MemTable); after that it is never written again.
 //!   Readers reach entries only through `Acquire`-loaded pointers.
 //! - Chunks are never freed or moved while the arena lives, so an entry
-//!   pointer stays valid for the arena's whole life.
+//!   pointer stays valid for the arena's whole life. An arena with a pool
+//!   takes its chunks from it and gives them back when it drops.
 //! - `prev` points to the previous version of the same key (an older entry
 //!   of the same arena) or is null.
 
 use std::mem::size_of;
 use std::ptr::{self, NonNull};
+use std::sync::Arc;
 
-use crate::chunk::{Chunk, ALIGN};
+use crate::chunk::{Chunk, ChunkPool, ALIGN};
 
 /// The value length that marks a deletion.
 const TOMBSTONE: u32 = u32::MAX;
@@ -118,6 +120,7 @@ pub(crate) struct Arena {
     cursor: *mut u8,
     free: usize,
     used: usize,
+    pool: Option<Arc<ChunkPool>>,
 }
 
 // SAFETY: `cursor` points into a chunk owned by `chunks`; moving the arena
@@ -125,12 +128,20 @@ pub(crate) struct Arena {
 unsafe impl Send for Arena {}
 
 impl Arena {
+    #[cfg(test)]
     pub fn new() -> Arena {
+        Arena::with_pool(None)
+    }
+
+    /// An arena that takes its chunks from `pool` (when given) and gives
+    /// them back when it drops.
+    pub fn with_pool(pool: Option<Arc<ChunkPool>>) -> Arena {
         Arena {
             chunks: Vec::new(),
             cursor: ptr::null_mut(),
             free: 0,
             used: 0,
+            pool,
         }
     }
 
@@ -163,7 +174,10 @@ impl Arena {
             p
         } else {
             if self.free < size {
-                let chunk = Chunk::new(ALIGN);
+                let chunk = match &self.pool {
+                    Some(pool) => pool.take(),
+                    None => Chunk::new(ALIGN),
+                };
                 self.cursor = chunk.as_ptr();
                 self.free = chunk.len();
                 self.chunks.push(chunk);
@@ -202,6 +216,16 @@ impl Arena {
     }
 }
 
+impl Drop for Arena {
+    fn drop(&mut self) {
+        if let Some(pool) = &self.pool {
+            for chunk in self.chunks.drain(..) {
+                pool.give(chunk);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,5 +253,34 @@ mod tests {
             assert_eq!(e3.key(), b"big");
         }
         assert!(a.used() > ALIGN);
+    }
+
+    #[test]
+    fn a_pooled_arena_reuses_the_chunks_of_a_dropped_one() {
+        let pool = Arc::new(ChunkPool::new(4 * ALIGN));
+        let mut a = Arena::with_pool(Some(pool.clone()));
+        let first = a.push(b"k", 1, Some(&[7u8; 1000]), None, 0).as_ptr() as usize;
+        a.push(b"big", 2, Some(&vec![1u8; ALIGN]), None, 0);
+        drop(a);
+        assert_eq!(
+            pool.kept_bytes(),
+            ALIGN,
+            "the big entry's chunk is not kept"
+        );
+        let mut b = Arena::with_pool(Some(pool.clone()));
+        let e = b.push(b"other", 3, Some(b"v"), None, 0);
+        assert_eq!(e.as_ptr() as usize, first, "the kept chunk is reused");
+        // SAFETY: `b` lives until the end of the test.
+        unsafe {
+            assert_eq!(
+                e.get(),
+                EntryRef {
+                    key: b"other",
+                    seq: 3,
+                    value: Some(b"v")
+                }
+            );
+        }
+        assert_eq!(pool.kept_bytes(), 0);
     }
 }

@@ -44,6 +44,7 @@ use parking_lot::Mutex;
 
 pub use crate::arena::EntryRef;
 use crate::arena::{Arena, EntryPtr};
+use crate::chunk::ChunkPool;
 use crate::write_order::WriteOrder;
 
 /// A value version: `None` is a deletion.
@@ -211,10 +212,17 @@ impl MemTable {
     /// An empty table whose keys are expected to share `hint` (any hint is
     /// correct; a shared one makes ordering cheaper).
     pub fn with_hint(hint: &[u8]) -> Self {
+        Self::pooled(hint, None)
+    }
+
+    /// An empty table whose keys are expected to share `hint`, whose memory
+    /// comes from `pool` (when given) and goes back to it when the table
+    /// drops.
+    pub(crate) fn pooled(hint: &[u8], pool: Option<Arc<ChunkPool>>) -> Self {
         MemTable {
             hint: hint.into(),
             writer: Mutex::new(Writer {
-                arena: Arena::new(),
+                arena: Arena::with_pool(pool),
                 written: 0,
                 keys: 0,
                 first: Vec::new(),

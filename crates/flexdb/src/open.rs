@@ -32,6 +32,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::batch::WriteBatch;
 use crate::cache::IntervalCache;
+use crate::chunk::ChunkPool;
 use crate::codec::{decode_pair, Decoded};
 use crate::error::{Error, Result};
 use crate::files;
@@ -183,6 +184,11 @@ fn assemble(
     frozen: VecDeque<Frozen>,
     committed_gen: u64,
 ) -> Result<Shared> {
+    let mut writer = writer;
+    let chunks = Arc::new(ChunkPool::new(opts.memtable_bytes));
+    if writer.active.is_empty() {
+        writer.active = Arc::new(MemTable::pooled(&[], Some(chunks.clone())));
+    }
     let visible = writer.next_seq - 1;
     let view = crate::view::View::copy(&sparse, &space)?;
     Ok(Shared {
@@ -214,7 +220,9 @@ fn assemble(
         trace: trace_enabled(),
         view: arc_swap::ArcSwap::from_pointee(view),
         retired: Mutex::new(Vec::new()),
+        spare_index: Mutex::new(None),
         installs: Mutex::new(Vec::new()),
+        chunks,
     })
 }
 

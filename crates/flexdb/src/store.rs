@@ -177,6 +177,8 @@ pub(crate) struct Shared {
     pub view: arc_swap::ArcSwap<View>,
     /// Views the committer replaced, until their last reader lets go.
     pub retired: Mutex<Vec<Arc<View>>>,
+    /// The extent index of a dropped view, for the next view to copy into.
+    pub spare_index: Mutex<Option<flextree::FlexTree>>,
     /// Intervals readers cached in a view, for the committer to carry into
     /// its index (see `view`).
     pub installs: Mutex<Vec<Install>>,
@@ -190,6 +192,8 @@ pub(crate) struct Shared {
     /// serves one mutex only, hence two.
     pub flushed_cv: Condvar,
     pub counters: Counters,
+    /// Memory of committed MemTables, kept for the next ones (`chunk`).
+    pub chunks: Arc<crate::chunk::ChunkPool>,
     /// `FLEXDB_TRACE` is set: the committer times its holds and reports
     /// each commit on stderr.
     pub trace: bool,
@@ -440,7 +444,10 @@ impl Shared {
                 return Err(e);
             }
         };
-        let active = Arc::new(MemTable::with_hint(&w.active.shared_prefix()));
+        let active = Arc::new(MemTable::pooled(
+            &w.active.shared_prefix(),
+            Some(self.chunks.clone()),
+        ));
         let frozen = Frozen {
             mem: w.active.clone(),
             wal: w.wal.clone(),

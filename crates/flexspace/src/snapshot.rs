@@ -45,10 +45,25 @@ impl FlexSpace {
     /// time in proportion to the index (about 16 bytes an extent) and holds
     /// the space's read lock meanwhile (mutations wait; readers do not).
     pub fn snapshot(&self) -> Result<Snapshot> {
+        self.snapshot_reusing(None)
+    }
+
+    /// A snapshot as [`FlexSpace::snapshot`] takes, whose copy of the index
+    /// is written into `spare` (the index of an earlier snapshot, from
+    /// [`Snapshot::into_index`]) when given: memory the process touched
+    /// before costs far less to write than fresh memory.
+    pub fn snapshot_reusing(&self, spare: Option<FlexTree>) -> Result<Snapshot> {
         let st = self.s.state.read();
         let guard = self.s.readers.enter_owned(st.seg.epoch());
+        let tree = match spare {
+            Some(mut tree) => {
+                tree.clone_from(&st.tree);
+                tree
+            }
+            None => st.tree.clone(),
+        };
         Ok(Snapshot {
-            tree: st.tree.clone(),
+            tree,
             resident: st.resident_table().to_vec(),
             space: self.s.clone(),
             _guard: guard,
@@ -57,6 +72,12 @@ impl FlexSpace {
 }
 
 impl Snapshot {
+    /// Ends the snapshot (it no longer holds freed space back) and returns
+    /// its copy of the index, for [`FlexSpace::snapshot_reusing`].
+    pub fn into_index(self) -> FlexTree {
+        self.tree
+    }
+
     /// The length of the space as of the snapshot.
     pub fn len(&self) -> u64 {
         self.tree.len()

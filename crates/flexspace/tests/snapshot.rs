@@ -1,6 +1,7 @@
 //! A snapshot reads the space as it was when taken, whatever the space
 //! does afterwards: overwrites, inserts, collapses, and garbage collection
-//! moving and freeing the segments the snapshot maps into.
+//! moving and freeing the segments the snapshot maps into, and so does a
+//! snapshot whose index was copied into an ended one's.
 
 use flexspace::{FlexSpace, Options, SEGMENT_SIZE};
 use rand::rngs::StdRng;
@@ -60,9 +61,12 @@ fn snapshots_keep_their_bytes_through_writes_and_garbage_collection() {
     }
     let gc_before = space.stats().gc_runs;
     // Snapshots taken along the way, each checked after every later round.
+    // From the third on, each copies its index into the one an ended
+    // snapshot gave back (`snapshot_reusing`).
     let mut held: Vec<(flexspace::Snapshot, Vec<u8>)> = Vec::new();
+    let mut spare = None;
     for round in 0..8u8 {
-        held.push((space.snapshot().unwrap(), model.clone()));
+        held.push((space.snapshot_reusing(spare.take()).unwrap(), model.clone()));
         // Overwrites mostly, so that segments turn to garbage and the
         // collector moves what the snapshots map.
         for i in 0..6000 {
@@ -78,7 +82,7 @@ fn snapshots_keep_their_bytes_through_writes_and_garbage_collection() {
         }
         // Keep at most two alive, so freed space can be reused.
         if held.len() > 1 {
-            held.remove(0);
+            spare = Some(held.remove(0).0.into_index());
         }
     }
     assert!(

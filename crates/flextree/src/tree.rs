@@ -99,6 +99,25 @@ impl Clone for FlexTree {
             persist: Mutex::new(persist.clone()),
         }
     }
+
+    /// Makes `self` a copy of `source`, reusing `self`'s memory where it
+    /// can (see `Arena::clone_from`): copying into a tree kept from an
+    /// earlier copy costs a fraction of a fresh clone.
+    fn clone_from(&mut self, source: &Self) {
+        let persist = source.persist.lock();
+        self.leaves.clone_from(&source.leaves);
+        self.internals.clone_from(&source.internals);
+        self.free_leaves.clone_from(&source.free_leaves);
+        self.free_internals.clone_from(&source.free_internals);
+        self.root = source.root;
+        self.height = source.height;
+        self.total = source.total;
+        self.extents = source.extents;
+        self.merge_limit = source.merge_limit;
+        self.merge_boundary = source.merge_boundary;
+        *self.version.get_mut() = source.version.load(Ordering::Relaxed);
+        self.persist.get_mut().clone_from(&persist);
+    }
 }
 
 impl Default for FlexTree {

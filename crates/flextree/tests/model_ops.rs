@@ -172,6 +172,33 @@ proptest! {
         assert_same(&tree, &model);
     }
 
+    /// `clone_from` into a tree that held something else gives a working
+    /// copy: it matches the source, takes further operations like it, and
+    /// leaves the source alone.
+    #[test]
+    fn clone_from_gives_a_working_copy(
+        first in proptest::collection::vec(op(30), 1..400),
+        other in proptest::collection::vec(op(30), 1..400),
+        after in proptest::collection::vec(op(30), 1..200),
+    ) {
+        let (mut source, mut model) = (FlexTree::new(), Model::default());
+        for o in &first {
+            apply(&mut source, &mut model, o);
+        }
+        let (mut copy, mut scratch) = (FlexTree::new(), Model::default());
+        for o in &other {
+            apply(&mut copy, &mut scratch, o);
+        }
+        copy.clone_from(&source);
+        assert_same(&copy, &model);
+        let mut copy_model = model.clone();
+        for o in &after {
+            apply(&mut copy, &mut copy_model, o);
+        }
+        assert_same(&copy, &copy_model);
+        assert_same(&source, &model);
+    }
+
     /// A deep tree (thousands of extents) taken apart by random ops.
     #[test]
     fn deep_tree_matches_the_model(seed_ops in proptest::collection::vec(op(30), 200..400)) {

@@ -439,6 +439,7 @@ fn run_engine(
     for (w, threads) in phases {
         let dev0 = counter.bytes_written();
         let proc0 = sys::process_bytes_written();
+        let cpu0 = sys::process_cpu();
         log(name, &format!("{} with {threads} thread(s)...", w.name()));
         let outcome = guarded(name, || match w {
             Workload::Load => runner::load(engine.as_ref(), &setup, threads),
@@ -450,7 +451,10 @@ fn run_engine(
         }
         sys::syncfs(&dir);
         let settle_secs = settle.elapsed().as_secs_f64();
-        let r = workload_result(
+        let cpu = cpu0
+            .zip(sys::process_cpu())
+            .map(|(a, b)| b.saturating_sub(a));
+        let mut r = workload_result(
             args,
             plan,
             name,
@@ -465,16 +469,21 @@ fn run_engine(
                 sys::process_bytes_written().saturating_sub(proc0),
             ),
         );
+        r.settle_seconds = settle_secs;
+        r.cpu_us_per_op = cpu
+            .filter(|_| r.ops > 0)
+            .map(|c| c.as_secs_f64() * 1e6 / r.ops as f64);
         log(
             name,
             &format!(
-                "{}: {} ops in {:.2} s = {:.4} Mops/s, p99 {:.1} us (flush {:.2} s)",
+                "{}: {} ops in {:.2} s = {:.4} Mops/s, p99 {:.1} us (flush {:.2} s, cpu {:.2} us/op)",
                 w.name(),
                 r.ops,
                 r.seconds,
                 r.mops,
                 r.p99_us,
-                settle_secs
+                settle_secs,
+                r.cpu_us_per_op.unwrap_or(f64::NAN)
             ),
         );
         emit(Record::Workload(Box::new(r)));
@@ -582,6 +591,8 @@ fn workload_result(
         threads,
         sync: args.sync,
         seconds: o.seconds,
+        settle_seconds: 0.0,
+        cpu_us_per_op: None,
         ops: o.ops,
         mops: o.ops as f64 / o.seconds.max(1e-9) / 1e6,
         p50_us: all.p50_us,

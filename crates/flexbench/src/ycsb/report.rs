@@ -69,6 +69,15 @@ pub struct WorkloadResult {
     pub sync: bool,
     /// Seconds the timed phase took.
     pub seconds: f64,
+    /// Seconds the untimed flush and `syncfs` after the phase took (the
+    /// engine's backlog of the phase's writes).
+    #[serde(default)]
+    pub settle_seconds: f64,
+    /// CPU time of the whole process (every thread, user and system) over
+    /// the phase and its settling flush, per operation, in microseconds: a
+    /// cost that a noisy machine disturbs less than a rate.
+    #[serde(default)]
+    pub cpu_us_per_op: Option<f64>,
     /// Operations done.
     pub ops: u64,
     /// Millions of operations per second.

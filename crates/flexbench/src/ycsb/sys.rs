@@ -21,6 +21,20 @@ fn parse_status_kb(status: &str, field: &str) -> Option<u64> {
     })
 }
 
+/// CPU time the process has used so far, user and system, every thread.
+pub fn process_cpu() -> Option<std::time::Duration> {
+    // SAFETY: `getrusage` writes one `rusage` into the zeroed value we
+    // pass and reads nothing else.
+    let u = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        (libc::getrusage(libc::RUSAGE_SELF, &mut u) == 0).then_some(u)
+    }?;
+    let tv = |t: libc::timeval| {
+        std::time::Duration::new(t.tv_sec.max(0) as u64, (t.tv_usec.max(0) as u32) * 1000)
+    };
+    Some(tv(u.ru_utime) + tv(u.ru_stime))
+}
+
 /// Resets the process's peak resident size (VmHWM) to its current RSS.
 pub fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
@@ -75,6 +89,21 @@ pub fn syncfs(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn process_cpu_grows_with_work() {
+        let before = process_cpu().expect("getrusage works on Linux");
+        let mut x = 0u64;
+        let t = std::time::Instant::now();
+        while t.elapsed() < std::time::Duration::from_millis(50) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let after = process_cpu().expect("getrusage works on Linux");
+        assert!(
+            after >= before + std::time::Duration::from_millis(20),
+            "{before:?} -> {after:?}"
+        );
+    }
 
     #[test]
     fn status_fields_parse() {
