@@ -79,11 +79,12 @@ pub struct ChunkPool {
 }
 
 impl ChunkPool {
-    /// A pool that keeps up to `cap_bytes` (rounded down to whole chunks).
+    /// A pool that keeps up to `cap_bytes`, rounded up to whole chunks (a
+    /// MemTable smaller than a chunk still takes one).
     pub fn new(cap_bytes: usize) -> ChunkPool {
         ChunkPool {
             free: Mutex::new(Vec::new()),
-            cap: cap_bytes / ALIGN,
+            cap: cap_bytes.div_ceil(ALIGN),
         }
     }
 
@@ -105,9 +106,14 @@ impl ChunkPool {
     }
 
     /// Bytes kept.
-    #[cfg(test)]
     pub fn kept_bytes(&self) -> usize {
         self.free.lock().len() * ALIGN
+    }
+
+    /// Frees every chunk kept (the store went idle).
+    pub fn release(&self) {
+        let kept = std::mem::take(&mut *self.free.lock());
+        drop(kept);
     }
 }
 
@@ -141,7 +147,7 @@ mod tests {
 
     #[test]
     fn the_pool_hands_back_what_it_kept_up_to_its_capacity() {
-        let pool = ChunkPool::new(2 * ALIGN + 1);
+        let pool = ChunkPool::new(2 * ALIGN - 1);
         let (a, b, c) = (pool.take(), pool.take(), pool.take());
         let kept = [a.as_ptr(), b.as_ptr()];
         // SAFETY: within `a`, which we own.
@@ -157,9 +163,13 @@ mod tests {
         );
         let (x, y) = (pool.take(), pool.take());
         assert!(kept.contains(&x.as_ptr()) && kept.contains(&y.as_ptr()));
+        drop(y);
         assert_eq!(pool.kept_bytes(), 0);
+        pool.give(x);
+        pool.release();
+        assert_eq!(pool.kept_bytes(), 0);
+        // An empty pool makes new (zeroed) chunks.
         let fresh = pool.take();
-        assert!(!kept.contains(&fresh.as_ptr()));
         // SAFETY: within `fresh`, which we own; a new chunk is zeroed.
         unsafe { assert_eq!(*fresh.as_ptr(), 0) };
     }

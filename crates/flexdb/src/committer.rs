@@ -45,6 +45,9 @@ const MERGE_PAIRS: usize = 4;
 
 /// How often an idle committer looks for replaced views no reader holds.
 const VIEW_REAP_PERIOD: std::time::Duration = std::time::Duration::from_millis(20);
+/// How long the committer waits with nothing to commit before it frees the
+/// memory kept for MemTables to come (`Shared::chunks`).
+const POOL_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// CPU time of the calling thread (for the `FLEXDB_TRACE` report).
 fn thread_cpu() -> std::time::Duration {
@@ -79,10 +82,17 @@ pub(crate) fn run(shared: Arc<Shared>) {
 /// The committer's loop: commits frozen MemTables, oldest first, until the
 /// store shuts down or stops; hands each committed one to `retire`.
 fn commit_loop(shared: &Shared, retire: Option<&std::sync::mpsc::Sender<Frozen>>) {
+    let (mut release_pool, mut committed) = (false, false);
     loop {
         // Views replaced by the last commit that readers still held (never
         // dropped under `work`: freeing one takes milliseconds).
         let views_left = shared.reap_views(std::time::Duration::ZERO);
+        // Memory kept for MemTables to come, let go of once the store has
+        // taken no MemTable's worth of writes for `POOL_IDLE` (freed here
+        // for the same reason).
+        if std::mem::take(&mut release_pool) {
+            shared.chunks.release();
+        }
         let batch: Vec<Frozen> = {
             let mut work = shared.work.lock();
             if work.stopped.is_some() {
@@ -96,6 +106,11 @@ fn commit_loop(shared: &Shared, retire: Option<&std::sync::mpsc::Sender<Frozen>>
                 _ => {
                     if views_left {
                         shared.work_cv.wait_for(&mut work, VIEW_REAP_PERIOD);
+                    } else if std::mem::take(&mut committed) || shared.chunks.kept_bytes() > 0 {
+                        // (Just after a commit the retiring thread may still
+                        // be handing the MemTables' memory to the pool.)
+                        release_pool = shared.work_cv.wait_for(&mut work, POOL_IDLE).timed_out()
+                            && shared.mems.load().frozen.is_empty();
                     } else {
                         shared.work_cv.wait(&mut work);
                     }
@@ -107,6 +122,7 @@ fn commit_loop(shared: &Shared, retire: Option<&std::sync::mpsc::Sender<Frozen>>
             shared.stop(format!("committer: {e}"));
             return;
         }
+        committed = true;
         // A send fails only if the retirer is gone, and then returns the
         // MemTable, dropped here (as is the batch without a retirer).
         if let Some(r) = retire {
@@ -644,9 +660,45 @@ fn meta_of(data: &IntervalData, r: CacheRef) -> Meta {
 
 #[cfg(test)]
 mod tests {
+    use super::POOL_IDLE;
     use crate::store::MAX_FROZEN;
     use crate::{Db, Options};
     use std::collections::BTreeMap;
+    use std::time::{Duration, Instant};
+
+    /// The memory of committed MemTables is kept for the next ones while
+    /// writes come, and freed once the store has been idle a while.
+    #[test]
+    fn memtable_memory_is_kept_while_writes_come_and_freed_when_idle() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options::new()
+            .create_if_missing(true)
+            .memtable_bytes(64 << 10);
+        let db = Db::open(dir.path(), opts).unwrap();
+        let pool = &db.shared().chunks;
+        let poll = |what: &str, limit: Duration, f: &dyn Fn() -> bool| {
+            let t = Instant::now();
+            while !f() {
+                assert!(t.elapsed() < limit, "{what} within {limit:?}");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        for i in 0..3000u32 {
+            db.put(format!("key{i:06}"), [7u8; 100]).unwrap();
+        }
+        db.flush().unwrap();
+        assert!(db.stats().memtables_committed >= 3);
+        poll("the committed tables' memory kept", POOL_IDLE / 2, &|| {
+            pool.kept_bytes() > 0
+        });
+        poll("the kept memory freed", POOL_IDLE * 4, &|| {
+            pool.kept_bytes() == 0
+        });
+        // Writes go on as before.
+        db.put("after", "idle").unwrap();
+        db.flush().unwrap();
+        assert_eq!(db.get("after").unwrap().as_deref(), Some(&b"idle"[..]));
+    }
 
     /// Holds the committer inside its first commit (it waits for `state`)
     /// while writes fill `MAX_FROZEN` MemTables, so that it must commit the

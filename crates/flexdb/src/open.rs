@@ -185,7 +185,11 @@ fn assemble(
     committed_gen: u64,
 ) -> Result<Shared> {
     let mut writer = writer;
-    let chunks = Arc::new(ChunkPool::new(opts.memtable_bytes));
+    // Up to the MemTables a commit may retire at once: what a backlog of
+    // them held before, so keeping it never raises the peak (see `chunk`).
+    let chunks = Arc::new(ChunkPool::new(
+        opts.memtable_bytes.saturating_mul(crate::store::MAX_FROZEN),
+    ));
     if writer.active.is_empty() {
         writer.active = Arc::new(MemTable::pooled(&[], Some(chunks.clone())));
     }
