@@ -29,7 +29,8 @@ pub struct Options {
     /// MemTable's size"). Up to four MemTables exist at once (the active
     /// one and three frozen ones waiting for the committer, which commits
     /// them as one), so the store's memory for writes is up to four times
-    /// this.
+    /// this. The memory of committed MemTables is kept for the next ones
+    /// (within that bound) until the store has been idle for a second.
     pub memtable_bytes: usize,
     /// Whether `put`, `delete` and `write` sync the write-ahead log before
     /// returning (default: false; per write with [`WriteOptions`]).
