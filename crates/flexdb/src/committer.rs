@@ -92,6 +92,10 @@ fn commit_loop(shared: &Shared, retire: Option<&std::sync::mpsc::Sender<Frozen>>
         // for the same reason).
         if std::mem::take(&mut release_pool) {
             shared.chunks.release();
+            // Likewise the spare logs' files (and so their disk space). A
+            // spare that cannot be removed holds nothing anyone needs; the
+            // next open removes it.
+            let _ = shared.remove_spare_logs();
         }
         let batch: Vec<Frozen> = {
             let mut work = shared.work.lock();
@@ -106,7 +110,10 @@ fn commit_loop(shared: &Shared, retire: Option<&std::sync::mpsc::Sender<Frozen>>
                 _ => {
                     if views_left {
                         shared.work_cv.wait_for(&mut work, VIEW_REAP_PERIOD);
-                    } else if std::mem::take(&mut committed) || shared.chunks.kept_bytes() > 0 {
+                    } else if std::mem::take(&mut committed)
+                        || shared.chunks.kept_bytes() > 0
+                        || shared.spare_logs.len() > 0
+                    {
                         // (Just after a commit the retiring thread may still
                         // be handing the MemTables' memory to the pool.)
                         release_pool = shared.work_cv.wait_for(&mut work, POOL_IDLE).timed_out()
@@ -341,18 +348,15 @@ fn finish_commit(shared: &Shared, batch: &[Frozen]) -> Result<()> {
         m
     });
     for frozen in batch {
-        let name = crate::files::wal_name(frozen.gen);
         shared
             .counters
             .wal_bytes_retired
             .fetch_add(frozen.wal.written_bytes(), Ordering::Relaxed);
-        // A log that survives a crash here is recognised as committed by
-        // its generation and removed on the next open.
-        if let Err(e) = shared.storage.remove_file(&name) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                return Err(crate::store::io_err(&name)(e));
-            }
-        }
+        // Nothing appends to a frozen log (its rotation synced it), so a
+        // new log may take its file over. A log that survives a crash here
+        // is recognised as committed by its generation and removed on the
+        // next open.
+        shared.retire_log(frozen.gen, &frozen.wal)?;
     }
     shared.counters.commits.fetch_add(1, Ordering::Relaxed);
     shared
@@ -698,6 +702,65 @@ mod tests {
         db.put("after", "idle").unwrap();
         db.flush().unwrap();
         assert_eq!(db.get("after").unwrap().as_deref(), Some(&b"idle"[..]));
+    }
+
+    /// The spare logs in a store directory (named as logs being created).
+    fn spares(dir: &std::path::Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".log.new"))
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Committed logs' files are taken over by new logs while writes come,
+    /// removed once the store has been idle a while, and never left behind
+    /// by a close; what the reused logs held reads back after a reopen.
+    #[test]
+    fn committed_logs_are_taken_over_by_new_ones_and_removed_when_idle() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = || {
+            Options::new()
+                .create_if_missing(true)
+                .memtable_bytes(64 << 10)
+        };
+        let db = Db::open(dir.path(), opts()).unwrap();
+        let mut model = BTreeMap::new();
+        for i in 0..6000u32 {
+            let (k, v) = (
+                format!("key{:06}", i % 2500),
+                vec![i as u8; 80 + i as usize % 60],
+            );
+            db.put(&k, &v).unwrap();
+            model.insert(k.into_bytes(), v);
+        }
+        db.flush().unwrap();
+        let stats = db.stats();
+        assert!(stats.memtables_committed >= 4, "{stats:?}");
+        assert!(stats.logs_reused >= 2, "{stats:?}");
+        let kept = db.shared().spare_logs.len();
+        assert!(kept > 0 && kept <= MAX_FROZEN);
+        let t = Instant::now();
+        while !spares(dir.path()).is_empty() {
+            assert!(t.elapsed() < POOL_IDLE * 4, "spare logs removed when idle");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(db.shared().spare_logs.len(), 0);
+        // A close removes the spares too.
+        for i in 0..3000u32 {
+            let (k, v) = (format!("key{:06}", i * 7 % 4000), vec![!i as u8; 50]);
+            db.put(&k, &v).unwrap();
+            model.insert(k.into_bytes(), v);
+        }
+        db.flush().unwrap();
+        assert!(!spares(dir.path()).is_empty());
+        db.close().unwrap();
+        assert_eq!(spares(dir.path()), Vec::<String>::new());
+        let db = Db::open(dir.path(), opts()).unwrap();
+        let got: BTreeMap<Vec<u8>, Vec<u8>> = db.iter().map(|kv| kv.unwrap()).collect();
+        assert_eq!(got, model);
     }
 
     /// Holds the committer inside its first commit (it waits for `state`)

@@ -250,6 +250,7 @@ impl Db {
             defragmented_intervals: s.counters.defragmented.load(Ordering::Relaxed),
             commits: s.counters.commits.load(Ordering::Relaxed),
             memtables_committed: s.counters.memtables_committed.load(Ordering::Relaxed),
+            logs_reused: s.counters.logs_reused.load(Ordering::Relaxed),
             max_reader_wait: Duration::from_nanos(
                 s.counters.max_reader_wait_ns.load(Ordering::Relaxed),
             ),
@@ -294,6 +295,7 @@ impl Db {
         self.shared.check_stopped()?;
         // Everything is in the space: the logs are no longer needed.
         let s = &self.shared;
+        s.remove_spare_logs()?;
         let (wal, gen, empty) = {
             let w = s.writer.lock();
             (w.wal.clone(), w.gen, w.active.is_empty())

@@ -46,6 +46,7 @@ mod newest_of;
 mod open;
 mod options;
 mod prefetch;
+mod spare_logs;
 pub mod sparse;
 mod stats;
 mod store;

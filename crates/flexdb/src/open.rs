@@ -149,7 +149,7 @@ fn create(
     let space = FlexSpace::open_with_storage(storage.clone(), space_options(&opts, true))
         .map_err(space_err)?;
     let gen = 1;
-    let wal = new_wal(&storage, real_dir.as_deref(), &opts, gen)?;
+    let wal = new_wal(&storage, real_dir.as_deref(), &opts, gen, 1, None)?;
     // The manifest last: a store exists once it is durable.
     files::write_manifest(storage.as_ref())?;
     assemble(
@@ -227,6 +227,8 @@ fn assemble(
         spare_index: Mutex::new(None),
         installs: Mutex::new(Vec::new()),
         chunks,
+        // As many as one commit retires.
+        spare_logs: crate::spare_logs::SpareLogs::new(crate::store::MAX_FROZEN),
     })
 }
 
@@ -281,7 +283,7 @@ fn recover(
     }
     let t_replay = t0.elapsed();
     let gen = last_gen + 1;
-    let wal = new_wal(&storage, real_dir.as_deref(), &opts, gen)?;
+    let wal = new_wal(&storage, real_dir.as_deref(), &opts, gen, next_seq, None)?;
     let t_wal = t0.elapsed();
     // The index saved by a clean close, when it describes this very state
     // of the space; otherwise the space is sampled.
@@ -537,7 +539,7 @@ mod tests {
         for gen in 1..=6u64 {
             let name = files::wal_name(gen);
             let file = storage.open_file(&name, true).unwrap();
-            let wal = Wal::create(file.clone(), &name, None).unwrap();
+            let wal = Wal::create(file.clone(), &name, None, 0).unwrap();
             let mut model = Newest::new();
             // Log 4 stays empty; log 5 is not a log at all.
             let batches = if gen == 4 { 0 } else { 150 * gen };

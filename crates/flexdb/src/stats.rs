@@ -65,6 +65,9 @@ pub struct Stats {
     pub commits: u64,
     /// Frozen MemTables committed into the space since open.
     pub memtables_committed: u64,
+    /// Write-ahead logs since open that took over the file of a committed
+    /// one instead of a new file (its pages are in memory already).
+    pub logs_reused: u64,
     /// The longest time a reader waited for a lock since open. Gets take
     /// none; a scan may wait for a MemTable's locks (another scan sorting
     /// that table's newest writes, or a writer).

@@ -155,6 +155,7 @@ pub(crate) struct Counters {
     /// committer that fell behind commits every waiting MemTable at once).
     pub commits: AtomicU64,
     pub memtables_committed: AtomicU64,
+    pub logs_reused: AtomicU64,
     /// Intervals the committer (or `check`) read from the space itself,
     /// not found cached, since the last `FLEXDB_TRACE` report.
     pub trace_committer_reads: AtomicU64,
@@ -194,31 +195,43 @@ pub(crate) struct Shared {
     pub counters: Counters,
     /// Memory of committed MemTables, kept for the next ones (`chunk`).
     pub chunks: Arc<crate::chunk::ChunkPool>,
+    /// Files of committed logs, kept for the next logs (`spare_logs`).
+    pub spare_logs: crate::spare_logs::SpareLogs,
     /// `FLEXDB_TRACE` is set: the committer times its holds and reports
     /// each commit on stderr.
     pub trace: bool,
 }
 
-/// Creates the write-ahead log of generation `gen` durably: under a
-/// temporary name until its header is synced, then renamed and the
-/// directory synced, so that a file named as a log always has a whole
-/// header (see `files`).
+/// Creates the write-ahead log of generation `gen` durably, its records
+/// numbered from `first` on: under a temporary name until its header is
+/// synced, then renamed and the directory synced, so that a file named as a
+/// log always has a whole header (see `files`). With `spare` (see
+/// `spare_logs`), the log takes that file over instead of a new one: the
+/// spare's name is such a temporary name already.
 pub(crate) fn new_wal(
     storage: &Arc<dyn Storage>,
     real_dir: Option<&std::path::Path>,
     opts: &Options,
     gen: u64,
+    first: u64,
+    spare: Option<String>,
 ) -> Result<Arc<Wal>> {
     let name = wal_name(gen);
-    let tmp = wal_tmp_name(gen);
-    let file = storage.open_file(&tmp, true).map_err(io_err(&tmp))?;
+    let reused = spare.is_some();
+    let tmp = spare.unwrap_or_else(|| wal_tmp_name(gen));
+    let file = storage.open_file(&tmp, !reused).map_err(io_err(&tmp))?;
     // The mapping and the handle that syncs it are opened by this path and
     // follow the file through the rename.
     let path = real_dir.map(|d| d.join(&tmp));
     // Room for a MemTable's worth of records, up to `wal_map::FIRST_MAX`;
     // the log grows by steps past it if need be.
     let capacity = opts.memtable_bytes as u64 + (1 << 20);
-    let wal = Wal::create(file, &name, path.as_deref().map(|p| (p, capacity)))?;
+    let real = path.as_deref().map(|p| (p, capacity));
+    let wal = if reused {
+        Wal::reuse(file, &name, real, first)?
+    } else {
+        Wal::create(file, &name, real, first)?
+    };
     storage.rename(&tmp, &name).map_err(io_err(&name))?;
     storage.sync_dir().map_err(io_err(&name))?;
     Ok(Arc::new(wal))
@@ -434,7 +447,19 @@ impl Shared {
         let r = (|| {
             w.wal.sync()?;
             let gen = w.gen + 1;
-            let wal = new_wal(&self.storage, self.real_dir.as_deref(), &self.opts, gen)?;
+            let spare = self.spare_logs.take();
+            let reused = spare.is_some();
+            let wal = new_wal(
+                &self.storage,
+                self.real_dir.as_deref(),
+                &self.opts,
+                gen,
+                w.next_seq,
+                spare,
+            )?;
+            if reused {
+                self.counters.logs_reused.fetch_add(1, Ordering::Relaxed);
+            }
             Ok::<_, Error>((gen, wal))
         })();
         let (gen, wal) = match r {
@@ -472,6 +497,41 @@ impl Shared {
         let _work = self.work.lock();
         self.work_cv.notify_all();
         Ok(())
+    }
+
+    /// Lets go of `wal`, the log of committed generation `gen`: kept as a
+    /// spare for a new log to take over (`spare_logs`) when it may be
+    /// ([`Wal::reusable`]), or removed (also when enough are kept). A log that a crash leaves under either name holds nothing
+    /// the next open replays (its generation is committed; a spare's name
+    /// is a log's temporary one).
+    pub fn retire_log(&self, gen: u64, wal: &Wal) -> Result<()> {
+        let name = wal_name(gen);
+        if wal.reusable() && self.spare_logs.has_room() {
+            let spare = wal_tmp_name(gen);
+            match self.storage.rename(&name, &spare) {
+                Ok(()) if self.spare_logs.put(spare.clone()) => return Ok(()),
+                Ok(()) => return self.remove_log_file(&spare),
+                // Gone already (as the next open would also find).
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(io_err(&name)(e)),
+            }
+        }
+        self.remove_log_file(&name)
+    }
+
+    /// Removes every spare log (an idle store, a closing one).
+    pub fn remove_spare_logs(&self) -> Result<()> {
+        for name in self.spare_logs.take_all() {
+            self.remove_log_file(&name)?;
+        }
+        Ok(())
+    }
+
+    fn remove_log_file(&self, name: &str) -> Result<()> {
+        match self.storage.remove_file(name) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(name)(e)),
+            _ => Ok(()),
+        }
     }
 
     /// Makes every write so far durable.

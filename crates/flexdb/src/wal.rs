@@ -64,9 +64,14 @@ use parking_lot::Mutex;
 use crate::error::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"FLEXWAL1";
-const FORMAT_VERSION: u32 = 1;
-/// Bytes of the file header.
-pub const HEADER_LEN: u64 = 32;
+/// The version new logs are written in; replay also reads version 1.
+const FORMAT_VERSION: u32 = 2;
+/// Bytes of a version-2 header (the logs this build writes).
+pub const HEADER_LEN: u64 = 48;
+/// Bytes of a version-1 header (no first sequence number).
+const V1_HEADER_LEN: u64 = 32;
+/// Where a version-2 header holds the first sequence number, and its CRC.
+const FIRST_AT: usize = 32;
 /// Where the durable-length slot lies in the header.
 const SLOT_AT: u64 = 16;
 const RECORD_HEAD: usize = 24;
@@ -123,6 +128,9 @@ pub struct Wal {
     /// File offset up to which early write-back was requested (mapped
     /// logs; see `writeback`).
     written_back: AtomicU64,
+    /// Every record in the file was appended by this object (see
+    /// [`Wal::reusable`]).
+    own: bool,
 }
 
 /// The durable-length slot for `len`: the length and its CRC.
@@ -132,6 +140,68 @@ fn slot(len: u64) -> [u8; 16] {
     let crc = crc32c::crc32c(&b[..8]);
     b[8..12].copy_from_slice(&crc.to_le_bytes());
     b
+}
+
+/// A log's header: magic, version, the durable-length slot and (version 2)
+/// the lowest sequence number any record of the log may carry with its
+/// CRC. `first` lets a log reuse a file that still holds an older log's
+/// records (`store::new_wal`): theirs are all below it, so replay never
+/// takes one for a record of this log.
+fn header(first: u64) -> [u8; HEADER_LEN as usize] {
+    let mut b = [0u8; HEADER_LEN as usize];
+    b[..8].copy_from_slice(MAGIC);
+    b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    b[SLOT_AT as usize..SLOT_AT as usize + 16].copy_from_slice(&slot(HEADER_LEN));
+    b[FIRST_AT..FIRST_AT + 8].copy_from_slice(&first.to_le_bytes());
+    let crc = crc32c::crc32c(&b[FIRST_AT..FIRST_AT + 8]);
+    b[FIRST_AT + 8..FIRST_AT + 12].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// What replay needs from a header.
+struct Header {
+    /// Where the records start.
+    len: u64,
+    /// Every record's sequence number is above this (version 2 logs whose
+    /// first sequence number is above 0).
+    floor: Option<u64>,
+    /// The durable-length slot's length (0 when it does not verify).
+    durable: u64,
+}
+
+/// The first `V1_HEADER_LEN` bytes of a file tell its version and so its
+/// header's length; `b` holds at least that many.
+fn header_len(b: &[u8]) -> std::result::Result<u64, &'static str> {
+    if &b[..8] != MAGIC {
+        return Err("not a FlexDB write-ahead log");
+    }
+    match u32_at(b, 8) {
+        1 => Ok(V1_HEADER_LEN),
+        2 => Ok(HEADER_LEN),
+        _ => Err("unknown log format version"),
+    }
+}
+
+/// Parses a whole header (`b` holds `header_len(b)` bytes at least).
+fn parse_header(b: &[u8]) -> std::result::Result<Header, &'static str> {
+    let len = header_len(b)?;
+    let durable = parse_slot(&b[SLOT_AT as usize..]);
+    if len == V1_HEADER_LEN {
+        return Ok(Header {
+            len,
+            floor: None,
+            durable,
+        });
+    }
+    let first = u64_at(b, FIRST_AT);
+    if u32_at(b, FIRST_AT + 8) != crc32c::crc32c(&b[FIRST_AT..FIRST_AT + 8]) {
+        return Err("its header's first sequence number is damaged");
+    }
+    Ok(Header {
+        len,
+        floor: first.checked_sub(1),
+        durable,
+    })
 }
 
 /// The length in a durable-length slot, 0 when it does not verify.
@@ -313,19 +383,43 @@ impl Wal {
     /// file on a real file system, records are appended through a mapping
     /// with room for `capacity` bytes to begin with (buffered writes when the
     /// file cannot be preallocated and mapped).
+    /// Every record appended must carry a sequence number of at least
+    /// `first`.
     pub fn create(
         file: Arc<dyn StorageFile>,
         name: &str,
         real: Option<(&std::path::Path, u64)>,
+        first: u64,
     ) -> Result<Wal> {
-        let mut header = Vec::with_capacity(HEADER_LEN as usize);
-        header.extend_from_slice(MAGIC);
-        header.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        header.extend_from_slice(&[0; 4]);
-        header.extend_from_slice(&slot(HEADER_LEN));
+        file.set_len(0).map_err(|e| io_err(name, e))?;
+        Self::start(file, name, real, first)
+    }
+
+    /// Starts a new, empty log in `file`, which holds a log that is no
+    /// longer needed (committed): only the header is written (and synced),
+    /// the old records stay where they are and are overwritten as records
+    /// are appended. Their sequence numbers must all be below `first` (the
+    /// lowest any record of the new log will carry): replay tells them
+    /// from this log's records by that. The point is the file's pages,
+    /// which are in memory already: appending into them costs no page
+    /// allocation (docs/DESIGN.md, "Logs reused").
+    pub fn reuse(
+        file: Arc<dyn StorageFile>,
+        name: &str,
+        real: Option<(&std::path::Path, u64)>,
+        first: u64,
+    ) -> Result<Wal> {
+        Self::start(file, name, real, first)
+    }
+
+    fn start(
+        file: Arc<dyn StorageFile>,
+        name: &str,
+        real: Option<(&std::path::Path, u64)>,
+        first: u64,
+    ) -> Result<Wal> {
         let io = |e| io_err(name, e);
-        file.set_len(0).map_err(io)?;
-        file.write_all_at(0, &header).map_err(io)?;
+        file.write_all_at(0, &header(first)).map_err(io)?;
         file.sync().map_err(io)?;
         let mapped = real.and_then(|(path, capacity)| {
             let log = crate::wal_map::MappedLog::open(path, HEADER_LEN, capacity).ok()?;
@@ -349,6 +443,7 @@ impl Wal {
             written_bytes: AtomicU64::new(HEADER_LEN),
             slot: AtomicU64::new(HEADER_LEN),
             written_back: AtomicU64::new(HEADER_LEN),
+            own: true,
         })
     }
 
@@ -370,7 +465,18 @@ impl Wal {
             written_bytes: AtomicU64::new(0),
             slot: AtomicU64::new(len),
             written_back: AtomicU64::new(len),
+            own: false,
         }
+    }
+
+    /// Whether the file may hold a new log once this one is committed:
+    /// only when this object wrote every record in it (and the records of
+    /// older logs it took over, by induction, are numbered lower still).
+    /// A log found at recovery may hold records past its valid prefix
+    /// that replay dropped, whose sequence numbers the store hands out
+    /// again: a later log in the same file could take them for its own.
+    pub fn reusable(&self) -> bool {
+        self.own
     }
 
     /// Reads the valid records of an existing log, in order (see
@@ -423,25 +529,30 @@ impl Wal {
         // A log gets its name only once its header is durable (see
         // `files`): a torn header is damage, and the writes the log held
         // are lost, so it is reported, never read as an empty log.
-        let Some(header) = w.get(0, HEADER_LEN as usize)? else {
-            return Err(corrupt(&format!(
-                "truncated to {len} bytes, inside its {HEADER_LEN}-byte header"
-            )));
+        let truncated = |n: u64| {
+            corrupt(&format!(
+                "truncated to {len} bytes, inside its {n}-byte header"
+            ))
         };
-        if &header[..8] != MAGIC || header[8..12] != FORMAT_VERSION.to_le_bytes() {
-            return Err(corrupt(if &header[..8] == MAGIC {
-                "unknown log format version"
-            } else {
-                "not a FlexDB write-ahead log"
-            }));
-        }
-        let durable = parse_slot(&header[SLOT_AT as usize..]);
+        let Some(start) = w.get(0, V1_HEADER_LEN as usize)? else {
+            return Err(truncated(V1_HEADER_LEN));
+        };
+        let n = header_len(start).map_err(corrupt)?;
+        let Some(bytes) = w.get(0, n as usize)? else {
+            return Err(truncated(n));
+        };
+        let Header {
+            len: records_at,
+            floor,
+            durable,
+        } = parse_header(bytes).map_err(corrupt)?;
         if len < durable {
             return Err(corrupt(&format!(
                 "truncated to {len} bytes, below the {durable} bytes it had synced"
             )));
         }
-        let mut pos = HEADER_LEN;
+        done.end = records_at;
+        let mut pos = records_at;
         loop {
             // An all-zero header (the preallocated tail) is the end; it
             // never verifies anyway (its CRC is not 0).
@@ -449,7 +560,9 @@ impl Wal {
                 Some(h) if h.iter().any(|&b| b != 0) => {}
                 _ => break,
             }
-            let Some((seq, payload)) = w.record(pos, done.last_seq)? else {
+            // Records of an older log that left the file to this one carry
+            // numbers at or below `floor`, so the first of them ends replay.
+            let Some((seq, payload)) = w.record(pos, done.last_seq.or(floor))? else {
                 break;
             };
             f(seq, payload)?;
@@ -469,7 +582,7 @@ impl Wal {
         // one: that bound keeps the scan cheap (a random sequence number
         // almost never qualifies, and no checksum is computed for it), and
         // zero runs are skipped in blocks.
-        let after = done.last_seq;
+        let after = done.last_seq.or(floor);
         let mut q = pos + 1;
         while q + RECORD_HEAD as u64 <= len {
             let n = (w.chunk as u64).min(len - q) as usize;
@@ -693,7 +806,7 @@ mod tests {
     #[test]
     fn records_replay_in_order() {
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal", None).unwrap();
+        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
         // Sequence numbers jump by a batch's size from record to record.
         for i in 0..100u32 {
             let end = wal.append(10 + 3 * u64::from(i), &i.to_le_bytes()).unwrap();
@@ -713,7 +826,7 @@ mod tests {
     #[test]
     fn unsynced_records_stay_buffered_until_flushed() {
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal", None).unwrap();
+        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
         wal.append(1, b"small").unwrap();
         assert_eq!(f.len().unwrap(), HEADER_LEN);
         wal.flush().unwrap();
@@ -728,7 +841,7 @@ mod tests {
     #[test]
     fn torn_tail_ends_replay() {
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal", None).unwrap();
+        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
         for i in 0..10u8 {
             wal.append(u64::from(i), &[i; 20]).unwrap();
         }
@@ -751,7 +864,7 @@ mod tests {
         // torn header cannot be a crash during creation: the log's writes
         // are gone, and replay says so.
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal", None).unwrap();
+        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
         wal.append(1, b"synced").unwrap();
         wal.sync().unwrap();
         for cut in [0, 3, HEADER_LEN - 1] {
@@ -765,7 +878,7 @@ mod tests {
     /// A log of records 0..5, synced, then records 5..7 (not synced).
     fn two_batches() -> Arc<dyn StorageFile> {
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal", None).unwrap();
+        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
         for i in 0..5u8 {
             wal.append(u64::from(i), &[i; 8]).unwrap();
         }
@@ -801,6 +914,7 @@ mod tests {
             written_bytes: AtomicU64::new(0),
             slot: AtomicU64::new(HEADER_LEN),
             written_back: AtomicU64::new(HEADER_LEN),
+            own: true,
         };
         wal.append(7, b"x").unwrap();
         wal.sync().unwrap();
@@ -842,7 +956,7 @@ mod tests {
         // The last record of the synced batch, with nothing after that
         // sync to vouch for it, cannot be told from a tear.
         let g = mem();
-        let wal = Wal::create(g.clone(), "wal", None).unwrap();
+        let wal = Wal::create(g.clone(), "wal", None, 0).unwrap();
         for i in 0..5u8 {
             wal.append(u64::from(i), &[i; 8]).unwrap();
         }
@@ -868,7 +982,7 @@ mod tests {
     fn concurrent_syncers_share_the_log() {
         let file = Arc::new(MemFile::new());
         let f: Arc<dyn StorageFile> = file.clone();
-        let wal = Arc::new(Wal::create(f.clone(), "wal", None).unwrap());
+        let wal = Arc::new(Wal::create(f.clone(), "wal", None, 0).unwrap());
         let next = Arc::new(Mutex::new(0u64));
         let threads: Vec<_> = (0..4u8)
             .map(|t| {
@@ -957,30 +1071,30 @@ mod tests {
         let mut bytes = vec![0u8; len as usize];
         file.read_exact_at(0, &mut bytes)
             .map_err(|e| io_err(name, e))?;
-        let header_ok = len >= HEADER_LEN
-            && &bytes[..8] == MAGIC
-            && bytes[8..12] == FORMAT_VERSION.to_le_bytes();
-        if !header_ok {
-            // A log is named only once its header is durable: a torn or
-            // foreign header is damage.
-            if len < HEADER_LEN {
-                return Err(corrupt("truncated inside its header"));
-            }
-            return Err(corrupt(if &bytes[..8] == MAGIC {
-                "unknown log format version"
-            } else {
-                "not a FlexDB write-ahead log"
-            }));
+        // A log is named only once its header is durable: a torn or
+        // foreign header is damage.
+        if len < V1_HEADER_LEN {
+            return Err(corrupt("truncated inside its header"));
         }
-        let durable = parse_slot(&bytes[SLOT_AT as usize..HEADER_LEN as usize]);
+        let n = header_len(&bytes).map_err(corrupt)?;
+        if len < n {
+            return Err(corrupt("truncated inside its header"));
+        }
+        let Header {
+            len: records_at,
+            floor,
+            durable,
+        } = parse_header(&bytes).map_err(corrupt)?;
         if len < durable {
             return Err(corrupt(&format!(
                 "truncated to {len} bytes, below the {durable} bytes it had synced"
             )));
         }
         let mut records: Vec<Record> = Vec::new();
-        let mut pos = HEADER_LEN as usize;
-        while let Some((r, _)) = reference_record_at(&bytes, pos, records.last().map(|r| r.seq)) {
+        let mut pos = records_at as usize;
+        while let Some((r, _)) =
+            reference_record_at(&bytes, pos, records.last().map(|r| r.seq).or(floor))
+        {
             pos += RECORD_HEAD + r.payload.len();
             records.push(r);
         }
@@ -996,7 +1110,7 @@ mod tests {
             // good one: that bound keeps the scan cheap (a random sequence
             // number almost never qualifies, and no checksum is computed for
             // it).
-            let after = records.last().map(|r| r.seq);
+            let after = records.last().map(|r| r.seq).or(floor);
             let damaged_durable = (pos + 1..bytes.len()).any(|p| {
                 let Some(h) = bytes.get(p..p + RECORD_HEAD) else {
                     return false;
@@ -1044,7 +1158,7 @@ mod tests {
     #[test]
     fn chunked_replay_reads_records_across_chunks_and_larger_than_one() {
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal", None).unwrap();
+        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
         let mut want = Vec::new();
         let mut seq = 1;
         for i in 0..300usize {
@@ -1072,7 +1186,7 @@ mod tests {
         // stretches, then an unsynced one) gives the same records or the
         // same error whatever the chunk size, and as the reference.
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal", None).unwrap();
+        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
         for i in 0..12u8 {
             wal.append(u64::from(i) * 2, &vec![i; 10 + usize::from(i) * 7])
                 .unwrap();
@@ -1160,6 +1274,168 @@ mod tests {
         }
     }
 
+    /// A file holding an older log of `n` records (numbered from 1, of
+    /// varied sizes, synced), for a new log to take over.
+    fn file_with_old_log(n: u64) -> Arc<dyn StorageFile> {
+        let f = mem();
+        let old = Wal::create(f.clone(), "old", None, 1).unwrap();
+        for seq in 1..=n {
+            old.append(seq, &vec![seq as u8; 1 + (seq as usize * 7) % 90])
+                .unwrap();
+        }
+        old.sync().unwrap();
+        f
+    }
+
+    #[test]
+    fn a_log_that_takes_over_a_file_replays_only_its_own_records() {
+        for new_records in [0u64, 1, 5, 40] {
+            let f = file_with_old_log(200);
+            let old_len = f.len().unwrap();
+            let wal = Wal::reuse(f.clone(), "wal", None, 201).unwrap();
+            let mut want = Vec::new();
+            for i in 0..new_records {
+                let payload = vec![0xA0 ^ i as u8; 3 + i as usize];
+                wal.append(201 + i, &payload).unwrap();
+                want.push(Record {
+                    seq: 201 + i,
+                    payload,
+                });
+            }
+            wal.sync().unwrap();
+            // The old records are still there, past the new ones.
+            assert_eq!(f.len().unwrap(), old_len);
+            for chunk in CHUNKS {
+                assert_eq!(
+                    replay_with(f.as_ref(), chunk),
+                    Ok(want.clone()),
+                    "{new_records} records, chunk {chunk}"
+                );
+            }
+            assert_eq!(reference_read(f.as_ref(), "wal").unwrap(), want);
+        }
+    }
+
+    #[test]
+    fn damage_to_a_log_in_a_taken_over_file_is_judged_as_in_a_new_one() {
+        // Every truncation and flipped byte of the new log's part gives the
+        // same verdict at every chunk size and as the reference, and never
+        // a record of the old log.
+        let f = file_with_old_log(60);
+        let wal = Wal::reuse(f.clone(), "wal", None, 61).unwrap();
+        for i in 0..8u64 {
+            wal.append(61 + 2 * i, &vec![i as u8; 5 + 9 * i as usize])
+                .unwrap();
+            if i == 3 {
+                wal.sync().unwrap();
+            }
+        }
+        wal.flush().unwrap();
+        let new_end = wal.end() as usize;
+        let bytes = bytes_of(f.as_ref());
+        let mut outcomes = [0usize; 3];
+        let mut check = |b: Vec<u8>, what: &str| {
+            let file = MemFile::from_bytes(b);
+            let whole = replay_with(&file, usize::MAX >> 1);
+            let reference = reference_read(&file, "wal").map_err(|e| e.is_corruption());
+            assert_eq!(whole, reference, "{what}: differs from the reference");
+            match &whole {
+                Ok(r) => {
+                    assert!(r.iter().all(|r| r.seq >= 61), "{what}: an old record");
+                    outcomes[usize::from(r.len() != 8)] += 1;
+                }
+                Err(_) => outcomes[2] += 1,
+            }
+            for chunk in CHUNKS {
+                assert_eq!(replay_with(&file, chunk), whole, "{what}, chunk {chunk}");
+            }
+        };
+        for at in 0..new_end {
+            let mut b = bytes.clone();
+            b[at] ^= 0x10;
+            check(b, &format!("flip at {at}"));
+        }
+        for cut in (HEADER_LEN as usize..new_end + 200).step_by(3) {
+            check(bytes[..cut].to_vec(), &format!("cut at {cut}"));
+        }
+        assert!(outcomes.iter().all(|&n| n > 0), "{outcomes:?}");
+    }
+
+    #[test]
+    fn a_version_1_log_still_replays() {
+        // The previous format: a 32-byte header without a first sequence
+        // number, then the same records.
+        let mut b = Vec::new();
+        b.extend_from_slice(MAGIC);
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&[0; 4]);
+        b.extend_from_slice(&slot(V1_HEADER_LEN));
+        let mut want = Vec::new();
+        for seq in 0..20u64 {
+            let payload = vec![seq as u8; 1 + seq as usize];
+            encode_record(&mut b, seq, V1_HEADER_LEN, &payload);
+            want.push(Record { seq, payload });
+        }
+        b.resize(b.len() + 1000, 0);
+        let f = MemFile::from_bytes(b);
+        for chunk in CHUNKS {
+            assert_eq!(replay_with(&f, chunk), Ok(want.clone()), "chunk {chunk}");
+        }
+        assert_eq!(reference_read(&f, "wal").unwrap(), want);
+    }
+
+    #[test]
+    fn a_damaged_first_sequence_number_is_corruption() {
+        let f = file_with_old_log(10);
+        let wal = Wal::reuse(f.clone(), "wal", None, 11).unwrap();
+        wal.append(11, b"new").unwrap();
+        wal.sync().unwrap();
+        for at in FIRST_AT..FIRST_AT + 12 {
+            let mut b = bytes_of(f.as_ref());
+            b[at] ^= 0x04;
+            let e = Wal::read(&MemFile::from_bytes(b), "wal").unwrap_err();
+            assert!(e.is_corruption(), "flip at {at}: {e}");
+            assert!(e.to_string().contains("first sequence number"), "{e}");
+        }
+        // A header cut short of its second half is a torn header.
+        let b = bytes_of(f.as_ref())[..40].to_vec();
+        assert!(Wal::read(&MemFile::from_bytes(b), "wal")
+            .unwrap_err()
+            .is_corruption());
+    }
+
+    #[test]
+    fn only_a_log_this_process_wrote_may_give_its_file_to_another() {
+        let f = file_with_old_log(3);
+        assert!(Wal::create(mem(), "a", None, 1).unwrap().reusable());
+        assert!(Wal::reuse(f.clone(), "b", None, 4).unwrap().reusable());
+        let len = f.len().unwrap();
+        assert!(!Wal::detached(f, "c", len).reusable());
+    }
+
+    #[test]
+    fn a_mapped_log_takes_over_a_file_in_place() {
+        let (dir, file, wal) = mapped_wal(1 << 20);
+        for i in 1..=5000u64 {
+            wal.append(i, &[i as u8; 100]).unwrap();
+        }
+        wal.sync().unwrap();
+        let len = file.len().unwrap();
+        drop(wal);
+        let path = dir.path().join("wal");
+        let wal = Wal::reuse(file.clone(), "wal", Some((&path, 1 << 20)), 5001).unwrap();
+        assert!(wal.mapped.is_some());
+        for i in 5001..=5010u64 {
+            wal.append(i, &[i as u8; 100]).unwrap();
+        }
+        wal.sync().unwrap();
+        // Nothing truncated or reallocated: the same file, written in place.
+        assert_eq!(file.len().unwrap(), len);
+        let recs = Wal::read(file.as_ref(), "wal").unwrap();
+        let seqs: Vec<u64> = recs.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, (5001..=5010).collect::<Vec<_>>());
+    }
+
     /// A log on a real file in a new directory, mapped with room for
     /// `capacity` bytes at first.
     fn mapped_wal(capacity: u64) -> (tempfile::TempDir, Arc<dyn StorageFile>, Wal) {
@@ -1167,7 +1443,7 @@ mod tests {
         let storage = flexspace::FileStorage::open(dir.path(), true).unwrap();
         let file = flexspace::Storage::open_file(&storage, "wal", true).unwrap();
         let path = dir.path().join("wal");
-        let wal = Wal::create(file.clone(), "wal", Some((&path, capacity))).unwrap();
+        let wal = Wal::create(file.clone(), "wal", Some((&path, capacity)), 0).unwrap();
         (dir, file, wal)
     }
 
@@ -1211,7 +1487,7 @@ mod tests {
         assert_eq!(recs.len(), 12_000);
         assert!(recs.iter().all(|r| r.payload == payload));
         // Buffered logs are never due.
-        let buffered = Wal::create(Arc::new(MemFile::new()), "wal", None).unwrap();
+        let buffered = Wal::create(Arc::new(MemFile::new()), "wal", None, 0).unwrap();
         let end = buffered.append(0, &[0u8; 5 << 20]).unwrap();
         assert!(!buffered.write_back_due(end));
     }

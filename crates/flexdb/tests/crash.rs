@@ -15,6 +15,9 @@
 //! that the committer falls behind the writer and commits several
 //! MemTables at once; crashes then land inside such commits.
 //!
+//! Both check that new logs took over committed logs' files (which still
+//! hold the old records past the new ones) in most runs.
+//!
 //! `CRASH_ITERATIONS` sets the number of crashes of each test (default
 //! 150).
 
@@ -44,6 +47,9 @@ struct Run {
     floor: usize,
     failed: bool,
     batched: bool,
+    /// A log took over a committed log's file (whose old records a crash
+    /// then leaves behind the new log's).
+    reused: bool,
 }
 
 /// A new storage for a run; `slow_data` makes the space's data file that
@@ -64,6 +70,7 @@ fn workload(seed: u64, storage: Arc<FaultStorage>) -> Run {
         floor: 0,
         failed: false,
         batched: false,
+        reused: false,
     };
     let db = match Db::open_with_storage(storage, "crash", opts()) {
         Ok(db) => db,
@@ -128,6 +135,7 @@ fn workload(seed: u64, storage: Arc<FaultStorage>) -> Run {
     }
     let stats = db.stats();
     run.batched = stats.memtables_committed > stats.commits;
+    run.reused = stats.logs_reused > 0;
     drop(db);
     run
 }
@@ -145,13 +153,19 @@ fn iterations() -> u64 {
 
 #[test]
 fn every_crash_recovers_a_prefix_with_every_durable_write() {
-    crash_and_recover(0xF1E2D3, iterations(), None);
+    let iterations = iterations();
+    let (_, reused) = crash_and_recover(0xF1E2D3, iterations, None);
+    // Logs in files that still hold older logs' records must be covered.
+    assert!(
+        reused * 2 >= iterations,
+        "only {reused} of {iterations} dry runs had a log take over a committed one's file"
+    );
 }
 
 #[test]
 fn crashes_inside_commits_of_several_memtables_recover_a_prefix() {
     let iterations = iterations();
-    let batched = crash_and_recover(0xBA7C4, iterations, Some(Duration::from_millis(2)));
+    let (batched, _) = crash_and_recover(0xBA7C4, iterations, Some(Duration::from_millis(2)));
     // The slow syncs are there to make the committer fall behind: check
     // that they did, or this test tests nothing new.
     assert!(
@@ -161,16 +175,18 @@ fn crashes_inside_commits_of_several_memtables_recover_a_prefix() {
 }
 
 /// Runs `iterations` crashes and recoveries (see the module docs); returns
-/// how many of the dry runs committed several MemTables at once.
-fn crash_and_recover(seed: u64, iterations: u64, slow_data: Option<Duration>) -> u64 {
+/// how many of the dry runs committed several MemTables at once, and how
+/// many had a log take over a committed log's file.
+fn crash_and_recover(seed: u64, iterations: u64, slow_data: Option<Duration>) -> (u64, u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut batched = 0;
+    let (mut batched, mut reused) = (0, 0);
     for it in 0..iterations {
         let seed = rng.gen();
         let dry = storage(slow_data);
         let full = workload(seed, dry.clone());
         assert!(!full.failed, "iteration {it}: the dry run failed");
         batched += u64::from(full.batched);
+        reused += u64::from(full.reused);
         let total = dry.ops();
         let at = rng.gen_range(0..total.max(1));
         let tear = rng.gen_bool(0.5);
@@ -230,5 +246,5 @@ fn crash_and_recover(seed: u64, iterations: u64, slow_data: Option<Duration>) ->
         want.insert(b"after".to_vec(), b"crash".to_vec());
         assert_eq!(content(&db), want, "iteration {it}: after reopen");
     }
-    batched
+    (batched, reused)
 }

@@ -1,0 +1,90 @@
+//! Spare logs: the files of committed write-ahead logs, kept for new logs
+//! to take over instead of creating files of their own.
+//!
+//! Why: a new log's pages are memory the kernel must find, zero and map as
+//! the log fills (a page fault per page); a committed log's file still has
+//! its pages in the page cache, and appending into them costs none of that.
+//! docs/DESIGN.md, "Logs reused", has the measurements.
+//!
+//! A spare is named as a log being created (`files::wal_tmp_name` of the
+//! generation it held), a name that promises no write to recover: a crash
+//! leaves it for the next open to remove, like any such file. A log takes a
+//! spare over by writing its own header (which names the lowest sequence
+//! number its records carry, above every record the spare still holds:
+//! see `wal::Wal::reuse`), syncing it, and renaming the spare to its name.
+//!
+//! Invariants: a spare holds only records committed to the space; at most
+//! `keep` spares exist; each name here is a file of the directory that
+//! nothing else uses (the pool hands a name out once).
+
+use parking_lot::Mutex;
+
+/// The spare logs of a store.
+pub(crate) struct SpareLogs {
+    names: Mutex<Vec<String>>,
+    keep: usize,
+}
+
+impl SpareLogs {
+    /// A pool that keeps at most `keep` spares.
+    pub fn new(keep: usize) -> Self {
+        SpareLogs {
+            names: Mutex::new(Vec::new()),
+            keep,
+        }
+    }
+
+    /// Whether one more spare may be kept.
+    pub fn has_room(&self) -> bool {
+        self.names.lock().len() < self.keep
+    }
+
+    /// Adds the spare named `name` (already renamed so); returns false,
+    /// leaving it to the caller to remove, when the pool is full.
+    pub fn put(&self, name: String) -> bool {
+        let mut names = self.names.lock();
+        if names.len() >= self.keep {
+            return false;
+        }
+        names.push(name);
+        true
+    }
+
+    /// A spare for a new log, if there is one; it is the caller's now.
+    pub fn take(&self) -> Option<String> {
+        self.names.lock().pop()
+    }
+
+    /// Every spare, for the caller to remove (the pool is left empty).
+    pub fn take_all(&self) -> Vec<String> {
+        std::mem::take(&mut *self.names.lock())
+    }
+
+    /// Spares kept.
+    pub fn len(&self) -> usize {
+        self.names.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_at_most_its_limit_and_hands_each_spare_out_once() {
+        let pool = SpareLogs::new(2);
+        assert!(pool.has_room());
+        assert!(pool.put("a".into()));
+        assert!(pool.put("b".into()));
+        assert!(!pool.has_room());
+        assert!(!pool.put("c".into()));
+        assert_eq!(pool.len(), 2);
+        let first = pool.take().unwrap();
+        let second = pool.take().unwrap();
+        assert_ne!(first, second);
+        assert_eq!(pool.take(), None);
+        assert!(pool.put("d".into()));
+        assert_eq!(pool.take_all(), vec!["d".to_string()]);
+        assert_eq!(pool.len(), 0);
+    }
+}
