@@ -1,8 +1,10 @@
 //! The write-ahead log: numbered, checksummed records with group commit.
 //!
-//! File format (docs/FORMAT.md): a 32-byte header (`FLEXWAL1`, format
-//! version, zero, then a *durable-length slot*: a file length known durable,
-//! with its CRC) then records
+//! File format (docs/FORMAT.md): a 48-byte header (`FLEXWAL1`, format
+//! version 2, zero, a *durable-length slot*: a file length known durable,
+//! with its CRC, then the lowest sequence number any record of the log
+//! carries, with its CRC; version 1 had the first 32 bytes alone) then
+//! records
 //! `crc32c u32 | len u32 | seq u64 | synced u64 | payload`, the CRC covering
 //! everything after it. `synced` is the file offset up to which the log was
 //! durable when the record was appended. One file per MemTable generation;
@@ -10,6 +12,12 @@
 //! file is created under a temporary name and renamed once its header is
 //! durable (`store::new_wal`), so a named log with a torn or foreign header
 //! is damage, reported like any other.
+//!
+//! A log may take over the file of a committed one (`Wal::reuse`), whose
+//! records stay past the new ones: all of them are numbered below the new
+//! log's first sequence number, so replay and its damage check, which
+//! accept only records numbered above the last one taken (above the first
+//! number less one, to begin with), never take one for the new log's.
 //!
 //! Replay stops at the first record that does not verify: a crash may leave
 //! any mixture of the writes after the last sync (devices reorder them), so
@@ -54,6 +62,10 @@
 //! - Replay calls its callback for the valid prefix of records, in order,
 //!   and only then reports corruption found after that prefix; a caller
 //!   that gets an error must discard what it built.
+//! - Every record of a log is numbered at or above its header's first
+//!   sequence number, and every record of an older log left in its file
+//!   below it: only a log whose every record this process appended gives
+//!   its file to another ([`Wal::reusable`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

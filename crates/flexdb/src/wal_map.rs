@@ -25,7 +25,9 @@
 //!   appended before can still be synced, and a later append may retry.
 //! - Only this object writes the file while it lives (the store holds the
 //!   directory's lock), so the mappings are never changed behind its back.
-//! - `end <= cap`; `end` only grows; bytes past it are zero.
+//! - `end <= cap`; `end` only grows; bytes past it are zero, or records of
+//!   an older log whose file this one took over (`spare_logs`), which the
+//!   log's header rules out at replay.
 
 use std::fs::{File, OpenOptions};
 use std::io;
