@@ -1167,6 +1167,19 @@ mod tests {
     /// Chunk sizes around and below the record sizes of the tests.
     const CHUNKS: [usize; 7] = [1, 24, 25, 31, 100, 4096, REPLAY_CHUNK];
 
+    /// Replays the log `b` whole, in every chunk size of `CHUNKS` and as
+    /// the reference, asserts that all agree, and returns the verdict.
+    fn judged_alike(b: Vec<u8>, what: &str) -> std::result::Result<Vec<Record>, bool> {
+        let file = MemFile::from_bytes(b);
+        let whole = replay_with(&file, usize::MAX >> 1);
+        let reference = reference_read(&file, "wal").map_err(|e| e.is_corruption());
+        assert_eq!(whole, reference, "{what}: differs from the reference");
+        for chunk in CHUNKS {
+            assert_eq!(replay_with(&file, chunk), whole, "{what}, chunk {chunk}");
+        }
+        whole
+    }
+
     #[test]
     fn chunked_replay_reads_records_across_chunks_and_larger_than_one() {
         let f = mem();
@@ -1209,19 +1222,10 @@ mod tests {
         wal.flush().unwrap();
         let bytes = bytes_of(f.as_ref());
         let mut outcomes = [0usize; 3];
-        let mut check = |b: Vec<u8>, what: &str| {
-            let file = MemFile::from_bytes(b);
-            let whole = replay_with(&file, usize::MAX >> 1);
-            let reference = reference_read(&file, "wal").map_err(|e| e.is_corruption());
-            assert_eq!(whole, reference, "{what}: differs from the reference");
-            match &whole {
-                Ok(r) if r.len() == 12 => outcomes[0] += 1,
-                Ok(_) => outcomes[1] += 1,
-                Err(_) => outcomes[2] += 1,
-            }
-            for chunk in CHUNKS {
-                assert_eq!(replay_with(&file, chunk), whole, "{what}, chunk {chunk}");
-            }
+        let mut check = |b: Vec<u8>, what: &str| match judged_alike(b, what) {
+            Ok(r) if r.len() == 12 => outcomes[0] += 1,
+            Ok(_) => outcomes[1] += 1,
+            Err(_) => outcomes[2] += 1,
         };
         for cut in 0..bytes.len() {
             check(bytes[..cut].to_vec(), &format!("cut at {cut}"));
@@ -1346,21 +1350,12 @@ mod tests {
         let new_end = wal.end() as usize;
         let bytes = bytes_of(f.as_ref());
         let mut outcomes = [0usize; 3];
-        let mut check = |b: Vec<u8>, what: &str| {
-            let file = MemFile::from_bytes(b);
-            let whole = replay_with(&file, usize::MAX >> 1);
-            let reference = reference_read(&file, "wal").map_err(|e| e.is_corruption());
-            assert_eq!(whole, reference, "{what}: differs from the reference");
-            match &whole {
-                Ok(r) => {
-                    assert!(r.iter().all(|r| r.seq >= 61), "{what}: an old record");
-                    outcomes[usize::from(r.len() != 8)] += 1;
-                }
-                Err(_) => outcomes[2] += 1,
+        let mut check = |b: Vec<u8>, what: &str| match judged_alike(b, what) {
+            Ok(r) => {
+                assert!(r.iter().all(|r| r.seq >= 61), "{what}: an old record");
+                outcomes[usize::from(r.len() != 8)] += 1;
             }
-            for chunk in CHUNKS {
-                assert_eq!(replay_with(&file, chunk), whole, "{what}, chunk {chunk}");
-            }
+            Err(_) => outcomes[2] += 1,
         };
         for at in 0..new_end {
             let mut b = bytes.clone();
