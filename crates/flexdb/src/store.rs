@@ -501,9 +501,10 @@ impl Shared {
 
     /// Lets go of `wal`, the log of committed generation `gen`: kept as a
     /// spare for a new log to take over (`spare_logs`) when it may be
-    /// ([`Wal::reusable`]), or removed (also when enough are kept). A log that a crash leaves under either name holds nothing
-    /// the next open replays (its generation is committed; a spare's name
-    /// is a log's temporary one).
+    /// ([`Wal::reusable`]), or removed (also when enough are kept). A log
+    /// that a crash leaves under either name holds nothing the next open
+    /// replays (its generation is committed; a spare's name is a log's
+    /// temporary one).
     pub fn retire_log(&self, gen: u64, wal: &Wal) -> Result<()> {
         let name = wal_name(gen);
         if wal.reusable() && self.spare_logs.has_room() {
