@@ -394,9 +394,8 @@ impl Wal {
     /// `name` names the file in errors. With `real`, the path of the same
     /// file on a real file system, records are appended through a mapping
     /// with room for `capacity` bytes to begin with (buffered writes when the
-    /// file cannot be preallocated and mapped).
-    /// Every record appended must carry a sequence number of at least
-    /// `first`.
+    /// file cannot be preallocated and mapped). Every record appended must
+    /// carry a sequence number of at least `first`.
     pub fn create(
         file: Arc<dyn StorageFile>,
         name: &str,
@@ -404,7 +403,7 @@ impl Wal {
         first: u64,
     ) -> Result<Wal> {
         file.set_len(0).map_err(|e| io_err(name, e))?;
-        Self::start(file, name, real, first)
+        Self::reuse(file, name, real, first)
     }
 
     /// Starts a new, empty log in `file`, which holds a log that is no
@@ -416,15 +415,6 @@ impl Wal {
     /// which are in memory already: appending into them costs no page
     /// allocation (docs/DESIGN.md, "Logs reused").
     pub fn reuse(
-        file: Arc<dyn StorageFile>,
-        name: &str,
-        real: Option<(&std::path::Path, u64)>,
-        first: u64,
-    ) -> Result<Wal> {
-        Self::start(file, name, real, first)
-    }
-
-    fn start(
         file: Arc<dyn StorageFile>,
         name: &str,
         real: Option<(&std::path::Path, u64)>,
