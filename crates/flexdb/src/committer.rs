@@ -763,6 +763,30 @@ mod tests {
         assert_eq!(got, model);
     }
 
+    /// A spare that cannot be removed does not keep the others on disk: each
+    /// is tried, and the first failure reported.
+    #[test]
+    fn removing_spares_tries_every_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::new().create_if_missing(true)).unwrap();
+        let names: Vec<String> = (900..903).map(crate::files::wal_tmp_name).collect();
+        // The middle one is a directory with something in it: unremovable.
+        std::fs::create_dir(dir.path().join(&names[1])).unwrap();
+        std::fs::write(dir.path().join(&names[1]).join("x"), b"x").unwrap();
+        for n in [&names[0], &names[2]] {
+            std::fs::write(dir.path().join(n), b"old log").unwrap();
+        }
+        let pool = &db.shared().spare_logs;
+        for n in &names {
+            assert!(pool.put(n.clone()));
+        }
+        assert!(db.shared().remove_spare_logs().is_err());
+        assert!(!dir.path().join(&names[0]).exists());
+        assert!(!dir.path().join(&names[2]).exists());
+        assert_eq!(pool.len(), 0);
+        std::fs::remove_dir_all(dir.path().join(&names[1])).unwrap();
+    }
+
     /// Holds the committer inside its first commit (it waits for `state`)
     /// while writes fill `MAX_FROZEN` MemTables, so that it must commit the
     /// ones behind the first as one. Keys are overwritten and deleted

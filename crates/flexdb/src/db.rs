@@ -295,7 +295,6 @@ impl Db {
         self.shared.check_stopped()?;
         // Everything is in the space: the logs are no longer needed.
         let s = &self.shared;
-        s.remove_spare_logs()?;
         let (wal, gen, empty) = {
             let w = s.writer.lock();
             (w.wal.clone(), w.gen, w.active.is_empty())
@@ -323,7 +322,9 @@ impl Db {
                 Err(e) => return Err(crate::store::io_err(&name)(e)),
             }
         }
-        Ok(())
+        // Last, so that a spare that cannot be removed (it holds nothing
+        // anyone needs, and the next open removes it) costs nothing above.
+        s.remove_spare_logs()
     }
 }
 

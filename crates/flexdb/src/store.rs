@@ -520,12 +520,17 @@ impl Shared {
         self.remove_log_file(&name)
     }
 
-    /// Removes every spare log (an idle store, a closing one).
+    /// Removes every spare log (an idle store, a closing one); tries each
+    /// and reports the first failure.
     pub fn remove_spare_logs(&self) -> Result<()> {
+        let mut first_error = Ok(());
         for name in self.spare_logs.take_all() {
-            self.remove_log_file(&name)?;
+            let removed = self.remove_log_file(&name);
+            if first_error.is_ok() {
+                first_error = removed;
+            }
         }
-        Ok(())
+        first_error
     }
 
     fn remove_log_file(&self, name: &str) -> Result<()> {
