@@ -12,8 +12,9 @@
 //! The files are in the page cache, as after a process crash.
 //!
 //! `cargo run --release -p flexspace --example log_replay -- [EXTENTS]`
-//! (default 10,000,000; it needs about 2 GiB of disk per 10 M extents, in
-//! the system's temporary directory).
+//! (default 10,000,000; at that size it needs about 5 GiB of disk in the
+//! system's temporary directory: the data file, and a copy of the tree and
+//! the log per size).
 
 use std::time::Instant;
 
