@@ -132,6 +132,9 @@ fn space_options(opts: &Options, create: bool) -> flexspace::Options {
         // and outside the store's locks (see `committer::apply_group`), so a
         // garbage-collection round never runs while readers wait on `state`.
         .auto_maintenance(false)
+        // Reads through a mapping where the options ask for it (see
+        // `Options::mmap_reads`; storage without real files maps nothing).
+        .mmap_reads(opts.mmap_reads)
 }
 
 /// Whether `FLEXDB_TRACE` asks for timings on stderr.

@@ -26,11 +26,18 @@ fn lines(start: *const u8, lines: usize) {
     let _ = (start, lines);
 }
 
+/// Asks for the cache lines of the `len` bytes starting at `start`, which
+/// need not name memory at all.
+#[inline]
+pub(crate) fn at(start: *const u8, len: usize) {
+    let skew = start as usize % LINE;
+    lines(start, (skew + len).div_ceil(LINE));
+}
+
 /// Asks for every cache line of `bytes`.
 #[inline]
 pub(crate) fn bytes(bytes: &[u8]) {
-    let skew = bytes.as_ptr() as usize % LINE;
-    lines(bytes.as_ptr(), (skew + bytes.len()).div_ceil(LINE));
+    at(bytes.as_ptr(), bytes.len());
 }
 
 #[cfg(test)]
@@ -43,6 +50,8 @@ mod tests {
         // Addresses that name no memory: only hints, never faults.
         super::lines(std::ptr::null(), 4);
         super::lines(usize::MAX as *const u8, 2);
+        super::at(std::ptr::null(), 1000);
+        super::at((usize::MAX - 10) as *const u8, 192);
         assert_eq!(v[299], 7);
     }
 }

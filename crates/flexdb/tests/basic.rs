@@ -48,6 +48,17 @@ fn put_get_delete_across_commits_and_reopen() {
     let db = open(dir.path());
     check(&db);
     assert!(db.check().unwrap().is_ok());
+    db.close().unwrap();
+    // Read with `pread` instead of through the mapping: the same content,
+    // and the data file was never extended to the space's capacity.
+    let opts = Options::new().cache_bytes(64 << 10).mmap_reads(false);
+    assert!(Options::new().mmap_reads, "mapped reads are the default");
+    let db = Db::open(dir.path(), opts).unwrap();
+    check(&db);
+    assert!(db.check().unwrap().is_ok());
+    db.close().unwrap();
+    let data = std::fs::metadata(dir.path().join("data")).unwrap().len();
+    assert!(data < 1 << 30, "data file of {data} bytes");
 }
 
 #[test]

@@ -1,12 +1,17 @@
 //! A read-only shared memory mapping of a file, for reads of the data file
-//! without a system call (opt-in: `Options::mmap_reads`).
+//! without a system call (`Options::mmap_reads`).
 //!
 //! Invariants:
-//! - The mapping covers `len` bytes of a file that is at least that long
-//!   when mapped; flexspace never shortens its data file, so every mapped
-//!   page stays backed by the file (another process truncating the file, or
-//!   an I/O error while a page is read in, raises SIGBUS: the trade-off
-//!   documented in docs/DESIGN.md).
+//! - The mapping reserves `len` bytes of address space but never changes
+//!   the file: a copy is made only of bytes below the file's length as last
+//!   seen (`backed`, raised by `fstat` when a read reaches past it), so a
+//!   read never touches a page past the end of the file. Flexspace never
+//!   shortens its data file, so a length once seen stays backed (another
+//!   process truncating the file, or an I/O error while a page is read in,
+//!   raises SIGBUS: the trade-off documented in docs/DESIGN.md).
+//! - Bytes past the backed length are left to the caller's `pread`, which
+//!   reports them as a short read: a corrupt index naming them gets an
+//!   error, never a signal.
 //! - Bytes are only copied out of the mapping (no reference into it is ever
 //!   handed out), and flexspace copies only ranges that no write touches
 //!   while they are read (segments are reused only after a grace period;
@@ -15,11 +20,16 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::io::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A read-only `MAP_SHARED` mapping of a file's first `len` bytes.
+/// A read-only `MAP_SHARED` mapping of up to `len` bytes of a file.
 pub struct Mapping {
     ptr: *const u8,
     len: usize,
+    /// The file, to see its length when a read reaches past `backed`.
+    file: File,
+    /// Bytes of the file known to exist (its length when last seen).
+    backed: AtomicU64,
 }
 
 // SAFETY: the mapping is read-only memory owned by this value until drop;
@@ -29,19 +39,20 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    /// Maps `file` read-only after extending it (sparsely) to at least
-    /// `len` bytes. `len` 0 maps nothing and gives `None`.
+    /// Maps up to `len` bytes of `file` read-only, however long the file is
+    /// now (it is not extended; `read` copies only what it holds). `len` 0
+    /// maps nothing and gives `None`.
     pub fn new(file: &File, len: u64) -> io::Result<Option<Mapping>> {
         if len == 0 {
             return Ok(None);
         }
         let len_usize = usize::try_from(len).map_err(|_| io::ErrorKind::InvalidInput)?;
-        if file.metadata()?.len() < len {
-            file.set_len(len)?;
-        }
+        let file = file.try_clone()?;
+        let backed = AtomicU64::new(file.metadata()?.len());
         // SAFETY: a fresh read-only shared mapping of an open descriptor;
         // the kernel chooses the address, so no existing memory is touched.
-        // The result is checked against MAP_FAILED before use.
+        // The result is checked against MAP_FAILED before use. Pages past
+        // the end of the file are never read (see `read`).
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -58,6 +69,8 @@ impl Mapping {
         Ok(Some(Mapping {
             ptr: ptr as *const u8,
             len: len_usize,
+            file,
+            backed,
         }))
     }
 
@@ -71,19 +84,35 @@ impl Mapping {
         self.len == 0
     }
 
+    /// Whether the file holds the bytes up to `end`: known already, or seen
+    /// now with one `fstat` (the file grew since it was last looked at).
+    fn backs(&self, end: u64) -> bool {
+        if end <= self.backed.load(Ordering::Acquire) {
+            return true;
+        }
+        match self.file.metadata() {
+            Ok(m) => {
+                self.backed.fetch_max(m.len(), Ordering::AcqRel);
+                end <= m.len()
+            }
+            Err(_) => false,
+        }
+    }
+
     /// Copies `out.len()` bytes at `offset`; false (and nothing copied) when
-    /// they are not all mapped.
+    /// they are not all mapped, or not all in the file.
     pub fn read(&self, offset: u64, out: &mut [u8]) -> bool {
         let Ok(start) = usize::try_from(offset) else {
             return false;
         };
         match start.checked_add(out.len()) {
-            Some(end) if end <= self.len => {
+            Some(end) if end <= self.len && self.backs(end as u64) => {
                 // SAFETY: `start..end` lies inside the mapping (checked),
                 // which is valid for reads until drop; `out` is a distinct
                 // exclusive buffer. Nothing writes the range meanwhile (module
-                // invariants), and the file covers it, so the copy cannot
-                // fault except on an I/O error (SIGBUS, documented).
+                // invariants), and the file covers it (checked, and never
+                // shortened), so the copy cannot fault except on an I/O
+                // error (SIGBUS, documented).
                 unsafe {
                     std::ptr::copy_nonoverlapping(self.ptr.add(start), out.as_mut_ptr(), out.len())
                 };
@@ -110,7 +139,7 @@ mod tests {
     use std::os::unix::fs::FileExt;
 
     #[test]
-    fn maps_extends_and_reads() {
+    fn reads_only_what_the_file_holds() {
         let dir = tempfile::tempdir().unwrap();
         let f = std::fs::OpenOptions::new()
             .read(true)
@@ -121,17 +150,30 @@ mod tests {
             .unwrap();
         f.write_all_at(b"hello", 10).unwrap();
         let m = Mapping::new(&f, 1 << 20).unwrap().unwrap();
-        assert_eq!(f.metadata().unwrap().len(), 1 << 20);
+        // The file is not extended to the mapping's size.
+        assert_eq!(f.metadata().unwrap().len(), 15);
         assert_eq!(m.len(), 1 << 20);
-        let mut b = [0u8; 7];
+        let mut b = [0u8; 5];
         assert!(m.read(9, &mut b));
-        assert_eq!(&b, b"\0hello\0");
-        // Writes through the file show through the shared mapping.
-        f.write_all_at(b"world", 12).unwrap();
+        assert_eq!(&b, b"\0hell");
+        // Past the end of the file: not copied (no SIGBUS), left to pread.
+        assert!(!m.read(12, &mut b));
+        assert!(!m.read(4096, &mut b));
+        // The file grows: the mapping sees it, and writes through the file
+        // show through it.
+        f.write_all_at(b"world", 15).unwrap();
+        assert!(m.read(12, &mut b));
+        assert_eq!(&b, b"llowo");
+        f.write_all_at(b"HELLO", 10).unwrap();
         assert!(m.read(10, &mut b));
-        assert_eq!(&b, b"heworld");
-        assert!(!m.read((1 << 20) - 3, &mut b));
-        assert!(!m.read(u64::MAX, &mut b));
+        assert_eq!(&b, b"HELLO");
+        // A page far from the first, once the file reaches it.
+        f.write_all_at(b"far", 300_000).unwrap();
+        let mut c = [0u8; 3];
+        assert!(m.read(300_000, &mut c));
+        assert_eq!(&c, b"far");
+        assert!(!m.read((1 << 20) - 1, &mut c));
+        assert!(!m.read(u64::MAX, &mut c));
         assert!(Mapping::new(&f, 0).unwrap().is_none());
     }
 }

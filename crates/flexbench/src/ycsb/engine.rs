@@ -23,6 +23,8 @@ pub struct EngineConfig {
     pub memtable_bytes: usize,
     /// Sync the write-ahead log on every write.
     pub sync: bool,
+    /// flexdb: read the data file with `pread`, not through a mapping.
+    pub pread: bool,
 }
 
 /// Counters an engine may expose.
@@ -131,12 +133,19 @@ mod tests {
 
     #[test]
     fn every_compiled_engine_behaves_like_a_sorted_map() {
-        for name in ENGINES.iter().filter(|n| compiled_in(n).is_ok()) {
+        // flexdb a second time reading with `pread` (`--pread`).
+        let runs = ENGINES
+            .iter()
+            .filter(|n| compiled_in(n).is_ok())
+            .map(|n| (*n, false))
+            .chain([("flexdb", true)]);
+        for (name, pread) in runs {
             let dir = tempfile::tempdir().unwrap();
             let cfg = EngineConfig {
                 cache_bytes: 1 << 20,
                 memtable_bytes: 4 << 20,
                 sync: false,
+                pread,
             };
             let e = open(name, dir.path(), &cfg).unwrap();
             e.put(b"b", b"22").unwrap();
@@ -151,7 +160,7 @@ mod tests {
             e.put(b"b", b"4444").unwrap();
             e.flush().unwrap();
             e.close().unwrap();
-            if *name == "mem" {
+            if name == "mem" {
                 continue;
             }
             // Persistent engines keep everything across a clean close.

@@ -85,6 +85,10 @@ pub struct YcsbArgs {
     /// per write, for every engine).
     #[arg(long)]
     pub sync: bool,
+    /// flexdb reads its data file with `pread` instead of through a
+    /// memory mapping (`flexdb::Options::mmap_reads` off).
+    #[arg(long)]
+    pub pread: bool,
     /// Pairs read by a scan of workload e.
     #[arg(long, default_value_t = 50)]
     pub scan_len: usize,
@@ -153,6 +157,9 @@ pub struct CrashChildArgs {
     /// Sync every write.
     #[arg(long)]
     pub sync: bool,
+    /// flexdb reads with `pread`.
+    #[arg(long)]
+    pub pread: bool,
     /// Random seed.
     #[arg(long)]
     pub seed: u64,
@@ -232,6 +239,7 @@ impl YcsbArgs {
             cache_bytes: self.cache_mb << 20,
             memtable_bytes: self.memtable_mb << 20,
             sync: self.sync,
+            pread: self.pread,
         }
     }
 
@@ -276,6 +284,7 @@ impl YcsbArgs {
         ];
         for (flag, on) in [
             ("--sync", self.sync),
+            ("--pread", self.pread),
             ("--keep", self.keep),
             ("--no-reopen", self.no_reopen),
         ] {
@@ -616,6 +625,7 @@ fn workload_result(
         cache_hit_ratio: stats.cache_hit_ratio,
         vm_rss_bytes: sys::proc_status_bytes("VmRSS"),
         vm_hwm_bytes: sys::proc_status_bytes("VmHWM"),
+        rss_anon_bytes: sys::proc_status_bytes("RssAnon"),
     }
 }
 
@@ -655,6 +665,9 @@ fn crash_test(
     ]);
     if args.sync {
         cmd.arg("--sync");
+    }
+    if args.pread {
+        cmd.arg("--pread");
     }
     let mut child = cmd
         .stdin(Stdio::null())
@@ -741,6 +754,7 @@ pub fn crash_child(a: &CrashChildArgs) -> u8 {
             cache_bytes: a.cache_mb << 20,
             memtable_bytes: a.memtable_mb << 20,
             sync: a.sync,
+            pread: a.pread,
         };
         let engine = engine::open(&a.engine, &a.dir, &cfg)?;
         let perm = Permutation::new(a.records, a.seed);

@@ -129,6 +129,12 @@ pub struct WorkloadResult {
     pub vm_rss_bytes: Option<u64>,
     /// Peak resident memory of the process since the engine was opened.
     pub vm_hwm_bytes: Option<u64>,
+    /// Resident anonymous memory of the process after the workload
+    /// (`RssAnon`): the resident memory without the pages of mapped files,
+    /// which are the kernel's page cache (flexdb maps its data file for
+    /// reads and its write-ahead logs).
+    #[serde(default)]
+    pub rss_anon_bytes: Option<u64>,
 }
 
 /// Reopen times of one engine.
@@ -299,7 +305,7 @@ pub fn table(records: &[Record]) -> String {
     }
     s += "\n# amplification and memory (after each workload; WA = device bytes / user bytes written)\n";
     s += &format!(
-        "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10} {:>6} {:>11} {:>6} {:>10} {:>10} {:>9} {:>9}\n",
+        "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10} {:>6} {:>11} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}\n",
         "workload",
         "thr",
         "engine",
@@ -312,11 +318,12 @@ pub fn table(records: &[Record]) -> String {
         "index MiB",
         "extent MiB",
         "RSS MiB",
-        "HWM MiB"
+        "HWM MiB",
+        "anon MiB"
     );
     for w in &ws {
         s += &format!(
-            "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10.1} {:>6.2} {:>11} {:>6} {:>10} {:>10} {:>9} {:>9}\n",
+            "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10.1} {:>6.2} {:>11} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}\n",
             w.workload,
             w.threads,
             w.engine,
@@ -330,6 +337,7 @@ pub fn table(records: &[Record]) -> String {
             mib(w.extent_index_bytes),
             mib(w.vm_rss_bytes),
             mib(w.vm_hwm_bytes),
+            mib(w.rss_anon_bytes),
         );
     }
     let reopens = reopens(records);

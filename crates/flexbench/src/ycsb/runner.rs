@@ -317,6 +317,7 @@ mod tests {
             cache_bytes: 1 << 20,
             memtable_bytes: 4 << 20,
             sync: false,
+            pread: false,
         };
         for dist in [Dist::Seq, Dist::Zipf] {
             let e = open("mem", dir.path(), &cfg).unwrap();

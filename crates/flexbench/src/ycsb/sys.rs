@@ -8,7 +8,7 @@ use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
-/// A field of `/proc/self/status` in bytes (`VmRSS`, `VmHWM`).
+/// A field of `/proc/self/status` in bytes (`VmRSS`, `VmHWM`, `RssAnon`).
 pub fn proc_status_bytes(field: &str) -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     parse_status_kb(&s, field).map(|kb| kb * 1024)

@@ -17,7 +17,8 @@ pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
         .create_if_missing(true)
         .cache_bytes(cfg.cache_bytes)
         .memtable_bytes(cfg.memtable_bytes)
-        .sync_writes(cfg.sync);
+        .sync_writes(cfg.sync)
+        .mmap_reads(!cfg.pread);
     let db = flexdb::Db::open(dir, opts).map_err(|e| format!("flexdb: {e}"))?;
     Ok(Box::new(FlexDbEngine {
         db,
