@@ -20,20 +20,10 @@ fn opts() -> Options {
         .cache_bytes(64 << 10)
 }
 
-/// A closed store with pairs in its space and, with `pending`, synced writes
-/// left in its write-ahead log (the store was dropped without a flush).
-/// Returns the storage, the full content, and the content without the last
-/// write (a log's last synced stretch cannot be told from a crash's torn
-/// tail; see `wal`).
-fn build(pending: bool) -> (FaultStorage, Model, Model) {
-    let storage = FaultStorage::new();
+/// Writes the pairs every store here starts with (3000 keys in a scrambled
+/// order, values of 8 to 99 bytes); returns them.
+fn fill(db: &Db) -> Model {
     let mut model = Model::new();
-    let db = Db::open_with_storage(
-        Arc::new(storage.clone()),
-        "store",
-        opts().create_if_missing(true),
-    )
-    .unwrap();
     for i in 0..3000u32 {
         let k = format!("key{:05}", (i * 7919) % 3000).into_bytes();
         let v = format!("value-{i}-")
@@ -42,6 +32,23 @@ fn build(pending: bool) -> (FaultStorage, Model, Model) {
         db.put(&k, &v).unwrap();
         model.insert(k, v);
     }
+    model
+}
+
+/// A closed store with pairs in its space and, with `pending`, synced writes
+/// left in its write-ahead log (the store was dropped without a flush).
+/// Returns the storage, the full content, and the content without the last
+/// write (a log's last synced stretch cannot be told from a crash's torn
+/// tail; see `wal`).
+fn build(pending: bool) -> (FaultStorage, Model, Model) {
+    let storage = FaultStorage::new();
+    let db = Db::open_with_storage(
+        Arc::new(storage.clone()),
+        "store",
+        opts().create_if_missing(true),
+    )
+    .unwrap();
+    let mut model = fill(&db);
     db.close().unwrap();
     let mut before_last = model.clone();
     if pending {
@@ -185,16 +192,8 @@ fn damage_to_a_mapped_data_file_is_reported_not_served() {
     let root = tempfile::tempdir().unwrap();
     let clean = root.path().join("clean");
     let mapped = || opts().mmap_reads(true);
-    let mut model = Model::new();
     let db = Db::open(&clean, mapped().create_if_missing(true)).unwrap();
-    for i in 0..3000u32 {
-        let k = format!("key{:05}", (i * 7919) % 3000).into_bytes();
-        let v = format!("value-{i}-")
-            .repeat(1 + (i % 9) as usize)
-            .into_bytes();
-        db.put(&k, &v).unwrap();
-        model.insert(k, v);
-    }
+    let model = fill(&db);
     db.close().unwrap();
     let read = |dir: &std::path::Path| -> Result<Model, Error> {
         let db = Db::open(dir, mapped())?;
