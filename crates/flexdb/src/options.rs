@@ -42,8 +42,9 @@ pub struct Options {
     /// read-only memory mapping of the space's data file instead of read
     /// with `pread` (default: true on 64-bit targets, where the mapping's
     /// address space is free). It skips a system call per extent: at 10 M
-    /// pairs, gets that miss the cache ran 1.5 times as fast and scans 1.4
-    /// times (docs/DESIGN.md, "Reading the data file through a mapping"). The
+    /// pairs with a 1 GiB cache, YCSB C (gets) ran 1.5 times as fast and E
+    /// (scans) 1.4 times (docs/DESIGN.md, "Reading the data file through a
+    /// mapping"). The
     /// price: an I/O error while the kernel reads a mapped page in, or
     /// another process truncating the data file under the store, ends the
     /// process with SIGBUS where `pread` would have returned an error.

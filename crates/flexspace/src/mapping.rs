@@ -39,15 +39,15 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    /// Maps up to `len` bytes of `file` read-only, however long the file is
-    /// now (it is not extended; `read` copies only what it holds). `len` 0
-    /// maps nothing and gives `None`.
-    pub fn new(file: &File, len: u64) -> io::Result<Option<Mapping>> {
+    /// Maps up to `len` bytes of `file` (open for reading, kept to see its
+    /// length) read-only, however long the file is now (it is not
+    /// extended; `read` copies only what it holds). `len` 0 maps nothing
+    /// and gives `None`.
+    pub fn new(file: File, len: u64) -> io::Result<Option<Mapping>> {
         if len == 0 {
             return Ok(None);
         }
         let len_usize = usize::try_from(len).map_err(|_| io::ErrorKind::InvalidInput)?;
-        let file = file.try_clone()?;
         let backed = AtomicU64::new(file.metadata()?.len());
         // SAFETY: a fresh read-only shared mapping of an open descriptor;
         // the kernel chooses the address, so no existing memory is touched.
@@ -149,7 +149,9 @@ mod tests {
             .open(dir.path().join("f"))
             .unwrap();
         f.write_all_at(b"hello", 10).unwrap();
-        let m = Mapping::new(&f, 1 << 20).unwrap().unwrap();
+        let m = Mapping::new(f.try_clone().unwrap(), 1 << 20)
+            .unwrap()
+            .unwrap();
         // The file is not extended to the mapping's size.
         assert_eq!(f.metadata().unwrap().len(), 15);
         assert_eq!(m.len(), 1 << 20);
@@ -174,6 +176,6 @@ mod tests {
         assert_eq!(&c, b"far");
         assert!(!m.read((1 << 20) - 1, &mut c));
         assert!(!m.read(u64::MAX, &mut c));
-        assert!(Mapping::new(&f, 0).unwrap().is_none());
+        assert!(Mapping::new(f, 0).unwrap().is_none());
     }
 }

@@ -33,10 +33,11 @@ pub trait Storage: Send + Sync {
     fn rename(&self, from: &str, to: &str) -> io::Result<()>;
     /// Makes file creations, removals and renames durable.
     fn sync_dir(&self) -> io::Result<()>;
-    /// Maps the file `name` read-only into memory after extending it
-    /// (sparsely) to at least `len` bytes; `None` when the backend cannot
-    /// map files (the default). See [`Mapping`] for what an I/O error on a
-    /// mapped page does.
+    /// Maps up to `len` bytes of the file `name` read-only into memory,
+    /// without changing the file (a read past its end is refused, see
+    /// [`Mapping::read`]); `None` when the backend cannot map files (the
+    /// default). See [`Mapping`] for what an I/O error on a mapped page
+    /// does.
     fn map_file(&self, name: &str, len: u64) -> io::Result<Option<Mapping>> {
         let _ = (name, len);
         Ok(None)
@@ -129,11 +130,7 @@ impl Storage for FileStorage {
     }
 
     fn map_file(&self, name: &str, len: u64) -> io::Result<Option<Mapping>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(self.dir.join(name))?;
-        Mapping::new(&file, len)
+        Mapping::new(File::open(self.dir.join(name))?, len)
     }
 }
 
