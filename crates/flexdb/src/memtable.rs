@@ -297,6 +297,14 @@ impl MemTable {
         self.len.store(w.written, Ordering::Release);
     }
 
+    /// Brings what an insert of `key` will read (its hash slot and the
+    /// key's newest entry) into this core's cache, without a lock, so that
+    /// the insert, which runs under the store's writer lock, does not wait
+    /// for memory there. Only a hint: the table may change meanwhile.
+    pub fn warm(&self, key: &[u8]) {
+        let _ = std::hint::black_box(self.table().probe(key, hash(key)));
+    }
+
     /// Replaces the table by one twice its size (writer only).
     fn grow(&self, old: &Table) {
         let new = Table::new(old.slots.len() * 2);

@@ -353,6 +353,10 @@ impl Shared {
         check_sizes(key, value)?;
         let encode_and_append = |buf: &mut Vec<u8>| {
             encode_single(buf, key, value);
+            // The insert's cache misses, taken before the writer lock
+            // rather than under it (docs/DESIGN.md, "The writers' own
+            // limit, and three changes to their path").
+            self.mems.load().active.warm(key);
             self.append(buf, 1, sync, |mem, seq| mem.insert(key, seq, value))
         };
         // The thread's buffer, unless it is gone (a put from a thread-local
@@ -389,7 +393,7 @@ impl Shared {
                 max: MAX_RECORD,
             });
         }
-        let mut w = self.writer.lock();
+        let mut w = crate::lock_wait::lock_spinning(&self.writer);
         self.make_room(&mut w)?;
         let seq = w.next_seq;
         let end = match w.wal.append(seq, payload) {

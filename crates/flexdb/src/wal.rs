@@ -732,6 +732,17 @@ impl Wal {
         {
             return;
         }
+        // The stretch's pages leave this process's page tables first, so
+        // that writing them back needs no TLB shootdown per page. Nothing
+        // appends below `stop` any more (only the header's slot, on the
+        // first page, is rewritten, and that just maps its page again).
+        let spans = m.log.lock().spans(from, stop);
+        for span in spans {
+            // SAFETY: the span is one of the log's mappings, which live as
+            // long as `self`, borrowed for this call. A hint: a failure
+            // changes nothing.
+            let _ = unsafe { crate::wal_map::release_pages(span) };
+        }
         // A hint: a failure changes nothing the sync would not report.
         let _ = crate::writeback::start(&m.sync_file, from, stop - from);
     }

@@ -88,6 +88,33 @@ fn map(file: &File, at: u64, len: u64) -> io::Result<MmapMut> {
     unsafe { MmapOptions::new().offset(at).len(len).map_mut(file) }
 }
 
+/// Takes the pages of `span` (from [`MappedLog::spans`], page-aligned) out
+/// of this process's page tables, leaving them, and their contents, in the
+/// page cache: a later access maps them again. Why: writing back a page
+/// that is still mapped makes the kernel write-protect it first, which
+/// costs a TLB shootdown (an interprocessor interrupt) per page; for pages
+/// no longer mapped it costs nothing, and dropping a whole span flushes
+/// the TLB once. docs/DESIGN.md, "The writers' own limit, and three
+/// changes to their path", has the measurement. A hint like the write-back itself:
+/// a failure changes nothing and is ignored by callers.
+///
+/// # Safety
+/// `span` must lie inside a live mapping of a [`MappedLog`]: one it
+/// returned from [`MappedLog::spans`] while that log is still alive.
+pub unsafe fn release_pages(span: (usize, usize)) -> io::Result<()> {
+    // SAFETY: the caller guarantees that the span lies inside one of our
+    // `MAP_SHARED` file mappings. For such a mapping `MADV_DONTNEED` only
+    // zaps page-table entries (a dirty entry marks its page dirty in the
+    // page cache): the file's bytes, and so what any later read or write
+    // through the mapping sees, do not change, and the mapping stays.
+    let rc = unsafe { libc::madvise(span.0 as *mut libc::c_void, span.1, libc::MADV_DONTNEED) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// `ALIGN`, or the page size when that is bigger (no known system).
 fn align() -> u64 {
     // SAFETY: sysconf only reads a system constant.
@@ -194,6 +221,23 @@ impl MappedLog {
         }
     }
 
+    /// Where the file bytes `[from, to)` lie in memory: one `(address,
+    /// length)` span per mapping they touch. For [`release_pages`], which
+    /// the caller may run without holding this object (the spans stay
+    /// mapped as long as it lives: mappings are only added, never dropped,
+    /// before it drops).
+    pub fn spans(&self, from: u64, to: u64) -> Vec<(usize, usize)> {
+        let to = to.min(self.cap);
+        self.maps
+            .iter()
+            .filter_map(|(start, m)| {
+                let end = start + m.len() as u64;
+                let (a, b) = (from.max(*start), to.min(end));
+                (a < b).then(|| (m.as_ptr() as usize + (a - start) as usize, (b - a) as usize))
+            })
+            .collect()
+    }
+
     /// Overwrites bytes already in use (the header's durable-length slot).
     pub fn write_at(&mut self, at: u64, bytes: &[u8]) {
         debug_assert!(at + bytes.len() as u64 <= self.end);
@@ -242,6 +286,56 @@ mod tests {
         assert!(bytes[log.end() as usize..].iter().all(|&b| b == 0));
         // One step beyond what the log needs, at most.
         assert!(log.capacity() < log.end() + STEP);
+    }
+
+    #[test]
+    fn released_pages_keep_their_bytes_and_take_writes_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        std::fs::write(&path, b"HEAD").unwrap();
+        // Small steps, so that a released stretch spans several mappings.
+        let mut log = MappedLog::open_with_step(&path, 4, ALIGN, ALIGN).unwrap();
+        let bytes: Vec<u8> = (0..3 * ALIGN as usize + 777)
+            .map(|i| (i % 253) as u8)
+            .collect();
+        log.append(&bytes).unwrap();
+        let stop = crate::writeback::stop_at(log.end());
+        let spans = log.spans(0, stop);
+        assert!(spans.len() >= 3, "{spans:?}");
+        assert_eq!(spans.iter().map(|s| s.1 as u64).sum::<u64>(), stop);
+        // Nothing outside the log's mappings, even when asked past them.
+        assert_eq!(
+            log.spans(0, u64::MAX)
+                .iter()
+                .map(|s| s.1 as u64)
+                .sum::<u64>(),
+            log.cap
+        );
+        assert!(log.spans(log.cap, u64::MAX).is_empty());
+        for span in spans {
+            // SAFETY: the span comes from `log`, alive for the whole test.
+            unsafe { release_pages(span) }.unwrap();
+        }
+        // The mapping reads what was written (the pages come back from
+        // the page cache, not as zeros)...
+        let mut seen = Vec::new();
+        for (start, m) in &log.maps {
+            let from = (4u64.max(*start) - start) as usize;
+            let to = ((log.end().min(start + m.len() as u64)).saturating_sub(*start)) as usize;
+            if from < to {
+                seen.extend_from_slice(&m[from..to]);
+            }
+        }
+        assert_eq!(seen, bytes);
+        // ...takes writes on released pages and after them, and the file
+        // holds all of it.
+        log.write_at(0, b"head");
+        log.append(b"tail").unwrap();
+        log.sync().unwrap();
+        let back = std::fs::read(&path).unwrap();
+        assert_eq!(&back[..4], b"head");
+        assert_eq!(&back[4..4 + bytes.len()], &bytes[..]);
+        assert_eq!(&back[4 + bytes.len()..8 + bytes.len()], b"tail");
     }
 
     #[test]

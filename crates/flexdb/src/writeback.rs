@@ -10,6 +10,10 @@
 //! stalled meanwhile. docs/DESIGN.md, "The log written back as it fills",
 //! has the measurements.
 //!
+//! The log drops a stretch's pages from its mappings before asking
+//! (`wal_map::release_pages`), so that the kernel need not write-protect
+//! each mapped page, a TLB shootdown apiece, before writing it.
+//!
 //! Invariants: a hint only. Nothing here makes anything durable or
 //! changes what a crash may leave (durability still comes from the sync
 //! alone); a failure is ignored, since the sync that follows reports any
