@@ -270,7 +270,14 @@ impl MemTable {
 
     /// Records a write of `key` at `seq` (a deletion when `value` is `None`).
     pub fn insert(&self, key: &[u8], seq: u64, value: Option<&[u8]>) {
-        let h = hash(key);
+        self.insert_hashed(key, hash(key), seq, value);
+    }
+
+    /// [`MemTable::insert`] with the key's hash as [`MemTable::warm`]
+    /// returned it (a function of the key alone, so any table's `warm`
+    /// will do).
+    pub fn insert_hashed(&self, key: &[u8], h: u32, seq: u64, value: Option<&[u8]>) {
+        debug_assert_eq!(h, hash(key));
         let mut w = self.writer.lock();
         if w.written == 0 {
             w.first = key.to_vec();
@@ -301,8 +308,11 @@ impl MemTable {
     /// key's newest entry) into this core's cache, without a lock, so that
     /// the insert, which runs under the store's writer lock, does not wait
     /// for memory there. Only a hint: the table may change meanwhile.
-    pub fn warm(&self, key: &[u8]) {
-        let _ = std::hint::black_box(self.table().probe(key, hash(key)));
+    /// Returns the key's hash, for [`MemTable::insert_hashed`].
+    pub fn warm(&self, key: &[u8]) -> u32 {
+        let h = hash(key);
+        let _ = std::hint::black_box(self.table().probe(key, h));
+        h
     }
 
     /// Replaces the table by one twice its size (writer only).

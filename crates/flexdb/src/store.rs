@@ -356,8 +356,10 @@ impl Shared {
             // The insert's cache misses, taken before the writer lock
             // rather than under it (docs/DESIGN.md, "The writers' own
             // limit, and three changes to their path").
-            self.mems.load().active.warm(key);
-            self.append(buf, 1, sync, |mem, seq| mem.insert(key, seq, value))
+            let h = self.mems.load().active.warm(key);
+            self.append(buf, 1, sync, |mem, seq| {
+                mem.insert_hashed(key, h, seq, value)
+            })
         };
         // The thread's buffer, unless it is gone (a put from a thread-local
         // destructor) or in use: then a fresh one.
