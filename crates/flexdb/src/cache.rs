@@ -8,28 +8,33 @@
 //! matches its slot has been evicted, so eviction never needs a back-pointer
 //! into the index.
 //!
-//! Locking: every slot has its own small lock over its (generation, entry),
-//! written only for the instant an entry goes in or out, and the
+//! Locking: a lookup takes no lock and writes no shared memory but the
+//! reference count of the interval it keeps (none at all for
+//! [`IntervalCache::read_nowait`]): a slot is a generation (an atomic) and
+//! an entry (an `ArcSwapOption`, whose loads are lock-free), and the
+//! lookup checks the generation before and after loading the entry. The
 //! bookkeeping (charges, free slots, the CLOCK hand) has one mutex, which
-//! only inserts, removals and evictions take. A lookup locks one slot
-//! shared and never touches the mutex, so lookups do not contend with
-//! inserts elsewhere in the cache; readers that must not wait only *try*
-//! the slot's lock ([`IntervalCache::get_nowait`]) and the mutex
-//! ([`IntervalCache::try_insert`]). Slots live in chunks that are
-//! allocated once and never move (a directory sized from the capacity),
-//! so a lookup needs no lock to find its slot.
+//! only inserts, removals and evictions take; readers that must not wait
+//! only *try* it ([`IntervalCache::try_insert`]). Slots live in chunks
+//! that are allocated once and never move (a directory sized from the
+//! capacity), so a lookup needs no lock to find its slot. (Two scanners
+//! reading the same hot intervals used to bounce each slot's lock word
+//! between their cores: docs/DESIGN.md, "Lookups without a lock".)
 //!
 //! Invariants: `used` is the sum of the charges of the occupied slots; a
-//! slot's content changes only under the bookkeeping mutex (so its holder
-//! may read a generation and act on it);
+//! slot changes only under the bookkeeping mutex (so its holder may read a
+//! generation and act on it); a new generation is stored before its entry,
+//! so a lookup that loads an entry and then still sees its reference's
+//! generation has that generation's entry (or none);
 //! after `insert` returns, `used <= capacity` unless the newest interval
 //! alone exceeds it (then it is the only entry); generations only grow, so
 //! a stale reference never matches a reused slot.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use parking_lot::{Mutex, RwLock};
+use arc_swap::ArcSwapOption;
+use parking_lot::Mutex;
 
 use crate::counter::StripedCounter;
 use crate::interval::IntervalData;
@@ -82,16 +87,12 @@ const MIN_CHARGE: usize = std::mem::size_of::<IntervalData>() + 64;
 /// At most this many chunks (the directory's size for a huge capacity).
 const MAX_CHUNKS: usize = 1 << 20;
 
-/// A slot's content, changed under its lock.
-#[derive(Default)]
-struct Content {
-    generation: u32,
-    entry: Option<Arc<IntervalData>>,
-}
-
+/// A cache slot: its generation and the entry of that generation, both
+/// changed only under the bookkeeping mutex, the generation first.
 #[derive(Default)]
 struct Slot {
-    content: RwLock<Content>,
+    generation: AtomicU32,
+    entry: ArcSwapOption<IntervalData>,
     referenced: AtomicBool,
 }
 
@@ -143,52 +144,95 @@ impl IntervalCache {
     }
 
     /// The interval behind `r`, if it is still cached. Counts a hit or miss.
+    /// Never waits (see the module docs), so readers that must not wait
+    /// call it too.
     pub fn get(&self, r: Option<CacheRef>) -> Option<Arc<IntervalData>> {
-        self.counted(self.with_entry(r, |slot| Some(slot.content.read()), Arc::clone))
+        self.counted(self.with_entry(r, Arc::clone))
     }
 
-    /// [`IntervalCache::get`] for a reader that must not wait: `None` when
-    /// the slot is being written this instant (its entry going in or
-    /// out, and its writer possibly descheduled); the reader then reads
-    /// the interval from the space. Counts a miss then.
-    pub fn get_nowait(&self, r: Option<CacheRef>) -> Option<Arc<IntervalData>> {
-        self.counted(self.with_entry(r, |slot| slot.content.try_read(), Arc::clone))
-    }
-
-    /// Applies `read` to the interval behind `r` if it is cached, under its
-    /// slot's lock and without a reference to it, for a reader that must not
-    /// wait (as [`IntervalCache::get_nowait`]). Counts a hit only: on `None`
-    /// the caller falls back to `get_nowait`, which counts the miss.
+    /// Applies `read` to the interval behind `r` if it is cached, without
+    /// taking a reference to it (nothing shared is written), for a reader
+    /// that must not wait. Counts a hit only: on `None`
+    /// the caller falls back to `get`, which counts the miss.
     pub fn read_nowait<R>(
         &self,
         r: Option<CacheRef>,
         read: impl FnOnce(&IntervalData) -> R,
     ) -> Option<R> {
-        let out = self.with_entry(r, |slot| slot.content.try_read(), |d| read(d))?;
+        let out = self.with_entry(r, |d| read(d))?;
         self.hits.add(1);
         Some(out)
     }
 
-    /// Applies `read` to the entry behind `r`, under the slot's lock as
-    /// `lock` takes it (`None`: not taken), and marks the entry referenced.
-    /// `None` when the entry is gone or the lock was not taken.
-    fn with_entry<'a, G, R>(
-        &'a self,
+    /// Asks for the cache line of the slot behind `r`, for a walk about to
+    /// look it up. A hint: reads nothing, never waits.
+    pub fn prefetch_slot(&self, r: Option<CacheRef>) {
+        if let Some(slot) = r.and_then(|r| self.slot(r.slot)) {
+            crate::prefetch::at((slot as *const Slot).cast(), std::mem::size_of::<Slot>());
+        }
+    }
+
+    /// Asks for the header of the interval behind `r` (its reference
+    /// counts and pointers), if it is cached. Reads the slot, so it waits
+    /// for the slot's line unless [`IntervalCache::prefetch_slot`] asked for
+    /// it before; never for a lock. Counts neither a hit nor a miss.
+    pub fn prefetch_header(&self, r: Option<CacheRef>) {
+        self.peek(r, |d| {
+            // The reference counts sit just before the value.
+            let counts = 2 * std::mem::size_of::<usize>();
+            crate::prefetch::at(
+                Arc::as_ptr(d).cast::<u8>().wrapping_sub(counts),
+                counts + std::mem::size_of::<IntervalData>(),
+            );
+        });
+    }
+
+    /// Asks for the offsets and up to `bytes` bytes of the interval behind
+    /// `r`, if it is cached (reading its header). As
+    /// [`IntervalCache::prefetch_header`] otherwise.
+    pub fn prefetch_content(&self, r: Option<CacheRef>, bytes: usize) {
+        self.peek(r, |d| d.prefetch_head(bytes));
+    }
+
+    /// Applies `f` to the interval behind `r` if it is cached, without
+    /// marking or counting anything.
+    fn peek(&self, r: Option<CacheRef>, f: impl FnOnce(&Arc<IntervalData>)) {
+        let Some(r) = r else { return };
+        let Some(slot) = self.slot(r.slot) else {
+            return;
+        };
+        if slot.generation.load(Ordering::Acquire) != r.generation {
+            return;
+        }
+        let entry = slot.entry.load();
+        if slot.generation.load(Ordering::Acquire) != r.generation {
+            return;
+        }
+        if let Some(d) = entry.as_ref() {
+            f(d);
+        }
+    }
+
+    /// Applies `read` to the entry behind `r` and marks the entry
+    /// referenced. `None` when the entry is gone. Never waits.
+    fn with_entry<R>(
+        &self,
         r: Option<CacheRef>,
-        lock: impl FnOnce(&'a Slot) -> Option<G>,
         read: impl FnOnce(&Arc<IntervalData>) -> R,
-    ) -> Option<R>
-    where
-        G: std::ops::Deref<Target = Content>,
-    {
+    ) -> Option<R> {
         let r = r?;
         let slot = self.slot(r.slot)?;
-        let content = lock(slot)?;
-        if content.generation != r.generation {
+        if slot.generation.load(Ordering::Acquire) != r.generation {
             return None;
         }
-        let out = read(content.entry.as_ref()?);
-        drop(content);
+        let entry = slot.entry.load();
+        // A new generation is stored before its entry: an entry loaded
+        // while the generation still matches belongs to it.
+        if slot.generation.load(Ordering::Acquire) != r.generation {
+            return None;
+        }
+        let out = read(entry.as_ref()?);
+        drop(entry);
         // Written only when clear: hot entries' lines stay shared.
         if !slot.referenced.load(Ordering::Relaxed) {
             slot.referenced.store(true, Ordering::Relaxed);
@@ -247,15 +291,13 @@ impl IntervalCache {
             self.evict_one(book);
         };
         let s = self.slot_made(slot);
-        let generation = {
-            let mut content = s.content.write();
-            // Generations start at 1 (a packed reference is never 0) and a
-            // slot is retired rather than reused once its generation would
-            // wrap.
-            content.generation += 1;
-            content.entry = Some(interval);
-            content.generation
-        };
+        // Generations start at 1 (a packed reference is never 0) and a slot
+        // is retired rather than reused once its generation would wrap. The
+        // generation goes first (see `with_entry`); a lookup between the two
+        // stores finds the slot empty or its old generation gone.
+        let generation = s.generation.load(Ordering::Relaxed) + 1;
+        s.generation.store(generation, Ordering::Release);
+        s.entry.store(Some(interval));
         s.referenced.store(true, Ordering::Relaxed);
         book.charge[slot] = charge;
         book.used += charge;
@@ -288,15 +330,11 @@ impl IntervalCache {
         let Some(slot) = self.slot(r.slot).filter(|_| charge > 0) else {
             return;
         };
-        let entry = {
-            let mut content = slot.content.write();
-            if content.generation != r.generation {
-                return;
-            }
-            content.entry.take()
-        };
-        // Freed after the slot's lock is let go.
-        drop(entry);
+        if slot.generation.load(Ordering::Relaxed) != r.generation {
+            return;
+        }
+        // (Freed here, or by the last reader holding it.)
+        drop(slot.entry.swap(None));
         book.charge[i] = 0;
         book.used -= charge;
         if r.generation < MAX_GENERATION {
@@ -329,7 +367,7 @@ impl IntervalCache {
                 continue;
             }
             // Stable: contents change only under `book`, which we hold.
-            let generation = slot.content.read().generation;
+            let generation = slot.generation.load(Ordering::Relaxed);
             self.remove_booked(
                 book,
                 CacheRef {
@@ -386,28 +424,95 @@ mod tests {
     fn readers_do_not_wait_for_an_exclusive_holder() {
         let cache = IntervalCache::new(1 << 20);
         let a = cache.insert(None, interval(4, 100));
-        assert!(cache.get_nowait(Some(a)).is_some());
+        assert!(cache.get(Some(a)).is_some());
         let b = cache
             .try_insert(interval(3, 10))
             .expect("a free cache takes it");
-        assert!(cache.get_nowait(Some(b)).is_some());
-        // A slot being written: its lookup does not wait (the test would
-        // hang if it did) but misses; other slots are unaffected.
-        let slot_held = cache.slot(a.pack() as u32).unwrap().content.write();
-        assert!(cache.get_nowait(Some(a)).is_none());
-        assert!(cache.get_nowait(Some(b)).is_some());
-        drop(slot_held);
+        assert!(cache.get(Some(b)).is_some());
+        // A slot between an insert's two stores (its new generation in,
+        // its entry not yet): the old reference misses; other slots are
+        // unaffected.
+        let s = cache.slot(a.slot).unwrap();
+        let g = s.generation.load(Ordering::Relaxed);
+        s.generation.store(g + 1, Ordering::Release);
+        assert!(cache.get(Some(a)).is_none());
+        assert!(cache.read_nowait(Some(a), |d| d.len()).is_none());
+        assert!(cache.get(Some(b)).is_some());
+        s.generation.store(g, Ordering::Release);
+        assert_eq!(cache.read_nowait(Some(a), |d| d.len()), Some(4));
         // An insert under way: a reader's insert caches nothing, lookups
         // go on.
         let book_held = cache.book.lock();
         assert!(cache.try_insert(interval(2, 10)).is_none());
-        assert!(cache.get_nowait(Some(a)).is_some());
+        assert!(cache.get(Some(a)).is_some());
         drop(book_held);
-        assert!(cache.get_nowait(Some(a)).is_some());
+        assert!(cache.get(Some(a)).is_some());
         assert_eq!(
             cache.used(),
             interval(4, 100).charge() + interval(3, 10).charge()
         );
+    }
+
+    /// Lookups race inserts, replacements, removals and evictions that reuse
+    /// slots: a lookup finds the interval its reference was made for, or
+    /// nothing, never another slot generation's.
+    #[test]
+    fn racing_lookups_never_see_another_generations_interval() {
+        use std::sync::atomic::AtomicU64;
+        // Room for a few dozen intervals, so slots are reused constantly.
+        let cache = IntervalCache::new(interval(4, 100).charge() * 40);
+        // Published (reference, expected length) words for the readers.
+        let published: Vec<AtomicU64> = (0..64).map(|_| AtomicU64::new(0)).collect();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for t in 0..2u64 {
+                let (cache, published, stop) = (&cache, &published, &stop);
+                scope.spawn(move || {
+                    let (mut found, mut i) = (0u64, t);
+                    while !stop.load(Ordering::Relaxed) {
+                        i = i
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let w = published[(i >> 33) as usize % 64].load(Ordering::Acquire);
+                        let (r, len) = (CacheRef::unpack(w & 0xFFFF_FFFF_FFFF), w >> 48);
+                        let got = if i & 1 == 0 {
+                            cache.get(r).map(|d| d.len())
+                        } else {
+                            cache.read_nowait(r, |d| d.len())
+                        };
+                        if let Some(n) = got {
+                            assert_eq!(n as u64, len, "{r:?}");
+                            found += 1;
+                        }
+                    }
+                    assert!(found > 0);
+                });
+            }
+            let mut refs: Vec<Option<CacheRef>> = vec![None; 64];
+            for k in 0..200_000usize {
+                let at = (k * 7919) % 64;
+                // Lengths 1..=20 tell the intervals of a slot apart.
+                let len = (k % 20 + 1) as u8;
+                let r = match k % 5 {
+                    0 => {
+                        if let Some(r) = refs[at].take() {
+                            cache.remove(r);
+                        }
+                        None
+                    }
+                    1 => Some(cache.insert(refs[at], interval(len, 100))),
+                    _ => Some(cache.insert(None, interval(len, 100))),
+                };
+                refs[at] = r;
+                let word = r.map_or(0, |r| {
+                    assert!(r.pack() < 1 << 48);
+                    r.pack() | (u64::from(len) << 48)
+                });
+                published[at].store(word, Ordering::Release);
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        assert!(cache.used() <= interval(4, 100).charge() * 40);
     }
 
     #[test]

@@ -182,12 +182,17 @@ impl IntervalData {
         &self.bytes
     }
 
-    /// Starts loading the first `max` bytes of the records into the CPU
-    /// cache, so that a walk over the pairs (an iterator's binary search and
+    /// Starts loading the offsets and the first `max` bytes of the records
+    /// into the CPU cache, so that a walk over the pairs (an iterator's binary search and
     /// merge) does not wait for each line in turn.
     #[inline]
     pub fn prefetch_head(&self, max: usize) {
         crate::prefetch::bytes(&self.bytes[..self.bytes.len().min(max)]);
+        // The offsets, through which every pair is found.
+        crate::prefetch::at(
+            self.offs.as_ptr().cast(),
+            std::mem::size_of_val(&*self.offs),
+        );
     }
 
     /// Like [`IntervalData::prefetch_head`], for the last `max` bytes (a

@@ -26,6 +26,7 @@ use crate::error::Result;
 use crate::interval::IntervalData;
 use crate::memtable::{within_end, within_start, MemTable, Version};
 use crate::store::Shared;
+use crate::walk_ahead::WalkAhead;
 
 /// A pair yielded by an iterator: `(key, value)`.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
@@ -294,8 +295,13 @@ impl<'a> Iter<'a> {
             Bound::Unbounded => &[],
         };
         let mut f = view.sparse.find(start);
-        let mut first = true;
+        // The chunk's intervals, asked for ahead of the walk (their misses
+        // overlap instead of coming one after another).
+        let ahead = WalkAhead::new(&view.sparse, &f, CHUNK, &shared.cache);
+        let (mut first, mut k) = (true, 0);
         loop {
+            ahead.reached(k, &shared.cache, PREFETCH_BYTES);
+            k += 1;
             if view.sparse.meta(&f).size > 0 {
                 let d = self.held.len() as u32;
                 self.held.push(shared.view_interval(&view, &f)?);
@@ -418,42 +424,47 @@ fn merge_chunks(
         out.extend(space);
         return horizon;
     }
-    let mut queues: Vec<VecDeque<Item>> = chunks.into_iter().map(|c| c.items.into()).collect();
-    loop {
-        // The next key over all sources; on ties the newest source (the
-        // lowest index) wins and the others' versions are dropped.
-        let mut best: Option<usize> = None;
-        for (s, q) in queues.iter().enumerate() {
-            let Some(k) = q.front().map(|i| i.key(held)) else {
-                continue;
-            };
-            let better = match best {
-                None => true,
-                Some(b) => queues[b].front().is_some_and(|bi| before(k, bi.key(held))),
-            };
-            if better {
-                best = Some(s);
+    let mut sources: Vec<Vec<Item>> = chunks.into_iter().map(|c| c.items).collect();
+    // (source, index) of the live items to emit, in order. Each source's
+    // next key is decoded once, when it comes to the front.
+    let mut picks: Vec<(usize, usize)> = Vec::new();
+    {
+        let mut pos = vec![0usize; sources.len()];
+        let mut fronts: Vec<Option<&[u8]>> = sources
+            .iter()
+            .map(|s| s.first().map(|i| i.key(held)))
+            .collect();
+        loop {
+            // The next key over all sources; on ties the newest source (the
+            // lowest index) wins and the others' versions are dropped.
+            let mut best: Option<(usize, &[u8])> = None;
+            for (s, front) in fronts.iter().enumerate() {
+                if let Some(k) = *front {
+                    if best.is_none_or(|(_, b)| before(k, b)) {
+                        best = Some((s, k));
+                    }
+                }
             }
-        }
-        let Some(s) = best else { break };
-        let Some(item) = queues[s].pop_front() else {
-            break;
-        };
-        if horizon
-            .as_deref()
-            .is_some_and(|h| before(h, item.key(held)))
-        {
-            break;
-        }
-        for (t, q) in queues.iter_mut().enumerate() {
-            if t != s && q.front().is_some_and(|i| i.key(held) == item.key(held)) {
-                q.pop_front();
+            let Some((s, key)) = best else { break };
+            if horizon.as_deref().is_some_and(|h| before(h, key)) {
+                break;
             }
-        }
-        if item.is_live() {
-            out.push_back(item);
+            if sources[s][pos[s]].is_live() {
+                picks.push((s, pos[s]));
+            }
+            for t in 0..sources.len() {
+                if t == s || fronts[t] == Some(key) {
+                    pos[t] += 1;
+                    fronts[t] = sources[t].get(pos[t]).map(|i| i.key(held));
+                }
+            }
         }
     }
+    out.extend(
+        picks
+            .into_iter()
+            .map(|(s, i)| std::mem::replace(&mut sources[s][i], Item::Space { d: 0, i: 0 })),
+    );
     horizon
 }
 

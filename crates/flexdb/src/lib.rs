@@ -53,6 +53,7 @@ mod store;
 mod view;
 pub mod wal;
 mod wal_map;
+mod walk_ahead;
 mod write_order;
 mod writeback;
 

@@ -7,8 +7,10 @@
 //! of the twenty a skip list needs on a big table (docs/DESIGN.md has the
 //! measurements). Ordered access (iterators, the committer) uses a sorted
 //! *view*: the newest version of each key as of some number of writes,
-//! built on demand by sorting and kept as a large sorted run plus a small
-//! sorted tail, so that interleaved writes and scans re-sort only the tail.
+//! built on demand by sorting and kept as three sorted runs (a large main
+//! run, a middle run and a small tail), so that interleaved writes and
+//! scans re-sort only the tail and copy the main run only once in
+//! `MID_MAX` writes.
 //!
 //! A reader at snapshot `s` follows a key's versions from the newest until
 //! one has a sequence number `<= s`. Writers publish a sequence number only
@@ -51,8 +53,14 @@ use crate::write_order::WriteOrder;
 pub type Version = Option<Box<[u8]>>;
 
 /// Entries the sorted tail of a view may hold before it is merged into the
-/// main run.
-const TAIL_MAX: usize = 512;
+/// middle run...
+const TAIL_MAX: usize = 128;
+/// ...and entries the middle run may hold before it is merged into the main
+/// run. A write seen by a scan then costs about `TAIL_MAX / 2 + MID_MAX /
+/// TAIL_MAX + main / MID_MAX` entries merged, where one tail over the main
+/// run cost `TAIL_MAX / 2 + main / TAIL_MAX` (docs/DESIGN.md, "Scans
+/// between writes: a view of three runs").
+const MID_MAX: usize = 8192;
 /// Unsorted writes a reader sorts into a private view rather than wait for
 /// the reader building the shared one.
 const PRIVATE_MAX: usize = 1 << 14;
@@ -118,12 +126,32 @@ impl Table {
 type Run = Vec<(u128, EntryPtr)>;
 
 /// The newest version of each key among the first `upto` entries, sorted:
-/// a main run and a small tail run (the tail wins over main on equal keys).
+/// a main run, a middle run and a small tail run, each newer than the one
+/// before it (the newer wins on equal keys).
 pub(crate) struct View {
     main: Arc<Run>,
-    main_upto: usize,
+    mid: Arc<Run>,
     tail: Run,
     upto: usize,
+}
+
+/// Positions in a view's main, middle and tail runs.
+type Pos = [usize; 3];
+
+impl View {
+    fn empty() -> View {
+        View {
+            main: Arc::new(Vec::new()),
+            mid: Arc::new(Vec::new()),
+            tail: Vec::new(),
+            upto: 0,
+        }
+    }
+
+    /// The runs, oldest first.
+    fn runs(&self) -> [&Run; 3] {
+        [&self.main, &self.mid, &self.tail]
+    }
 }
 
 struct Writer {
@@ -239,12 +267,7 @@ impl MemTable {
             order: WriteOrder::default(),
             len: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
-            view: ArcSwap::from_pointee(View {
-                main: Arc::new(Vec::new()),
-                main_upto: 0,
-                tail: Vec::new(),
-                upto: 0,
-            }),
+            view: ArcSwap::from_pointee(View::empty()),
             build: Mutex::new(()),
         }
     }
@@ -429,49 +452,49 @@ impl MemTable {
             .then_with(|| self.entry(a.1).key.cmp(self.entry(b.1).key))
     }
 
-    /// The next key of the view's run and tail merged, from positions `i`
-    /// (in the run) and `j` (in the tail), moving them past it: going
-    /// forward, the smaller key at `i` and `j`; backward, the larger key
-    /// just below them. On equal keys the tail, which is newer, wins and
-    /// both move. `None` when both are exhausted.
-    fn step(&self, v: &View, i: &mut usize, j: &mut usize, forward: bool) -> Option<EntryPtr> {
-        let at = |run: &Run, k: usize| {
-            if forward {
-                run.get(k).copied()
+    /// The next key of the view's runs merged, from positions `pos`,
+    /// moving them past it: going forward, the smallest key at the
+    /// positions; backward, the largest key just below them. On equal keys
+    /// the newest run's entry wins and every run holding the key moves.
+    /// `None` when all are exhausted.
+    fn step(&self, v: &View, pos: &mut Pos, forward: bool) -> Option<EntryPtr> {
+        let runs = v.runs();
+        let mut best: Option<(u128, EntryPtr)> = None;
+        // The runs whose entry at their position holds `best`'s key.
+        let mut tied = [false; 3];
+        for (r, run) in runs.iter().enumerate() {
+            let at = if forward {
+                run.get(pos[r]).copied()
             } else {
-                k.checked_sub(1).map(|k| run[k])
-            }
-        };
-        let advance = |k: &mut usize| {
-            if forward {
-                *k += 1
-            } else {
-                *k -= 1
-            }
-        };
-        let (a, b) = (at(&v.main, *i), at(&v.tail, *j));
-        // Whether the run's key comes first in the walk's direction.
-        let run_first = match (a, b) {
-            (None, None) => return None,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (Some(a), Some(b)) => match self.cmp_key(&a, &b) {
+                pos[r].checked_sub(1).map(|k| run[k])
+            };
+            let Some(c) = at else { continue };
+            let Some(b) = best else {
+                best = Some(c);
+                tied[r] = true;
+                continue;
+            };
+            match self.cmp_key(&c, &b) {
                 CmpOrdering::Equal => {
-                    advance(i);
-                    advance(j);
-                    return Some(b.1);
+                    best = Some(c);
+                    tied[r] = true;
                 }
-                CmpOrdering::Less => forward,
-                CmpOrdering::Greater => !forward,
-            },
-        };
-        if run_first {
-            advance(i);
-            a.map(|a| a.1)
-        } else {
-            advance(j);
-            b.map(|b| b.1)
+                o if (o == CmpOrdering::Less) == forward => {
+                    best = Some(c);
+                    tied = [false; 3];
+                    tied[r] = true;
+                }
+                _ => {}
+            }
         }
+        for (p, _) in pos.iter_mut().zip(tied).filter(|(_, t)| *t) {
+            if forward {
+                *p += 1
+            } else {
+                *p -= 1
+            }
+        }
+        best.map(|b| b.1)
     }
 
     /// A sorted view of every entry written so far, and how long the call
@@ -509,11 +532,12 @@ impl MemTable {
     }
 
     /// `cur` extended to the first `upto` entries. Only the writes since
-    /// `cur` need sorting: its tail covers `order[main_upto..cur.upto]`
-    /// already and takes them by a linear merge, so a scan after each write
-    /// costs O(tail), not a sort of the whole tail. A tail grown past
-    /// `TAIL_MAX` is merged into the main run when `fold` (a view to
-    /// publish; a private one is used once).
+    /// `cur` need sorting: its tail holds the ones before them already and
+    /// takes them by a linear merge, so a scan after each write costs
+    /// O(tail), not a sort of the whole tail. When `fold` (a view to
+    /// publish; a private one is used once), a tail grown past `TAIL_MAX`
+    /// is merged into the middle run, and a middle run grown past
+    /// `MID_MAX` into the main run.
     fn extended(&self, cur: &View, upto: usize, fold: bool) -> View {
         let new = self.order.copy(cur.upto, upto);
         let fresh = self.sort_newest(&new);
@@ -522,20 +546,31 @@ impl MemTable {
         } else {
             self.merge_runs(&cur.tail, &fresh)
         };
+        let (mut main, mut mid) = (cur.main.clone(), cur.mid.clone());
         if tail.len() <= TAIL_MAX || !fold {
-            View {
-                main: cur.main.clone(),
-                main_upto: cur.main_upto,
+            return View {
+                main,
+                mid,
                 tail,
                 upto,
-            }
+            };
+        }
+        let merged = if mid.is_empty() {
+            tail
         } else {
-            View {
-                main: Arc::new(self.merge_runs(&cur.main, &tail)),
-                main_upto: upto,
-                tail: Vec::new(),
-                upto,
-            }
+            self.merge_runs(&mid, &tail)
+        };
+        if merged.len() <= MID_MAX {
+            mid = Arc::new(merged);
+        } else {
+            main = Arc::new(self.merge_runs(&main, &merged));
+            mid = Arc::new(Vec::new());
+        }
+        View {
+            main,
+            mid,
+            tail: Vec::new(),
+            upto,
         }
     }
 
@@ -586,10 +621,10 @@ impl MemTable {
         out: &mut Vec<(Box<[u8]>, Version)>,
     ) -> Option<Duration> {
         let (v, waited) = self.view();
-        let (mut i, mut j) = (self.start(&v.main, from), self.start(&v.tail, from));
+        let mut pos = v.runs().map(|r| self.start(r, from));
         let mut taken = 0;
         while taken < max {
-            let Some(pick) = self.step(&v, &mut i, &mut j, true) else {
+            let Some(pick) = self.step(&v, &mut pos, true) else {
                 break;
             };
             let key = self.entry(pick).key;
@@ -615,10 +650,10 @@ impl MemTable {
         out: &mut Vec<(Box<[u8]>, Version)>,
     ) -> Option<Duration> {
         let (v, waited) = self.view();
-        let (mut i, mut j) = (self.end(&v.main, from), self.end(&v.tail, from));
+        let mut pos = v.runs().map(|r| self.end(r, from));
         let mut taken = 0;
         while taken < max {
-            let Some(pick) = self.step(&v, &mut i, &mut j, false) else {
+            let Some(pick) = self.step(&v, &mut pos, false) else {
                 break;
             };
             let key = self.entry(pick).key;
@@ -641,12 +676,12 @@ impl MemTable {
     /// a view of the whole table exists already.
     pub fn newest(&self) -> impl Iterator<Item = EntryRef<'_>> + '_ {
         let v = self.newest_view();
-        let (mut i, mut j) = (0, 0);
+        let mut pos: Pos = [0; 3];
         std::iter::from_fn(move || {
-            let p = self.step(&v, &mut i, &mut j, true)?;
+            let p = self.step(&v, &mut pos, true)?;
             // The entries lie in the arena in write order, not key order:
             // each is a cache miss unless asked for ahead of the walk.
-            if let Some(&(_, ahead)) = v.main.get(i + NEWEST_PREFETCH_AHEAD) {
+            if let Some(&(_, ahead)) = v.main.get(pos[0] + NEWEST_PREFETCH_AHEAD) {
                 crate::prefetch::at(ahead.as_ptr().cast(), NEWEST_PREFETCH_BYTES);
             }
             Some(self.entry(p))
@@ -686,9 +721,8 @@ impl MemTable {
             run.sort_unstable_by(|a, b| self.cmp_key(a, b));
             let v = Arc::new(View {
                 main: Arc::new(run),
-                main_upto: upto,
-                tail: Vec::new(),
                 upto,
+                ..View::empty()
             });
             let _builder = self.build.lock();
             if self.view.load().upto < upto {
@@ -1038,6 +1072,72 @@ mod tests {
         let want: Vec<_> = model.into_iter().collect();
         assert_eq!(got, want);
         assert!(t.approximate_bytes() > 30_000 * 16);
+    }
+
+    /// Scans often enough that tails fold into the middle run, over enough
+    /// keys that the middle run folds into the main run, so the same key can
+    /// sit in all three runs at once: the newest version must win either way.
+    #[test]
+    fn three_runs_fold_and_the_newest_version_wins_both_ways() {
+        let mut rng = StdRng::seed_from_u64(12);
+        let t = MemTable::new();
+        let mut model: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        let key = |n: u32| format!("k{n:06}").into_bytes();
+        let mut mains = std::collections::HashSet::new();
+        for seq in 1..60_000u64 {
+            // Half the writes to a few hundred hot keys, half over 40,000.
+            let n = if rng.gen_bool(0.5) {
+                rng.gen_range(0..300)
+            } else {
+                rng.gen_range(0..40_000)
+            };
+            let val = rng.gen_bool(0.9).then(|| seq.to_le_bytes().to_vec());
+            t.insert(&key(n), seq, val.as_deref());
+            model.insert(key(n), val);
+            if seq % 97 == 0 {
+                let from = key(rng.gen_range(0..40_000));
+                let forward = rng.gen_bool(0.5);
+                let mut out = Vec::new();
+                let want: Vec<_> = if forward {
+                    t.scan_forward(
+                        Bound::Included(&from),
+                        Bound::Unbounded,
+                        u64::MAX,
+                        30,
+                        &mut out,
+                    );
+                    model.range(from.clone()..).take(30).collect()
+                } else {
+                    t.scan_backward(
+                        Bound::Included(&from),
+                        Bound::Unbounded,
+                        u64::MAX,
+                        30,
+                        &mut out,
+                    );
+                    model.range(..=from.clone()).rev().take(30).collect()
+                };
+                let got: Vec<_> = out
+                    .into_iter()
+                    .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                    .collect();
+                let want: Vec<_> = want
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert_eq!(got, want, "seq {seq}, forward {forward}");
+                let v = t.view.load();
+                assert!(v.tail.len() <= TAIL_MAX && v.mid.len() <= MID_MAX);
+                mains.insert(Arc::as_ptr(&v.main) as usize);
+            }
+        }
+        // The main run was rebuilt several times (the middle run overflowed).
+        assert!(mains.len() > 2, "{} main runs", mains.len());
+        let got: Vec<_> = t
+            .newest()
+            .map(|e| (e.key.to_vec(), e.value.map(<[u8]>::to_vec)))
+            .collect();
+        assert_eq!(got, model.into_iter().collect::<Vec<_>>());
     }
 
     #[test]

@@ -1,0 +1,149 @@
+//! Prefetching the cached intervals a forward scan is about to visit.
+//!
+//! A cached interval lies three dependent cache misses from its entry in
+//! the sparse index: the cache slot, the interval's header (behind the
+//! slot's pointer), and its offsets and bytes (behind the header's
+//! pointers). A walk that meets them one interval at a time waits for
+//! each miss in turn. [`WalkAhead`] asks for the slots of the next few
+//! intervals at once, then, one step ahead of the walk, for each one's
+//! header and content, so that the misses of several intervals overlap.
+//!
+//! Invariant: only hints. Nothing here changes what a walk reads or
+//! returns; a stale reference (the interval evicted or replaced since)
+//! only wastes a prefetch.
+
+use std::sync::atomic::Ordering;
+
+use crate::cache::{CacheRef, IntervalCache};
+use crate::sparse::{Found, SparseIndex, UNKNOWN_COUNT};
+
+/// Intervals asked for at most.
+const MAX: usize = 12;
+/// Pairs assumed for an interval whose count is not known.
+const ASSUMED_PAIRS: usize = 8;
+
+/// The cache references of the intervals a walk starting at some interval
+/// will visit next, in order (the first is the starting one).
+pub(crate) struct WalkAhead {
+    refs: [Option<CacheRef>; MAX],
+    len: usize,
+}
+
+impl WalkAhead {
+    /// Collects the intervals from `f` on until they hold about `pairs`
+    /// pairs, asking for each one's cache slot.
+    pub(crate) fn new(
+        sparse: &SparseIndex,
+        f: &Found,
+        pairs: usize,
+        cache: &IntervalCache,
+    ) -> WalkAhead {
+        let mut w = WalkAhead {
+            refs: [None; MAX],
+            len: 0,
+        };
+        let (mut g, mut seen) = (*f, 0);
+        loop {
+            let meta = sparse.meta(&g);
+            let r = CacheRef::unpack(meta.cache.load(Ordering::Relaxed));
+            cache.prefetch_slot(r);
+            w.refs[w.len] = r;
+            w.len += 1;
+            seen += match meta.count {
+                UNKNOWN_COUNT => ASSUMED_PAIRS,
+                n => usize::from(n),
+            };
+            if w.len == MAX || seen >= pairs {
+                return w;
+            }
+            match sparse.next(&g) {
+                Some(n) => g = n,
+                None => return w,
+            }
+        }
+    }
+
+    /// Called as the walk reaches its `k`-th interval (0: the first): asks
+    /// for the content (the offsets and up to `bytes` bytes) of the next
+    /// interval and the header of the one after, whose slot and header
+    /// were asked for one step before.
+    pub(crate) fn reached(&self, k: usize, cache: &IntervalCache, bytes: usize) {
+        if k == 0 && self.len > 1 {
+            cache.prefetch_header(self.refs[1]);
+        }
+        if k + 2 < self.len {
+            cache.prefetch_header(self.refs[k + 2]);
+        }
+        if k + 1 < self.len {
+            cache.prefetch_content(self.refs[k + 1], bytes);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interval::Builder;
+    use crate::sparse::{Meta, NewInterval};
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
+
+    /// An index of `n` intervals of `count` pairs each (anchors "", "k01",
+    /// "k02", ...), every other one cached.
+    fn index(n: usize, count: u16, cache: &IntervalCache) -> (SparseIndex, Vec<Option<CacheRef>>) {
+        let mut refs = Vec::new();
+        let intervals = (0..n)
+            .map(|i| {
+                let r = (i % 2 == 0).then(|| {
+                    let mut b = Builder::new();
+                    b.push_pair(format!("k{i:02}").as_bytes(), b"v");
+                    cache.insert(None, Arc::new(b.finish()))
+                });
+                refs.push(r);
+                NewInterval {
+                    anchor: if i == 0 {
+                        Vec::new()
+                    } else {
+                        format!("k{i:02}").into_bytes()
+                    },
+                    meta: Meta {
+                        cache: AtomicU64::new(r.map_or(0, CacheRef::pack)),
+                        size: 100,
+                        count,
+                        fragmented: false,
+                    },
+                }
+            })
+            .collect();
+        (SparseIndex::build(intervals), refs)
+    }
+
+    #[test]
+    fn collects_the_intervals_that_hold_the_pairs_asked_for() {
+        let cache = IntervalCache::new(1 << 20);
+        let (sparse, refs) = index(30, 10, &cache);
+        let f = sparse.find(b"k03x");
+        let w = WalkAhead::new(&sparse, &f, 35, &cache);
+        assert_eq!(w.len, 4);
+        assert_eq!(&w.refs[..w.len], &refs[3..7]);
+        // Near the end: only what is left.
+        let w = WalkAhead::new(&sparse, &sparse.find(b"k28"), 64, &cache);
+        assert_eq!(&w.refs[..w.len], &refs[28..30]);
+        // Unknown counts are assumed, and the walk is bounded.
+        let (sparse, refs) = index(30, UNKNOWN_COUNT, &cache);
+        let w = WalkAhead::new(&sparse, &sparse.find(b""), 20, &cache);
+        assert_eq!(&w.refs[..w.len], &refs[..3]);
+        let w = WalkAhead::new(&sparse, &sparse.find(b""), 1 << 20, &cache);
+        assert_eq!(w.len, MAX);
+        // Hints only: nothing counted, nothing changed, whatever the step.
+        let before = cache.counts();
+        for k in 0..MAX + 3 {
+            w.reached(k, &cache, 4096);
+        }
+        cache.remove(refs[2].unwrap());
+        w.reached(1, &cache, 4096);
+        assert_eq!(cache.counts(), before);
+        assert_eq!(cache.get(refs[4]).map(|d| d.len()), Some(1));
+        assert!(cache.get(refs[2]).is_none());
+    }
+}
