@@ -8,33 +8,35 @@
 //! matches its slot has been evicted, so eviction never needs a back-pointer
 //! into the index.
 //!
-//! Locking: a lookup takes no lock and writes no shared memory but the
-//! reference count of the interval it keeps (none at all for
-//! [`IntervalCache::read_nowait`]): a slot is a generation (an atomic) and
-//! an entry (an `ArcSwapOption`, whose loads are lock-free), and the
-//! lookup checks the generation before and after loading the entry. The
+//! Locking: every slot has its own small lock over its (generation, entry),
+//! written only for the instant an entry goes in or out, and the
 //! bookkeeping (charges, free slots, the CLOCK hand) has one mutex, which
-//! only inserts, removals and evictions take; readers that must not wait
-//! only *try* it ([`IntervalCache::try_insert`]). Slots live in chunks
-//! that are allocated once and never move (a directory sized from the
-//! capacity), so a lookup needs no lock to find its slot. (Two scanners
-//! reading the same hot intervals used to bounce each slot's lock word
-//! between their cores: docs/DESIGN.md, "Lookups without a lock".)
+//! only inserts, removals and evictions take. A lookup locks one slot
+//! shared and never touches the mutex, so lookups do not contend with
+//! inserts elsewhere in the cache; readers that must not wait only *try*
+//! the slot's lock ([`IntervalCache::get_nowait`]) and the mutex
+//! ([`IntervalCache::try_insert`]). Slots live in chunks that are
+//! allocated once and never move (a directory sized from the capacity),
+//! so a lookup needs no lock to find its slot.
+//!
+//! A slot also keeps, in plain atomics, where its entry's header, offsets
+//! and bytes lie: a scan about to visit an interval asks for those lines
+//! without taking the slot's lock ([`IntervalCache::prefetch_slot`],
+//! [`IntervalCache::prefetch_entry`]). Those addresses are only ever
+//! prefetched, never read through, so a stale one (the entry gone) only
+//! wastes a prefetch.
 //!
 //! Invariants: `used` is the sum of the charges of the occupied slots; a
-//! slot changes only under the bookkeeping mutex (so its holder may read a
-//! generation and act on it); a new generation is stored before its entry,
-//! so a lookup that loads an entry and then still sees its reference's
-//! generation has that generation's entry (or none);
+//! slot's content changes only under the bookkeeping mutex (so its holder
+//! may read a generation and act on it);
 //! after `insert` returns, `used <= capacity` unless the newest interval
 //! alone exceeds it (then it is the only entry); generations only grow, so
 //! a stale reference never matches a reused slot.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use arc_swap::ArcSwapOption;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::counter::StripedCounter;
 use crate::interval::IntervalData;
@@ -87,13 +89,42 @@ const MIN_CHARGE: usize = std::mem::size_of::<IntervalData>() + 64;
 /// At most this many chunks (the directory's size for a huge capacity).
 const MAX_CHUNKS: usize = 1 << 20;
 
-/// A cache slot: its generation and the entry of that generation, both
-/// changed only under the bookkeeping mutex, the generation first.
+/// A slot's content, changed under its lock.
+#[derive(Default)]
+struct Content {
+    generation: u32,
+    entry: Option<Arc<IntervalData>>,
+}
+
 #[derive(Default)]
 struct Slot {
-    generation: AtomicU32,
-    entry: ArcSwapOption<IntervalData>,
+    content: RwLock<Content>,
     referenced: AtomicBool,
+    /// Where the entry's lines lie, for prefetching only (module docs).
+    hint: Hint,
+}
+
+/// The addresses and lengths of an entry's header, offsets and bytes,
+/// written with the entry (under the slot's lock) and read without it.
+#[derive(Default)]
+struct Hint {
+    header: AtomicUsize,
+    offsets: AtomicUsize,
+    offsets_len: AtomicUsize,
+    bytes: AtomicUsize,
+    bytes_len: AtomicUsize,
+}
+
+impl Hint {
+    fn set(&self, d: &Arc<IntervalData>) {
+        let [(o, ol), (b, bl)] = d.lines();
+        self.header
+            .store(Arc::as_ptr(d) as usize, Ordering::Relaxed);
+        self.offsets.store(o as usize, Ordering::Relaxed);
+        self.offsets_len.store(ol, Ordering::Relaxed);
+        self.bytes.store(b as usize, Ordering::Relaxed);
+        self.bytes_len.store(bl, Ordering::Relaxed);
+    }
 }
 
 /// The bookkeeping of inserts, removals and evictions.
@@ -144,22 +175,28 @@ impl IntervalCache {
     }
 
     /// The interval behind `r`, if it is still cached. Counts a hit or miss.
-    /// Never waits (see the module docs), so readers that must not wait
-    /// call it too.
     pub fn get(&self, r: Option<CacheRef>) -> Option<Arc<IntervalData>> {
-        self.counted(self.with_entry(r, Arc::clone))
+        self.counted(self.with_entry(r, |slot| Some(slot.content.read()), Arc::clone))
     }
 
-    /// Applies `read` to the interval behind `r` if it is cached, without
-    /// taking a reference to it (nothing shared is written), for a reader
-    /// that must not wait. Counts a hit only: on `None`
-    /// the caller falls back to `get`, which counts the miss.
+    /// [`IntervalCache::get`] for a reader that must not wait: `None` when
+    /// the slot is being written this instant (its entry going in or
+    /// out, and its writer possibly descheduled); the reader then reads
+    /// the interval from the space. Counts a miss then.
+    pub fn get_nowait(&self, r: Option<CacheRef>) -> Option<Arc<IntervalData>> {
+        self.counted(self.with_entry(r, |slot| slot.content.try_read(), Arc::clone))
+    }
+
+    /// Applies `read` to the interval behind `r` if it is cached, under its
+    /// slot's lock and without a reference to it, for a reader that must not
+    /// wait (as [`IntervalCache::get_nowait`]). Counts a hit only: on `None`
+    /// the caller falls back to `get_nowait`, which counts the miss.
     pub fn read_nowait<R>(
         &self,
         r: Option<CacheRef>,
         read: impl FnOnce(&IntervalData) -> R,
     ) -> Option<R> {
-        let out = self.with_entry(r, |d| read(d))?;
+        let out = self.with_entry(r, |slot| slot.content.try_read(), |d| read(d))?;
         self.hits.add(1);
         Some(out)
     }
@@ -172,67 +209,49 @@ impl IntervalCache {
         }
     }
 
-    /// Asks for the header of the interval behind `r` (its reference
-    /// counts and pointers), if it is cached. Reads the slot, so it waits
-    /// for the slot's line unless [`IntervalCache::prefetch_slot`] asked for
-    /// it before; never for a lock. Counts neither a hit nor a miss.
-    pub fn prefetch_header(&self, r: Option<CacheRef>) {
-        self.peek(r, |d| {
-            // The reference counts sit just before the value.
-            let counts = 2 * std::mem::size_of::<usize>();
-            crate::prefetch::at(
-                Arc::as_ptr(d).cast::<u8>().wrapping_sub(counts),
-                counts + std::mem::size_of::<IntervalData>(),
-            );
-        });
-    }
-
-    /// Asks for the offsets and up to `bytes` bytes of the interval behind
-    /// `r`, if it is cached (reading its header). As
-    /// [`IntervalCache::prefetch_header`] otherwise.
-    pub fn prefetch_content(&self, r: Option<CacheRef>, bytes: usize) {
-        self.peek(r, |d| d.prefetch_head(bytes));
-    }
-
-    /// Applies `f` to the interval behind `r` if it is cached, without
-    /// marking or counting anything.
-    fn peek(&self, r: Option<CacheRef>, f: impl FnOnce(&Arc<IntervalData>)) {
-        let Some(r) = r else { return };
-        let Some(slot) = self.slot(r.slot) else {
+    /// Asks for the lines of the entry last cached in `r`'s slot: its
+    /// header, its offsets and up to `bytes` of its bytes. Reads the slot's
+    /// addresses without its lock (so it waits for the slot's line unless
+    /// [`IntervalCache::prefetch_slot`] asked for it before), writes
+    /// nothing, counts nothing.
+    pub fn prefetch_entry(&self, r: Option<CacheRef>, bytes: usize) {
+        let Some(slot) = r.and_then(|r| self.slot(r.slot)) else {
             return;
         };
-        if slot.generation.load(Ordering::Acquire) != r.generation {
-            return;
-        }
-        let entry = slot.entry.load();
-        if slot.generation.load(Ordering::Acquire) != r.generation {
-            return;
-        }
-        if let Some(d) = entry.as_ref() {
-            f(d);
-        }
+        let h = &slot.hint;
+        let at = |a: &AtomicUsize, len: usize| {
+            crate::prefetch::at(a.load(Ordering::Relaxed) as *const u8, len);
+        };
+        // (The reference counts sit just before the header.)
+        let counts = 2 * std::mem::size_of::<usize>();
+        crate::prefetch::at(
+            (h.header.load(Ordering::Relaxed) as *const u8).wrapping_sub(counts),
+            counts + std::mem::size_of::<IntervalData>(),
+        );
+        at(&h.offsets, h.offsets_len.load(Ordering::Relaxed));
+        at(&h.bytes, h.bytes_len.load(Ordering::Relaxed).min(bytes));
     }
 
-    /// Applies `read` to the entry behind `r` and marks the entry
-    /// referenced. `None` when the entry is gone. Never waits.
-    fn with_entry<R>(
-        &self,
+    /// Applies `read` to the entry behind `r`, under the slot's lock as
+    /// `lock` takes it (`None`: not taken), and marks the entry referenced.
+    /// `None` when the entry is gone or the lock was not taken.
+    fn with_entry<'a, G, R>(
+        &'a self,
         r: Option<CacheRef>,
+        lock: impl FnOnce(&'a Slot) -> Option<G>,
         read: impl FnOnce(&Arc<IntervalData>) -> R,
-    ) -> Option<R> {
+    ) -> Option<R>
+    where
+        G: std::ops::Deref<Target = Content>,
+    {
         let r = r?;
         let slot = self.slot(r.slot)?;
-        if slot.generation.load(Ordering::Acquire) != r.generation {
+        let content = lock(slot)?;
+        if content.generation != r.generation {
             return None;
         }
-        let entry = slot.entry.load();
-        // A new generation is stored before its entry: an entry loaded
-        // while the generation still matches belongs to it.
-        if slot.generation.load(Ordering::Acquire) != r.generation {
-            return None;
-        }
-        let out = read(entry.as_ref()?);
-        drop(entry);
+        let out = read(content.entry.as_ref()?);
+        drop(content);
         // Written only when clear: hot entries' lines stay shared.
         if !slot.referenced.load(Ordering::Relaxed) {
             slot.referenced.store(true, Ordering::Relaxed);
@@ -291,13 +310,16 @@ impl IntervalCache {
             self.evict_one(book);
         };
         let s = self.slot_made(slot);
-        // Generations start at 1 (a packed reference is never 0) and a slot
-        // is retired rather than reused once its generation would wrap. The
-        // generation goes first (see `with_entry`); a lookup between the two
-        // stores finds the slot empty or its old generation gone.
-        let generation = s.generation.load(Ordering::Relaxed) + 1;
-        s.generation.store(generation, Ordering::Release);
-        s.entry.store(Some(interval));
+        let generation = {
+            let mut content = s.content.write();
+            // Generations start at 1 (a packed reference is never 0) and a
+            // slot is retired rather than reused once its generation would
+            // wrap.
+            content.generation += 1;
+            s.hint.set(&interval);
+            content.entry = Some(interval);
+            content.generation
+        };
         s.referenced.store(true, Ordering::Relaxed);
         book.charge[slot] = charge;
         book.used += charge;
@@ -330,11 +352,15 @@ impl IntervalCache {
         let Some(slot) = self.slot(r.slot).filter(|_| charge > 0) else {
             return;
         };
-        if slot.generation.load(Ordering::Relaxed) != r.generation {
-            return;
-        }
-        // (Freed here, or by the last reader holding it.)
-        drop(slot.entry.swap(None));
+        let entry = {
+            let mut content = slot.content.write();
+            if content.generation != r.generation {
+                return;
+            }
+            content.entry.take()
+        };
+        // Freed after the slot's lock is let go.
+        drop(entry);
         book.charge[i] = 0;
         book.used -= charge;
         if r.generation < MAX_GENERATION {
@@ -367,7 +393,7 @@ impl IntervalCache {
                 continue;
             }
             // Stable: contents change only under `book`, which we hold.
-            let generation = slot.generation.load(Ordering::Relaxed);
+            let generation = slot.content.read().generation;
             self.remove_booked(
                 book,
                 CacheRef {
@@ -424,29 +450,24 @@ mod tests {
     fn readers_do_not_wait_for_an_exclusive_holder() {
         let cache = IntervalCache::new(1 << 20);
         let a = cache.insert(None, interval(4, 100));
-        assert!(cache.get(Some(a)).is_some());
+        assert!(cache.get_nowait(Some(a)).is_some());
         let b = cache
             .try_insert(interval(3, 10))
             .expect("a free cache takes it");
-        assert!(cache.get(Some(b)).is_some());
-        // A slot between an insert's two stores (its new generation in,
-        // its entry not yet): the old reference misses; other slots are
-        // unaffected.
-        let s = cache.slot(a.slot).unwrap();
-        let g = s.generation.load(Ordering::Relaxed);
-        s.generation.store(g + 1, Ordering::Release);
-        assert!(cache.get(Some(a)).is_none());
-        assert!(cache.read_nowait(Some(a), |d| d.len()).is_none());
-        assert!(cache.get(Some(b)).is_some());
-        s.generation.store(g, Ordering::Release);
-        assert_eq!(cache.read_nowait(Some(a), |d| d.len()), Some(4));
+        assert!(cache.get_nowait(Some(b)).is_some());
+        // A slot being written: its lookup does not wait (the test would
+        // hang if it did) but misses; other slots are unaffected.
+        let slot_held = cache.slot(a.pack() as u32).unwrap().content.write();
+        assert!(cache.get_nowait(Some(a)).is_none());
+        assert!(cache.get_nowait(Some(b)).is_some());
+        drop(slot_held);
         // An insert under way: a reader's insert caches nothing, lookups
         // go on.
         let book_held = cache.book.lock();
         assert!(cache.try_insert(interval(2, 10)).is_none());
-        assert!(cache.get(Some(a)).is_some());
+        assert!(cache.get_nowait(Some(a)).is_some());
         drop(book_held);
-        assert!(cache.get(Some(a)).is_some());
+        assert!(cache.get_nowait(Some(a)).is_some());
         assert_eq!(
             cache.used(),
             interval(4, 100).charge() + interval(3, 10).charge()
@@ -476,7 +497,7 @@ mod tests {
                         let w = published[(i >> 33) as usize % 64].load(Ordering::Acquire);
                         let (r, len) = (CacheRef::unpack(w & 0xFFFF_FFFF_FFFF), w >> 48);
                         let got = if i & 1 == 0 {
-                            cache.get(r).map(|d| d.len())
+                            cache.get_nowait(r).map(|d| d.len())
                         } else {
                             cache.read_nowait(r, |d| d.len())
                         };

@@ -195,6 +195,18 @@ impl IntervalData {
         );
     }
 
+    /// Where the offsets and the bytes lie, and their lengths in bytes (for
+    /// prefetching: see `IntervalCache::prefetch_entry`).
+    pub(crate) fn lines(&self) -> [(*const u8, usize); 2] {
+        [
+            (
+                self.offs.as_ptr().cast(),
+                std::mem::size_of_val(&*self.offs),
+            ),
+            (self.bytes.as_ptr(), self.bytes.len()),
+        ]
+    }
+
     /// Like [`IntervalData::prefetch_head`], for the last `max` bytes (a
     /// backward walk starts there).
     #[inline]

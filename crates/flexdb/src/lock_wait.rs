@@ -18,9 +18,9 @@
 //! So the committer polls with `try_write`, which never blocks readers while
 //! it waits, and the prefetcher, which shares `state` with it, polls for its
 //! read hold too. Readers take none of these locks any more: they load the
-//! published view and the MemTable list (`ArcSwap`s) with no lock, look up
-//! the interval cache with no lock (`IntervalCache::get`), and only
-//! try its bookkeeping mutex (`try_insert`).
+//! published view and the MemTable list (`ArcSwap`s) with no lock, and only
+//! try the interval cache's locks (`IntervalCache::get_nowait`,
+//! `try_insert`).
 //!
 //! Writers take the store's writer mutex with [`lock_spinning`]: its holds
 //! are shorter than a park and a wake.

@@ -581,18 +581,23 @@ impl Shared {
     /// The interval at `f` in `sparse` if it is cached; otherwise a plan
     /// to read it made by `plan` (from the space `sparse` describes). The
     /// plan holds no lock of this store, so a caller holding one can let
-    /// it go before the read (a read may wait for the device). A cache
-    /// lookup never waits.
+    /// it go before the read (a read may wait for the device). `reader` as
+    /// for [`Shared::install`].
     fn cached_or_plan<'p>(
         &self,
         sparse: &SparseIndex,
         f: &Found,
+        reader: bool,
         plan: impl FnOnce(u64, u64) -> flexspace::Result<flexspace::ReadPlan<'p>>,
     ) -> Result<Fetch<'p>> {
         let meta = sparse.meta(f);
         let word = meta.cache.load(Ordering::Acquire);
         let r = CacheRef::unpack(word);
-        let cached = self.cache.get(r);
+        let cached = if reader {
+            self.cache.get_nowait(r)
+        } else {
+            self.cache.get(r)
+        };
         if let Some(d) = cached {
             return Ok(Fetch::Cached(d));
         }
@@ -695,9 +700,9 @@ impl Shared {
         if meta.size == 0 {
             return Ok(None);
         }
-        // A hit copies the value out without taking a reference to the
-        // interval (whose count the threads reading a hot interval would
-        // all write).
+        // A hit copies the value out under the slot's lock, without taking
+        // a reference to the interval (whose count the threads reading a
+        // hot interval would all write).
         let word = meta.cache.load(Ordering::Acquire);
         let hit = self
             .cache
@@ -725,7 +730,7 @@ impl Shared {
         reader: bool,
         plan: impl FnOnce(u64, u64) -> flexspace::Result<flexspace::ReadPlan<'p>>,
     ) -> Result<Arc<IntervalData>> {
-        match self.cached_or_plan(sparse, f, plan)? {
+        match self.cached_or_plan(sparse, f, reader, plan)? {
             Fetch::Cached(d) => Ok(d),
             Fetch::Planned(p) => {
                 if !reader {
@@ -756,7 +761,7 @@ impl Shared {
             return Ok(None);
         }
         let planned =
-            match self.cached_or_plan(&st.sparse, &f, |o, n| self.space.plan_read(o, n))? {
+            match self.cached_or_plan(&st.sparse, &f, false, |o, n| self.space.plan_read(o, n))? {
                 Fetch::Cached(data) => return Ok(Some(data)),
                 Fetch::Planned(p) => p,
             };

@@ -1,12 +1,12 @@
 //! Prefetching the cached intervals a forward scan is about to visit.
 //!
-//! A cached interval lies three dependent cache misses from its entry in
-//! the sparse index: the cache slot, the interval's header (behind the
-//! slot's pointer), and its offsets and bytes (behind the header's
-//! pointers). A walk that meets them one interval at a time waits for
-//! each miss in turn. [`WalkAhead`] asks for the slots of the next few
-//! intervals at once, then, one step ahead of the walk, for each one's
-//! header and content, so that the misses of several intervals overlap.
+//! A cached interval lies several dependent cache misses from its entry in
+//! the sparse index: the cache slot, then the interval's header, offsets
+//! and bytes, whose addresses the slot holds. A walk that meets them one
+//! interval at a time waits for each miss in turn. [`WalkAhead`] asks for
+//! the slots of the next few intervals at once, then, two steps ahead of
+//! the walk, for each one's header, offsets and first bytes, so that the
+//! misses of several intervals overlap.
 //!
 //! Invariant: only hints. Nothing here changes what a walk reads or
 //! returns; a stale reference (the interval evicted or replaced since)
@@ -64,18 +64,15 @@ impl WalkAhead {
     }
 
     /// Called as the walk reaches its `k`-th interval (0: the first): asks
-    /// for the content (the offsets and up to `bytes` bytes) of the next
-    /// interval and the header of the one after, whose slot and header
-    /// were asked for one step before.
+    /// for the header, offsets and up to `bytes` bytes of the interval two
+    /// steps ahead (and, at the start, of the next one), whose slots were
+    /// asked for when the walk began.
     pub(crate) fn reached(&self, k: usize, cache: &IntervalCache, bytes: usize) {
         if k == 0 && self.len > 1 {
-            cache.prefetch_header(self.refs[1]);
+            cache.prefetch_entry(self.refs[1], bytes);
         }
         if k + 2 < self.len {
-            cache.prefetch_header(self.refs[k + 2]);
-        }
-        if k + 1 < self.len {
-            cache.prefetch_content(self.refs[k + 1], bytes);
+            cache.prefetch_entry(self.refs[k + 2], bytes);
         }
     }
 }
