@@ -182,17 +182,15 @@ impl IntervalData {
         &self.bytes
     }
 
-    /// Starts loading the offsets and the first `max` bytes of the records
-    /// into the CPU cache, so that a walk over the pairs (an iterator's binary search and
-    /// merge) does not wait for each line in turn.
+    /// Starts loading the offsets (through which every pair is found) and
+    /// the first `max` bytes of the records into the CPU cache, so that a
+    /// walk over the pairs (an iterator's binary search and merge) does not
+    /// wait for each line in turn.
     #[inline]
     pub fn prefetch_head(&self, max: usize) {
-        crate::prefetch::bytes(&self.bytes[..self.bytes.len().min(max)]);
-        // The offsets, through which every pair is found.
-        crate::prefetch::at(
-            self.offs.as_ptr().cast(),
-            std::mem::size_of_val(&*self.offs),
-        );
+        let [(offsets, offsets_len), (bytes, bytes_len)] = self.lines();
+        crate::prefetch::at(offsets, offsets_len);
+        crate::prefetch::at(bytes, bytes_len.min(max));
     }
 
     /// Where the offsets and the bytes lie, and their lengths in bytes (for

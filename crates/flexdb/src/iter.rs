@@ -460,6 +460,8 @@ fn merge_chunks(
             }
         }
     }
+    // Moved out of their sources, which are dropped right after (the
+    // placeholder left behind is never read).
     out.extend(
         picks
             .into_iter()

@@ -9,8 +9,8 @@
 //! *view*: the newest version of each key as of some number of writes,
 //! built on demand by sorting and kept as three sorted runs (a large main
 //! run, a middle run and a small tail), so that interleaved writes and
-//! scans re-sort only the tail and copy the main run only once in
-//! `MID_MAX` writes.
+//! scans re-sort only the tail and copy the main run only when the middle
+//! run outgrows `MID_MAX` keys.
 //!
 //! A reader at snapshot `s` follows a key's versions from the newest until
 //! one has a sequence number `<= s`. Writers publish a sequence number only
@@ -58,8 +58,8 @@ const TAIL_MAX: usize = 128;
 /// ...and entries the middle run may hold before it is merged into the main
 /// run. A write seen by a scan then costs about `TAIL_MAX / 2 + MID_MAX /
 /// TAIL_MAX + main / MID_MAX` entries merged, where one tail over the main
-/// run cost `TAIL_MAX / 2 + main / TAIL_MAX` (docs/DESIGN.md, "Scans
-/// between writes: a view of three runs").
+/// run cost `TAIL_MAX / 2 + main / TAIL_MAX` (docs/DESIGN.md, "Scans: the
+/// misses of several intervals overlap").
 const MID_MAX: usize = 8192;
 /// Unsorted writes a reader sorts into a private view rather than wait for
 /// the reader building the shared one.
