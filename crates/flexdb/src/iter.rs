@@ -297,7 +297,7 @@ impl<'a> Iter<'a> {
         let mut f = view.sparse.find(start);
         // The chunk's intervals, asked for ahead of the walk (their misses
         // overlap instead of coming one after another).
-        let ahead = WalkAhead::new(&view.sparse, &f, CHUNK, &shared.cache);
+        let ahead = WalkAhead::new(&view.sparse, &f, CHUNK, &shared.cache, false);
         let (mut first, mut k) = (true, 0);
         loop {
             ahead.reached(k, &shared.cache, PREFETCH_BYTES);
@@ -352,8 +352,12 @@ impl<'a> Iter<'a> {
             Bound::Included(k) | Bound::Excluded(k) => view.sparse.find(k),
             Bound::Unbounded => view.sparse.last(),
         };
-        let mut first = true;
+        // As going forward: the chunk's intervals asked for ahead.
+        let ahead = WalkAhead::new(&view.sparse, &f, CHUNK, &shared.cache, true);
+        let (mut first, mut k) = (true, 0);
         loop {
+            ahead.reached(k, &shared.cache, PREFETCH_BYTES);
+            k += 1;
             if view.sparse.meta(&f).size > 0 {
                 let d = self.held.len() as u32;
                 self.held.push(shared.view_interval(&view, &f)?);
@@ -386,8 +390,8 @@ impl<'a> Iter<'a> {
             if bounded && !within_start(&view.sparse.anchor(&f), as_ref(&self.lo)) {
                 return Ok(Chunk { items, full: false });
             }
-            match view.sparse.prev_anchor(&f) {
-                Some(p) => f = view.sparse.find(&p),
+            match view.sparse.prev(&f) {
+                Some(p) => f = p,
                 None => return Ok(Chunk { items, full: false }),
             }
         }

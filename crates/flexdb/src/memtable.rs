@@ -38,7 +38,7 @@
 use std::cmp::Ordering as CmpOrdering;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, Guard};
@@ -65,6 +65,9 @@ const MID_MAX: usize = 8192;
 /// the reader building the shared one.
 const PRIVATE_MAX: usize = 1 << 14;
 const INITIAL_SLOTS: usize = 1 << 10;
+/// Keys a table made without a hint must hold for its first summary to take
+/// their shared prefix as its hint (see [`MemTable::hint`]).
+const HINT_MIN_KEYS: usize = 256;
 /// Bytes counted per entry on top of the arena (hash slot and view slot).
 const INDEX_OVERHEAD: usize = 32;
 /// How far ahead of itself [`MemTable::newest`] asks for entries to be
@@ -73,6 +76,11 @@ const NEWEST_PREFETCH_AHEAD: usize = 16;
 /// ...and how many of each entry's first bytes (header, key and the start
 /// of the value).
 const NEWEST_PREFETCH_BYTES: usize = 192;
+/// How many hash slots ahead of itself the sort of a whole table asks for
+/// the entry a slot names...
+const SLOTS_PREFETCH_AHEAD: usize = 16;
+/// ...and how many of its first bytes (header and key, for the summary).
+const SLOTS_PREFETCH_BYTES: usize = 64;
 
 /// The hash table: open addressing, linear probing. A slot holds the top 16
 /// bits of the key's hash and a 48-bit entry pointer; 0 is empty.
@@ -171,8 +179,9 @@ pub(crate) type ViewRef = Guard<Arc<View>>;
 /// An ordered table of write versions: one writer at a time (the store's
 /// writer lock), any number of concurrent readers.
 pub struct MemTable {
-    /// The prefix the keys' summaries skip (see [`summary`]).
-    hint: Box<[u8]>,
+    /// The prefix the keys' summaries skip (see [`summary`]): given, or
+    /// else fixed by the first summary made ([`MemTable::hint`]).
+    hint: OnceLock<Box<[u8]>>,
     writer: Mutex<Writer>,
     table: AtomicPtr<Table>,
     /// Tables replaced by bigger ones, freed when the MemTable drops.
@@ -254,7 +263,10 @@ impl MemTable {
     /// drops.
     pub(crate) fn pooled(hint: &[u8], pool: Option<Arc<ChunkPool>>) -> Self {
         MemTable {
-            hint: hint.into(),
+            hint: match hint {
+                [] => OnceLock::new(),
+                h => OnceLock::from(Box::from(h)),
+            },
             writer: Mutex::new(Writer {
                 arena: Arena::with_pool(pool),
                 written: 0,
@@ -378,6 +390,23 @@ impl MemTable {
         Some(e)
     }
 
+    /// The prefix every summary of this table skips. A table made without
+    /// one (the first after an open) takes, when its first summary is
+    /// made, the prefix its keys share by then if it holds `HINT_MIN_KEYS`
+    /// keys or more (fewer say little about the keys to come), else none.
+    /// Fixed from then on: summaries made under different hints do not
+    /// compare.
+    fn hint(&self) -> &[u8] {
+        self.hint.get_or_init(|| {
+            let w = self.writer.lock();
+            if w.keys >= HINT_MIN_KEYS {
+                w.first[..w.shared].into()
+            } else {
+                Box::default()
+            }
+        })
+    }
+
     /// The prefix every key written so far shares (a hint for the next
     /// table).
     pub fn shared_prefix(&self) -> Vec<u8> {
@@ -412,7 +441,7 @@ impl MemTable {
     fn sort_newest(&self, entries: &[EntryPtr]) -> Run {
         let mut run: Run = entries
             .iter()
-            .map(|&e| (summary(&self.hint, self.entry(e).key), e))
+            .map(|&e| (summary(self.hint(), self.entry(e).key), e))
             .collect();
         run.sort_unstable_by(|a, b| self.cmp_entries(a, b));
         run.dedup_by(|later, first| {
@@ -577,7 +606,11 @@ impl MemTable {
     /// Index of the first element of `run` at or after (after, when
     /// `exclusive`) `key`.
     fn lower(&self, run: &Run, key: &[u8], exclusive: bool) -> usize {
-        let p = summary(&self.hint, key);
+        if run.is_empty() {
+            // (No summary: the first one made fixes the hint.)
+            return 0;
+        }
+        let p = summary(self.hint(), key);
         run.partition_point(|x| match x.0.cmp(&p) {
             CmpOrdering::Less => true,
             CmpOrdering::Greater => false,
@@ -711,13 +744,24 @@ impl MemTable {
             // Every entry below `upto` was in its slot before `len` said so;
             // a slot may name a newer version since, which readers of the
             // view skip by snapshot as usual.
-            let mut run: Run = self
-                .table()
-                .slots
-                .iter()
-                .filter_map(|s| unpack(s.load(Ordering::Acquire)))
-                .map(|e| (summary(&self.hint, self.entry(e).key), e))
-                .collect();
+            //
+            // The slots name entries anywhere in the arena: each key read
+            // for its summary is a cache miss unless asked for ahead. The
+            // run is sized once (a table of a million keys would otherwise
+            // be copied as it doubles).
+            let slots = &self.table().slots;
+            let mut run: Run = Vec::with_capacity(upto.min(slots.len()));
+            for (i, slot) in slots.iter().enumerate() {
+                if let Some(ahead) = slots
+                    .get(i + SLOTS_PREFETCH_AHEAD)
+                    .and_then(|s| unpack(s.load(Ordering::Relaxed)))
+                {
+                    crate::prefetch::at(ahead.as_ptr().cast(), SLOTS_PREFETCH_BYTES);
+                }
+                if let Some(e) = unpack(slot.load(Ordering::Acquire)) {
+                    run.push((summary(self.hint(), self.entry(e).key), e));
+                }
+            }
             run.sort_unstable_by(|a, b| self.cmp_key(a, b));
             let v = Arc::new(View {
                 main: Arc::new(run),
@@ -843,6 +887,50 @@ mod tests {
         t.insert(b"k000", 1000, Some(&1000u64.to_le_bytes()));
         let second = walk(&t);
         assert_eq!(second[0], (b"k000".to_vec(), 1000));
+    }
+
+    #[test]
+    fn a_table_made_without_a_hint_takes_its_keys_prefix_at_its_first_sort() {
+        // Few keys: the first summary fixes no hint.
+        let t = MemTable::new();
+        for i in 0..HINT_MIN_KEYS as u64 - 1 {
+            t.insert(format!("user{i:012}").as_bytes(), i + 1, Some(b"v"));
+        }
+        t.prepare_newest();
+        assert_eq!(t.hint(), b"");
+        // Enough keys: their shared prefix, kept though later keys do not
+        // share it, and the order stays right.
+        let t = MemTable::new();
+        let n = 3 * HINT_MIN_KEYS as u64;
+        for i in 0..n {
+            t.insert(
+                format!("user{:012}", i * 7 % n).as_bytes(),
+                i + 1,
+                Some(b"v"),
+            );
+        }
+        // A scan of the empty view before any write fixes nothing either.
+        let fresh = MemTable::new();
+        let mut out = Vec::new();
+        fresh.scan_forward(Bound::Included(b"user"), Bound::Unbounded, 1, 8, &mut out);
+        assert!(out.is_empty() && fresh.hint.get().is_none());
+        t.prepare_newest();
+        assert_eq!(t.hint(), b"user000000000");
+        t.insert(b"a", n + 1, Some(b"v"));
+        t.insert(b"zz", n + 2, Some(b"v"));
+        assert_eq!(t.hint(), b"user000000000");
+        let keys: Vec<Vec<u8>> = t.newest().map(|e| e.key.to_vec()).collect();
+        let mut want: Vec<Vec<u8>> = (0..n)
+            .map(|i| format!("user{i:012}").into_bytes())
+            .collect();
+        want.insert(0, b"a".to_vec());
+        want.push(b"zz".to_vec());
+        assert_eq!(keys, want);
+        // A given hint is kept whatever the keys.
+        let t = MemTable::with_hint(b"x");
+        t.insert(b"user1", 1, Some(b"v"));
+        t.prepare_newest();
+        assert_eq!(t.hint(), b"x");
     }
 
     #[test]

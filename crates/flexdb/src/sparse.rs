@@ -652,6 +652,32 @@ impl SparseIndex {
         Some(g)
     }
 
+    /// The interval before `f` (the mirror of [`SparseIndex::next`]: no
+    /// search from the root, only the climb to a common ancestor).
+    pub fn prev(&self, f: &Found) -> Option<Found> {
+        let mut g = *f;
+        if f.idx > 0 {
+            g.idx -= 1;
+        } else {
+            // Climb to the lowest ancestor with a previous child, then take
+            // the last child on every level down to a leaf.
+            let level = (0..f.depth).rev().find(|&l| f.path[l].1 > 0)?;
+            g.path[level].1 -= 1;
+            let (node, i) = g.path[level];
+            let mut node = self.inners[node as usize].child[usize::from(i)];
+            for step in &mut g.path[level + 1..f.depth] {
+                let last = self.inners[node as usize].child.len() - 1;
+                *step = (node, last as u16);
+                node = self.inners[node as usize].child[last];
+            }
+            g.leaf = node;
+            g.idx = self.leaves[node as usize].len() - 1;
+        }
+        // Intervals are contiguous: this one ends where `f` starts.
+        g.offset -= u64::from(self.leaves[g.leaf as usize].size[g.idx]);
+        Some(g)
+    }
+
     /// Calls `visit(anchor, offset, meta)` for every interval in order.
     pub fn for_each(&self, mut visit: impl FnMut(&[u8], u64, MetaRef<'_>)) {
         let mut node = self.root;
@@ -965,6 +991,21 @@ mod tests {
             );
             assert_eq!(g.path[..g.depth], h.path[..h.depth]);
             f = s.next(&g);
+        }
+        assert!(f.is_none());
+        // Stepping back with `prev` from the last interval visits them in
+        // reverse, at the places a search finds.
+        let mut f = Some(s.last());
+        for (a, o, sz) in want.iter().rev() {
+            let g = f.expect("an interval per model entry");
+            assert_eq!((&s.anchor(&g), g.offset, s.meta(&g).size), (a, *o, *sz));
+            let h = s.find(a);
+            assert_eq!(
+                (g.leaf, g.idx, g.offset, g.depth),
+                (h.leaf, h.idx, h.offset, h.depth)
+            );
+            assert_eq!(g.path[..g.depth], h.path[..h.depth]);
+            f = s.prev(&g);
         }
         assert!(f.is_none());
         assert_eq!(s.total(), off);

@@ -1,4 +1,5 @@
-//! Prefetching the cached intervals a forward scan is about to visit.
+//! Prefetching the cached intervals a scan is about to visit, in either
+//! direction.
 //!
 //! A cached interval lies several dependent cache misses from its entry in
 //! the sparse index: the cache slot, then the interval's header, offsets
@@ -30,13 +31,15 @@ pub(crate) struct WalkAhead {
 }
 
 impl WalkAhead {
-    /// Collects the intervals from `f` on until they hold about `pairs`
-    /// pairs, asking for each one's cache slot.
+    /// Collects the intervals from `f` on (from `f` down, when `reverse`)
+    /// until they hold about `pairs` pairs, asking for each one's cache
+    /// slot.
     pub(crate) fn new(
         sparse: &SparseIndex,
         f: &Found,
         pairs: usize,
         cache: &IntervalCache,
+        reverse: bool,
     ) -> WalkAhead {
         let mut w = WalkAhead {
             refs: [None; MAX],
@@ -56,7 +59,12 @@ impl WalkAhead {
             if w.len == MAX || seen >= pairs {
                 return w;
             }
-            match sparse.next(&g) {
+            let step = if reverse {
+                sparse.prev(&g)
+            } else {
+                sparse.next(&g)
+            };
+            match step {
                 Some(n) => g = n,
                 None => return w,
             }
@@ -120,17 +128,23 @@ mod tests {
         let cache = IntervalCache::new(1 << 20);
         let (sparse, refs) = index(30, 10, &cache);
         let f = sparse.find(b"k03x");
-        let w = WalkAhead::new(&sparse, &f, 35, &cache);
+        let w = WalkAhead::new(&sparse, &f, 35, &cache, false);
         assert_eq!(w.len, 4);
         assert_eq!(&w.refs[..w.len], &refs[3..7]);
-        // Near the end: only what is left.
-        let w = WalkAhead::new(&sparse, &sparse.find(b"k28"), 64, &cache);
+        // Backward: the same intervals from `f` down.
+        let w = WalkAhead::new(&sparse, &f, 35, &cache, true);
+        let down: Vec<_> = refs[..=3].iter().rev().copied().collect();
+        assert_eq!(&w.refs[..w.len], &down[..]);
+        // Near either end: only what is left.
+        let w = WalkAhead::new(&sparse, &sparse.find(b"k28"), 64, &cache, false);
         assert_eq!(&w.refs[..w.len], &refs[28..30]);
+        let w = WalkAhead::new(&sparse, &sparse.find(b"k01"), 64, &cache, true);
+        assert_eq!(&w.refs[..w.len], &[refs[1], refs[0]]);
         // Unknown counts are assumed, and the walk is bounded.
         let (sparse, refs) = index(30, UNKNOWN_COUNT, &cache);
-        let w = WalkAhead::new(&sparse, &sparse.find(b""), 20, &cache);
+        let w = WalkAhead::new(&sparse, &sparse.find(b""), 20, &cache, false);
         assert_eq!(&w.refs[..w.len], &refs[..3]);
-        let w = WalkAhead::new(&sparse, &sparse.find(b""), 1 << 20, &cache);
+        let w = WalkAhead::new(&sparse, &sparse.find(b""), 1 << 20, &cache, false);
         assert_eq!(w.len, MAX);
         // Hints only: nothing counted, nothing changed, whatever the step.
         let before = cache.counts();

@@ -57,6 +57,9 @@ pub trait Engine: Send + Sync {
     /// Reads up to `n` pairs from the first key `>= start`; returns how
     /// many it read.
     fn scan(&self, start: &[u8], n: usize) -> Result<usize>;
+    /// Reads up to `n` pairs from the last key `<= start` down, in
+    /// descending order (`--scan-reverse`); returns how many it read.
+    fn scan_back(&self, start: &[u8], n: usize) -> Result<usize>;
     /// Moves buffered writes to the engine's main structure (memtables to
     /// the space or to tables) and makes them durable.
     fn flush(&self) -> Result<()>;

@@ -92,6 +92,10 @@ pub struct YcsbArgs {
     /// Pairs read by a scan of workload e.
     #[arg(long, default_value_t = 50)]
     pub scan_len: usize,
+    /// Workload e scans down from its key (the pairs at or below it, in
+    /// descending order) instead of up.
+    #[arg(long)]
+    pub scan_reverse: bool,
     /// Directory for the stores (default: a new temporary directory in the
     /// current one, removed afterwards).
     #[arg(long)]
@@ -287,6 +291,7 @@ impl YcsbArgs {
             ("--pread", self.pread),
             ("--keep", self.keep),
             ("--no-reopen", self.no_reopen),
+            ("--scan-reverse", self.scan_reverse),
         ] {
             if on {
                 a.push(flag.into());
@@ -433,6 +438,7 @@ fn run_engine(
         dist: args.dist,
         seed: args.seed,
         scan_len: args.scan_len,
+        scan_reverse: args.scan_reverse,
         count: AtomicU64::new(args.records),
         acked: AtomicU64::new(args.records),
     };
@@ -599,6 +605,7 @@ fn workload_result(
         records: args.records,
         threads,
         sync: args.sync,
+        scan_reverse: args.scan_reverse,
         seconds: o.seconds,
         settle_seconds: 0.0,
         cpu_us_per_op: None,

@@ -67,6 +67,9 @@ pub struct WorkloadResult {
     pub threads: usize,
     /// Whether every write synced the WAL.
     pub sync: bool,
+    /// Whether scans went down from their key (`--scan-reverse`).
+    #[serde(default)]
+    pub scan_reverse: bool,
     /// Seconds the timed phase took.
     pub seconds: f64,
     /// Seconds the untimed flush and `syncfs` after the phase took (the
@@ -245,8 +248,16 @@ pub fn table(records: &[Record]) -> String {
     let mut s = String::new();
     if let Some(first) = ws.first() {
         s += &format!(
-            "# ycsb: dataset {} ({} records), dist {}, sync {}\n",
-            first.dataset, first.records, first.dist, first.sync
+            "# ycsb: dataset {} ({} records), dist {}, sync {}{}\n",
+            first.dataset,
+            first.records,
+            first.dist,
+            first.sync,
+            if first.scan_reverse {
+                ", scans in reverse"
+            } else {
+                ""
+            }
         );
     }
     s += &format!(

@@ -39,6 +39,8 @@ pub struct Setup {
     pub seed: u64,
     /// Pairs per scan.
     pub scan_len: usize,
+    /// Scans go down from their key instead of up.
+    pub scan_reverse: bool,
     /// The record count: `records` plus every insert started so far (the
     /// next new key's index).
     pub count: AtomicU64,
@@ -273,7 +275,11 @@ pub fn timed(
                     out.user_bytes += pair;
                 }
                 OpKind::Scan => {
-                    out.scanned += engine.scan(&key, setup.scan_len)? as u64;
+                    out.scanned += if setup.scan_reverse {
+                        engine.scan_back(&key, setup.scan_len)?
+                    } else {
+                        engine.scan(&key, setup.scan_len)?
+                    } as u64;
                 }
                 OpKind::Rmw => {
                     if engine.get(&key)?.is_none() {
@@ -305,6 +311,7 @@ mod tests {
             dist,
             seed: 1,
             scan_len: 50,
+            scan_reverse: false,
             count: AtomicU64::new(records),
             acked: AtomicU64::new(records),
         }
@@ -376,6 +383,9 @@ mod tests {
                 Ok(())
             }
             fn scan(&self, _: &[u8], _: usize) -> Result<usize> {
+                Ok(0)
+            }
+            fn scan_back(&self, _: &[u8], _: usize) -> Result<usize> {
                 Ok(0)
             }
             fn flush(&self) -> Result<()> {

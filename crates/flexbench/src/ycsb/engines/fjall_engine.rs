@@ -65,6 +65,14 @@ impl Engine for FjallEngine {
         }
         Ok(count)
     }
+    fn scan_back(&self, start: &[u8], n: usize) -> Result<usize> {
+        let mut count = 0;
+        for g in self.ks.range::<&[u8], _>(..=start).rev().take(n) {
+            std::hint::black_box(g.into_inner().map_err(err)?);
+            count += 1;
+        }
+        Ok(count)
+    }
     fn flush(&self) -> Result<()> {
         self.ks.rotate_memtable_and_wait().map_err(err)?;
         self.db.persist(PersistMode::SyncAll).map_err(err)

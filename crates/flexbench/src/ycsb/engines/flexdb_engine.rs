@@ -58,6 +58,22 @@ impl Engine for FlexDbEngine {
         }
         Ok(count)
     }
+    fn scan_back(&self, start: &[u8], n: usize) -> Result<usize> {
+        let mut it = self
+            .db
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(start)));
+        let mut count = 0;
+        while count < n {
+            match it.next_back_ref() {
+                Some(pair) => {
+                    std::hint::black_box(pair.map_err(err)?);
+                    count += 1;
+                }
+                None => break,
+            }
+        }
+        Ok(count)
+    }
     fn flush(&self) -> Result<()> {
         self.db.flush().map_err(err)
     }

@@ -79,6 +79,20 @@ impl Engine for LmdbEngine {
         }
         Ok(count)
     }
+    fn scan_back(&self, start: &[u8], n: usize) -> Result<usize> {
+        let r = self.env.read_txn().map_err(err)?;
+        // (An empty key, refused as a bound, is below every stored key.)
+        if start.is_empty() {
+            return Ok(0);
+        }
+        let range = (std::ops::Bound::Unbounded, std::ops::Bound::Included(start));
+        let mut count = 0;
+        for item in self.db.rev_range(&r, &range).map_err(err)?.take(n) {
+            std::hint::black_box(item.map_err(err)?);
+            count += 1;
+        }
+        Ok(count)
+    }
     fn flush(&self) -> Result<()> {
         self.env.force_sync().map_err(err)
     }

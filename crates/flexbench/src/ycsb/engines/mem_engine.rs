@@ -43,6 +43,14 @@ impl Engine for MemEngine {
             .take(n)
             .count())
     }
+    fn scan_back(&self, start: &[u8], n: usize) -> Result<usize> {
+        let map = self.map.read().map_err(poisoned)?;
+        Ok(map
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(start)))
+            .rev()
+            .take(n)
+            .count())
+    }
     fn flush(&self) -> Result<()> {
         Ok(())
     }

@@ -83,6 +83,18 @@ impl Engine for RocksEngine {
         it.status().map_err(err)?;
         Ok(count)
     }
+    fn scan_back(&self, start: &[u8], n: usize) -> Result<usize> {
+        let mut it = self.db.raw_iterator_opt(ReadOptions::default());
+        it.seek_for_prev(start);
+        let mut count = 0;
+        while count < n && it.valid() {
+            std::hint::black_box((it.key(), it.value()));
+            count += 1;
+            it.prev();
+        }
+        it.status().map_err(err)?;
+        Ok(count)
+    }
     fn flush(&self) -> Result<()> {
         self.db.flush().map_err(err)?;
         self.db.flush_wal(true).map_err(err)
