@@ -370,6 +370,34 @@ mod tests {
     }
 
     #[test]
+    fn reverse_scans_read_the_pairs_at_or_below_their_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = EngineConfig {
+            cache_bytes: 1 << 20,
+            memtable_bytes: 4 << 20,
+            sync: false,
+            pread: false,
+        };
+        for engine in ["mem", "flexdb"] {
+            let e = open(engine, &dir.path().join(engine), &cfg).unwrap();
+            let mut s = setup(1000, Dist::Uniform);
+            load(e.as_ref(), &s, 1).unwrap();
+            let key = |i| s.keys.key(i);
+            assert_eq!(e.scan_back(&key(9), 50).unwrap(), 10, "{engine}");
+            assert_eq!(e.scan_back(&key(500), 50).unwrap(), 50, "{engine}");
+            // Between two keys: from the lower one down.
+            let mut mid = key(20);
+            mid.push(0);
+            assert_eq!(e.scan_back(&mid, 1000).unwrap(), 21, "{engine}");
+            assert_eq!(e.scan_back(b"", 50).unwrap(), 0, "{engine}");
+            s.scan_reverse = true;
+            let o = timed(e.as_ref(), &s, Workload::E, 2, 0.05).unwrap();
+            assert!(o.scanned > 0, "{engine}");
+            e.close().unwrap();
+        }
+    }
+
+    #[test]
     fn engine_errors_stop_the_phase() {
         struct Failing;
         impl Engine for Failing {
