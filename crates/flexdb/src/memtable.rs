@@ -34,6 +34,10 @@
 //! - Versions are never removed while the table lives; a deletion is a
 //!   version without a value (a tombstone) so it can hide the pair in the
 //!   space until it is committed.
+//! - Every key summary of a table skips the same prefix (`hint`): given
+//!   when the table is made, or fixed by the first summary made, and never
+//!   changed after, since summaries under different prefixes do not
+//!   compare.
 
 use std::cmp::Ordering as CmpOrdering;
 use std::ops::Bound;
@@ -247,7 +251,8 @@ fn common_len(a: &[u8], b: &[u8]) -> usize {
 }
 
 impl MemTable {
-    /// An empty table.
+    /// An empty table (whose keys' prefix is found when it is first
+    /// sorted).
     pub fn new() -> Self {
         Self::with_hint(&[])
     }
