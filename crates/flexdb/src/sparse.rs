@@ -963,6 +963,31 @@ mod tests {
         }
     }
 
+    /// Steps through `s` from `f` with `step`, checking each interval
+    /// against the next of `want` (anchor, offset, size) and against the
+    /// place a search finds (paths too: `resize` uses them), until both
+    /// end.
+    fn walk<'w>(
+        s: &SparseIndex,
+        f: Found,
+        want: impl Iterator<Item = &'w (Vec<u8>, u64, u32)>,
+        step: impl Fn(&SparseIndex, &Found) -> Option<Found>,
+    ) {
+        let mut f = Some(f);
+        for (a, o, sz) in want {
+            let g = f.expect("an interval per model entry");
+            assert_eq!((&s.anchor(&g), g.offset, s.meta(&g).size), (a, *o, *sz));
+            let h = s.find(a);
+            assert_eq!(
+                (g.leaf, g.idx, g.offset, g.depth),
+                (h.leaf, h.idx, h.offset, h.depth)
+            );
+            assert_eq!(g.path[..g.depth], h.path[..h.depth]);
+            f = step(s, &g);
+        }
+        assert!(f.is_none());
+    }
+
     /// The model: (anchor, size) in order.
     fn check(s: &SparseIndex, model: &[(Vec<u8>, u32)]) {
         let mut got = Vec::new();
@@ -977,37 +1002,10 @@ mod tests {
             })
             .collect();
         assert_eq!(got, want);
-        // Stepping with `next` visits the same intervals.
-        let mut f = Some(s.find(b""));
-        for (a, o, sz) in &want {
-            let g = f.expect("an interval per model entry");
-            assert_eq!((&s.anchor(&g), g.offset, s.meta(&g).size), (a, *o, *sz));
-            // The same place as a search finds (paths too: `resize` uses
-            // them).
-            let h = s.find(a);
-            assert_eq!(
-                (g.leaf, g.idx, g.offset, g.depth),
-                (h.leaf, h.idx, h.offset, h.depth)
-            );
-            assert_eq!(g.path[..g.depth], h.path[..h.depth]);
-            f = s.next(&g);
-        }
-        assert!(f.is_none());
-        // Stepping back with `prev` from the last interval visits them in
-        // reverse, at the places a search finds.
-        let mut f = Some(s.last());
-        for (a, o, sz) in want.iter().rev() {
-            let g = f.expect("an interval per model entry");
-            assert_eq!((&s.anchor(&g), g.offset, s.meta(&g).size), (a, *o, *sz));
-            let h = s.find(a);
-            assert_eq!(
-                (g.leaf, g.idx, g.offset, g.depth),
-                (h.leaf, h.idx, h.offset, h.depth)
-            );
-            assert_eq!(g.path[..g.depth], h.path[..h.depth]);
-            f = s.prev(&g);
-        }
-        assert!(f.is_none());
+        // Stepping with `next` from the first interval visits the same
+        // intervals, and `prev` from the last one visits them in reverse.
+        walk(s, s.find(b""), want.iter(), SparseIndex::next);
+        walk(s, s.last(), want.iter().rev(), SparseIndex::prev);
         assert_eq!(s.total(), off);
         assert_eq!(s.len(), model.len() as u64);
         for (a, o, _) in &want {

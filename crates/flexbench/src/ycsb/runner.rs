@@ -317,15 +317,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn load_inserts_every_record_once_and_workloads_run() {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = EngineConfig {
+    /// Engines with a 1 MiB cache and 4 MiB MemTables.
+    fn small_config() -> EngineConfig {
+        EngineConfig {
             cache_bytes: 1 << 20,
             memtable_bytes: 4 << 20,
             sync: false,
             pread: false,
-        };
+        }
+    }
+
+    #[test]
+    fn load_inserts_every_record_once_and_workloads_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = small_config();
         for dist in [Dist::Seq, Dist::Zipf] {
             let e = open("mem", dir.path(), &cfg).unwrap();
             let s = setup(5000, dist);
@@ -372,12 +377,7 @@ mod tests {
     #[test]
     fn reverse_scans_read_the_pairs_at_or_below_their_key() {
         let dir = tempfile::tempdir().unwrap();
-        let cfg = EngineConfig {
-            cache_bytes: 1 << 20,
-            memtable_bytes: 4 << 20,
-            sync: false,
-            pread: false,
-        };
+        let cfg = small_config();
         for engine in ["mem", "flexdb"] {
             let e = open(engine, &dir.path().join(engine), &cfg).unwrap();
             let mut s = setup(1000, Dist::Uniform);

@@ -30,6 +30,28 @@ fn err(e: flexdb::Error) -> String {
     format!("flexdb: {e}")
 }
 
+/// Reads up to `n` pairs of `it`, from its top end down when `reverse`:
+/// lent pairs, as the peers' engines read them (RocksDB's raw iterator,
+/// LMDB's cursor), no copy per pair.
+fn read_lent(mut it: flexdb::Iter<'_>, n: usize, reverse: bool) -> Result<usize> {
+    let mut count = 0;
+    while count < n {
+        let pair = if reverse {
+            it.next_back_ref()
+        } else {
+            it.next_ref()
+        };
+        match pair {
+            Some(pair) => {
+                std::hint::black_box(pair.map_err(err)?);
+                count += 1;
+            }
+            None => break,
+        }
+    }
+    Ok(count)
+}
+
 impl Engine for FlexDbEngine {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.db.put(key, value).map_err(err)
@@ -41,38 +63,16 @@ impl Engine for FlexDbEngine {
         self.db.delete(key).map_err(err)
     }
     fn scan(&self, start: &[u8], n: usize) -> Result<usize> {
-        // Lent pairs, as the peers' engines read them (RocksDB's raw
-        // iterator, LMDB's cursor): no copy per pair.
-        let mut it = self
+        let it = self
             .db
             .range::<[u8], _>((Bound::Included(start), Bound::Unbounded));
-        let mut count = 0;
-        while count < n {
-            match it.next_ref() {
-                Some(pair) => {
-                    std::hint::black_box(pair.map_err(err)?);
-                    count += 1;
-                }
-                None => break,
-            }
-        }
-        Ok(count)
+        read_lent(it, n, false)
     }
     fn scan_back(&self, start: &[u8], n: usize) -> Result<usize> {
-        let mut it = self
+        let it = self
             .db
             .range::<[u8], _>((Bound::Unbounded, Bound::Included(start)));
-        let mut count = 0;
-        while count < n {
-            match it.next_back_ref() {
-                Some(pair) => {
-                    std::hint::black_box(pair.map_err(err)?);
-                    count += 1;
-                }
-                None => break,
-            }
-        }
-        Ok(count)
+        read_lent(it, n, true)
     }
     fn flush(&self) -> Result<()> {
         self.db.flush().map_err(err)

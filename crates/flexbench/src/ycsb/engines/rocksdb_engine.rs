@@ -61,6 +61,31 @@ pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
     }))
 }
 
+impl RocksEngine {
+    /// Reads up to `n` pairs with a raw iterator from the first key `>=
+    /// start` up, or, when `reverse`, from the last key `<= start` down.
+    fn read_from(&self, start: &[u8], n: usize, reverse: bool) -> Result<usize> {
+        let mut it = self.db.raw_iterator_opt(ReadOptions::default());
+        if reverse {
+            it.seek_for_prev(start);
+        } else {
+            it.seek(start);
+        }
+        let mut count = 0;
+        while count < n && it.valid() {
+            std::hint::black_box((it.key(), it.value()));
+            count += 1;
+            if reverse {
+                it.prev();
+            } else {
+                it.next();
+            }
+        }
+        it.status().map_err(err)?;
+        Ok(count)
+    }
+}
+
 impl Engine for RocksEngine {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.db.put_opt(key, value, &self.write).map_err(err)
@@ -72,28 +97,10 @@ impl Engine for RocksEngine {
         self.db.delete_opt(key, &self.write).map_err(err)
     }
     fn scan(&self, start: &[u8], n: usize) -> Result<usize> {
-        let mut it = self.db.raw_iterator_opt(ReadOptions::default());
-        it.seek(start);
-        let mut count = 0;
-        while count < n && it.valid() {
-            std::hint::black_box((it.key(), it.value()));
-            count += 1;
-            it.next();
-        }
-        it.status().map_err(err)?;
-        Ok(count)
+        self.read_from(start, n, false)
     }
     fn scan_back(&self, start: &[u8], n: usize) -> Result<usize> {
-        let mut it = self.db.raw_iterator_opt(ReadOptions::default());
-        it.seek_for_prev(start);
-        let mut count = 0;
-        while count < n && it.valid() {
-            std::hint::black_box((it.key(), it.value()));
-            count += 1;
-            it.prev();
-        }
-        it.status().map_err(err)?;
-        Ok(count)
+        self.read_from(start, n, true)
     }
     fn flush(&self) -> Result<()> {
         self.db.flush().map_err(err)?;
