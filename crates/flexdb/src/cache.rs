@@ -210,11 +210,12 @@ impl IntervalCache {
     }
 
     /// Asks for the lines of the entry last cached in `r`'s slot: its
-    /// header, its offsets and up to `bytes` of its bytes. Reads the slot's
-    /// addresses without its lock (so it waits for the slot's line unless
+    /// header, its offsets and up to `bytes` of its bytes, its first ones
+    /// or, when `tail`, its last ones. Reads the slot's addresses without
+    /// its lock (so it waits for the slot's line unless
     /// [`IntervalCache::prefetch_slot`] asked for it before), writes
     /// nothing, counts nothing.
-    pub fn prefetch_entry(&self, r: Option<CacheRef>, bytes: usize) {
+    pub fn prefetch_entry(&self, r: Option<CacheRef>, bytes: usize, tail: bool) {
         let Some(slot) = r.and_then(|r| self.slot(r.slot)) else {
             return;
         };
@@ -229,7 +230,13 @@ impl IntervalCache {
             counts + std::mem::size_of::<IntervalData>(),
         );
         at(&h.offsets, h.offsets_len.load(Ordering::Relaxed));
-        at(&h.bytes, h.bytes_len.load(Ordering::Relaxed).min(bytes));
+        let len = h.bytes_len.load(Ordering::Relaxed);
+        let take = len.min(bytes);
+        let skip = if tail { len - take } else { 0 };
+        crate::prefetch::at(
+            (h.bytes.load(Ordering::Relaxed) as *const u8).wrapping_add(skip),
+            take,
+        );
     }
 
     /// Applies `read` to the entry behind `r`, under the slot's lock as

@@ -205,10 +205,12 @@ impl IntervalData {
         ]
     }
 
-    /// Like [`IntervalData::prefetch_head`], for the last `max` bytes (a
-    /// backward walk starts there).
+    /// Like [`IntervalData::prefetch_head`], for the offsets and the last
+    /// `max` bytes (a backward walk starts there).
     #[inline]
     pub fn prefetch_tail(&self, max: usize) {
+        let [(offsets, offsets_len), _] = self.lines();
+        crate::prefetch::at(offsets, offsets_len);
         crate::prefetch::bytes(&self.bytes[self.bytes.len().saturating_sub(max)..]);
     }
 

@@ -444,9 +444,14 @@ impl MemTable {
 
     /// The newest version of each key among `entries`, sorted by key.
     fn sort_newest(&self, entries: &[EntryPtr]) -> Run {
+        if entries.is_empty() {
+            // (No summary: the first one made fixes the hint.)
+            return Vec::new();
+        }
+        let hint = self.hint();
         let mut run: Run = entries
             .iter()
-            .map(|&e| (summary(self.hint(), self.entry(e).key), e))
+            .map(|&e| (summary(hint, self.entry(e).key), e))
             .collect();
         run.sort_unstable_by(|a, b| self.cmp_entries(a, b));
         run.dedup_by(|later, first| {
@@ -755,6 +760,7 @@ impl MemTable {
             // run is sized once (a table of a million keys would otherwise
             // be copied as it doubles).
             let slots = &self.table().slots;
+            let hint = self.hint();
             let mut run: Run = Vec::with_capacity(upto.min(slots.len()));
             for (i, slot) in slots.iter().enumerate() {
                 if let Some(ahead) = slots
@@ -764,7 +770,7 @@ impl MemTable {
                     crate::prefetch::at(ahead.as_ptr().cast(), SLOTS_PREFETCH_BYTES);
                 }
                 if let Some(e) = unpack(slot.load(Ordering::Acquire)) {
-                    run.push((summary(self.hint(), self.entry(e).key), e));
+                    run.push((summary(hint, self.entry(e).key), e));
                 }
             }
             run.sort_unstable_by(|a, b| self.cmp_key(a, b));

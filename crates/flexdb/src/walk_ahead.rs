@@ -28,6 +28,8 @@ const ASSUMED_PAIRS: usize = 8;
 pub(crate) struct WalkAhead {
     refs: [Option<CacheRef>; MAX],
     len: usize,
+    /// The walk goes down: an interval is entered at its end.
+    reverse: bool,
 }
 
 impl WalkAhead {
@@ -44,6 +46,7 @@ impl WalkAhead {
         let mut w = WalkAhead {
             refs: [None; MAX],
             len: 0,
+            reverse,
         };
         let (mut g, mut seen) = (*f, 0);
         loop {
@@ -72,15 +75,15 @@ impl WalkAhead {
     }
 
     /// Called as the walk reaches its `k`-th interval (0: the first): asks
-    /// for the header, offsets and up to `bytes` bytes of the interval two
-    /// steps ahead (and, at the start, of the next one), whose slots were
-    /// asked for when the walk began.
+    /// for the header, offsets and up to `bytes` bytes (from the end the
+    /// walk enters by) of the interval two steps ahead (and, at the start,
+    /// of the next one), whose slots were asked for when the walk began.
     pub(crate) fn reached(&self, k: usize, cache: &IntervalCache, bytes: usize) {
         if k == 0 && self.len > 1 {
-            cache.prefetch_entry(self.refs[1], bytes);
+            cache.prefetch_entry(self.refs[1], bytes, self.reverse);
         }
         if k + 2 < self.len {
-            cache.prefetch_entry(self.refs[k + 2], bytes);
+            cache.prefetch_entry(self.refs[k + 2], bytes, self.reverse);
         }
     }
 }
@@ -150,6 +153,11 @@ mod tests {
         let before = cache.counts();
         for k in 0..MAX + 3 {
             w.reached(k, &cache, 4096);
+        }
+        let back = WalkAhead::new(&sparse, &sparse.find(b"k29"), 1 << 20, &cache, true);
+        assert_eq!(back.len, MAX);
+        for k in 0..MAX + 3 {
+            back.reached(k, &cache, 16);
         }
         cache.remove(refs[2].unwrap());
         w.reached(1, &cache, 4096);
