@@ -349,6 +349,9 @@ impl FlexSpace {
     pub fn update_tagged(&self, offset: u64, data: &[u8], old_len: u64, tag: u16) -> Result<()> {
         self.s.mutate(data.len() as u64, |g| {
             g.check_range(offset, old_len)?;
+            if old_len > 0 && old_len == data.len() as u64 {
+                return g.replace(offset, data, tag);
+            }
             if old_len > 0 {
                 g.collapse(offset, old_len)?;
             }

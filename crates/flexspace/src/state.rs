@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use flextree::FlexTree;
+use flextree::{FlexTree, Piece};
 
 use crate::error::{Error, Result};
 use crate::grace::Readers;
@@ -53,6 +53,8 @@ pub struct State {
     /// Live bytes when garbage collection last found nothing it could
     /// relocate to make room (it is not tried again before they change).
     pub gc_stuck_at: Option<u64>,
+    /// The pieces a [`State::replace`] unmapped (kept for its allocation).
+    replaced: Vec<Piece>,
     writer: Arc<Writer>,
     readers: Arc<Readers>,
 }
@@ -82,6 +84,7 @@ impl State {
             commit_id: (0, 0),
             gc_active: false,
             gc_stuck_at: None,
+            replaced: Vec::new(),
             writer,
             readers,
         }
@@ -266,6 +269,49 @@ impl State {
         }
         self.tree.collapse(offset, len)?;
         self.log(LogOp::Collapse { loff: offset, len });
+        Ok(())
+    }
+
+    /// Replaces the `data.len()` bytes at `offset` (checked) with `data`,
+    /// tagging the extent that starts with it: the same extents and log
+    /// records as [`State::collapse`] then [`State::insert`], but when the
+    /// data fits the open segment and is one extent, the tree maps it in
+    /// place ([`FlexTree::replace`]) instead of shifting every later byte
+    /// down and back up (a pair rewritten with a value of the same size).
+    pub fn replace(&mut self, offset: u64, data: &[u8], tag: u16) -> Result<()> {
+        let len = data.len();
+        let in_place = tag != 0
+            && len > 0
+            && len as u64 <= MAX_EXTENT
+            && self.filler.as_ref().is_some_and(|f| f.room() >= len);
+        if !in_place {
+            self.collapse(offset, len as u64)?;
+            return self.insert(offset, data, tag);
+        }
+        let (addr, got) = self.append(data)?;
+        let mut old = std::mem::take(&mut self.replaced);
+        old.clear();
+        let done = self.tree.replace(offset, got, addr, tag, &mut old);
+        if done.is_ok() {
+            for p in &old {
+                if let Some(a) = p.addr {
+                    self.seg.remove(a, p.len);
+                }
+            }
+        }
+        self.replaced = old;
+        done?;
+        self.seg.add(addr, got);
+        self.log(LogOp::Collapse {
+            loff: offset,
+            len: got,
+        });
+        self.log(LogOp::Insert {
+            loff: offset,
+            len: got,
+            addr,
+            tag,
+        });
         Ok(())
     }
 

@@ -347,6 +347,112 @@ impl FlexTree {
         Ok(())
     }
 
+    /// Replaces `offset..offset + len` with one new extent of the same
+    /// length at `addr..addr + len`, tagged `tag`: the extents this gives
+    /// are those of [`FlexTree::collapse`], then [`FlexTree::insert`], then
+    /// (for a nonzero `tag`) [`FlexTree::set_tag`] at `offset`, and the
+    /// pieces the range mapped before (one per extent, as
+    /// [`FlexTree::query_into`] gives them) are put in `old`.
+    ///
+    /// No byte moves, so when the range lies in one leaf and `tag` is
+    /// nonzero (a tagged extent never merges into its predecessor), one
+    /// descent edits that leaf and no shift value changes; otherwise it
+    /// runs the three operations.
+    pub fn replace(
+        &mut self,
+        offset: u64,
+        len: u64,
+        addr: u64,
+        tag: u16,
+        old: &mut Vec<Piece>,
+    ) -> Result<()> {
+        self.check_within(offset, len)?;
+        Self::check_addr(addr, len)?;
+        self.check_height_room()?;
+        if tag != 0 && self.replace_in_leaf(offset, len, addr, tag, old) {
+            return Ok(());
+        }
+        self.query_into(offset, len, old)?;
+        self.collapse(offset, len)?;
+        self.insert(offset, len, addr)?;
+        if tag != 0 {
+            self.set_tag(offset, tag)?;
+        }
+        Ok(())
+    }
+
+    /// [`FlexTree::replace`] within the leaf holding `offset`; false (and
+    /// nothing changed but the path's node splits and dirty marks, which
+    /// leave the extents alone) when the range runs past that leaf.
+    fn replace_in_leaf(
+        &mut self,
+        offset: u64,
+        len: u64,
+        addr: u64,
+        tag: u16,
+        old: &mut Vec<Piece>,
+    ) -> bool {
+        let mut path = Path::new();
+        let (leaf_id, rel) = self.descend_mut(offset, &mut path);
+        let l = &mut self.leaves[leaf_id as usize];
+        let (first, first_start) = l.locate(rel);
+        let end = rel + len;
+        // The last entry the range touches.
+        let (mut last, mut last_start) = (first, first_start);
+        while last < l.count && last_start + l.len[last] < end {
+            last_start += l.len[last];
+            last += 1;
+        }
+        if last >= l.count {
+            return false;
+        }
+        old.clear();
+        let mut start = first_start;
+        for i in first..=last {
+            let from = start.max(rel);
+            let to = (start + l.len[i]).min(end);
+            old.push(Piece {
+                addr: addr_of(l.word[i]).map(|a| a + (from - start)),
+                len: to - from,
+            });
+            start += l.len[i];
+        }
+        // What stays of the first and last entries around the range; the
+        // tail, like any piece split off an extent's middle, has no tag.
+        let head = (rel > first_start).then(|| (rel - first_start, l.word[first]));
+        let last_end = last_start + l.len[last];
+        let tail = (end < last_end).then(|| {
+            let a = addr_of(l.word[last]).map(|a| a + (end - last_start));
+            (last_end - end, a)
+        });
+        let replaced = last + 1 - first;
+        let entries = 1 + usize::from(head.is_some()) + usize::from(tail.is_some());
+        if entries > replaced {
+            // At most two more: `descend_mut` left room for them.
+            l.open_gap(last + 1, entries - replaced);
+        } else if entries < replaced {
+            l.close_gap(first + entries, replaced - entries);
+        }
+        let mut at = first;
+        if let Some((hlen, word)) = head {
+            l.len[at] = hlen;
+            l.word[at] = word;
+            at += 1;
+        }
+        l.set_entry(at, len, Some(addr), tag);
+        if let Some((tlen, taddr)) = tail {
+            l.set_entry(at + 1, tlen, taddr, 0);
+        }
+        self.extents = self
+            .extents
+            .wrapping_add(entries as u64)
+            .wrapping_sub(replaced as u64);
+        if entries < replaced {
+            self.rebalance(&path);
+        }
+        true
+    }
+
     /// The physical address of the byte at `offset`, `None` inside a hole.
     pub fn lookup(&self, offset: u64) -> Result<Option<u64>> {
         self.check_point(offset)?;

@@ -44,6 +44,12 @@ enum Op {
         at: u64,
         tag: u16,
     },
+    /// Same-length replacement (a pair rewritten in place).
+    Replace {
+        at: u64,
+        len: u64,
+        tag: u16,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -55,8 +61,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => len.clone().prop_map(|len| Op::Append { len }),
         1 => (frac, len.clone()).prop_map(|(at, len)| Op::Hole { at, len }),
         1 => (frac, len.clone()).prop_map(|(at, len)| Op::Collapse { at, len }),
-        1 => (frac, len).prop_map(|(at, len)| Op::RemapMerged { at, len }),
+        1 => (frac, len.clone()).prop_map(|(at, len)| Op::RemapMerged { at, len }),
         1 => (frac, 0u16..3).prop_map(|(at, tag)| Op::SetTag { at, tag }),
+        2 => (frac, len, 0u16..3).prop_map(|(at, len, tag)| Op::Replace { at, len, tag }),
     ]
 }
 
@@ -121,6 +128,32 @@ impl World {
                 let at = pick(at, total);
                 self.tree.set_tag(at, tag).unwrap();
                 self.model.set_tag(at, tag);
+            }
+            Op::Replace { at, len, tag } if total > 0 => {
+                let at = pick(at, total);
+                let len = len.min(total - at);
+                let addr = self.alloc(len);
+                // The same edit as three operations, on a copy: the extents
+                // (boundaries, addresses, tags) must come out the same.
+                let mut twin = self.tree.clone();
+                twin.collapse(at, len).unwrap();
+                twin.insert(at, len, addr).unwrap();
+                if tag != 0 {
+                    twin.set_tag(at, tag).unwrap();
+                }
+                let before = self.tree.query(at, len).unwrap();
+                let mut old = Vec::new();
+                self.tree.replace(at, len, addr, tag, &mut old).unwrap();
+                assert_eq!(old, before);
+                let extents = |t: &FlexTree| t.extents_from(0).unwrap().collect::<Vec<_>>();
+                assert_eq!(extents(&self.tree), extents(&twin));
+                assert_eq!(self.tree.extent_count(), twin.extent_count());
+                self.model.collapse(at, len);
+                self.model.insert(at, len, Some(addr));
+                if tag != 0 {
+                    self.model.set_tag(at, tag);
+                }
+                self.last_end = at + len;
             }
             _ => {}
         }

@@ -4,19 +4,52 @@
 mod common;
 
 use common::{assert_same, coalesce, Model};
-use flextree::{Error, FlexTree, MAX_ADDR, MAX_SPACE};
+use flextree::{Error, FlexTree, Piece, MAX_ADDR, MAX_SPACE};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Insert { at: u64, len: u64, addr: u64 },
-    Hole { at: u64, len: u64 },
-    Append { len: u64, addr: u64 },
-    Collapse { at: u64, len: u64 },
-    Remap { at: u64, len: u64, addr: u64 },
-    RemapMerged { at: u64, len: u64, addr: u64 },
-    SetTag { at: u64, tag: u16 },
-    Query { at: u64, len: u64 },
+    Insert {
+        at: u64,
+        len: u64,
+        addr: u64,
+    },
+    Hole {
+        at: u64,
+        len: u64,
+    },
+    Append {
+        len: u64,
+        addr: u64,
+    },
+    Collapse {
+        at: u64,
+        len: u64,
+    },
+    Remap {
+        at: u64,
+        len: u64,
+        addr: u64,
+    },
+    RemapMerged {
+        at: u64,
+        len: u64,
+        addr: u64,
+    },
+    SetTag {
+        at: u64,
+        tag: u16,
+    },
+    Replace {
+        at: u64,
+        len: u64,
+        addr: u64,
+        tag: u16,
+    },
+    Query {
+        at: u64,
+        len: u64,
+    },
 }
 
 /// Offsets and lengths are drawn as fractions so they fit any space size.
@@ -31,6 +64,7 @@ fn op(max_len: u64) -> impl Strategy<Value = Op> {
         1 => (frac, len.clone(), 0u64..1 << 40).prop_map(|(at, len, addr)| Op::Remap { at, len, addr }),
         1 => (frac, len.clone(), 0u64..1 << 40).prop_map(|(at, len, addr)| Op::RemapMerged { at, len, addr }),
         2 => (frac, 0u16..5).prop_map(|(at, tag)| Op::SetTag { at, tag }),
+        2 => (frac, len.clone(), 0u64..1 << 40, 0u16..3).prop_map(|(at, len, addr, tag)| Op::Replace { at, len, addr, tag }),
         2 => (frac, len).prop_map(|(at, len)| Op::Query { at, len }),
     ]
 }
@@ -126,6 +160,27 @@ fn apply(tree: &mut FlexTree, model: &mut Model, op: &Op) {
             tree.set_tag(at, tag).unwrap();
             model.set_tag(at, tag);
             assert_eq!(tree.get_tag(at).unwrap(), model.get_tag(at));
+        }
+        Op::Replace { at, len, addr, tag } if total > 0 => {
+            let at = pick(at, total);
+            let len = len.min(total - at);
+            let mut old = vec![Piece { addr: None, len: 0 }];
+            if addr_ok(addr, len) {
+                let before = model.pieces(at, len);
+                tree.replace(at, len, addr, tag, &mut old).unwrap();
+                assert_eq!(coalesce(old), before);
+                model.collapse(at, len);
+                model.insert(at, len, Some(addr));
+                if tag != 0 {
+                    model.set_tag(at, tag);
+                }
+                assert_eq!(tree.get_tag(at).unwrap(), model.get_tag(at));
+            } else {
+                assert!(matches!(
+                    tree.replace(at, len, addr, tag, &mut old),
+                    Err(Error::AddressTooLarge(_))
+                ));
+            }
         }
         Op::Query { at, len } if total > 0 => {
             let at = pick(at, total);

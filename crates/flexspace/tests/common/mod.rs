@@ -15,6 +15,8 @@ pub enum Op {
     Write(u64, Vec<u8>),
     Collapse(u64, u64),
     Update(u64, Vec<u8>, u64),
+    /// A tagged update of the same length (a pair rewritten in place).
+    Replace(u64, Vec<u8>, u16),
     Truncate(u64),
     Tag(u64, u16),
     Defrag(u64, u64),
@@ -43,9 +45,15 @@ pub fn random_op(rng: &mut StdRng, len: u64, max: usize) -> Op {
             let o = at(rng, len);
             Op::Collapse(o, rng.gen_range(1..=(len - o).min(max as u64)))
         }
-        65..=74 if len > 0 => {
+        65..=69 if len > 0 => {
             let o = at(rng, len);
             Op::Update(o, data(rng), rng.gen_range(0..=(len - o).min(max as u64)))
+        }
+        70..=74 if len > 0 => {
+            let o = at(rng, len);
+            let mut d = data(rng);
+            d.truncate((len - o) as usize);
+            Op::Replace(o, d, rng.gen_range(1..100))
         }
         75..=77 => Op::Truncate(at(rng, len + 100)),
         78..=84 if len > 0 => Op::Tag(at(rng, len), rng.gen_range(1..100)),
@@ -65,6 +73,7 @@ pub fn apply(space: &FlexSpace, op: &Op) -> Result<()> {
         Op::Write(o, d) => space.write(*o, d),
         Op::Collapse(o, n) => space.collapse(*o, *n),
         Op::Update(o, d, n) => space.update(*o, d, *n),
+        Op::Replace(o, d, t) => space.update_tagged(*o, d, d.len() as u64, *t),
         Op::Truncate(n) => space.truncate(*n),
         Op::Tag(o, t) => space.set_tag(*o, *t),
         Op::Defrag(o, n) => space.defrag(*o, *n),
@@ -91,6 +100,9 @@ pub fn apply_model(m: &mut Vec<u8>, op: &Op) {
         }
         Op::Update(o, d, n) => {
             m.splice(*o as usize..(*o + *n) as usize, d.iter().copied());
+        }
+        Op::Replace(o, d, _) => {
+            m[*o as usize..*o as usize + d.len()].copy_from_slice(d);
         }
         Op::Truncate(n) => m.resize(*n as usize, 0),
         Op::Tag(..) | Op::Defrag(..) | Op::Sync | Op::Checkpoint => {}
