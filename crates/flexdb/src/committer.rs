@@ -243,8 +243,11 @@ pub(crate) fn lowest_priority() {
     }
 }
 
-/// Updates the prefetcher may run ahead of the committer.
+/// Updates the prefetcher may run ahead of the committer...
 const PREFETCH_AHEAD: usize = 4096;
+/// ...and how far ahead of it a prefetcher that fell behind starts
+/// loading again: the intervals in between are the committer's own.
+const PREFETCH_LEAD: usize = 256;
 
 /// Walks the same keys as the committer, a little ahead of it, and loads
 /// each interval they fall into into the cache, so that the committer
@@ -266,6 +269,13 @@ fn prefetch(shared: &Shared, batch: &[Frozen], progress: &AtomicUsize, done: &At
         }
         if done.load(Ordering::Acquire) {
             return;
+        }
+        // Behind the committer (the prefetcher runs at the lowest
+        // priority, and the clients may have had both cores): what the
+        // committer passed is committed, and what it is about to reach it
+        // reads before a load here could finish, so skip to a lead.
+        if n < progress.load(Ordering::Acquire) + PREFETCH_LEAD {
+            continue;
         }
         if bound.as_deref().is_some_and(|b| e.key < b) {
             continue;
