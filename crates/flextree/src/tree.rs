@@ -21,7 +21,7 @@ use crate::extent::{Extent, Piece, MAX_ADDR, MAX_SPACE};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::node::{addr_of, tag_of, with_tag, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
+use crate::node::{addr_of, pack, tag_of, with_tag, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
 
 /// The deepest tree supported. A tree of this height would need more extents
 /// than memory can hold, so the limit is never reached in practice.
@@ -369,7 +369,7 @@ impl FlexTree {
         self.check_within(offset, len)?;
         Self::check_addr(addr, len)?;
         self.check_height_room()?;
-        if tag != 0 && self.replace_in_leaf(offset, len, addr, tag, old) {
+        if tag != 0 && self.replace_in_leaf(offset, len, pack(Some(addr), tag), old) {
             return Ok(());
         }
         self.query_into(offset, len, old)?;
@@ -381,17 +381,11 @@ impl FlexTree {
         Ok(())
     }
 
-    /// [`FlexTree::replace`] within the leaf holding `offset`; false (and
-    /// nothing changed but the path's node splits and dirty marks, which
-    /// leave the extents alone) when the range runs past that leaf.
-    fn replace_in_leaf(
-        &mut self,
-        offset: u64,
-        len: u64,
-        addr: u64,
-        tag: u16,
-        old: &mut Vec<Piece>,
-    ) -> bool {
+    /// [`FlexTree::replace`] within the leaf holding `offset`, the new
+    /// extent's address and tag packed in `word`; false (and nothing
+    /// changed but the path's node splits and dirty marks, which leave the
+    /// extents alone) when the range runs past that leaf.
+    fn replace_in_leaf(&mut self, offset: u64, len: u64, word: u64, old: &mut Vec<Piece>) -> bool {
         let mut path = Path::new();
         let (leaf_id, rel) = self.descend_mut(offset, &mut path);
         let l = &mut self.leaves[leaf_id as usize];
@@ -439,7 +433,8 @@ impl FlexTree {
             l.word[at] = word;
             at += 1;
         }
-        l.set_entry(at, len, Some(addr), tag);
+        l.len[at] = len;
+        l.word[at] = word;
         if let Some((tlen, taddr)) = tail {
             l.set_entry(at + 1, tlen, taddr, 0);
         }
