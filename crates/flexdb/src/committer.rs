@@ -606,8 +606,7 @@ fn small_interval(
 ) -> Option<u64> {
     if data.is_empty() {
         // An empty interval joins its predecessor (the first stays).
-        if let Some(prev) = st.sparse.prev_anchor(f) {
-            let p = st.sparse.find(&prev);
+        if let Some(p) = st.sparse.prev(f) {
             let pm = st.sparse.meta(&p);
             let (count, cache) = (pm.count, pm.cache.load(Ordering::Relaxed));
             st.sparse.merge_next(&p, count, cache);

@@ -542,22 +542,6 @@ impl SparseIndex {
         }
     }
 
-    /// The interval before `f`: its anchor (for a re-`find`), or `None` for
-    /// the first interval.
-    pub fn prev_anchor(&self, f: &Found) -> Option<Vec<u8>> {
-        let leaf = &self.leaves[f.leaf as usize];
-        if f.idx > 0 {
-            return Some(leaf.anchor(f.idx - 1));
-        }
-        match leaf.prev {
-            NIL => None,
-            p => {
-                let p = &self.leaves[p as usize];
-                Some(p.anchor(p.len() - 1))
-            }
-        }
-    }
-
     /// Sets the interval's size and count, shifting every later interval.
     pub fn resize(&mut self, f: &Found, size: u32, count: u16) {
         let leaf = self.leaf_mut(f.leaf);
@@ -1194,9 +1178,9 @@ mod tests {
         check(&s, &model);
         let f = s.find(&key(77));
         assert_eq!(s.next_anchor(&f), Some(key(78)));
-        assert_eq!(s.prev_anchor(&f), Some(key(76)));
+        assert_eq!(s.prev(&f).map(|p| s.anchor(&p).to_vec()), Some(key(76)));
         let first = s.find(b"");
-        assert_eq!(s.prev_anchor(&first), None);
+        assert!(s.prev(&first).is_none());
         let last = s.find(b"\xff");
         assert_eq!(s.next_anchor(&last), None);
         assert_eq!(s.anchor(&last), &key(4999)[..]);
