@@ -275,13 +275,13 @@ impl State {
     /// Replaces the `data.len()` bytes at `offset` (checked) with `data`,
     /// tagging the extent that starts with it: the same extents and log
     /// records as [`State::collapse`] then [`State::insert`], but when the
-    /// data fits the open segment and is one extent, the tree maps it in
-    /// place ([`FlexTree::replace`]) instead of shifting every later byte
-    /// down and back up (a pair rewritten with a value of the same size).
+    /// data fits the open segment and is one extent, the tree replaces the
+    /// range ([`FlexTree::replace`], which maps a tagged extent in place
+    /// instead of shifting every later byte down and back up: a pair
+    /// rewritten with a value of the same size).
     pub fn replace(&mut self, offset: u64, data: &[u8], tag: u16) -> Result<()> {
         let len = data.len();
-        let in_place = tag != 0
-            && len > 0
+        let in_place = len > 0
             && len as u64 <= MAX_EXTENT
             && self.filler.as_ref().is_some_and(|f| f.room() >= len);
         if !in_place {
