@@ -37,7 +37,8 @@
 //! - Every key summary of a table skips the same prefix (`hint`): given
 //!   when the table is made, or fixed by the first summary made, and never
 //!   changed after, since summaries under different prefixes do not
-//!   compare.
+//!   compare. Fixing it reads the writer's state under the writer lock:
+//!   the one time a reader (the first to sort) may wait for a writer.
 
 use std::cmp::Ordering as CmpOrdering;
 use std::ops::Bound;
