@@ -143,7 +143,8 @@ fn same_length_updates_match_a_collapse_and_an_insert() {
         };
         let n = n.min(len - at) as usize;
         let data = vec![(i % 253) as u8; n];
-        let tag = 2 + (i % 3) as u16;
+        // Untagged ones too (then the tree runs the three operations).
+        let tag = [0, 2, 3, 4][i as usize % 4];
         space.update_tagged(at, &data, n as u64, tag).unwrap();
         twin.collapse(at, n as u64).unwrap();
         twin.insert_tagged(at, &data, tag).unwrap();
