@@ -25,7 +25,7 @@ pub struct Options {
     /// (default: 256 MiB).
     pub cache_bytes: usize,
     /// Bytes of writes a MemTable takes before it is frozen and committed
-    /// to the space (default: 256 MiB, measured: docs/DESIGN.md, "The
+    /// to the space (default: 512 MiB, measured: docs/DESIGN.md, "The
     /// MemTable's size"). Up to four MemTables exist at once (the active
     /// one and three frozen ones waiting for the committer, which commits
     /// them as one), so the store's memory for writes is up to four times
@@ -58,7 +58,7 @@ impl Default for Options {
             create_if_missing: false,
             error_if_exists: false,
             cache_bytes: 256 << 20,
-            memtable_bytes: 256 << 20,
+            memtable_bytes: 512 << 20,
             sync_writes: false,
             max_space_bytes: 1 << 40,
             mmap_reads: cfg!(target_pointer_width = "64"),

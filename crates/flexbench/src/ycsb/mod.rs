@@ -77,9 +77,9 @@ pub struct YcsbArgs {
     #[arg(long, default_value_t = 256)]
     pub cache_mb: usize,
     /// MemTable (write buffer) size in MiB, the same for every engine that
-    /// has one (flexdb, RocksDB, fjall): flexdb's default, 256 MiB. The
+    /// has one (flexdb, RocksDB, fjall): flexdb's default, 512 MiB. The
     /// paper ran with 1 GiB ones.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 512)]
     pub memtable_mb: usize,
     /// Sync the write-ahead log on every write (default: WAL on, no fsync
     /// per write, for every engine).
@@ -156,7 +156,7 @@ pub struct CrashChildArgs {
     #[arg(long)]
     pub cache_mb: usize,
     /// MemTable size in MiB (flexdb's default).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 512)]
     pub memtable_mb: usize,
     /// Sync every write.
     #[arg(long)]
