@@ -46,8 +46,19 @@ const MERGE_PAIRS: usize = 4;
 /// How often an idle committer looks for replaced views no reader holds.
 const VIEW_REAP_PERIOD: std::time::Duration = std::time::Duration::from_millis(20);
 /// How long the committer waits with nothing to commit before it frees the
-/// memory kept for MemTables to come (`Shared::chunks`).
+/// memory kept for MemTables to come (`Shared::chunks`) and the spare logs...
 const POOL_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+/// ...unless the writes that came meanwhile would fill a MemTable within
+/// this many such waits: a store written to steadily keeps them however
+/// long its MemTables take to fill (a MemTable of fresh memory faults in
+/// every page, and a new log allocates every block).
+const BUSY_WAITS: usize = 8;
+
+/// Whether the store counts as idle after a wait in which the active
+/// MemTable grew by `grew` bytes (`None`: it was replaced meanwhile).
+fn idle_after(grew: Option<usize>, memtable_bytes: usize) -> bool {
+    grew.is_some_and(|g| g.saturating_mul(BUSY_WAITS) < memtable_bytes)
+}
 
 /// CPU time of the calling thread (for the `FLEXDB_TRACE` report).
 fn thread_cpu() -> std::time::Duration {
@@ -87,9 +98,9 @@ fn commit_loop(shared: &Shared, retire: Option<&std::sync::mpsc::Sender<Frozen>>
         // Views replaced by the last commit that readers still held (never
         // dropped under `work`: freeing one takes milliseconds).
         let views_left = shared.reap_views(std::time::Duration::ZERO);
-        // Memory kept for MemTables to come, let go of once the store has
-        // taken no MemTable's worth of writes for `POOL_IDLE` (freed here
-        // for the same reason).
+        // Memory kept for MemTables to come, let go of once a wait of
+        // `POOL_IDLE` found the store idle (`idle_after`; freed here for
+        // the same reason).
         if std::mem::take(&mut release_pool) {
             shared.chunks.release();
             // Likewise the spare logs' files (and so their disk space). A
@@ -116,8 +127,15 @@ fn commit_loop(shared: &Shared, retire: Option<&std::sync::mpsc::Sender<Frozen>>
                     {
                         // (Just after a commit the retiring thread may still
                         // be handing the MemTables' memory to the pool.)
-                        release_pool = shared.work_cv.wait_for(&mut work, POOL_IDLE).timed_out()
-                            && shared.mems.load().frozen.is_empty();
+                        let active = shared.mems.load().active.clone();
+                        let before = active.approximate_bytes();
+                        let timed_out = shared.work_cv.wait_for(&mut work, POOL_IDLE).timed_out();
+                        let mems = shared.mems.load();
+                        let grew = Arc::ptr_eq(&mems.active, &active)
+                            .then(|| active.approximate_bytes().saturating_sub(before));
+                        release_pool = timed_out
+                            && mems.frozen.is_empty()
+                            && idle_after(grew, shared.opts.memtable_bytes);
                     } else {
                         shared.work_cv.wait(&mut work);
                     }
@@ -711,6 +729,78 @@ mod tests {
         db.put("after", "idle").unwrap();
         db.flush().unwrap();
         assert_eq!(db.get("after").unwrap().as_deref(), Some(&b"idle"[..]));
+    }
+
+    /// A store written to steadily, but too slowly to fill a MemTable
+    /// within `POOL_IDLE`, keeps the memory kept for the next MemTable,
+    /// and lets go of it once the writes stop.
+    #[test]
+    fn memtable_memory_is_kept_while_writes_come_slowly() {
+        let dir = tempfile::tempdir().unwrap();
+        // Several chunks a MemTable, so that the pool keeps more than the
+        // next MemTable takes.
+        let memtable = 2 * crate::chunk::ALIGN;
+        let opts = Options::new()
+            .create_if_missing(true)
+            .memtable_bytes(memtable);
+        let db = Db::open(dir.path(), opts).unwrap();
+        let pool = &db.shared().chunks;
+        let poll = |what: &str, limit: Duration, f: &dyn Fn() -> bool| {
+            let t = Instant::now();
+            while !f() {
+                assert!(t.elapsed() < limit, "{what} within {limit:?}");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        for i in 0..120_000u32 {
+            db.put(format!("key{i:06}"), [7u8; 100]).unwrap();
+        }
+        db.flush().unwrap();
+        let chunks = 3 * crate::chunk::ALIGN;
+        poll("the committed tables' memory kept", POOL_IDLE / 2, &|| {
+            pool.kept_bytes() >= chunks
+        });
+        let committed = db.stats().memtables_committed;
+        // A fifth of a MemTable a second (counting only keys and values),
+        // paced by the clock: several times `idle_after`'s bar, and short
+        // of filling the MemTable in the time the loop runs.
+        let rate = memtable / 5;
+        let t = Instant::now();
+        let (mut written, mut i) = (0usize, 0u32);
+        while t.elapsed() < POOL_IDLE * 11 / 5 {
+            let due = (t.elapsed().as_secs_f64() * rate as f64) as usize;
+            while written < due {
+                db.put(format!("slow{i:06}"), [9u8; 100]).unwrap();
+                (written, i) = (written + 110, i + 1);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(
+            db.stats().memtables_committed,
+            committed,
+            "no MemTable filled meanwhile"
+        );
+        // The active MemTable took at most two chunks.
+        assert!(
+            pool.kept_bytes() >= chunks - 2 * crate::chunk::ALIGN,
+            "the memory is kept across waits in which writes came"
+        );
+        poll(
+            "the kept memory freed once writes stop",
+            POOL_IDLE * 4,
+            &|| pool.kept_bytes() == 0,
+        );
+    }
+
+    #[test]
+    fn a_wait_is_idle_below_a_share_of_a_memtable() {
+        let m = 1 << 20;
+        assert!(super::idle_after(Some(0), m));
+        assert!(super::idle_after(Some(m / super::BUSY_WAITS - 1), m));
+        assert!(!super::idle_after(Some(m / super::BUSY_WAITS), m));
+        assert!(!super::idle_after(Some(usize::MAX), m));
+        // A MemTable replaced during the wait: writes filled one.
+        assert!(!super::idle_after(None, m));
     }
 
     /// The spare logs in a store directory (named as logs being created).
