@@ -697,6 +697,15 @@ mod tests {
     use std::collections::BTreeMap;
     use std::time::{Duration, Instant};
 
+    /// Waits until `f` holds, failing the test if `limit` passes first.
+    fn poll(what: &str, limit: Duration, f: &dyn Fn() -> bool) {
+        let t = Instant::now();
+        while !f() {
+            assert!(t.elapsed() < limit, "{what} within {limit:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// The memory of committed MemTables is kept for the next ones while
     /// writes come, and freed once the store has been idle a while.
     #[test]
@@ -707,13 +716,6 @@ mod tests {
             .memtable_bytes(64 << 10);
         let db = Db::open(dir.path(), opts).unwrap();
         let pool = &db.shared().chunks;
-        let poll = |what: &str, limit: Duration, f: &dyn Fn() -> bool| {
-            let t = Instant::now();
-            while !f() {
-                assert!(t.elapsed() < limit, "{what} within {limit:?}");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        };
         for i in 0..3000u32 {
             db.put(format!("key{i:06}"), [7u8; 100]).unwrap();
         }
@@ -745,13 +747,6 @@ mod tests {
             .memtable_bytes(memtable);
         let db = Db::open(dir.path(), opts).unwrap();
         let pool = &db.shared().chunks;
-        let poll = |what: &str, limit: Duration, f: &dyn Fn() -> bool| {
-            let t = Instant::now();
-            while !f() {
-                assert!(t.elapsed() < limit, "{what} within {limit:?}");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        };
         for i in 0..120_000u32 {
             db.put(format!("key{i:06}"), [7u8; 100]).unwrap();
         }
