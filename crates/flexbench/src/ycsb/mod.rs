@@ -41,6 +41,11 @@ use runner::{Outcome, Setup};
 use workload::{Workload, OP_KINDS};
 use zipf::Dist;
 
+/// flexdb's default MemTable size in MiB, the default of `--memtable-mb`.
+fn flexdb_memtable_mb() -> usize {
+    flexdb::Options::default().memtable_bytes >> 20
+}
+
 /// Arguments of `flexbench ycsb`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct YcsbArgs {
@@ -77,9 +82,9 @@ pub struct YcsbArgs {
     #[arg(long, default_value_t = 256)]
     pub cache_mb: usize,
     /// MemTable (write buffer) size in MiB, the same for every engine that
-    /// has one (flexdb, RocksDB, fjall): flexdb's default, 512 MiB. The
-    /// paper ran with 1 GiB ones.
-    #[arg(long, default_value_t = 512)]
+    /// has one (flexdb, RocksDB, fjall): flexdb's default. The paper ran
+    /// with 1 GiB ones.
+    #[arg(long, default_value_t = flexdb_memtable_mb())]
     pub memtable_mb: usize,
     /// Sync the write-ahead log on every write (default: WAL on, no fsync
     /// per write, for every engine).
@@ -156,7 +161,7 @@ pub struct CrashChildArgs {
     #[arg(long)]
     pub cache_mb: usize,
     /// MemTable size in MiB (flexdb's default).
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = flexdb_memtable_mb())]
     pub memtable_mb: usize,
     /// Sync every write.
     #[arg(long)]

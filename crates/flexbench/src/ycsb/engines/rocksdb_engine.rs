@@ -29,8 +29,8 @@ pub fn options(cfg: &EngineConfig, cache: &Cache) -> Options {
     o.set_max_background_jobs(4);
     o.set_bytes_per_sync(1 << 20);
     o.set_compaction_pri(rocksdb::CompactionPri::MinOverlappingRatio);
-    // Memtables of flexdb's size (`--memtable-mb`, flexdb's default of
-    // 256 MiB unless set).
+    // Memtables of flexdb's size (`--memtable-mb`, flexdb's default unless
+    // set).
     o.set_write_buffer_size(cfg.memtable_bytes);
     o.set_max_write_buffer_number(3);
     o.set_target_file_size_base(64 << 20);
