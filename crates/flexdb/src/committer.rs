@@ -28,7 +28,7 @@ use crate::interval::{Builder, IntervalData};
 use crate::memtable::EntryRef;
 use crate::merge::{merge, split_points, Update};
 use crate::sparse::{separator, Found, Meta, NewInterval, UNKNOWN_COUNT};
-use crate::store::{space_err, Frozen, Shared, PAIR_TAG};
+use crate::store::{space_err, Frozen, Shared, Work, PAIR_TAG};
 
 /// An interval splits above this many pairs (§5.1: 16).
 pub(crate) const SPLIT_PAIRS: usize = 16;
@@ -58,6 +58,18 @@ const BUSY_WAITS: usize = 8;
 /// MemTable grew by `grew` bytes (`None`: it was replaced meanwhile).
 fn idle_after(grew: Option<usize>, memtable_bytes: usize) -> bool {
     grew.is_some_and(|g| g.saturating_mul(BUSY_WAITS) < memtable_bytes)
+}
+
+/// Waits for work for up to `POOL_IDLE` (the caller holds `work`); true if
+/// none came and the store stayed idle meanwhile (`idle_after`).
+fn wait_found_idle(shared: &Shared, work: &mut parking_lot::MutexGuard<'_, Work>) -> bool {
+    let active = shared.mems.load().active.clone();
+    let before = active.approximate_bytes();
+    let timed_out = shared.work_cv.wait_for(work, POOL_IDLE).timed_out();
+    let mems = shared.mems.load();
+    let grew = Arc::ptr_eq(&mems.active, &active)
+        .then(|| active.approximate_bytes().saturating_sub(before));
+    timed_out && mems.frozen.is_empty() && idle_after(grew, shared.opts.memtable_bytes)
 }
 
 /// CPU time of the calling thread (for the `FLEXDB_TRACE` report).
@@ -127,15 +139,7 @@ fn commit_loop(shared: &Shared, retire: Option<&std::sync::mpsc::Sender<Frozen>>
                     {
                         // (Just after a commit the retiring thread may still
                         // be handing the MemTables' memory to the pool.)
-                        let active = shared.mems.load().active.clone();
-                        let before = active.approximate_bytes();
-                        let timed_out = shared.work_cv.wait_for(&mut work, POOL_IDLE).timed_out();
-                        let mems = shared.mems.load();
-                        let grew = Arc::ptr_eq(&mems.active, &active)
-                            .then(|| active.approximate_bytes().saturating_sub(before));
-                        release_pool = timed_out
-                            && mems.frozen.is_empty()
-                            && idle_after(grew, shared.opts.memtable_bytes);
+                        release_pool = wait_found_idle(shared, &mut work);
                     } else {
                         shared.work_cv.wait(&mut work);
                     }
