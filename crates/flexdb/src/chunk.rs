@@ -4,12 +4,18 @@
 //! Random walks over hundreds of megabytes (the skip list of a full
 //! MemTable) miss the TLB on almost every step with 4 KiB pages, and on a
 //! virtual machine each miss is a two-dimensional page walk; 2 MiB pages cut
-//! those misses by 512 (docs/DESIGN.md has the measurement).
+//! those misses by 512 (docs/DESIGN.md has the measurement). The huge
+//! pages are advice only: a chunk the allocator carves from memory it
+//! touched before keeps that memory's small pages (in a put phase at 10 M
+//! pairs, 1.45 of 3.67 GB anonymous were huge; mapping chunks directly
+//! was tried and made no measurable difference: docs/DESIGN.md, "MemTable
+//! chunks mapped directly").
 //!
 //! Memory a MemTable frees is kept for the next one (`ChunkPool`): on a
 //! virtual machine, touching a page for the first time costs a fault the
 //! host must serve (about 2 µs a 4 KiB page here, against 0.2 µs to
-//! rewrite it; docs/DESIGN.md), and a MemTable of 256 MiB touches 65,536.
+//! rewrite it; docs/DESIGN.md), and a MemTable of 512 MiB (the default)
+//! touches 131,072.
 //!
 //! Invariants: a `Chunk` owns `len` bytes at `ptr`, aligned to `ALIGN`,
 //! until it is dropped; the memory is never moved. A new chunk is zeroed;

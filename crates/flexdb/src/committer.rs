@@ -86,9 +86,9 @@ fn thread_cpu() -> std::time::Duration {
 /// The committer thread's body.
 pub(crate) fn run(shared: Arc<Shared>) {
     // Committed MemTables and their logs are let go of by a thread of their
-    // own: closing the last handle of an unlinked 256 MiB log frees its
-    // blocks, which on a file system mounted with `discard` waits for the
-    // device (0.1-0.2 s a log), and unmapping a MemTable's arena takes
+    // own: closing the last handle of an unlinked log frees its blocks,
+    // which on a file system mounted with `discard` waits for the device
+    // (0.1-0.2 s for a 256 MiB log), and unmapping a MemTable's arena takes
     // milliseconds more. Neither is the committer's business.
     let (retire, retired) = std::sync::mpsc::channel::<Frozen>();
     std::thread::scope(|scope| {
