@@ -231,13 +231,22 @@ impl Permutation {
 
 /// Random values: slices of a pool of random bytes at random offsets, so
 /// producing one costs a random number and no fill.
+///
+/// The pool is small enough to stay in a core's cache while the engine
+/// streams gigabytes past it: a value a client hands over should cost the
+/// engine's copy, not a cache miss of the harness's own. (At 1 MiB, a
+/// profile of the put phase at 10 M pairs put 13.9% of the clients'
+/// samples in the engine's first copy of the value, a miss on the pool;
+/// at 32 KiB, 1.5%: docs/BENCHMARKS.md.) Values still differ: 32 K
+/// offsets give that many distinct values, so a put almost never writes
+/// the value a key already holds.
 pub struct ValuePool {
     pool: Vec<u8>,
     size: usize,
 }
 
 /// Bytes in a value pool beyond one value.
-const POOL_BYTES: usize = 1 << 20;
+const POOL_BYTES: usize = 32 << 10;
 
 impl ValuePool {
     /// A pool of `size`-byte values drawn from `seed`.
