@@ -5,11 +5,12 @@
 //! MemTable) miss the TLB on almost every step with 4 KiB pages, and on a
 //! virtual machine each miss is a two-dimensional page walk; 2 MiB pages cut
 //! those misses by 512 (docs/DESIGN.md has the measurement). On Linux each
-//! chunk is its own anonymous mapping, advised before any page of it is
-//! touched: memory taken from the global allocator may have been faulted
-//! in as 4 KiB pages already, and those stay small whatever the advice
-//! (1.45 of 3.67 GB anonymous were huge that way, 3.10 of 3.92 GB
-//! mapped). A fresh chunk then costs one fault instead of 512, and the
+//! chunk is its own anonymous mapping (`flextree::huge_pages`), advised
+//! before any page of it is touched: memory taken from the global
+//! allocator may have been faulted in as 4 KiB pages already, and those
+//! stay small whatever the advice (1.45 of 3.67 GB anonymous were huge
+//! that way, 3.10 of 3.92 GB mapped; the allocator remains the fallback).
+//! A fresh chunk then costs one fault instead of 512, and the
 //! writers, who take those faults under the writer lock, wait for each
 //! other less: p99 put latency fell from 5.7–11.0 µs to 3.1–3.5 µs
 //! (docs/DESIGN.md, "MemTable chunks mapped directly"). The huge pages
@@ -26,9 +27,7 @@
 //! one from the pool holds whatever its last owner wrote. The pool holds
 //! at most its capacity, in chunks of exactly `ALIGN` bytes.
 
-use std::alloc::Layout;
-#[cfg(not(target_os = "linux"))]
-use std::alloc::{alloc_zeroed, dealloc};
+use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 
 use parking_lot::Mutex;
@@ -40,6 +39,9 @@ pub const ALIGN: usize = 2 << 20;
 pub struct Chunk {
     ptr: NonNull<u8>,
     layout: Layout,
+    /// Whether the memory is a mapping of its own (`huge_pages::map`)
+    /// rather than the global allocator's.
+    mapped: bool,
 }
 
 // SAFETY: a `Chunk` is a uniquely owned block of plain bytes.
@@ -49,23 +51,34 @@ unsafe impl Send for Chunk {}
 unsafe impl Sync for Chunk {}
 
 impl Chunk {
-    /// A zeroed chunk of at least `len` bytes (rounded up to `ALIGN`).
-    /// Aborts like any allocation when memory is exhausted.
+    /// A zeroed chunk of at least `len` bytes (rounded up to `ALIGN`): a
+    /// mapping of its own where the system gives one (see the module
+    /// doc), else the global allocator's memory, advised likewise. Aborts
+    /// like any allocation when memory is exhausted.
     pub fn new(len: usize) -> Chunk {
         let size = len.max(1).next_multiple_of(ALIGN);
         let layout = match Layout::from_size_align(size, ALIGN) {
             Ok(l) => l,
             Err(_) => std::alloc::handle_alloc_error(Layout::new::<u8>()),
         };
-        #[cfg(target_os = "linux")]
-        let p = map_huge(size);
-        #[cfg(not(target_os = "linux"))]
+        if let Some(ptr) = flextree::huge_pages::map(size) {
+            return Chunk {
+                ptr,
+                layout,
+                mapped: true,
+            };
+        }
         // SAFETY: `layout` has a nonzero size.
         let p = unsafe { alloc_zeroed(layout) };
         let Some(ptr) = NonNull::new(p) else {
             std::alloc::handle_alloc_error(layout)
         };
-        Chunk { ptr, layout }
+        flextree::huge_pages::advise(p, size);
+        Chunk {
+            ptr,
+            layout,
+            mapped: false,
+        }
     }
 
     /// The first byte.
@@ -128,62 +141,15 @@ impl ChunkPool {
 
 impl Drop for Chunk {
     fn drop(&mut self) {
-        #[cfg(target_os = "linux")]
-        // SAFETY: `new` mapped exactly this range (`map_huge`), and it is
-        // unmapped once; nothing refers to it after the chunk drops.
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.layout.size());
+        if self.mapped {
+            // SAFETY: `new` took this memory from `huge_pages::map` with
+            // this size; the chunk drops once and nothing uses its bytes
+            // after.
+            unsafe { flextree::huge_pages::unmap(self.ptr, self.layout.size()) };
+        } else {
+            // SAFETY: allocated in `new` with this layout, freed once.
+            unsafe { dealloc(self.ptr.as_ptr(), self.layout) }
         }
-        #[cfg(not(target_os = "linux"))]
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe {
-            dealloc(self.ptr.as_ptr(), self.layout)
-        }
-    }
-}
-
-/// Maps `size` (a multiple of `ALIGN`) fresh zeroed bytes aligned to
-/// `ALIGN` and asks for huge pages before any is touched; null on failure.
-///
-/// Mapped here rather than taken from the global allocator: memory an
-/// allocator hands out may have been touched already, and a page faulted
-/// in as 4 KiB stays 4 KiB whatever advice comes after (in a put-phase
-/// profile, 1.4 of 2 GiB of MemTables were huge pages that way).
-#[cfg(target_os = "linux")]
-fn map_huge(size: usize) -> *mut u8 {
-    let Some(span) = size.checked_add(ALIGN) else {
-        return std::ptr::null_mut();
-    };
-    // SAFETY: a fresh private anonymous mapping; the kernel picks the
-    // address, so no existing memory is affected. Checked for failure.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            span,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
-        return std::ptr::null_mut();
-    }
-    let base = base.cast::<u8>();
-    let head = base.align_offset(ALIGN);
-    // SAFETY: `head < ALIGN`, so `start..start + size` lies within the
-    // `size + ALIGN` bytes mapped; the head and tail trimmed are parts of
-    // that mapping no one refers to, and the advice concerns our own range
-    // (failure only means small pages).
-    unsafe {
-        let start = base.add(head);
-        if head > 0 {
-            libc::munmap(base.cast(), head);
-        }
-        let tail = ALIGN - head;
-        libc::munmap(start.add(size).cast(), tail);
-        libc::madvise(start.cast(), size, libc::MADV_HUGEPAGE);
-        start
     }
 }
 

@@ -31,9 +31,7 @@ const RUN_BITS: u32 = 8;
 const RUN: usize = 1 << RUN_BITS;
 /// Ids held in blocks of one run before the arena switches to huge blocks.
 const SMALL_IDS: usize = 16 * RUN;
-/// Size and alignment of a transparent huge page (x86-64, and the usual size
-/// elsewhere; on a system with other sizes the advice merely does less).
-const HUGE_PAGE: usize = 2 << 20;
+use crate::huge_pages::HUGE_PAGE;
 
 /// One allocation of `nodes` initialized nodes.
 struct Block<T> {
@@ -41,7 +39,7 @@ struct Block<T> {
     nodes: usize,
     /// The nodes' layout (`bytes` held when not `mapped`).
     layout: Layout,
-    /// Whether the memory is a mapping of its own (`map_huge`) instead of
+    /// Whether the memory is a mapping of its own (`huge_pages::map`) instead of
     /// a global-allocator allocation.
     mapped: bool,
 }
@@ -84,93 +82,6 @@ fn block_nodes<T>(len: usize) -> usize {
     }
 }
 
-/// Asks the kernel to back `bytes` bytes at `ptr` with transparent huge
-/// pages (Linux; elsewhere, and under Miri, nothing). Advice only: failure
-/// changes nothing.
-#[cfg(all(target_os = "linux", not(miri)))]
-fn advise_huge(ptr: *mut u8, bytes: usize) {
-    // SAFETY: madvise(MADV_HUGEPAGE) only changes how the kernel backs the
-    // range, never its contents or validity; the range is an allocation we
-    // own, starting on a page boundary. An error (no THP support) leaves the
-    // memory as it was.
-    unsafe {
-        libc::madvise(ptr.cast(), bytes, libc::MADV_HUGEPAGE);
-    }
-}
-
-#[cfg(not(all(target_os = "linux", not(miri))))]
-fn advise_huge(_ptr: *mut u8, _bytes: usize) {}
-
-/// Bytes a mapping of `size` bytes occupies (whole pages).
-#[cfg(all(target_os = "linux", not(miri)))]
-fn mapped_len(size: usize) -> usize {
-    // SAFETY: sysconf only reads a system constant.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    size.next_multiple_of(usize::try_from(page).unwrap_or(4096).max(1))
-}
-
-/// `size` bytes of fresh, untouched memory starting on a huge-page
-/// boundary, mapped for this block alone and advised to use huge pages;
-/// `None` if the kernel refuses (the caller then uses the heap). Returned by
-/// `unmap`.
-#[cfg(all(target_os = "linux", not(miri)))]
-fn map_huge(size: usize) -> Option<NonNull<u8>> {
-    let len = mapped_len(size);
-    let span = len.checked_add(HUGE_PAGE)?;
-    // SAFETY: a new private anonymous mapping at an address the kernel
-    // chooses overlaps nothing we hold.
-    let raw = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            span,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if raw == libc::MAP_FAILED {
-        return None;
-    }
-    let start = raw as usize;
-    let aligned = start.next_multiple_of(HUGE_PAGE);
-    let head = aligned - start;
-    let tail = span - head - len;
-    // SAFETY: the head and the tail are page-aligned parts of the mapping
-    // just made, outside `aligned..aligned + len`, and nothing refers to
-    // them; unmapping them (or failing to) never touches the part we keep.
-    unsafe {
-        if head > 0 {
-            libc::munmap(raw, head);
-        }
-        if tail > 0 {
-            libc::munmap((aligned + len) as *mut libc::c_void, tail);
-        }
-    }
-    advise_huge(aligned as *mut u8, len);
-    NonNull::new(aligned as *mut u8)
-}
-
-#[cfg(not(all(target_os = "linux", not(miri))))]
-fn map_huge(_size: usize) -> Option<NonNull<u8>> {
-    None
-}
-
-/// Returns the memory of a block made by `map_huge(size)`.
-#[cfg(all(target_os = "linux", not(miri)))]
-fn unmap(ptr: NonNull<u8>, size: usize) {
-    // SAFETY: `ptr..ptr + mapped_len(size)` is exactly the part of the
-    // mapping `map_huge` kept, and its owner is gone.
-    unsafe {
-        libc::munmap(ptr.as_ptr().cast(), mapped_len(size));
-    }
-}
-
-#[cfg(not(all(target_os = "linux", not(miri))))]
-fn unmap(_ptr: NonNull<u8>, _size: usize) {
-    unreachable!("map_huge never maps here");
-}
-
 impl<T: Clone> Block<T> {
     /// A block of `nodes` nodes, node `k` being `node(k)` (`nodes` a
     /// positive multiple of `RUN`). A block of at least a huge page starts
@@ -185,7 +96,11 @@ impl<T: Clone> Block<T> {
             std::mem::align_of::<T>()
         };
         let layout = Layout::from_size_align(size, align).expect("node block layout");
-        let mapped = if huge { map_huge(size) } else { None };
+        let mapped = if huge {
+            crate::huge_pages::map(size)
+        } else {
+            None
+        };
         let ptr = match mapped {
             Some(ptr) => ptr.cast::<T>(),
             None => {
@@ -196,7 +111,7 @@ impl<T: Clone> Block<T> {
                     handle_alloc_error(layout)
                 };
                 if huge {
-                    advise_huge(raw.cast(), size);
+                    crate::huge_pages::advise(raw.cast(), size);
                 }
                 ptr
             }
@@ -229,7 +144,10 @@ impl<T> Drop for Block<T> {
             ));
         }
         if self.mapped {
-            unmap(self.ptr.cast(), self.layout.size());
+            // SAFETY: a mapped block's memory came from
+            // `huge_pages::map(self.layout.size())`, and the block drops
+            // once, its nodes dropped above.
+            unsafe { crate::huge_pages::unmap(self.ptr.cast(), self.layout.size()) };
         } else {
             // SAFETY: the memory was allocated by `filled` with `layout`.
             unsafe { dealloc(self.ptr.as_ptr().cast(), self.layout) };

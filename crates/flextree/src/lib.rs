@@ -26,6 +26,7 @@ mod checkpoint;
 mod cursor;
 mod error;
 mod extent;
+pub mod huge_pages;
 mod node;
 mod storage;
 mod tree;
