@@ -56,18 +56,31 @@ impl Chunk {
     /// doc), else the global allocator's memory, advised likewise. Aborts
     /// like any allocation when memory is exhausted.
     pub fn new(len: usize) -> Chunk {
-        let size = len.max(1).next_multiple_of(ALIGN);
-        let layout = match Layout::from_size_align(size, ALIGN) {
-            Ok(l) => l,
-            Err(_) => std::alloc::handle_alloc_error(Layout::new::<u8>()),
-        };
-        if let Some(ptr) = flextree::huge_pages::map(size) {
-            return Chunk {
+        let layout = Self::layout(len);
+        match flextree::huge_pages::map(layout.size()) {
+            Some(ptr) => Chunk {
                 ptr,
                 layout,
                 mapped: true,
-            };
+            },
+            None => Self::allocated(len),
         }
+    }
+
+    /// The layout of a chunk of at least `len` bytes.
+    fn layout(len: usize) -> Layout {
+        let size = len.max(1).next_multiple_of(ALIGN);
+        match Layout::from_size_align(size, ALIGN) {
+            Ok(l) => l,
+            Err(_) => std::alloc::handle_alloc_error(Layout::new::<u8>()),
+        }
+    }
+
+    /// [`Chunk::new`] from the global allocator (where no mapping is to
+    /// be had).
+    fn allocated(len: usize) -> Chunk {
+        let layout = Self::layout(len);
+        let size = layout.size();
         // SAFETY: `layout` has a nonzero size.
         let p = unsafe { alloc_zeroed(layout) };
         let Some(ptr) = NonNull::new(p) else {
@@ -159,7 +172,13 @@ mod tests {
 
     #[test]
     fn zeroed_aligned_and_writable() {
-        let c = Chunk::new(100);
+        check_zeroed_aligned_and_writable(Chunk::new);
+        // The fallback where no mapping is to be had.
+        check_zeroed_aligned_and_writable(Chunk::allocated);
+    }
+
+    fn check_zeroed_aligned_and_writable(new: fn(usize) -> Chunk) {
+        let c = new(100);
         assert_eq!(c.len(), ALIGN);
         assert_eq!(c.as_ptr() as usize % ALIGN, 0);
         // SAFETY: within the chunk's bytes, which we own.
@@ -170,7 +189,7 @@ mod tests {
             *c.as_ptr().add(ALIGN - 1) = 7;
             assert_eq!(*c.as_ptr().add(ALIGN - 1), 7);
         }
-        let big = Chunk::new(3 * ALIGN + 1);
+        let big = new(3 * ALIGN + 1);
         assert_eq!(big.len(), 4 * ALIGN);
     }
 
