@@ -26,12 +26,13 @@ use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ops::{Index, IndexMut};
 use std::ptr::NonNull;
 
+use crate::huge_pages::HUGE_PAGE;
+
 const RUN_BITS: u32 = 8;
 /// Ids per run: the granularity of the id-to-address table.
 const RUN: usize = 1 << RUN_BITS;
 /// Ids held in blocks of one run before the arena switches to huge blocks.
 const SMALL_IDS: usize = 16 * RUN;
-use crate::huge_pages::HUGE_PAGE;
 
 /// One allocation of `nodes` initialized nodes.
 struct Block<T> {
