@@ -1,20 +1,22 @@
 //! Large zeroed memory chunks backed by transparent huge pages where the
 //! kernel offers them.
 //!
-//! Random walks over hundreds of megabytes (the hash table and arena of
-//! a full MemTable) miss the TLB on almost every step with 4 KiB pages,
-//! and on a virtual machine each miss is a two-dimensional page walk;
-//! 2 MiB pages cut those misses by 512 (docs/DESIGN.md has the measurement). On Linux each
-//! chunk is its own anonymous mapping (`flextree::huge_pages`), advised
-//! before any page of it is touched: memory taken from the global
-//! allocator may have been faulted in as 4 KiB pages already, and those
-//! stay small whatever the advice (1.45 of 3.67 GB anonymous were huge
-//! that way, 3.10 of 3.92 GB mapped; the allocator remains the fallback).
-//! A fresh chunk then costs one fault instead of 512, and the
-//! writers, who take those faults under the writer lock, wait for each
-//! other less: p99 put latency fell from 5.7–11.0 µs to 3.1–3.5 µs
-//! (docs/DESIGN.md, "MemTable chunks mapped directly"). The huge pages
-//! are still advice: where the kernel has none, a chunk gets small ones.
+//! Random walks over hundreds of megabytes (the hash table and arena of a
+//! full MemTable) miss the TLB on almost every step with 4 KiB pages, and
+//! on a virtual machine each miss is a two-dimensional page walk; 2 MiB
+//! pages cut those misses by 512 (docs/DESIGN.md has the measurement).
+//!
+//! On Linux each chunk is its own anonymous mapping
+//! (`flextree::huge_pages`), advised before any page of it is touched:
+//! memory taken from the global allocator may have been faulted in as
+//! 4 KiB pages already, and those stay small whatever the advice (1.45 of
+//! 3.67 GB anonymous were huge that way, 3.10 of 3.92 GB mapped; the
+//! allocator remains the fallback). A fresh chunk then costs one fault
+//! instead of 512, and the writers, who take those faults under the
+//! writer lock, wait for each other less: p99 put latency fell from
+//! 5.7–11.0 µs to 3.1–3.5 µs (docs/DESIGN.md, "MemTable chunks mapped
+//! directly"). The huge pages are still advice: where the kernel has none,
+//! a chunk gets small ones.
 //!
 //! Memory a MemTable frees is kept for the next one (`ChunkPool`): on a
 //! virtual machine, touching a page for the first time costs a fault the
