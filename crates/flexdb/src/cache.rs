@@ -205,7 +205,7 @@ impl IntervalCache {
     /// look it up. A hint: reads nothing, never waits.
     pub fn prefetch_slot(&self, r: Option<CacheRef>) {
         if let Some(slot) = r.and_then(|r| self.slot(r.slot)) {
-            crate::prefetch::at((slot as *const Slot).cast(), std::mem::size_of::<Slot>());
+            flextree::prefetch::at((slot as *const Slot).cast(), std::mem::size_of::<Slot>());
         }
     }
 
@@ -221,11 +221,11 @@ impl IntervalCache {
         };
         let h = &slot.hint;
         let at = |a: &AtomicUsize, len: usize| {
-            crate::prefetch::at(a.load(Ordering::Relaxed) as *const u8, len);
+            flextree::prefetch::at(a.load(Ordering::Relaxed) as *const u8, len);
         };
         // (The reference counts sit just before the header.)
         let counts = 2 * std::mem::size_of::<usize>();
-        crate::prefetch::at(
+        flextree::prefetch::at(
             (h.header.load(Ordering::Relaxed) as *const u8).wrapping_sub(counts),
             counts + std::mem::size_of::<IntervalData>(),
         );
@@ -233,7 +233,7 @@ impl IntervalCache {
         let len = h.bytes_len.load(Ordering::Relaxed);
         let take = len.min(bytes);
         let skip = if tail { len - take } else { 0 };
-        crate::prefetch::at(
+        flextree::prefetch::at(
             (h.bytes.load(Ordering::Relaxed) as *const u8).wrapping_add(skip),
             take,
         );

@@ -24,10 +24,18 @@
 //! rewrite it; docs/DESIGN.md), and a MemTable of 512 MiB (the default)
 //! touches 131,072.
 //!
+//! An idle store lets go of the pool lazily (`ChunkPool::release`): its
+//! mapped chunks stay in it with their pages advised `MADV_FREE`, so the
+//! kernel takes them back when it needs memory, and a MemTable that comes
+//! first finds them in place.
+//!
 //! Invariants: a `Chunk` owns `len` bytes at `ptr`, aligned to `ALIGN`,
 //! until it is dropped; the memory is never moved. A new chunk is zeroed;
-//! one from the pool holds whatever its last owner wrote. The pool holds
-//! at most its capacity, in chunks of exactly `ALIGN` bytes.
+//! one from the pool holds whatever its last owner wrote, or, where it was
+//! released lazily, zeros in any page the kernel took back (nothing reads
+//! a pooled byte before writing it). The pool holds at most its capacity,
+//! in chunks of exactly `ALIGN` bytes; the first `lazy` of its list are
+//! the ones released lazily.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
@@ -96,6 +104,17 @@ impl Chunk {
         }
     }
 
+    /// Lets the kernel take the chunk's pages back when it needs them,
+    /// keeping the chunk (`huge_pages::free_lazily`); false, changing
+    /// nothing, unless the chunk is a mapping of its own and the kernel
+    /// agreed. Its bytes are unspecified after.
+    fn free_lazily(&self) -> bool {
+        // SAFETY: a mapped chunk's memory came from `huge_pages::map` with
+        // this size and stays mapped while `self` lives; the pool's chunks
+        // hold nothing anyone reads before writing it.
+        self.mapped && unsafe { flextree::huge_pages::free_lazily(self.ptr, self.layout.size()) }
+    }
+
     /// The first byte.
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
@@ -110,9 +129,16 @@ impl Chunk {
 
 /// Chunks of `ALIGN` bytes freed by one MemTable, kept for the next.
 pub struct ChunkPool {
-    free: Mutex<Vec<Chunk>>,
+    kept: Mutex<Kept>,
     /// The most chunks kept.
     cap: usize,
+}
+
+/// The pool's chunks: the first `lazy` were freed lazily (`release`).
+#[derive(Default)]
+struct Kept {
+    chunks: Vec<Chunk>,
+    lazy: usize,
 }
 
 impl ChunkPool {
@@ -120,37 +146,66 @@ impl ChunkPool {
     /// MemTable smaller than a chunk still takes one).
     pub fn new(cap_bytes: usize) -> ChunkPool {
         ChunkPool {
-            free: Mutex::new(Vec::new()),
+            kept: Mutex::new(Kept::default()),
             cap: cap_bytes.div_ceil(ALIGN),
         }
     }
 
-    /// A chunk of `ALIGN` bytes: a kept one (its bytes unspecified) or a
-    /// new zeroed one.
+    /// A chunk of `ALIGN` bytes: a kept one (its bytes unspecified), the
+    /// most lately kept first, or a new zeroed one.
     pub fn take(&self) -> Chunk {
-        self.free.lock().pop().unwrap_or_else(|| Chunk::new(ALIGN))
+        let mut kept = self.kept.lock();
+        let Some(chunk) = kept.chunks.pop() else {
+            drop(kept);
+            return Chunk::new(ALIGN);
+        };
+        kept.lazy = kept.lazy.min(kept.chunks.len());
+        chunk
     }
 
     /// Keeps `chunk` for a later `take` if it is `ALIGN` bytes and the pool
     /// has room; frees it otherwise.
     pub fn give(&self, chunk: Chunk) {
         if chunk.len() == ALIGN {
-            let mut free = self.free.lock();
-            if free.len() < self.cap {
-                free.push(chunk);
+            let mut kept = self.kept.lock();
+            if kept.chunks.len() < self.cap {
+                kept.chunks.push(chunk);
             }
         }
     }
 
-    /// Bytes kept.
+    /// Bytes kept and not freed lazily: memory the pool holds for sure.
     pub fn kept_bytes(&self) -> usize {
-        self.free.lock().len() * ALIGN
+        let kept = self.kept.lock();
+        (kept.chunks.len() - kept.lazy) * ALIGN
     }
 
-    /// Frees every chunk kept (the store went idle).
+    /// Bytes kept that the kernel may take back (see `release`).
+    pub fn lazily_freed_bytes(&self) -> usize {
+        self.kept.lock().lazy * ALIGN
+    }
+
+    /// Lets go of the memory kept (the store went idle). A chunk that is a
+    /// mapping of its own stays in the pool, its pages freed lazily
+    /// (`MADV_FREE`): the kernel takes them back when it needs memory, and
+    /// until then a MemTable that takes the chunk finds them in place
+    /// instead of faulting in fresh ones (docs/DESIGN.md, "Memory the
+    /// process touched before"). Other chunks are freed.
     pub fn release(&self) {
-        let kept = std::mem::take(&mut *self.free.lock());
+        let mut kept = self.kept.lock();
+        let from = kept.lazy;
+        let fresh = kept.chunks.split_off(from);
+        let mut dropped = Vec::new();
+        for chunk in fresh {
+            if chunk.free_lazily() {
+                kept.chunks.push(chunk);
+            } else {
+                dropped.push(chunk);
+            }
+        }
+        kept.lazy = kept.chunks.len();
         drop(kept);
+        drop(dropped);
     }
 }
 
@@ -195,6 +250,48 @@ mod tests {
         assert_eq!(big.len(), 4 * ALIGN);
     }
 
+    /// The `/proc/self/smaps` lines (fields) of the mapping holding `at`,
+    /// and the mapping's end.
+    #[cfg(target_os = "linux")]
+    fn smaps_of(at: usize) -> (Vec<String>, usize) {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut lines = smaps.lines();
+        while let Some(line) = lines.next() {
+            let Some((range, _)) = line.split_once(' ') else {
+                continue;
+            };
+            let Some((lo, hi)) = range.split_once('-') else {
+                continue;
+            };
+            let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            else {
+                continue;
+            };
+            if (lo..hi).contains(&at) {
+                let fields = lines
+                    .by_ref()
+                    .take_while(|l| !l.contains('-') || l.starts_with("THP"))
+                    .map(str::to_owned)
+                    .collect();
+                return (fields, hi);
+            }
+        }
+        panic!("no mapping holds {at:#x}");
+    }
+
+    /// A field of [`smaps_of`] in kB.
+    #[cfg(target_os = "linux")]
+    fn kb(fields: &[String], name: &str) -> Option<u64> {
+        fields.iter().find_map(|l| {
+            l.strip_prefix(name)?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse()
+                .ok()
+        })
+    }
+
     /// On Linux with transparent huge pages not disabled, a chunk is a
     /// mapping of its own that the kernel may back with huge pages (the
     /// advice reached it before any touch); where the kernel has them
@@ -211,30 +308,53 @@ mod tests {
         // SAFETY: the first byte of `c`, which we own.
         unsafe { *c.as_ptr() = 1 };
         let at = c.as_ptr() as usize;
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut lines = smaps.lines();
-        let mut eligible = None;
-        while let Some(line) = lines.next() {
-            let Some((range, _)) = line.split_once(' ') else {
-                continue;
-            };
-            let Some((lo, hi)) = range.split_once('-') else {
-                continue;
-            };
-            let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
-            else {
-                continue;
-            };
-            if (lo..hi).contains(&at) {
-                assert!(at + ALIGN <= hi, "the chunk lies in one mapping");
-                eligible = lines
-                    .by_ref()
-                    .take_while(|l| !l.contains('-') || l.starts_with("THP"))
-                    .find_map(|l| l.strip_prefix("THPeligible:").map(|v| v.trim() == "1"));
-                break;
-            }
-        }
+        let (fields, end) = smaps_of(at);
+        assert!(at + ALIGN <= end, "the chunk lies in one mapping");
+        let eligible = fields
+            .iter()
+            .find_map(|l| l.strip_prefix("THPeligible:").map(|v| v.trim() == "1"));
         assert_eq!(eligible, Some(true), "the chunk's mapping takes huge pages");
+    }
+
+    /// A released pool keeps its mapped chunks with their pages freed
+    /// lazily: the kernel counts them as lazily free (or has already taken
+    /// them), the pool no longer counts them as kept, and the next `take`
+    /// hands the same chunk back, writable.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_released_chunk_is_freed_lazily_and_taken_again() {
+        let pool = ChunkPool::new(ALIGN);
+        let c = pool.take();
+        if !c.mapped {
+            return;
+        }
+        let at = c.as_ptr();
+        // SAFETY: the chunk's own bytes.
+        unsafe { std::ptr::write_bytes(at, 0xAB, ALIGN) };
+        pool.give(c);
+        assert_eq!(pool.kept_bytes(), ALIGN);
+        pool.release();
+        assert_eq!(pool.kept_bytes(), 0);
+        assert_eq!(pool.lazily_freed_bytes(), ALIGN);
+        let (fields, _) = smaps_of(at as usize);
+        let (lazy, rss) = (kb(&fields, "LazyFree:"), kb(&fields, "Rss:"));
+        assert!(
+            lazy.is_some_and(|k| k > 0) || rss == Some(0),
+            "the pages are lazily free or gone: {fields:?}"
+        );
+        // A second release changes nothing.
+        pool.release();
+        assert_eq!(pool.lazily_freed_bytes(), ALIGN);
+        let again = pool.take();
+        assert_eq!(again.as_ptr(), at, "the released chunk is taken again");
+        assert_eq!(pool.lazily_freed_bytes(), 0);
+        // SAFETY: the chunk's own bytes.
+        unsafe {
+            std::ptr::write_bytes(at, 0x5A, ALIGN);
+            assert!(std::slice::from_raw_parts(at, ALIGN)
+                .iter()
+                .all(|&b| b == 0x5A));
+        }
     }
 
     #[test]
@@ -260,8 +380,13 @@ mod tests {
         pool.give(x);
         pool.release();
         assert_eq!(pool.kept_bytes(), 0);
+        // A released chunk (freed lazily where it is a mapping, else freed)
+        // comes back before a new one is made.
+        let again = pool.take();
+        assert_eq!(pool.kept_bytes() + pool.lazily_freed_bytes(), 0);
         // An empty pool makes new (zeroed) chunks.
         let fresh = pool.take();
+        assert_ne!(fresh.as_ptr(), again.as_ptr());
         // SAFETY: within `fresh`, which we own; a new chunk is zeroed.
         unsafe { assert_eq!(*fresh.as_ptr(), 0) };
     }

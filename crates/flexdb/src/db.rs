@@ -251,6 +251,8 @@ impl Db {
             commits: s.counters.commits.load(Ordering::Relaxed),
             memtables_committed: s.counters.memtables_committed.load(Ordering::Relaxed),
             logs_reused: s.counters.logs_reused.load(Ordering::Relaxed),
+            memtable_pool_bytes: s.chunks.kept_bytes() as u64,
+            memtable_pool_lazy_bytes: s.chunks.lazily_freed_bytes() as u64,
             max_reader_wait: Duration::from_nanos(
                 s.counters.max_reader_wait_ns.load(Ordering::Relaxed),
             ),

@@ -189,8 +189,8 @@ impl IntervalData {
     #[inline]
     pub fn prefetch_head(&self, max: usize) {
         let [(offsets, offsets_len), (bytes, bytes_len)] = self.lines();
-        crate::prefetch::at(offsets, offsets_len);
-        crate::prefetch::at(bytes, bytes_len.min(max));
+        flextree::prefetch::at(offsets, offsets_len);
+        flextree::prefetch::at(bytes, bytes_len.min(max));
     }
 
     /// Where the offsets and the bytes lie, and their lengths in bytes (for
@@ -210,8 +210,8 @@ impl IntervalData {
     #[inline]
     pub fn prefetch_tail(&self, max: usize) {
         let [(offsets, offsets_len), _] = self.lines();
-        crate::prefetch::at(offsets, offsets_len);
-        crate::prefetch::bytes(&self.bytes[self.bytes.len().saturating_sub(max)..]);
+        flextree::prefetch::at(offsets, offsets_len);
+        flextree::prefetch::bytes(&self.bytes[self.bytes.len().saturating_sub(max)..]);
     }
 
     /// Where pair `i` starts within the interval.
@@ -346,9 +346,9 @@ mod tests {
         // Unaligned starts and ends, down to single bytes.
         let bytes = d.bytes();
         for a in 0..70.min(bytes.len()) {
-            crate::prefetch::bytes(&bytes[a..]);
-            crate::prefetch::bytes(&bytes[a..a]);
-            crate::prefetch::bytes(&bytes[..bytes.len() - a]);
+            flextree::prefetch::bytes(&bytes[a..]);
+            flextree::prefetch::bytes(&bytes[a..a]);
+            flextree::prefetch::bytes(&bytes[..bytes.len() - a]);
         }
         assert_eq!(d, before);
     }

@@ -45,7 +45,6 @@ mod merge;
 mod newest_of;
 mod open;
 mod options;
-mod prefetch;
 mod spare_logs;
 pub mod sparse;
 mod stats;

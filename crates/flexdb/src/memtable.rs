@@ -726,7 +726,7 @@ impl MemTable {
             // The entries lie in the arena in write order, not key order:
             // each is a cache miss unless asked for ahead of the walk.
             if let Some(&(_, ahead)) = v.main.get(pos[0] + NEWEST_PREFETCH_AHEAD) {
-                crate::prefetch::at(ahead.as_ptr().cast(), NEWEST_PREFETCH_BYTES);
+                flextree::prefetch::at(ahead.as_ptr().cast(), NEWEST_PREFETCH_BYTES);
             }
             Some(self.entry(p))
         })
@@ -768,7 +768,7 @@ impl MemTable {
                     .get(i + SLOTS_PREFETCH_AHEAD)
                     .and_then(|s| unpack(s.load(Ordering::Relaxed)))
                 {
-                    crate::prefetch::at(ahead.as_ptr().cast(), SLOTS_PREFETCH_BYTES);
+                    flextree::prefetch::at(ahead.as_ptr().cast(), SLOTS_PREFETCH_BYTES);
                 }
                 if let Some(e) = unpack(slot.load(Ordering::Acquire)) {
                     run.push((summary(hint, self.entry(e).key), e));

@@ -68,6 +68,14 @@ pub struct Stats {
     /// Write-ahead logs since open that took over the file of a committed
     /// one instead of a new file (its pages are in memory already).
     pub logs_reused: u64,
+    /// Memory kept for MemTables to come: the chunks of committed ones,
+    /// reused by the next (up to three MemTables' worth).
+    pub memtable_pool_bytes: u64,
+    /// Memory kept for MemTables to come that the store let go of when it
+    /// went idle, lazily: the kernel takes it back when it needs memory,
+    /// and until then the next MemTables reuse it without faulting fresh
+    /// pages in (on Linux; elsewhere such memory is freed).
+    pub memtable_pool_lazy_bytes: u64,
     /// The longest time a reader waited for a lock since open. Gets take
     /// none; a scan may wait for a MemTable's locks (another scan sorting
     /// that table's newest writes, or a writer).

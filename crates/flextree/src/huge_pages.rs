@@ -93,6 +93,35 @@ pub fn map(_size: usize) -> Option<NonNull<u8>> {
     None
 }
 
+/// Lets the kernel take back the pages of `size` bytes at `ptr` (memory
+/// from `map(size)`) whenever it needs them, without unmapping them
+/// (`MADV_FREE`): until it does, they stay as they are and cost nothing to
+/// touch again; once it has, they read as zeros. False if the kernel
+/// refused (the memory is then unchanged), and always elsewhere than
+/// Linux.
+///
+/// # Safety
+///
+/// `ptr` came from `map(size)` with the same `size` and is still mapped,
+/// and its owner does not rely on the bytes there until it writes them
+/// again.
+#[cfg(all(target_os = "linux", not(miri)))]
+pub unsafe fn free_lazily(ptr: NonNull<u8>, size: usize) -> bool {
+    // SAFETY: by the caller's promise the range is a live mapping of ours
+    // whose contents nobody needs; MADV_FREE keeps it mapped and valid.
+    unsafe { libc::madvise(ptr.as_ptr().cast(), mapped_len(size), libc::MADV_FREE) == 0 }
+}
+
+/// Nothing to free lazily here: `map` maps nothing.
+///
+/// # Safety
+///
+/// As on Linux.
+#[cfg(not(all(target_os = "linux", not(miri))))]
+pub unsafe fn free_lazily(_ptr: NonNull<u8>, _size: usize) -> bool {
+    false
+}
+
 /// Returns the memory `map(size)` gave.
 ///
 /// # Safety

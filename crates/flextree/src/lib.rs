@@ -28,6 +28,7 @@ mod error;
 mod extent;
 pub mod huge_pages;
 mod node;
+pub mod prefetch;
 mod storage;
 mod tree;
 

@@ -39,6 +39,8 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         commits,
         memtables_committed,
         logs_reused,
+        memtable_pool_bytes,
+        memtable_pool_lazy_bytes,
         max_reader_wait,
     } = s;
     let wait_us = u64::try_from(max_reader_wait.as_micros()).unwrap_or(u64::MAX);
@@ -71,6 +73,12 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         ("commits", json!(commits), false),
         ("memtables_committed", json!(memtables_committed), false),
         ("logs_reused", json!(logs_reused), false),
+        ("memtable_pool_bytes", json!(memtable_pool_bytes), true),
+        (
+            "memtable_pool_lazy_bytes",
+            json!(memtable_pool_lazy_bytes),
+            true,
+        ),
         ("max_reader_wait_us", json!(wait_us), false),
     ]
 }
@@ -125,7 +133,7 @@ mod tests {
     fn json_has_every_field() {
         let v = to_json(&sample());
         let obj = v.as_object().unwrap();
-        assert_eq!(obj.len(), 25);
+        assert_eq!(obj.len(), 27);
         assert_eq!(v["pairs"], 3);
         assert_eq!(v["space_bytes"], 123_456);
         assert_eq!(v["cache_hit_ratio"], 0.5);
@@ -136,10 +144,10 @@ mod tests {
     fn table_lines() {
         let t = table(&sample());
         let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 25);
-        assert_eq!(lines[0], "pairs                   3");
-        assert_eq!(lines[1], "space_bytes             123456 (123.5 kB)");
-        assert!(t.contains("cache_hit_ratio         0.500\n"));
-        assert!(t.contains("max_reader_wait_us      1500\n"));
+        assert_eq!(lines.len(), 27);
+        assert_eq!(lines[0], "pairs                     3");
+        assert_eq!(lines[1], "space_bytes               123456 (123.5 kB)");
+        assert!(t.contains("cache_hit_ratio           0.500\n"));
+        assert!(t.contains("max_reader_wait_us        1500\n"));
     }
 }

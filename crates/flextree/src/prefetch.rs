@@ -29,14 +29,14 @@ fn lines(start: *const u8, lines: usize) {
 /// Asks for the cache lines of the `len` bytes starting at `start`, which
 /// need not name memory at all.
 #[inline]
-pub(crate) fn at(start: *const u8, len: usize) {
+pub fn at(start: *const u8, len: usize) {
     let skew = start as usize % LINE;
     lines(start, (skew + len).div_ceil(LINE));
 }
 
 /// Asks for every cache line of `bytes`.
 #[inline]
-pub(crate) fn bytes(bytes: &[u8]) {
+pub fn bytes(bytes: &[u8]) {
     at(bytes.as_ptr(), bytes.len());
 }
 
