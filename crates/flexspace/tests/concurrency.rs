@@ -178,7 +178,16 @@ fn history_under_forced_maintenance(mmap: bool) {
                     continue;
                 }
                 let at = rng.gen_range(0..recs) * REC as u64;
-                let plan = space.plan_read(at, REC as u64).unwrap();
+                let plan = match space.plan_read(at, REC as u64) {
+                    Ok(plan) => plan,
+                    // A collapse since `len` ended the space before `at`:
+                    // the typed answer for an offset past the end.
+                    Err(flexspace::Error::OutOfRange { offset, size, .. }) => {
+                        assert!(offset > size, "{offset} past {size}");
+                        continue;
+                    }
+                    Err(e) => panic!("plan_read: {e}"),
+                };
                 if plan.len() == REC {
                     plan.read(&mut r).unwrap();
                     check_record(&r);
