@@ -26,8 +26,8 @@
 //!
 //! An idle store lets go of the pool lazily (`ChunkPool::release`): its
 //! mapped chunks stay in it with their pages advised `MADV_FREE`, so the
-//! kernel takes them back when it needs memory, and a MemTable that comes
-//! first finds them in place.
+//! kernel takes them back when it needs memory, and a MemTable that takes
+//! one before the kernel does finds its pages in place.
 //!
 //! Invariants: a `Chunk` owns `len` bytes at `ptr`, aligned to `ALIGN`,
 //! until it is dropped; the memory is never moved. A new chunk is zeroed;
