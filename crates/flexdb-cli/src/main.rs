@@ -8,6 +8,8 @@
 //! [`exit::Code`]; a failure prints exactly one line on stderr; the store
 //! is closed with `Db::close` on success so that its errors are reported.
 
+#![forbid(unsafe_code)]
+
 mod cli;
 mod commands;
 mod encoding;

@@ -38,8 +38,8 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::counter::StripedCounter;
 use crate::interval::IntervalData;
+use flexsys::counter::StripedCounter;
 
 /// A handle to a cache slot, valid while the slot's generation matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,7 +85,7 @@ const MAX_SECOND_CHANCES: usize = 64;
 /// Slots per chunk.
 const CHUNK: usize = 4096;
 /// The smallest charge of an entry: bounds the slots a capacity needs.
-const MIN_CHARGE: usize = std::mem::size_of::<IntervalData>() + 64;
+const MIN_CHARGE: usize = size_of::<IntervalData>() + 64;
 /// At most this many chunks (the directory's size for a huge capacity).
 const MAX_CHUNKS: usize = 1 << 20;
 
@@ -205,7 +205,7 @@ impl IntervalCache {
     /// look it up. A hint: reads nothing, never waits.
     pub fn prefetch_slot(&self, r: Option<CacheRef>) {
         if let Some(slot) = r.and_then(|r| self.slot(r.slot)) {
-            flextree::prefetch::at((slot as *const Slot).cast(), std::mem::size_of::<Slot>());
+            flexsys::prefetch::at((slot as *const Slot).cast(), size_of::<Slot>());
         }
     }
 
@@ -221,19 +221,19 @@ impl IntervalCache {
         };
         let h = &slot.hint;
         let at = |a: &AtomicUsize, len: usize| {
-            flextree::prefetch::at(a.load(Ordering::Relaxed) as *const u8, len);
+            flexsys::prefetch::at(a.load(Ordering::Relaxed) as *const u8, len);
         };
         // (The reference counts sit just before the header.)
-        let counts = 2 * std::mem::size_of::<usize>();
-        flextree::prefetch::at(
+        let counts = 2 * size_of::<usize>();
+        flexsys::prefetch::at(
             (h.header.load(Ordering::Relaxed) as *const u8).wrapping_sub(counts),
-            counts + std::mem::size_of::<IntervalData>(),
+            counts + size_of::<IntervalData>(),
         );
         at(&h.offsets, h.offsets_len.load(Ordering::Relaxed));
         let len = h.bytes_len.load(Ordering::Relaxed);
         let take = len.min(bytes);
         let skip = if tail { len - take } else { 0 };
-        flextree::prefetch::at(
+        flexsys::prefetch::at(
             (h.bytes.load(Ordering::Relaxed) as *const u8).wrapping_add(skip),
             take,
         );

@@ -7,7 +7,7 @@
 //! pages cut those misses by 512 (docs/DESIGN.md has the measurement).
 //!
 //! On Linux each chunk is its own anonymous mapping
-//! (`flextree::huge_pages`), advised before any page of it is touched:
+//! (`flexsys::huge_pages`), advised before any page of it is touched:
 //! memory taken from the global allocator may have been faulted in as
 //! 4 KiB pages already, and those stay small whatever the advice (1.45 of
 //! 3.67 GB anonymous were huge that way, 3.10 of 3.92 GB mapped; the
@@ -43,7 +43,7 @@ use std::ptr::NonNull;
 use parking_lot::Mutex;
 
 /// Alignment (and preferred size) of a chunk: one huge page.
-pub const ALIGN: usize = flextree::huge_pages::HUGE_PAGE;
+pub const ALIGN: usize = flexsys::huge_pages::HUGE_PAGE;
 
 /// An owned, zeroed, huge-page-aligned block of memory.
 pub struct Chunk {
@@ -67,7 +67,7 @@ impl Chunk {
     /// like any allocation when memory is exhausted.
     pub fn new(len: usize) -> Chunk {
         let layout = Self::layout(len);
-        match flextree::huge_pages::map(layout.size()) {
+        match flexsys::huge_pages::map(layout.size()) {
             Some(ptr) => Chunk {
                 ptr,
                 layout,
@@ -96,7 +96,7 @@ impl Chunk {
         let Some(ptr) = NonNull::new(p) else {
             std::alloc::handle_alloc_error(layout)
         };
-        flextree::huge_pages::advise(p, size);
+        flexsys::huge_pages::advise(p, size);
         Chunk {
             ptr,
             layout,
@@ -112,7 +112,7 @@ impl Chunk {
         // SAFETY: a mapped chunk's memory came from `huge_pages::map` with
         // this size and stays mapped while `self` lives; the pool's chunks
         // hold nothing anyone reads before writing it.
-        self.mapped && unsafe { flextree::huge_pages::free_lazily(self.ptr, self.layout.size()) }
+        self.mapped && unsafe { flexsys::huge_pages::free_lazily(self.ptr, self.layout.size()) }
     }
 
     /// The first byte.
@@ -215,7 +215,7 @@ impl Drop for Chunk {
             // SAFETY: `new` took this memory from `huge_pages::map` with
             // this size; the chunk drops once and nothing uses its bytes
             // after.
-            unsafe { flextree::huge_pages::unmap(self.ptr, self.layout.size()) };
+            unsafe { flexsys::huge_pages::unmap(self.ptr, self.layout.size()) };
         } else {
             // SAFETY: allocated in `new` with this layout, freed once.
             unsafe { dealloc(self.ptr.as_ptr(), self.layout) }

@@ -226,7 +226,7 @@ fn commit(shared: &Shared, batch: &[Frozen]) -> Result<()> {
 }
 
 /// The newest version of every key of `batch`'s tables, in key order.
-fn newest_of(batch: &[Frozen]) -> impl Iterator<Item = crate::memtable::EntryRef<'_>> + '_ {
+fn newest_of(batch: &[Frozen]) -> impl Iterator<Item = EntryRef<'_>> + '_ {
     crate::newest_of::NewestOf::new(batch.iter().map(|f| f.mem.newest()))
 }
 
@@ -308,7 +308,7 @@ fn prefetch(shared: &Shared, batch: &[Frozen], progress: &AtomicUsize, done: &At
         // the committer never waits for it.
         let fetched = shared.interval_of(
             e.key,
-            || crate::lock_wait::read_polling(&shared.state),
+            || flexsys::lock_wait::read_polling(&shared.state),
             |st, f| bound = st.sparse.next_anchor(f),
         );
         if fetched.is_err() {
@@ -486,7 +486,7 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
     } else {
         IndexChange::Small(new.clone())
     };
-    let mut st = crate::lock_wait::write_polling(&shared.state);
+    let mut st = flexsys::lock_wait::write_polling(&shared.state);
     let hold = shared
         .trace
         .then(|| HoldTimer::start(&shared.counters.max_commit_hold_ns));

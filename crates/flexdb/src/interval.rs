@@ -189,18 +189,15 @@ impl IntervalData {
     #[inline]
     pub fn prefetch_head(&self, max: usize) {
         let [(offsets, offsets_len), (bytes, bytes_len)] = self.lines();
-        flextree::prefetch::at(offsets, offsets_len);
-        flextree::prefetch::at(bytes, bytes_len.min(max));
+        flexsys::prefetch::at(offsets, offsets_len);
+        flexsys::prefetch::at(bytes, bytes_len.min(max));
     }
 
     /// Where the offsets and the bytes lie, and their lengths in bytes (for
     /// prefetching: see `IntervalCache::prefetch_entry`).
     pub(crate) fn lines(&self) -> [(*const u8, usize); 2] {
         [
-            (
-                self.offs.as_ptr().cast(),
-                std::mem::size_of_val(&*self.offs),
-            ),
+            (self.offs.as_ptr().cast(), size_of_val(&*self.offs)),
             (self.bytes.as_ptr(), self.bytes.len()),
         ]
     }
@@ -210,8 +207,8 @@ impl IntervalData {
     #[inline]
     pub fn prefetch_tail(&self, max: usize) {
         let [(offsets, offsets_len), _] = self.lines();
-        flextree::prefetch::at(offsets, offsets_len);
-        flextree::prefetch::bytes(&self.bytes[self.bytes.len().saturating_sub(max)..]);
+        flexsys::prefetch::at(offsets, offsets_len);
+        flexsys::prefetch::bytes(&self.bytes[self.bytes.len().saturating_sub(max)..]);
     }
 
     /// Where pair `i` starts within the interval.
@@ -317,7 +314,7 @@ impl IntervalData {
 
     /// Bytes of memory the interval holds (charged to the cache).
     pub fn charge(&self) -> usize {
-        self.bytes.len() + self.offs.len() * 6 + std::mem::size_of::<Self>() + 64
+        self.bytes.len() + self.offs.len() * 6 + size_of::<Self>() + 64
     }
 }
 
@@ -346,9 +343,9 @@ mod tests {
         // Unaligned starts and ends, down to single bytes.
         let bytes = d.bytes();
         for a in 0..70.min(bytes.len()) {
-            flextree::prefetch::bytes(&bytes[a..]);
-            flextree::prefetch::bytes(&bytes[a..a]);
-            flextree::prefetch::bytes(&bytes[..bytes.len() - a]);
+            flexsys::prefetch::bytes(&bytes[a..]);
+            flexsys::prefetch::bytes(&bytes[a..a]);
+            flexsys::prefetch::bytes(&bytes[..bytes.len() - a]);
         }
         assert_eq!(d, before);
     }

@@ -726,7 +726,7 @@ impl MemTable {
             // The entries lie in the arena in write order, not key order:
             // each is a cache miss unless asked for ahead of the walk.
             if let Some(&(_, ahead)) = v.main.get(pos[0] + NEWEST_PREFETCH_AHEAD) {
-                flextree::prefetch::at(ahead.as_ptr().cast(), NEWEST_PREFETCH_BYTES);
+                flexsys::prefetch::at(ahead.as_ptr().cast(), NEWEST_PREFETCH_BYTES);
             }
             Some(self.entry(p))
         })
@@ -768,7 +768,7 @@ impl MemTable {
                     .get(i + SLOTS_PREFETCH_AHEAD)
                     .and_then(|s| unpack(s.load(Ordering::Relaxed)))
                 {
-                    flextree::prefetch::at(ahead.as_ptr().cast(), SLOTS_PREFETCH_BYTES);
+                    flexsys::prefetch::at(ahead.as_ptr().cast(), SLOTS_PREFETCH_BYTES);
                 }
                 if let Some(e) = unpack(slot.load(Ordering::Acquire)) {
                     run.push((summary(hint, self.entry(e).key), e));
@@ -1046,12 +1046,12 @@ mod tests {
                     t.scan_forward(Bound::Unbounded, Bound::Unbounded, u64::MAX, 3, &mut out);
                 (waited, out.len())
             });
-            std::thread::sleep(std::time::Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(50));
             drop(builder);
             let (waited, found) = reader.join().unwrap();
             assert_eq!(found, 3);
             assert!(
-                waited.is_some_and(|w| w >= std::time::Duration::from_millis(40)),
+                waited.is_some_and(|w| w >= Duration::from_millis(40)),
                 "{waited:?}"
             );
         });

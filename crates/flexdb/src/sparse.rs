@@ -276,7 +276,7 @@ impl Leaf {
     /// Heap bytes held (the struct itself is counted with the leaf array).
     fn memory(&self) -> usize {
         self.keys.memory()
-            + self.cache.capacity() * std::mem::size_of::<AtomicU64>()
+            + self.cache.capacity() * size_of::<AtomicU64>()
             + self.size.capacity() * 4
             + self.count.capacity() * 2
     }
@@ -449,15 +449,15 @@ impl SparseIndex {
     /// shared with copies of the index, see `clone`), which it adds.
     pub fn memory_beside(&self, seen: &mut HashSet<usize>) -> usize {
         // A leaf's allocation: the leaf and the two reference counts.
-        let leaf_bytes = std::mem::size_of::<Leaf>() + 2 * std::mem::size_of::<usize>();
-        self.leaves.capacity() * std::mem::size_of::<Arc<Leaf>>()
+        let leaf_bytes = size_of::<Leaf>() + 2 * size_of::<usize>();
+        self.leaves.capacity() * size_of::<Arc<Leaf>>()
             + self
                 .leaves
                 .iter()
                 .filter(|l| seen.insert(Arc::as_ptr(l) as usize))
                 .map(|l| leaf_bytes + l.memory())
                 .sum::<usize>()
-            + self.inners.capacity() * std::mem::size_of::<Inner>()
+            + self.inners.capacity() * size_of::<Inner>()
             + self.inners.iter().map(Inner::memory).sum::<usize>()
             + (self.free_leaves.capacity() + self.free_inners.capacity()) * 4
     }

@@ -179,7 +179,7 @@ pub(crate) struct Shared {
     /// Views the committer replaced, until their last reader lets go.
     pub retired: Mutex<Vec<Arc<View>>>,
     /// The extent index of a dropped view, for the next view to copy into.
-    pub spare_index: Mutex<Option<flextree::FlexTree>>,
+    pub spare_index: Mutex<Option<flexspace::SpareIndex>>,
     /// Intervals readers cached in a view, for the committer to carry into
     /// its index (see `view`).
     pub installs: Mutex<Vec<Install>>,
@@ -395,7 +395,7 @@ impl Shared {
                 max: MAX_RECORD,
             });
         }
-        let mut w = crate::lock_wait::lock_spinning(&self.writer);
+        let mut w = flexsys::lock_wait::lock_spinning(&self.writer);
         self.make_room(&mut w)?;
         let seq = w.next_seq;
         let end = match w.wal.append(seq, payload) {

@@ -59,7 +59,7 @@ impl View {
     pub fn copy_reusing(
         sparse: &SparseIndex,
         space: &flexspace::FlexSpace,
-        spare: Option<flextree::FlexTree>,
+        spare: Option<flexspace::SpareIndex>,
     ) -> Result<View> {
         Ok(View {
             sparse: sparse.clone(),
@@ -244,7 +244,7 @@ impl Shared {
             .spare_index
             .lock()
             .as_ref()
-            .map_or(0, |t| t.node_memory_usage() as u64);
+            .map_or(0, |t| t.memory_bytes() as u64);
         std::iter::once(&current)
             .chain(&retired)
             .fold((committer, spare), |(s, e), v| {

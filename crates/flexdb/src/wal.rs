@@ -810,7 +810,7 @@ fn io_err(name: &str, source: std::io::Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flextree::MemFile;
+    use flexspace::MemFile;
 
     fn mem() -> Arc<dyn StorageFile> {
         Arc::new(MemFile::new())

@@ -46,6 +46,6 @@ pub use error::{Error, Result};
 pub use fault::{CrashModel, Fault, FaultStorage};
 pub use options::{Options, MAX_EXTENT, SEGMENT_SIZE};
 pub use read::ReadPlan;
-pub use snapshot::Snapshot;
+pub use snapshot::{Snapshot, SpareIndex};
 pub use space::{FlexSpace, Stats};
-pub use storage::{FileStorage, Mapping, Storage, StorageFile};
+pub use storage::{FileStorage, Mapping, MemFile, Storage, StorageFile};

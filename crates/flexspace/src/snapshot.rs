@@ -32,6 +32,19 @@ use crate::read::{self, ReadPlan};
 use crate::segbuf::SegBuf;
 use crate::space::{FlexSpace, Shared};
 
+/// The memory of an ended snapshot's index copy, kept to be written over by
+/// the next snapshot ([`FlexSpace::snapshot_reusing`]): memory the process
+/// touched before costs far less to write than fresh memory. Opaque: the
+/// layers above never see the extent index itself.
+pub struct SpareIndex(FlexTree);
+
+impl SpareIndex {
+    /// Bytes of node memory the copy holds.
+    pub fn memory_bytes(&self) -> usize {
+        self.0.node_memory_usage()
+    }
+}
+
 /// A read-only view of a space as of one moment (see the module docs).
 pub struct Snapshot {
     tree: FlexTree,
@@ -52,11 +65,11 @@ impl FlexSpace {
     /// is written into `spare` (the index of an earlier snapshot, from
     /// [`Snapshot::into_index`]) when given: memory the process touched
     /// before costs far less to write than fresh memory.
-    pub fn snapshot_reusing(&self, spare: Option<FlexTree>) -> Result<Snapshot> {
+    pub fn snapshot_reusing(&self, spare: Option<SpareIndex>) -> Result<Snapshot> {
         let st = self.s.state.read();
         let guard = self.s.readers.enter_owned(st.seg.epoch());
         let tree = match spare {
-            Some(mut tree) => {
+            Some(SpareIndex(mut tree)) => {
                 tree.clone_from(&st.tree);
                 tree
             }
@@ -74,8 +87,8 @@ impl FlexSpace {
 impl Snapshot {
     /// Ends the snapshot (it no longer holds freed space back) and returns
     /// its copy of the index, for [`FlexSpace::snapshot_reusing`].
-    pub fn into_index(self) -> FlexTree {
-        self.tree
+    pub fn into_index(self) -> SpareIndex {
+        SpareIndex(self.tree)
     }
 
     /// The length of the space as of the snapshot.

@@ -12,7 +12,7 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use flextree::StorageFile;
+pub use flextree::{MemFile, StorageFile};
 
 use crate::error::{Error, Result};
 pub use crate::mapping::Mapping;

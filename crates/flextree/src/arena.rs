@@ -26,7 +26,7 @@ use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ops::{Index, IndexMut};
 use std::ptr::NonNull;
 
-use crate::huge_pages::HUGE_PAGE;
+use flexsys::huge_pages::HUGE_PAGE;
 
 const RUN_BITS: u32 = 8;
 /// Ids per run: the granularity of the id-to-address table.
@@ -78,7 +78,7 @@ fn block_nodes<T>(len: usize) -> usize {
     } else {
         // At least one huge page of nodes, in whole runs.
         HUGE_PAGE
-            .div_ceil(std::mem::size_of::<T>().max(1))
+            .div_ceil(size_of::<T>().max(1))
             .next_multiple_of(RUN)
     }
 }
@@ -89,16 +89,12 @@ impl<T: Clone> Block<T> {
     /// on a huge-page boundary and is advised to use huge pages.
     fn filled_with(nodes: usize, mut node: impl FnMut(usize) -> T) -> Self {
         debug_assert!(nodes > 0 && nodes.is_multiple_of(RUN));
-        let size = std::mem::size_of::<T>().max(1) * nodes;
+        let size = size_of::<T>().max(1) * nodes;
         let huge = size >= HUGE_PAGE;
-        let align = if huge {
-            HUGE_PAGE
-        } else {
-            std::mem::align_of::<T>()
-        };
+        let align = if huge { HUGE_PAGE } else { align_of::<T>() };
         let layout = Layout::from_size_align(size, align).expect("node block layout");
         let mapped = if huge {
-            crate::huge_pages::map(size)
+            flexsys::huge_pages::map(size)
         } else {
             None
         };
@@ -112,7 +108,7 @@ impl<T: Clone> Block<T> {
                     handle_alloc_error(layout)
                 };
                 if huge {
-                    crate::huge_pages::advise(raw.cast(), size);
+                    flexsys::huge_pages::advise(raw.cast(), size);
                 }
                 ptr
             }
@@ -148,7 +144,7 @@ impl<T> Drop for Block<T> {
             // SAFETY: a mapped block's memory came from
             // `huge_pages::map(self.layout.size())`, and the block drops
             // once, its nodes dropped above.
-            unsafe { crate::huge_pages::unmap(self.ptr.cast(), self.layout.size()) };
+            unsafe { flexsys::huge_pages::unmap(self.ptr.cast(), self.layout.size()) };
         } else {
             // SAFETY: the memory was allocated by `filled` with `layout`.
             unsafe { dealloc(self.ptr.as_ptr().cast(), self.layout) };
@@ -206,8 +202,8 @@ impl<T: Clone> Arena<T> {
     /// Bytes of node memory held (whole blocks) and of the tables.
     pub fn memory_usage(&self) -> usize {
         self.blocks.iter().map(|b| b.layout.size()).sum::<usize>()
-            + self.runs.capacity() * std::mem::size_of::<NonNull<[T; RUN]>>()
-            + self.blocks.capacity() * std::mem::size_of::<Block<T>>()
+            + self.runs.capacity() * size_of::<NonNull<[T; RUN]>>()
+            + self.blocks.capacity() * size_of::<Block<T>>()
     }
 }
 
@@ -332,7 +328,7 @@ mod tests {
             assert_eq!(a[i].0[i % 128], i as u64, "id {i}");
         }
         let held: usize = a.blocks.iter().map(|b| b.layout.size()).sum();
-        assert!(a.memory_usage() >= held && held >= n * std::mem::size_of::<Big>());
+        assert!(a.memory_usage() >= held && held >= n * size_of::<Big>());
 
         // A clone is deep and keeps the block structure.
         let mut c = a.clone();
@@ -346,7 +342,7 @@ mod tests {
         }
 
         // Every slot (pushed or filler) is dropped exactly once.
-        let slots = held / std::mem::size_of::<Big>();
+        let slots = held / size_of::<Big>();
         assert_eq!(Rc::strong_count(&token), 1 + 2 * slots);
         drop(c);
         assert_eq!(Rc::strong_count(&token), 1 + slots);

@@ -26,9 +26,7 @@ mod checkpoint;
 mod cursor;
 mod error;
 mod extent;
-pub mod huge_pages;
 mod node;
-pub mod prefetch;
 mod storage;
 mod tree;
 

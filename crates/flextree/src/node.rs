@@ -377,7 +377,7 @@ impl Leaf {
     /// Starts loading the whole leaf (an update moves words too).
     #[inline(always)]
     pub fn prefetch_all(&self) {
-        prefetch_lines(self, std::mem::size_of::<Leaf>());
+        prefetch_lines(self, size_of::<Leaf>());
     }
 }
 

@@ -48,7 +48,7 @@ impl ExtentIndex for SortedArray {
         self.ext.len() as u64
     }
     fn memory_usage(&self) -> usize {
-        self.ext.capacity() * std::mem::size_of::<Ext>()
+        self.ext.capacity() * size_of::<Ext>()
     }
     fn insert(&mut self, offset: u64, len: u64, addr: u64) {
         let new = Ext {

@@ -180,8 +180,8 @@ impl ExtentIndex for AbsoluteBTree {
         self.extents
     }
     fn memory_usage(&self) -> usize {
-        self.leaves.capacity() * std::mem::size_of::<Leaf>()
-            + self.internals.capacity() * std::mem::size_of::<Internal>()
+        self.leaves.capacity() * size_of::<Leaf>()
+            + self.internals.capacity() * size_of::<Internal>()
     }
 
     fn insert(&mut self, offset: u64, len: u64, addr: u64) {

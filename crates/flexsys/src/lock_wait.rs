@@ -47,7 +47,7 @@ const POLL_SLEEP: Duration = Duration::from_micros(20);
 
 /// How long the committer polls before it blocks (and new readers queue
 /// behind it).
-pub(crate) const WRITE_POLL: Duration = Duration::from_millis(2);
+pub const WRITE_POLL: Duration = Duration::from_millis(2);
 
 /// One waiter's pauses between polls of a lock.
 struct Backoff {
@@ -92,7 +92,7 @@ impl Backoff {
 /// between polls. A parked reader must be woken by the writer's unlock, a
 /// system call inside the committer's loop (5% of its time in a 10 M load,
 /// measured in docs/DESIGN.md); a polling one costs the writer nothing.
-pub(crate) fn read_polling<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+pub fn read_polling<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     if let Some(g) = lock.try_read() {
         return g;
     }
@@ -108,7 +108,7 @@ pub(crate) fn read_polling<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
 /// Takes `lock` exclusively, for [`WRITE_POLL`] without marking it as
 /// wanted (readers keep entering while this waits, and none of them queues
 /// behind it), then blocking.
-pub(crate) fn write_polling<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+pub fn write_polling<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     write_polling_for(lock, WRITE_POLL)
 }
 
@@ -141,7 +141,7 @@ const WRITER_SPIN: Duration = Duration::from_micros(4);
 /// writers' own limit, and three changes to their path"). After the spin
 /// it parks as usual, so a holder that was preempted costs the waiter no
 /// more than that.
-pub(crate) fn lock_spinning<T>(lock: &Mutex<T>) -> MutexGuard<'_, T> {
+pub fn lock_spinning<T>(lock: &Mutex<T>) -> MutexGuard<'_, T> {
     if let Some(g) = lock.try_lock() {
         return g;
     }

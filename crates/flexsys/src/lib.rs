@@ -1,0 +1,15 @@
+//! Low-level helpers that more than one FlexDB layer needs and that know
+//! nothing of extents, spaces or keys: software prefetch hints
+//! ([`prefetch`]), memory mapped on huge-page boundaries ([`huge_pages`]),
+//! ways of waiting for a lock that a background thread shares with readers
+//! ([`lock_wait`]) and statistics counters that many threads add to without
+//! sharing a cache line ([`counter`]).
+//!
+//! Invariant: nothing here has an effect a caller can observe except
+//! through its documented result; prefetch and huge-page advice are hints
+//! only.
+
+pub mod counter;
+pub mod huge_pages;
+pub mod lock_wait;
+pub mod prefetch;
