@@ -6,10 +6,12 @@
 
 mod baseline;
 mod device;
+mod diag;
 mod index;
 mod median;
 mod space_bench;
 mod space_latency;
+mod trace;
 mod tree_bench;
 mod ycsb;
 
@@ -28,6 +30,12 @@ use clap::{Parser, Subcommand};
 #[derive(Parser, Debug)]
 #[command(name = "flexbench", version, about)]
 struct Cli {
+    /// Print the engines' diagnostic events (commit groups, lock holds,
+    /// recovery steps) on stderr; `RUST_LOG` chooses others (for example
+    /// `RUST_LOG=flexdb=trace`), and `FLEXDB_TRACE=1` in the environment
+    /// means the same as this flag.
+    #[arg(long, global = true)]
+    trace: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -114,6 +122,13 @@ enum Command {
     /// YCSB workloads (Table 5) on the paper's datasets (Table 3): FlexDB
     /// and peer engines side by side.
     Ycsb(ycsb::YcsbArgs),
+    /// Focused timings of one piece of one layer (see `flexbench diag
+    /// --help`).
+    Diag {
+        /// The diagnostic to run.
+        #[command(subcommand)]
+        what: diag::Diag,
+    },
     /// Internal: the child the crash test of `ycsb` kills.
     #[command(hide = true)]
     YcsbCrashChild(ycsb::CrashChildArgs),
@@ -121,6 +136,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    trace::install(cli.trace);
     match cli.command {
         Command::Tree {
             extents,
@@ -262,6 +278,12 @@ fn main() -> ExitCode {
             }
         }
         Command::Ycsb(args) => return ExitCode::from(ycsb::run(&args)),
+        Command::Diag { what } => {
+            if let Err(e) = diag::run(&what) {
+                eprintln!("flexbench: {e}");
+                return ExitCode::from(1);
+            }
+        }
         Command::YcsbCrashChild(args) => return ExitCode::from(ycsb::crash_child(&args)),
     }
     ExitCode::SUCCESS

@@ -154,3 +154,60 @@ fn space_json_lines_have_the_documented_keys() {
         assert!(v[k].as_f64().unwrap() >= 0.0, "{k}");
     }
 }
+
+/// Every diagnostic runs to the end on a tiny size and prints its figures.
+#[test]
+fn diagnostics_run_on_tiny_sizes() {
+    let out = flexbench_ok(&["diag", "tree-insert", "--extents", "2000", "--trials", "1"]);
+    assert!(out.contains("2000 extents"), "{out}");
+    assert!(out.contains("trial 0: insert"), "{out}");
+    let out = flexbench_ok(&[
+        "diag",
+        "scattered-copy",
+        "--mib",
+        "1",
+        "--reads",
+        "100",
+        "--rounds",
+        "1",
+    ]);
+    assert_eq!(out.lines().count(), 5, "{out}");
+    assert!(out.contains("pread"), "{out}");
+    let out = flexbench_ok(&["diag", "commit", "--pairs", "2000", "--memtable-mb", "1"]);
+    assert!(out.contains("load 2000:"), "{out}");
+    assert!(out.contains("update 500:"), "{out}");
+    assert!(out.contains("pairs: 2000"), "{out}");
+    let out = flexbench_ok(&[
+        "diag",
+        "log-replay",
+        "--extents",
+        "2000",
+        "--levels-mib",
+        "1",
+    ]);
+    assert!(out.contains("built 2000 extents"), "{out}");
+    assert_eq!(out.lines().count(), 3, "{out}");
+}
+
+/// `--trace` sends the engines' diagnostic events to stderr, and nothing
+/// is printed there without it.
+#[test]
+fn trace_flag_prints_engine_events_on_stderr() {
+    let run = |trace: bool| {
+        let mut args = vec!["diag", "commit", "--pairs", "2000", "--memtable-mb", "1"];
+        if trace {
+            args.insert(0, "--trace");
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_flexbench"))
+            .args(&args)
+            .env_remove("RUST_LOG")
+            .env_remove("FLEXDB_TRACE")
+            .output()
+            .expect("run flexbench");
+        assert!(out.status.success());
+        String::from_utf8(out.stderr).expect("UTF-8")
+    };
+    assert_eq!(run(false), "");
+    let traced = run(true);
+    assert!(traced.contains("flexdb"), "{traced}");
+}
