@@ -5,7 +5,7 @@
 //!
 //! Invariants (the caller keeps the epoch, i.e. the [`Quarantine`], under
 //! a reader-writer lock):
-//! - A reader registers with [`Readers::enter`] while holding the read side
+//! - A reader registers with [`GraceReaders::enter`] while holding the read side
 //!   of that lock, in counter `epoch & 1`; the epoch changes only under the
 //!   write side. So when the epoch moves from `e` to `e + 1`, every reader
 //!   of epoch `e` is already counted, and new ones count in the other slot.
@@ -16,12 +16,13 @@
 //!   `e` and the counter of `e` has drained: every reader that could have
 //!   seen the segment mapped registered in epoch `e` or earlier.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+use crate::sync::{AtomicU64, Ordering};
 
 /// The two reader counters.
 #[derive(Default)]
-pub struct Readers {
+pub struct GraceReaders {
     active: [AtomicU64; 2],
 }
 
@@ -41,7 +42,7 @@ impl Drop for ReadGuard<'_> {
 /// A registered reader that owns its handle on the counters (a snapshot's
 /// registration, which lives as long as the snapshot).
 pub struct OwnedReadGuard {
-    readers: Arc<Readers>,
+    readers: Arc<GraceReaders>,
     slot: usize,
 }
 
@@ -52,9 +53,9 @@ impl Drop for OwnedReadGuard {
     }
 }
 
-impl Readers {
+impl GraceReaders {
     /// Registers a reader in `epoch` that owns its registration (same rule
-    /// as [`Readers::enter`]).
+    /// as [`GraceReaders::enter`]).
     pub fn enter_owned(self: &Arc<Self>, epoch: u64) -> OwnedReadGuard {
         OwnedReadGuard {
             readers: self.clone(),
@@ -116,7 +117,7 @@ impl Quarantine {
     /// Moves the epoch forward as far as the readers allow and appends to
     /// `out` every segment whose grace period has ended (call with the
     /// write side of the lock held).
-    pub fn advance(&mut self, readers: &Readers, out: &mut Vec<u32>) {
+    pub fn advance(&mut self, readers: &GraceReaders, out: &mut Vec<u32>) {
         loop {
             let e = self.epoch;
             // Slot of e - 1 (and of e + 1): readers of epochs before e.
@@ -145,7 +146,7 @@ impl Quarantine {
 mod tests {
     use super::*;
 
-    fn released(q: &mut Quarantine, r: &Readers) -> Vec<u32> {
+    fn released(q: &mut Quarantine, r: &GraceReaders) -> Vec<u32> {
         let mut out = Vec::new();
         q.advance(r, &mut out);
         out
@@ -153,7 +154,7 @@ mod tests {
 
     #[test]
     fn without_readers_release_is_immediate() {
-        let r = Readers::default();
+        let r = GraceReaders::default();
         let mut q = Quarantine::default();
         q.add(3);
         q.add(5);
@@ -163,7 +164,7 @@ mod tests {
 
     #[test]
     fn a_reader_from_before_holds_the_segment() {
-        let r = Readers::default();
+        let r = GraceReaders::default();
         let mut q = Quarantine::default();
         let g = r.enter(q.epoch());
         q.add(7);
@@ -179,7 +180,7 @@ mod tests {
 
     #[test]
     fn a_steady_stream_of_readers_does_not_starve_release() {
-        let r = Readers::default();
+        let r = GraceReaders::default();
         let mut q = Quarantine::default();
         let mut held = vec![r.enter(q.epoch())];
         q.add(1);

@@ -3,12 +3,12 @@
 //!
 //! Invariants:
 //! - Data is log-structured: every byte appended goes to the end of the
-//!   open segment's buffer ([`State::append`]); an allocation never crosses
+//!   open segment's buffer ([`SpaceState::append`]); an allocation never crosses
 //!   a segment boundary, and the tree never merges extents across one
 //!   (merge boundary = `SEGMENT_SIZE`), so every extent lies in one segment.
 //! - `resident[s]` is the buffer of segment `s` while reads must be served
 //!   from memory: the open segment, and sealed segments until their
-//!   background write finished ([`State::reap`]).
+//!   background write finished ([`SpaceState::reap`]).
 //! - Every change to the tree is also appended to `log_buf` (and sets
 //!   `dirty`), in the order applied; a mutation runs entirely under the
 //!   write lock, so a commit that takes `log_buf` takes whole mutations.
@@ -21,21 +21,21 @@ use std::sync::Arc;
 use flextree::{FlexTree, Piece};
 
 use crate::error::{Error, Result};
-use crate::grace::Readers;
+use crate::grace::GraceReaders;
+use crate::log::LogBuf;
 use crate::log::{self, LogOp};
-use crate::log_buf::LogBuf;
 use crate::options::{MAX_EXTENT, SEGMENT_SIZE};
-use crate::segbuf::{Filler, Pool, SegBuf};
-use crate::segments::Segments;
-use crate::writer::Writer;
+use crate::segments::segbuf::{Filler, SegBuf, SegBufPool};
+use crate::segments::writers::SegmentWriters;
+use crate::segments::SegmentTable;
 
 /// Everything the space's lock protects.
-pub struct State {
+pub struct SpaceState {
     pub tree: FlexTree,
-    pub seg: Segments,
+    pub seg: SegmentTable,
     filler: Option<Filler>,
     resident: Vec<Option<Arc<SegBuf>>>,
-    pool: Arc<Pool>,
+    pool: Arc<SegBufPool>,
     pub log_buf: LogBuf,
     /// Operations logged since the last commit took `log_buf`.
     pub dirty: bool,
@@ -53,25 +53,25 @@ pub struct State {
     /// Live bytes when garbage collection last found nothing it could
     /// relocate to make room (it is not tried again before they change).
     pub gc_stuck_at: Option<u64>,
-    /// The pieces a [`State::replace`] unmapped (kept for its allocation).
+    /// The pieces a [`SpaceState::replace`] unmapped (kept for its allocation).
     replaced: Vec<Piece>,
-    writer: Arc<Writer>,
-    readers: Arc<Readers>,
+    writer: Arc<SegmentWriters>,
+    readers: Arc<GraceReaders>,
 }
 
-impl State {
+impl SpaceState {
     /// The state over `tree` with the given per-segment valid bytes.
     pub fn new(
         tree: FlexTree,
         valid: Vec<u64>,
-        writer: Arc<Writer>,
-        readers: Arc<Readers>,
-        pool: Arc<Pool>,
+        writer: Arc<SegmentWriters>,
+        readers: Arc<GraceReaders>,
+        pool: Arc<SegBufPool>,
     ) -> Self {
         let n = valid.len();
-        State {
+        SpaceState {
             tree,
-            seg: Segments::new(valid),
+            seg: SegmentTable::new(valid),
             filler: None,
             resident: vec![None; n],
             pool,
@@ -274,7 +274,7 @@ impl State {
 
     /// Replaces the `data.len()` bytes at `offset` (checked) with `data`,
     /// tagging the extent that starts with it: the same extents and log
-    /// records as [`State::collapse`] then [`State::insert`], but when the
+    /// records as [`SpaceState::collapse`] then [`SpaceState::insert`], but when the
     /// data fits the open segment and is one extent, the tree replaces the
     /// range ([`FlexTree::replace`], which maps a tagged extent in place
     /// instead of shifting every later byte down and back up: a pair

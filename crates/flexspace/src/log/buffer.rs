@@ -28,14 +28,14 @@ pub struct LogBuf {
 }
 
 /// Filled chunks taken by a commit.
-pub struct Taken {
+pub struct TakenLog {
     /// The chunks, in order.
     pub chunks: Vec<Vec<u8>>,
     /// Their total length.
     pub len: usize,
 }
 
-impl Taken {
+impl TakenLog {
     /// Number of entries.
     pub fn entries(&self) -> u64 {
         (self.len / ENTRY) as u64
@@ -73,16 +73,16 @@ impl LogBuf {
 
     /// Takes every pending entry, leaving the buffer empty (its spare
     /// chunks stay).
-    pub fn take(&mut self) -> Taken {
+    pub fn take(&mut self) -> TakenLog {
         let len = std::mem::take(&mut self.len);
-        Taken {
+        TakenLog {
             chunks: std::mem::take(&mut self.chunks),
             len,
         }
     }
 
     /// Gives written chunks back for reuse.
-    pub fn recycle(&mut self, taken: Taken) {
+    pub fn recycle(&mut self, taken: TakenLog) {
         for mut c in taken.chunks {
             if self.spare.len() >= SPARE {
                 break;

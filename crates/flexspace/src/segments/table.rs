@@ -6,11 +6,11 @@
 //!   extent index maps; `live` is their sum and `holding` the number of
 //!   segments with `valid > 0`.
 //! - A segment whose last valid byte goes away joins `pending`; a commit
-//!   takes the pending list when it starts ([`Segments::take_pending`]) and,
+//!   takes the pending list when it starts ([`SegmentTable::take_pending`]) and,
 //!   once the log records the change durably, hands it to the grace-period
-//!   `quarantine` ([`Segments::quarantine`]); only when every read that
+//!   `quarantine` ([`SegmentTable::quarantine`]); only when every read that
 //!   could have translated into it has finished does it become free
-//!   ([`Segments::release`]). So a crash never recovers metadata pointing
+//!   ([`SegmentTable::release`]). So a crash never recovers metadata pointing
 //!   into reused space, and no read ever sees reused space.
 //! - `free` holds exactly the segments that can be allocated; allocation
 //!   takes the lowest one, so the data file stays compact.
@@ -18,11 +18,11 @@
 
 use std::collections::BTreeSet;
 
-use crate::grace::{Quarantine, Readers};
+use crate::grace::{GraceReaders, Quarantine};
 use crate::options::SEGMENT_SIZE;
 
 /// Valid-byte counts and free lists of the data file's segments.
-pub struct Segments {
+pub struct SegmentTable {
     valid: Vec<u64>,
     free: BTreeSet<u32>,
     pending: Vec<u32>,
@@ -45,7 +45,7 @@ pub fn for_each_part(addr: u64, len: u64, mut f: impl FnMut(u32, u64)) {
     }
 }
 
-impl Segments {
+impl SegmentTable {
     /// Segments with the given valid bytes; empty ones are free.
     pub fn new(valid: Vec<u64>) -> Self {
         let free = (0..valid.len() as u32)
@@ -53,7 +53,7 @@ impl Segments {
             .collect();
         let live = valid.iter().sum();
         let holding = valid.iter().filter(|&&v| v > 0).count();
-        Segments {
+        SegmentTable {
             valid,
             free,
             pending: Vec::new(),
@@ -177,7 +177,7 @@ impl Segments {
 
     /// Frees the quarantined segments whose grace period has ended; returns
     /// how many.
-    pub fn release(&mut self, readers: &Readers) -> usize {
+    pub fn release(&mut self, readers: &GraceReaders) -> usize {
         let mut out = Vec::new();
         self.quarantine.advance(readers, &mut out);
         let n = out.len();
@@ -231,8 +231,8 @@ mod tests {
 
     #[test]
     fn emptied_segments_wait_for_a_commit_and_the_readers() {
-        let readers = Readers::default();
-        let mut s = Segments::new(vec![0; 4]);
+        let readers = GraceReaders::default();
+        let mut s = SegmentTable::new(vec![0; 4]);
         assert_eq!(s.free_count(), 4);
         assert_eq!(s.open_lowest_free(), Some(0));
         s.add(0, 100);
@@ -256,7 +256,7 @@ mod tests {
 
     #[test]
     fn garbage_counts_only_segments_holding_data() {
-        let mut s = Segments::new(vec![0; 8]);
+        let mut s = SegmentTable::new(vec![0; 8]);
         s.open_lowest_free();
         s.add(0, SEGMENT_SIZE);
         s.open_lowest_free();

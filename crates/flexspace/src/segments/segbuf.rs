@@ -14,13 +14,13 @@
 //!   file holds; writes to the file never race one another.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::aligned::AlignedBuf;
 use crate::options::SEGMENT_SIZE;
+use crate::storage::aligned::AlignedBuf;
+use crate::sync::{AtomicUsize, Ordering};
 
 /// One segment's worth of bytes (aligned for O_DIRECT).
 pub struct SegBuf {
@@ -101,16 +101,16 @@ impl SegBuf {
 
 /// Unshared buffers kept for reuse, so that making a segment buffer (a
 /// 4 MiB allocation and zeroing) rarely happens under the space's lock:
-/// mutations top the pool up before they take it ([`Pool::fill`]).
-pub struct Pool {
+/// mutations top the pool up before they take it ([`SegBufPool::fill`]).
+pub struct SegBufPool {
     bufs: Mutex<Vec<SegBuf>>,
     cap: usize,
 }
 
-impl Pool {
+impl SegBufPool {
     /// A pool keeping at most `cap` buffers.
-    pub fn new(cap: usize) -> Pool {
-        Pool {
+    pub fn new(cap: usize) -> SegBufPool {
+        SegBufPool {
             bufs: Mutex::new(Vec::new()),
             cap,
         }
@@ -219,7 +219,7 @@ mod tests {
 
     #[test]
     fn the_pool_keeps_buffers_up_to_its_cap() {
-        let p = Pool::new(2);
+        let p = SegBufPool::new(2);
         p.fill(5);
         assert_eq!(p.bufs.lock().len(), 2);
         let a = p.take();
