@@ -108,6 +108,25 @@ impl Quarantine {
         self.items.len()
     }
 
+    /// The segments waiting.
+    pub fn segments(&self) -> impl Iterator<Item = u32> + '_ {
+        self.items.iter().map(|&(_, s)| s)
+    }
+
+    /// Test aid: checks that the segments waiting are oldest first and
+    /// none was quarantined in a future epoch (panics otherwise).
+    pub fn check_invariants(&self) {
+        let mut last = 0;
+        for &(e, s) in &self.items {
+            assert!(
+                e >= last && e <= self.epoch,
+                "quarantine: segment {s} quarantined in epoch {e} (previous {last}, now {})",
+                self.epoch
+            );
+            last = e;
+        }
+    }
+
     /// Quarantines `seg` in the current epoch (call with the write side of
     /// the lock held).
     pub fn add(&mut self, seg: u32) {

@@ -38,7 +38,6 @@ use crate::maintenance::background::{self, BackgroundMaintainer, Maintained};
 use crate::open::{self, SpaceFiles, DATA, LOG, TREE};
 use crate::options::{Options, SEGMENT_SIZE};
 use crate::read::{self, ReadPlan};
-use crate::segments::for_each_part;
 use crate::segments::segbuf::SegBufPool;
 use crate::segments::writers::SegmentWriters;
 use crate::state::SpaceState;
@@ -547,59 +546,21 @@ impl FlexSpace {
     pub fn check(&self) -> Result<Vec<String>> {
         let _gate = self.s.gate.lock();
         let st = self.s.state.read();
-        let mut problems = Vec::new();
-        let nseg = st.seg.count() as u64;
-        let mut valid = vec![0u64; st.seg.count()];
-        let mut ranges = Vec::new();
-        let mut covered = 0u64;
-        for e in st.tree.extents_from(0)? {
-            if e.offset != covered {
-                problems.push(format!(
-                    "tree: extent at {} follows one that ended at {covered}",
-                    e.offset
-                ));
-            }
-            covered = e.offset + e.len;
-            let Some(a) = e.addr else { continue };
-            if a + e.len > nseg * SEGMENT_SIZE {
-                problems.push(format!(
-                    "tree: extent at {} maps past the data file's {nseg} segments",
-                    e.offset
-                ));
-                continue;
-            }
-            if a / SEGMENT_SIZE != (a + e.len - 1) / SEGMENT_SIZE {
-                problems.push(format!(
-                    "tree: extent at {} crosses a segment boundary",
-                    e.offset
-                ));
-            }
-            for_each_part(a, e.len, |s, n| valid[s as usize] += n);
-            ranges.push((a, e.len, e.offset));
-        }
-        if covered != st.tree.len() {
-            problems.push(format!(
-                "tree: extents cover {covered} bytes of a {}-byte space",
-                st.tree.len()
-            ));
-        }
-        ranges.sort_unstable();
-        for w in ranges.windows(2) {
-            if w[0].0 + w[0].1 > w[1].0 {
-                problems.push(format!(
-                    "tree: extents at {} and {} share physical bytes",
-                    w[0].2, w[1].2
-                ));
-            }
-        }
-        for (s, (&have, &want)) in st.seg.valid_all().iter().zip(&valid).enumerate() {
-            if have != want {
-                problems.push(format!(
-                    "segments: segment {s} counts {have} valid bytes, its extents hold {want}"
-                ));
-            }
-        }
-        Ok(problems)
+        st.problems()
+    }
+
+    /// Test aid: checks every invariant of the space's in-memory state (the
+    /// index's normal form, the segment accounting against the index, the
+    /// free, pending and quarantined segments, the segment buffers and the
+    /// log buffer; see `SpaceState::check_invariants`) and panics with a
+    /// description of the first one broken. Waits for running maintenance
+    /// and walks the whole index: meant for tests, between operations.
+    #[doc(hidden)]
+    pub fn check_invariants(&self) {
+        let _m = self.s.maint.lock();
+        let _gate = self.s.gate.lock();
+        let st = self.s.state.read();
+        st.check_invariants();
     }
 
     /// Drops the space's files from the page cache (for cold-read

@@ -81,6 +81,41 @@ impl LogBuf {
         }
     }
 
+    /// Test aid: checks the module invariants (panics on a violation).
+    pub fn check_invariants(&self) {
+        let n = self.chunks.len();
+        for (i, c) in self.chunks.iter().enumerate() {
+            assert!(
+                c.len() == CHUNK || (i + 1 == n && !c.is_empty() && c.len() < CHUNK),
+                "log buffer: chunk {i} of {n} holds {} bytes",
+                c.len()
+            );
+        }
+        let sum: usize = self.chunks.iter().map(Vec::len).sum();
+        assert_eq!(
+            sum, self.len,
+            "log buffer: chunks hold {sum} bytes, len says {}",
+            self.len
+        );
+        assert_eq!(
+            self.len % ENTRY,
+            0,
+            "log buffer: {} bytes is not whole entries",
+            self.len
+        );
+        assert!(
+            self.spare.len() <= SPARE,
+            "log buffer: {} spare chunks",
+            self.spare.len()
+        );
+        for c in &self.spare {
+            assert!(
+                c.is_empty() && c.capacity() == CHUNK,
+                "log buffer: a spare chunk is not an empty one"
+            );
+        }
+    }
+
     /// Gives written chunks back for reuse.
     pub fn recycle(&mut self, taken: TakenLog) {
         for mut c in taken.chunks {

@@ -118,26 +118,36 @@ impl SegmentTable {
         Some(s)
     }
 
-    /// Adds `len` valid bytes at `addr`.
+    /// Adds `len` valid bytes at `addr` (panics on bytes past the last
+    /// segment: the accounting would no longer match the index).
     pub fn add(&mut self, addr: u64, len: u64) {
         for_each_part(addr, len, |s, n| {
-            if let Some(v) = self.valid.get_mut(s as usize) {
-                if *v == 0 {
-                    self.holding += 1;
-                }
-                *v += n;
-                self.live += n;
+            let count = self.valid.len();
+            let Some(v) = self.valid.get_mut(s as usize) else {
+                panic!("segments: adding bytes to segment {s}, past the {count} segments");
+            };
+            if *v == 0 {
+                self.holding += 1;
             }
+            *v += n;
+            self.live += n;
         });
     }
 
     /// Removes `len` valid bytes at `addr`; emptied segments become pending.
+    /// Panics when a segment would count fewer bytes than it holds (the
+    /// accounting no longer matches the index).
     pub fn remove(&mut self, addr: u64, len: u64) {
         for_each_part(addr, len, |s, n| {
+            let count = self.valid.len();
             let Some(v) = self.valid.get_mut(s as usize) else {
-                return;
+                panic!("segments: removing bytes of segment {s}, past the {count} segments");
             };
-            let n = n.min(*v);
+            assert!(
+                n <= *v,
+                "segments: removing {n} bytes of segment {s}, which counts {} valid",
+                *v
+            );
             *v -= n;
             self.live -= n;
             if *v == 0 && n > 0 {
@@ -222,6 +232,84 @@ impl SegmentTable {
             .collect();
         v.sort_by_key(|&s| (self.valid[s as usize], s));
         v
+    }
+}
+
+impl SegmentTable {
+    /// Test aid: checks the module invariants and panics at the first one
+    /// broken. `settled`: no commit is between taking the pending list and
+    /// quarantining it, and none failed, so every empty segment other than
+    /// the open one is free, pending or quarantined.
+    pub fn check_invariants(&self, settled: bool) {
+        let n = self.valid.len();
+        let mut live = 0u64;
+        let mut holding = 0usize;
+        for (s, &v) in self.valid.iter().enumerate() {
+            assert!(
+                v <= SEGMENT_SIZE,
+                "segments: segment {s} counts {v} valid bytes"
+            );
+            live += v;
+            holding += usize::from(v > 0);
+        }
+        assert_eq!(
+            live, self.live,
+            "segments: live is {} but the segments hold {live}",
+            self.live
+        );
+        assert_eq!(
+            holding, self.holding,
+            "segments: holding is {} but {holding} segments hold data",
+            self.holding
+        );
+        // Where each segment is: 1 free, 2 pending, 3 quarantined, 4 open.
+        let mut place = vec![0u8; n];
+        let mut put = |s: u32, p: u8, what: &str| {
+            let Some(x) = place.get_mut(s as usize) else {
+                panic!("segments: {what} segment {s} is past the {n} segments");
+            };
+            assert!(
+                *x == 0 || (*x == 2 && p == 2),
+                "segments: segment {s} is {what} and also {}",
+                ["", "free", "pending", "quarantined", "open"][*x as usize]
+            );
+            *x = p;
+            assert_eq!(
+                self.valid[s as usize], 0,
+                "segments: {what} segment {s} holds valid bytes"
+            );
+        };
+        for &s in &self.free {
+            put(s, 1, "free");
+        }
+        for &s in &self.pending {
+            put(s, 2, "pending");
+        }
+        for s in self.quarantine.segments() {
+            put(s, 3, "quarantined");
+        }
+        self.quarantine.check_invariants();
+        if let Some(s) = self.open {
+            let x = place.get(s as usize).copied();
+            assert!(
+                x == Some(0),
+                "segments: the open segment {s} is also free, pending or quarantined"
+            );
+            place[s as usize] = 4;
+        }
+        if settled {
+            for (s, (&v, &p)) in self.valid.iter().zip(&place).enumerate() {
+                assert!(
+                    v > 0 || p != 0,
+                    "segments: segment {s} is empty but neither open, free, pending nor quarantined (leaked)"
+                );
+            }
+        }
+    }
+
+    /// Whether segment `s` is free.
+    pub fn is_free(&self, s: u32) -> bool {
+        self.free.contains(&s)
     }
 }
 
