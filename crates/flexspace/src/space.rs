@@ -672,12 +672,7 @@ impl SpaceInner {
                     f(&mut st)?;
                     let log = st.log_buf.len();
                     let due = self.opts.auto_maintenance
-                        && (log >= self.opts.commit_log_bytes
-                            || crate::maintenance::gc::garbage_due(
-                                &st,
-                                self.opts.gc_garbage_high,
-                                self.opts.gc_garbage_low,
-                            ));
+                        && (log >= self.opts.commit_log_bytes || self.garbage_due(&st));
                     drop(st);
                     drop(_gate);
                     if due {

@@ -67,12 +67,17 @@ fn room_due(st: &SpaceState) -> bool {
     st.available() < room_wanted(st) && st.gc_stuck_at.is_none_or(|g| st.seg.garbage().1 > g)
 }
 
-pub(crate) fn garbage_due(st: &SpaceState, high: f64, low: f64) -> bool {
+fn garbage_due(st: &SpaceState, high: f64, low: f64) -> bool {
     let r = st.seg.garbage_ratio();
     r > high || (st.gc_active && r > low)
 }
 
 impl SpaceInner {
+    /// Whether collection for garbage is due (see the module policy).
+    pub(crate) fn garbage_due(&self, st: &SpaceState) -> bool {
+        garbage_due(st, self.opts.gc_garbage_high, self.opts.gc_garbage_low)
+    }
+
     /// See [`crate::FlexSpace::maintenance_due`].
     pub(crate) fn maintenance_due(&self) -> bool {
         let st = self.state.read();
