@@ -229,7 +229,7 @@ mod tests {
 mod loom_tests {
     use super::*;
     use loom::cell::UnsafeCell;
-    use loom::sync::RwLock;
+    use loom::sync::{Arc, RwLock};
 
     struct Space {
         /// (segment `i` mapped, quarantine).
