@@ -1,5 +1,5 @@
 //! The logical log: the file format of its entries and batches
-//! ([`format`]), and the in-memory buffer of the entries logged since the
+//! ([`format`](mod@format)), and the in-memory buffer of the entries logged since the
 //! last commit ([`buffer`]).
 //!
 //! Invariant: the buffer holds whole entries in the order the mutations
