@@ -364,4 +364,66 @@ mod tests {
         for_each_part(SEGMENT_SIZE - 10, 30, |s, n| parts.push((s, n)));
         assert_eq!(parts, vec![(0, 10), (1, 20)]);
     }
+
+    /// A table through its whole cycle passes its checks at every step.
+    #[test]
+    fn the_cycle_keeps_the_invariants() {
+        let readers = GraceReaders::default();
+        let mut s = SegmentTable::new(vec![0, 7, 0, 0]);
+        s.check_invariants(true);
+        s.open_lowest_free();
+        s.add(0, 100);
+        s.check_invariants(true);
+        s.remove(SEGMENT_SIZE, 7);
+        s.check_invariants(true);
+        let taken = s.take_pending();
+        // Between taking and quarantining, the segment is in flight.
+        s.check_invariants(false);
+        s.quarantine(&taken);
+        s.release(&readers);
+        s.check_invariants(true);
+        assert_eq!(s.free_count(), 3);
+    }
+
+    #[test]
+    #[should_panic(expected = "leaked")]
+    fn a_lost_empty_segment_is_caught() {
+        let mut s = SegmentTable::new(vec![0, 7]);
+        s.remove(SEGMENT_SIZE, 7);
+        let _lost = s.take_pending();
+        s.check_invariants(true);
+    }
+
+    #[test]
+    #[should_panic(expected = "holds valid bytes")]
+    fn a_free_segment_with_data_is_caught() {
+        let mut s = SegmentTable::new(vec![0, 0]);
+        // Bytes added to a segment that was never opened.
+        s.add(SEGMENT_SIZE, 5);
+        s.check_invariants(true);
+    }
+
+    #[test]
+    #[should_panic(expected = "live is")]
+    fn a_wrong_live_total_is_caught() {
+        let mut s = SegmentTable::new(vec![3, 0]);
+        s.live += 1;
+        s.check_invariants(true);
+    }
+
+    #[test]
+    #[should_panic(expected = "also")]
+    fn an_open_segment_that_is_also_free_is_caught() {
+        let mut s = SegmentTable::new(vec![0, 0]);
+        s.open_lowest_free();
+        s.free.insert(0);
+        s.check_invariants(true);
+    }
+
+    #[test]
+    #[should_panic(expected = "counts 7 valid")]
+    fn removing_more_than_a_segment_holds_panics() {
+        let mut s = SegmentTable::new(vec![0, 7]);
+        s.remove(SEGMENT_SIZE, 8);
+    }
 }
