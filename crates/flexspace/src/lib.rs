@@ -19,33 +19,25 @@
 //! commits, checkpoints and garbage collection do their I/O without the
 //! exclusive lock (docs/DESIGN.md, "FlexSpace").
 
-mod aligned;
-mod bg;
-mod commit;
-mod counting;
 mod error;
-mod fault;
-mod gc;
 mod grace;
 mod log;
-mod log_buf;
-mod mapping;
+mod maintenance;
 mod open;
 mod options;
 mod read;
-mod segbuf;
 mod segments;
 mod snapshot;
 mod space;
 mod state;
 mod storage;
-mod timed;
-mod writer;
+mod sync;
+mod timed_rwlock;
 
 pub use error::{Error, Result};
-pub use fault::{CrashModel, Fault, FaultStorage};
 pub use options::{Options, MAX_EXTENT, SEGMENT_SIZE};
 pub use read::ReadPlan;
 pub use snapshot::{Snapshot, SpareIndex};
 pub use space::{FlexSpace, Stats};
+pub use storage::fault::{CrashModel, Fault, FaultStorage};
 pub use storage::{FileStorage, Mapping, MemFile, Storage, StorageFile};

@@ -15,12 +15,12 @@ use std::sync::Arc;
 
 use flextree::FlexTree;
 
-use crate::counting::CountingFile;
 use crate::error::{io, Error, Result};
 use crate::log::{self, LogOp};
 use crate::options::{Options, MAX_EXTENT, SEGMENT_SIZE};
 use crate::segments::for_each_part;
 use crate::state::apply;
+use crate::storage::counting_file::CountingFile;
 use crate::storage::{Storage, StorageFile};
 
 pub const DATA: &str = "data";
@@ -30,7 +30,7 @@ pub const LOG: &str = "log";
 const META_MAGIC: &[u8; 8] = b"FLEXSPC2";
 
 /// The space's files, counting the bytes written to each.
-pub struct Files {
+pub struct SpaceFiles {
     pub data: Arc<CountingFile>,
     pub tree: Arc<CountingFile>,
     pub log: Arc<CountingFile>,
@@ -39,7 +39,7 @@ pub struct Files {
 /// A space as found on storage.
 pub struct Opened {
     pub tree: FlexTree,
-    pub files: Files,
+    pub files: SpaceFiles,
     pub valid: Vec<u64>,
     pub user_meta: [u64; 3],
     /// Checkpoint version, last commit sequence number, end of the log.
@@ -118,7 +118,7 @@ pub fn exists(storage: &dyn Storage) -> Result<bool> {
 
 /// Creates an empty space.
 pub fn create(storage: &dyn Storage, opts: &Options) -> Result<Opened> {
-    let files = Files {
+    let files = SpaceFiles {
         data: open_counted(storage, DATA, true)?,
         tree: open_counted(storage, TREE, true)?,
         log: open_counted(storage, LOG, true)?,
@@ -148,7 +148,7 @@ pub fn create(storage: &dyn Storage, opts: &Options) -> Result<Opened> {
 
 /// Recovers an existing space.
 pub fn recover(storage: &dyn Storage, opts: &Options) -> Result<Opened> {
-    let files = Files {
+    let files = SpaceFiles {
         data: open_counted(storage, DATA, false)?,
         tree: open_counted(storage, TREE, false)?,
         log: open_counted(storage, LOG, false)?,

@@ -17,10 +17,10 @@ use flextree::FlexTree;
 
 use crate::error::{io, Error, Result};
 use crate::grace::ReadGuard;
-use crate::mapping::Mapping;
 use crate::options::SEGMENT_SIZE;
-use crate::segbuf::SegBuf;
-use crate::state::State;
+use crate::segments::segbuf::SegBuf;
+use crate::state::SpaceState;
+use crate::storage::mapping::Mapping;
 use crate::storage::StorageFile;
 
 /// Where the bytes of one part come from.
@@ -80,7 +80,7 @@ impl Parts {
 
 /// Where the data file's bytes are read from.
 #[derive(Clone, Copy)]
-pub struct Source<'a> {
+pub struct DataSource<'a> {
     pub file: &'a dyn StorageFile,
     pub map: Option<&'a Mapping>,
 }
@@ -90,7 +90,7 @@ pub struct ReadPlan<'a> {
     parts: Parts,
     len: usize,
     extents: usize,
-    source: Source<'a>,
+    source: DataSource<'a>,
     /// The plan's own registration; `None` for a plan of a snapshot, whose
     /// registration covers its plans.
     _guard: Option<ReadGuard<'a>>,
@@ -152,10 +152,10 @@ impl ReadPlan<'_> {
 /// Plans a read of up to `len` bytes at `offset` with `guard` registered
 /// (see [`plan_in`]): the caller holds the read lock.
 pub fn plan<'a>(
-    st: &State,
+    st: &SpaceState,
     offset: u64,
     len: u64,
-    source: Source<'a>,
+    source: DataSource<'a>,
     guard: ReadGuard<'a>,
 ) -> Result<ReadPlan<'a>> {
     plan_in(
@@ -177,7 +177,7 @@ pub fn plan_in<'a>(
     resident: &[Option<Arc<SegBuf>>],
     offset: u64,
     len: u64,
-    source: Source<'a>,
+    source: DataSource<'a>,
     guard: Option<ReadGuard<'a>>,
 ) -> Result<ReadPlan<'a>> {
     let size = tree.len();

@@ -29,8 +29,8 @@ use flextree::FlexTree;
 use crate::error::Result;
 use crate::grace::OwnedReadGuard;
 use crate::read::{self, ReadPlan};
-use crate::segbuf::SegBuf;
-use crate::space::{FlexSpace, Shared};
+use crate::segments::segbuf::SegBuf;
+use crate::space::{FlexSpace, SpaceInner};
 
 /// The memory of an ended snapshot's index copy, kept to be written over by
 /// the next snapshot ([`FlexSpace::snapshot_reusing`]): memory the process
@@ -49,7 +49,7 @@ impl SpareIndex {
 pub struct Snapshot {
     tree: FlexTree,
     resident: Vec<Option<Arc<SegBuf>>>,
-    space: Arc<Shared>,
+    space: Arc<SpaceInner>,
     _guard: OwnedReadGuard,
 }
 

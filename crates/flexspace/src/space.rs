@@ -31,19 +31,18 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::bg::Background;
 use crate::error::{io, Error, Result};
-use crate::grace::Readers;
+use crate::grace::GraceReaders;
 use crate::log::LogOp;
-use crate::open::{self, Files, DATA, LOG, TREE};
+use crate::maintenance::background::{self, BackgroundMaintainer, Maintained};
+use crate::open::{self, SpaceFiles, DATA, LOG, TREE};
 use crate::options::{Options, SEGMENT_SIZE};
 use crate::read::{self, ReadPlan};
-use crate::segbuf::Pool;
-use crate::segments::for_each_part;
-use crate::state::State;
+use crate::segments::segbuf::SegBufPool;
+use crate::segments::writers::SegmentWriters;
+use crate::state::SpaceState;
 use crate::storage::{FileStorage, Mapping, Storage, StorageFile};
-use crate::timed::TimedLock;
-use crate::writer::Writer;
+use crate::timed_rwlock::TimedRwLock;
 
 /// Counters of a FlexSpace.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -98,7 +97,7 @@ pub struct Stats {
 }
 
 /// What the commit path keeps between commits (behind `maint`).
-pub(crate) struct Maint {
+pub(crate) struct LogPosition {
     /// End of the valid log.
     pub log_end: u64,
     /// Sequence number of the last commit in the log (0: none since the
@@ -109,12 +108,12 @@ pub(crate) struct Maint {
 }
 
 #[derive(Default)]
-pub(crate) struct Counters {
+pub(crate) struct SpaceCounters {
     pub commits: AtomicU64,
     pub checkpoints: AtomicU64,
     pub gc_runs: AtomicU64,
     pub gc_relocated: AtomicU64,
-    /// Mirror of `Maint::log_end`, readable without the mutex.
+    /// Mirror of `LogPosition::log_end`, readable without the mutex.
     pub log_end: AtomicU64,
 }
 
@@ -133,24 +132,24 @@ pub(crate) struct Counters {
 /// space.sync().unwrap();
 /// ```
 pub struct FlexSpace {
-    pub(crate) s: Arc<Shared>,
+    pub(crate) s: Arc<SpaceInner>,
 }
 
 /// Everything a space is made of; shared with its background maintainer.
-pub(crate) struct Shared {
-    pub(crate) state: TimedLock<State>,
+pub(crate) struct SpaceInner {
+    pub(crate) state: TimedRwLock<SpaceState>,
     pub(crate) gate: Mutex<()>,
-    pub(crate) maint: Mutex<Maint>,
-    pub(crate) readers: Arc<Readers>,
-    pub(crate) writer: Arc<Writer>,
+    pub(crate) maint: Mutex<LogPosition>,
+    pub(crate) readers: Arc<GraceReaders>,
+    pub(crate) writer: Arc<SegmentWriters>,
     /// Spare segment buffers (shared with the state).
-    pub(crate) pool: Arc<Pool>,
-    pub(crate) files: Files,
+    pub(crate) pool: Arc<SegBufPool>,
+    pub(crate) files: SpaceFiles,
     /// The data file mapped for reads (`Options::mmap_reads`).
     pub(crate) map: Option<Mapping>,
     pub(crate) opts: Options,
-    pub(crate) counters: Counters,
-    pub(crate) bg: Arc<Background>,
+    pub(crate) counters: SpaceCounters,
+    pub(crate) bg: Arc<BackgroundMaintainer>,
     /// An error of background maintenance, for the next caller.
     pub(crate) bg_error: Mutex<Option<Error>>,
     pub(crate) _storage: Arc<dyn Storage>,
@@ -203,10 +202,13 @@ impl FlexSpace {
                 .map_err(io(DATA))?,
             false => None,
         };
-        let readers = Arc::new(Readers::default());
-        let writer = Arc::new(Writer::new(o.files.data.clone(), options.segment_writers));
-        let pool = Arc::new(Pool::new(max_inflight(&options) + 2));
-        let mut st = State::new(
+        let readers = Arc::new(GraceReaders::default());
+        let writer = Arc::new(SegmentWriters::new(
+            o.files.data.clone(),
+            options.segment_writers,
+        ));
+        let pool = Arc::new(SegBufPool::new(max_inflight(&options) + 2));
+        let mut st = SpaceState::new(
             o.tree,
             o.valid,
             writer.clone(),
@@ -215,13 +217,13 @@ impl FlexSpace {
         );
         st.user_meta = o.user_meta;
         st.commit_id = (o.version, o.seq);
-        let counters = Counters::default();
+        let counters = SpaceCounters::default();
         counters.log_end.store(o.log_end, Ordering::Relaxed);
         Ok(FlexSpace {
-            s: Arc::new(Shared {
-                state: TimedLock::new(st),
+            s: Arc::new(SpaceInner {
+                state: TimedRwLock::new(st),
                 gate: Mutex::new(()),
-                maint: Mutex::new(Maint {
+                maint: Mutex::new(LogPosition {
                     log_end: o.log_end,
                     seq: o.seq,
                     version: o.version,
@@ -233,7 +235,7 @@ impl FlexSpace {
                 map,
                 opts: options,
                 counters,
-                bg: Arc::new(Background::default()),
+                bg: Arc::new(BackgroundMaintainer::default()),
                 bg_error: Mutex::new(None),
                 _storage: storage,
             }),
@@ -544,59 +546,21 @@ impl FlexSpace {
     pub fn check(&self) -> Result<Vec<String>> {
         let _gate = self.s.gate.lock();
         let st = self.s.state.read();
-        let mut problems = Vec::new();
-        let nseg = st.seg.count() as u64;
-        let mut valid = vec![0u64; st.seg.count()];
-        let mut ranges = Vec::new();
-        let mut covered = 0u64;
-        for e in st.tree.extents_from(0)? {
-            if e.offset != covered {
-                problems.push(format!(
-                    "tree: extent at {} follows one that ended at {covered}",
-                    e.offset
-                ));
-            }
-            covered = e.offset + e.len;
-            let Some(a) = e.addr else { continue };
-            if a + e.len > nseg * SEGMENT_SIZE {
-                problems.push(format!(
-                    "tree: extent at {} maps past the data file's {nseg} segments",
-                    e.offset
-                ));
-                continue;
-            }
-            if a / SEGMENT_SIZE != (a + e.len - 1) / SEGMENT_SIZE {
-                problems.push(format!(
-                    "tree: extent at {} crosses a segment boundary",
-                    e.offset
-                ));
-            }
-            for_each_part(a, e.len, |s, n| valid[s as usize] += n);
-            ranges.push((a, e.len, e.offset));
-        }
-        if covered != st.tree.len() {
-            problems.push(format!(
-                "tree: extents cover {covered} bytes of a {}-byte space",
-                st.tree.len()
-            ));
-        }
-        ranges.sort_unstable();
-        for w in ranges.windows(2) {
-            if w[0].0 + w[0].1 > w[1].0 {
-                problems.push(format!(
-                    "tree: extents at {} and {} share physical bytes",
-                    w[0].2, w[1].2
-                ));
-            }
-        }
-        for (s, (&have, &want)) in st.seg.valid_all().iter().zip(&valid).enumerate() {
-            if have != want {
-                problems.push(format!(
-                    "segments: segment {s} counts {have} valid bytes, its extents hold {want}"
-                ));
-            }
-        }
-        Ok(problems)
+        st.problems()
+    }
+
+    /// Test aid: checks every invariant of the space's in-memory state (the
+    /// index's normal form, the segment accounting against the index, the
+    /// free, pending and quarantined segments, the segment buffers and the
+    /// log buffer; see `SpaceState::check_invariants`) and panics with a
+    /// description of the first one broken. Waits for running maintenance
+    /// and walks the whole index: meant for tests, between operations.
+    #[doc(hidden)]
+    pub fn check_invariants(&self) {
+        let _m = self.s.maint.lock();
+        let _gate = self.s.gate.lock();
+        let st = self.s.state.read();
+        st.check_invariants();
     }
 
     /// Drops the space's files from the page cache (for cold-read
@@ -608,10 +572,10 @@ impl FlexSpace {
     }
 }
 
-impl Shared {
+impl SpaceInner {
     /// Where planned reads of the data file go.
-    pub(crate) fn source(&self) -> read::Source<'_> {
-        read::Source {
+    pub(crate) fn source(&self) -> read::DataSource<'_> {
+        read::DataSource {
             file: self.files.data.as_ref(),
             map: self.map.as_ref(),
         }
@@ -620,7 +584,7 @@ impl Shared {
     /// Fails with the error of a failed background write (poisoning the
     /// space) or `Poisoned`.
     pub(crate) fn check_usable(&self) -> Result<()> {
-        if !crate::bg::IN_BACKGROUND.with(|b| b.get()) {
+        if !background::in_background() {
             if let Some(e) = self.bg_error.lock().take() {
                 return Err(e);
             }
@@ -646,9 +610,9 @@ impl Shared {
     /// is also left for the next call to report, before the state lock is
     /// released: a caller that finds the space poisoned finds the cause
     /// too (`poisoned_error`).
-    pub(crate) fn poison(&self, st: &mut State, e: &Error) {
+    pub(crate) fn poison(&self, st: &mut SpaceState, e: &Error) {
         st.poisoned = true;
-        if crate::bg::IN_BACKGROUND.with(|b| b.get()) {
+        if background::in_background() {
             let mut slot = self.bg_error.lock();
             if slot.is_none() {
                 *slot = Some(e.duplicate());
@@ -659,7 +623,7 @@ impl Shared {
     /// The error for a caller that found the space poisoned: the cause if
     /// no caller was told of it yet, else `Poisoned`.
     pub(crate) fn poisoned_error(&self) -> Error {
-        if crate::bg::IN_BACKGROUND.with(|b| b.get()) {
+        if background::in_background() {
             // The cause waits for a caller, not for the maintainer.
             return Error::Poisoned;
         }
@@ -675,7 +639,7 @@ impl Shared {
     pub(crate) fn mutate(
         self: &Arc<Self>,
         new_bytes: u64,
-        f: impl FnOnce(&mut State) -> Result<()>,
+        f: impl FnOnce(&mut SpaceState) -> Result<()>,
     ) -> Result<()> {
         self.check_usable()?;
         self.writer.wait_below(max_inflight(&self.opts));
@@ -708,12 +672,7 @@ impl Shared {
                     f(&mut st)?;
                     let log = st.log_buf.len();
                     let due = self.opts.auto_maintenance
-                        && (log >= self.opts.commit_log_bytes
-                            || crate::gc::garbage_due(
-                                &st,
-                                self.opts.gc_garbage_high,
-                                self.opts.gc_garbage_low,
-                            ));
+                        && (log >= self.opts.commit_log_bytes || self.garbage_due(&st));
                     drop(st);
                     drop(_gate);
                     if due {
@@ -736,6 +695,20 @@ impl Shared {
         Err(Error::NoSpace(format!(
             "garbage collection could not make room for {new_bytes} bytes"
         )))
+    }
+}
+
+impl Maintained for SpaceInner {
+    fn run_maintenance(&self) {
+        if let Err(e) = self.maintain() {
+            // An error that poisoned the space was left when it did.
+            if !matches!(e, Error::Poisoned) && !self.state.read().poisoned {
+                let mut slot = self.bg_error.lock();
+                if slot.is_none() {
+                    *slot = Some(e);
+                }
+            }
+        }
     }
 }
 

@@ -3,12 +3,12 @@
 //!
 //! Invariants:
 //! - Data is log-structured: every byte appended goes to the end of the
-//!   open segment's buffer ([`State::append`]); an allocation never crosses
+//!   open segment's buffer ([`SpaceState::append`]); an allocation never crosses
 //!   a segment boundary, and the tree never merges extents across one
 //!   (merge boundary = `SEGMENT_SIZE`), so every extent lies in one segment.
 //! - `resident[s]` is the buffer of segment `s` while reads must be served
 //!   from memory: the open segment, and sealed segments until their
-//!   background write finished ([`State::reap`]).
+//!   background write finished ([`SpaceState::reap`]).
 //! - Every change to the tree is also appended to `log_buf` (and sets
 //!   `dirty`), in the order applied; a mutation runs entirely under the
 //!   write lock, so a commit that takes `log_buf` takes whole mutations.
@@ -21,21 +21,21 @@ use std::sync::Arc;
 use flextree::{FlexTree, Piece};
 
 use crate::error::{Error, Result};
-use crate::grace::Readers;
+use crate::grace::GraceReaders;
+use crate::log::LogBuf;
 use crate::log::{self, LogOp};
-use crate::log_buf::LogBuf;
 use crate::options::{MAX_EXTENT, SEGMENT_SIZE};
-use crate::segbuf::{Filler, Pool, SegBuf};
-use crate::segments::Segments;
-use crate::writer::Writer;
+use crate::segments::segbuf::{Filler, SegBuf, SegBufPool};
+use crate::segments::writers::SegmentWriters;
+use crate::segments::{for_each_part, SegmentTable};
 
 /// Everything the space's lock protects.
-pub struct State {
+pub struct SpaceState {
     pub tree: FlexTree,
-    pub seg: Segments,
+    pub seg: SegmentTable,
     filler: Option<Filler>,
     resident: Vec<Option<Arc<SegBuf>>>,
-    pool: Arc<Pool>,
+    pool: Arc<SegBufPool>,
     pub log_buf: LogBuf,
     /// Operations logged since the last commit took `log_buf`.
     pub dirty: bool,
@@ -53,25 +53,25 @@ pub struct State {
     /// Live bytes when garbage collection last found nothing it could
     /// relocate to make room (it is not tried again before they change).
     pub gc_stuck_at: Option<u64>,
-    /// The pieces a [`State::replace`] unmapped (kept for its allocation).
+    /// The pieces a [`SpaceState::replace`] unmapped (kept for its allocation).
     replaced: Vec<Piece>,
-    writer: Arc<Writer>,
-    readers: Arc<Readers>,
+    writer: Arc<SegmentWriters>,
+    readers: Arc<GraceReaders>,
 }
 
-impl State {
+impl SpaceState {
     /// The state over `tree` with the given per-segment valid bytes.
     pub fn new(
         tree: FlexTree,
         valid: Vec<u64>,
-        writer: Arc<Writer>,
-        readers: Arc<Readers>,
-        pool: Arc<Pool>,
+        writer: Arc<SegmentWriters>,
+        readers: Arc<GraceReaders>,
+        pool: Arc<SegBufPool>,
     ) -> Self {
         let n = valid.len();
-        State {
+        SpaceState {
             tree,
-            seg: Segments::new(valid),
+            seg: SegmentTable::new(valid),
             filler: None,
             resident: vec![None; n],
             pool,
@@ -274,7 +274,7 @@ impl State {
 
     /// Replaces the `data.len()` bytes at `offset` (checked) with `data`,
     /// tagging the extent that starts with it: the same extents and log
-    /// records as [`State::collapse`] then [`State::insert`], but when the
+    /// records as [`SpaceState::collapse`] then [`SpaceState::insert`], but when the
     /// data fits the open segment and is one extent, the tree replaces the
     /// range ([`FlexTree::replace`], which maps a tagged extent in place
     /// instead of shifting every later byte down and back up: a pair
@@ -358,6 +358,153 @@ impl State {
             done += got as usize;
         }
         Ok(())
+    }
+}
+
+/// The invariants of the state as code: [`SpaceState::problems`] (what
+/// [`crate::FlexSpace::check`] reports) and the test aid
+/// [`SpaceState::check_invariants`].
+impl SpaceState {
+    /// The metadata problems `FlexSpace::check` reports: every extent maps
+    /// into the data file, no two extents overlap physically or cross a
+    /// segment boundary, the extents cover the space, and the per-segment
+    /// valid-byte counts match the extents.
+    pub fn problems(&self) -> Result<Vec<String>> {
+        let mut problems = Vec::new();
+        let nseg = self.seg.count() as u64;
+        let mut valid = vec![0u64; self.seg.count()];
+        let mut ranges = Vec::new();
+        let mut covered = 0u64;
+        for e in self.tree.extents_from(0)? {
+            if e.offset != covered {
+                problems.push(format!(
+                    "tree: extent at {} follows one that ended at {covered}",
+                    e.offset
+                ));
+            }
+            covered = e.offset + e.len;
+            let Some(a) = e.addr else { continue };
+            if a + e.len > nseg * SEGMENT_SIZE {
+                problems.push(format!(
+                    "tree: extent at {} maps past the data file's {nseg} segments",
+                    e.offset
+                ));
+                continue;
+            }
+            if a / SEGMENT_SIZE != (a + e.len - 1) / SEGMENT_SIZE {
+                problems.push(format!(
+                    "tree: extent at {} crosses a segment boundary",
+                    e.offset
+                ));
+            }
+            for_each_part(a, e.len, |s, n| valid[s as usize] += n);
+            ranges.push((a, e.len, e.offset));
+        }
+        if covered != self.tree.len() {
+            problems.push(format!(
+                "tree: extents cover {covered} bytes of a {}-byte space",
+                self.tree.len()
+            ));
+        }
+        ranges.sort_unstable();
+        for w in ranges.windows(2) {
+            if w[0].0 + w[0].1 > w[1].0 {
+                problems.push(format!(
+                    "tree: extents at {} and {} share physical bytes",
+                    w[0].2, w[1].2
+                ));
+            }
+        }
+        for (s, (&have, &want)) in self.seg.valid_all().iter().zip(&valid).enumerate() {
+            if have != want {
+                problems.push(format!(
+                    "segments: segment {s} counts {have} valid bytes, its extents hold {want}"
+                ));
+            }
+        }
+        Ok(problems)
+    }
+
+    /// Test aid: checks the invariants of the state and panics with a
+    /// description of the first one broken. Call with no commit running
+    /// (hold `maint`), between mutations:
+    /// - the index is in normal form ([`FlexTree::check_invariants`]);
+    /// - the segment table is consistent ([`SegmentTable::check_invariants`];
+    ///   unless the space is poisoned, every empty segment is accounted
+    ///   for) and the live bytes stay within the 30/32 cap;
+    /// - the per-segment valid bytes are exactly the bytes the extents map
+    ///   into each segment, and no extent crosses a segment or overlaps
+    ///   another ([`SpaceState::problems`] finds nothing);
+    /// - there is a buffer slot per segment; the open segment has a filler
+    ///   whose buffer is the one reads of it are served from; an extent in
+    ///   a segment served from memory maps only bytes already appended to
+    ///   its buffer; unless poisoned, a free segment has no buffer;
+    /// - the log buffer is consistent, and holds entries exactly when the
+    ///   state is `dirty`.
+    pub fn check_invariants(&self) {
+        self.tree.check_invariants();
+        let settled = !self.poisoned;
+        self.seg.check_invariants(settled);
+        assert!(
+            self.seg.live() <= self.capacity_cap(),
+            "space: {} live bytes exceed the cap of {}",
+            self.seg.live(),
+            self.capacity_cap()
+        );
+        let problems = self.problems().expect("space: the index cannot be walked");
+        assert!(problems.is_empty(), "space: {}", problems.join("; "));
+        assert_eq!(
+            self.resident.len(),
+            self.seg.count(),
+            "space: {} buffer slots for {} segments",
+            self.resident.len(),
+            self.seg.count()
+        );
+        assert_eq!(
+            self.filler.is_some(),
+            self.seg.open().is_some(),
+            "space: a filler without an open segment, or the reverse"
+        );
+        if let (Some(f), Some(s)) = (&self.filler, self.seg.open()) {
+            assert!(
+                self.resident(u64::from(s))
+                    .is_some_and(|b| Arc::ptr_eq(b, f.shared())),
+                "space: reads of the open segment {s} are not served from its filler's buffer"
+            );
+        }
+        for e in self
+            .tree
+            .extents_from(0)
+            .expect("space: the index cannot be walked")
+        {
+            let Some(a) = e.addr else { continue };
+            if let Some(b) = self.resident(a / SEGMENT_SIZE) {
+                let end = (a % SEGMENT_SIZE + e.len) as usize;
+                assert!(
+                    end <= b.filled(),
+                    "space: extent at {} maps bytes {end} of segment {}, whose buffer holds {}",
+                    e.offset,
+                    a / SEGMENT_SIZE,
+                    b.filled()
+                );
+            }
+        }
+        if settled {
+            for s in 0..self.seg.count() as u32 {
+                assert!(
+                    !self.seg.is_free(s) || self.resident(u64::from(s)).is_none(),
+                    "space: free segment {s} still has a buffer"
+                );
+            }
+        }
+        self.log_buf.check_invariants();
+        assert_eq!(
+            self.dirty,
+            self.log_buf.len() > 0,
+            "space: dirty is {} with {} bytes of log buffered",
+            self.dirty,
+            self.log_buf.len()
+        );
     }
 }
 

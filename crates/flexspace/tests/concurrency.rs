@@ -89,6 +89,7 @@ fn readers_see_only_states_the_writer_made() {
     for r in readers {
         assert!(r.join().unwrap() > 0);
     }
+    space.check_invariants();
     let mut buf = vec![0u8; space.len() as usize];
     space.read(0, &mut buf).unwrap();
     let got: Vec<u64> = buf.chunks(REC).map(check_record).collect();
@@ -243,6 +244,7 @@ fn history_under_forced_maintenance(mmap: bool) {
     assert!(st.gc_runs > 0, "{st:?}");
     assert!(st.checkpoints > 0 && st.commits > 0, "{st:?}");
     assert_eq!(space.check().unwrap(), Vec::<String>::new());
+    space.check_invariants();
     let mut buf = vec![0u8; space.len() as usize];
     space.read(0, &mut buf).unwrap();
     let got: Vec<u64> = buf.chunks(REC).map(check_record).collect();

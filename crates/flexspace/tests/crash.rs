@@ -101,7 +101,10 @@ fn every_crash_recovers_a_state_no_older_than_the_last_sync() {
         // Dropping the space now cannot change the image.
         drop(r.space);
         let recovered = match FlexSpace::open_with_storage(image, opts()) {
-            Ok(s) => content(&s),
+            Ok(s) => {
+                s.check_invariants();
+                content(&s)
+            }
             // A crash before the space's files were first made durable.
             Err(flexspace::Error::NotAFlexSpace(_)) if r.floor == 0 => Vec::new(),
             Err(e) => panic!("iteration {it} (seed {seed}, crash at {at}/{total}): {e}"),
@@ -138,7 +141,10 @@ fn synced_only_crashes_recover_a_state_no_older_than_the_last_sync() {
         let image = Arc::new(storage.crash_image());
         drop(r.space);
         let recovered = match FlexSpace::open_with_storage(image, opts()) {
-            Ok(s) => content(&s),
+            Ok(s) => {
+                s.check_invariants();
+                content(&s)
+            }
             Err(flexspace::Error::NotAFlexSpace(_)) if r.floor == 0 => Vec::new(),
             Err(e) => panic!("iteration {it}: {e}"),
         };

@@ -149,6 +149,7 @@ fn crashes_during_garbage_collection_recover_a_state_since_the_last_sync() {
         drop(r.space);
         let space = FlexSpace::open_with_storage(image, opts())
             .unwrap_or_else(|e| panic!("iteration {it} (seed {seed}, crash at {at}/{total}): {e}"));
+        space.check_invariants();
         let got = decode(&content(&space))
             .unwrap_or_else(|| panic!("iteration {it}: recovered bytes no state had"));
         assert!(

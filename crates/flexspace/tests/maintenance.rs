@@ -170,6 +170,7 @@ fn churn(space: &FlexSpace, mut between: impl FnMut(&FlexSpace)) -> (f64, Vec<u8
         if i % 100 == 99 {
             space.sync().unwrap();
             worst = worst.max(space.stats().space_amplification);
+            space.check_invariants();
         }
     }
     (worst, model)

@@ -31,6 +31,7 @@ proptest! {
             let op = random_op(&mut rng, model.len() as u64, 3000);
             apply(&space, &op).unwrap();
             apply_model(&mut model, &op);
+            space.check_invariants();
             prop_assert_eq!(space.len(), model.len() as u64);
             if step % 25 == 0 {
                 prop_assert_eq!(content(&space), model.clone());
@@ -50,6 +51,7 @@ proptest! {
                     drop(space);
                 }
                 space = FlexSpace::open_with_storage(storage.clone(), opts()).unwrap();
+                space.check_invariants();
                 prop_assert_eq!(content(&space), model.clone());
             }
         }
@@ -105,6 +107,7 @@ fn gc_keeps_a_small_data_file_usable(mmap: bool) {
         let d: Vec<u8> = (0..chunk).map(|_| rng.gen()).collect();
         space.insert(model.len() as u64, &d).unwrap();
         model.extend_from_slice(&d);
+        space.check_invariants();
     }
     for i in 0..3200u64 {
         let at = rng.gen_range(0..model.len() - chunk);
@@ -116,8 +119,10 @@ fn gc_keeps_a_small_data_file_usable(mmap: bool) {
         };
         apply(&space, &op).unwrap();
         apply_model(&mut model, &op);
+        space.check_invariants();
         if i % 400 == 0 {
             space.sync().unwrap();
+            space.check_invariants();
         }
         if i % 97 == 0 {
             // Reads of random ranges, through whatever path serves them.
@@ -150,12 +155,16 @@ fn a_full_data_file_refuses_cleanly() {
         }
     };
     assert!(matches!(err, flexspace::Error::NoSpace(_)), "{err}");
+    space.check_invariants();
     assert!(n >= 25, "only {n} MiB fit");
     // Still usable: reads work, collapses work, and then inserts again.
     assert_eq!(space.len(), n << 20);
     space.collapse(0, 4 << 20).unwrap();
+    space.check_invariants();
     space.insert(0, &d).unwrap();
+    space.check_invariants();
     space.sync().unwrap();
+    space.check_invariants();
     drop(space);
     let space = FlexSpace::open(dir.path(), o).unwrap();
     assert_eq!(space.len(), (n - 3) << 20);

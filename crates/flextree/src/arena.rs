@@ -158,7 +158,6 @@ impl<T: Clone> Arena<T> {
     }
 
     /// Number of ids handed out.
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
     }

@@ -28,6 +28,7 @@ impl Model {
 }
 
 fn check(tree: &FlexTree, m: &Model, rng: &mut StdRng) {
+    tree.check_invariants();
     assert_eq!(tree.len(), m.addr.len() as u64);
     // Whole mapping through the iterator.
     let mut pos = 0u64;

@@ -62,8 +62,8 @@ impl Path {
 pub struct FlexTree {
     pub(crate) leaves: Arena<Leaf>,
     pub(crate) internals: Arena<Internal>,
-    free_leaves: Vec<u32>,
-    free_internals: Vec<u32>,
+    pub(crate) free_leaves: Vec<u32>,
+    pub(crate) free_internals: Vec<u32>,
     pub(crate) root: u32,
     /// Number of internal levels above the leaves (0: the root is a leaf).
     pub(crate) height: usize,

@@ -48,7 +48,10 @@ fn round_trips_keep_every_extent_tag_and_meta() {
         let meta = round.to_be_bytes();
         assert_eq!(t.checkpoint(&file, &meta).unwrap(), round);
         assert_eq!(t.checkpoint_version(), round);
+        // A checkpoint leaves the tree clean, in normal form; so is a load.
+        t.check_invariants();
         let (loaded, cp) = FlexTree::load(&file).unwrap();
+        loaded.check_invariants();
         assert_eq!(cp.version, round);
         assert_eq!(cp.meta, meta);
         assert_eq!(snapshot(&loaded), snapshot(&t));
@@ -157,6 +160,7 @@ fn crash_at_any_write_leaves_the_previous_version() {
         // Whatever reached the disk before the crash, the durable image
         // loads as exactly one of the two versions.
         let (loaded, cp) = FlexTree::load(&MemFile::from_bytes(f.crashed_image())).unwrap();
+        loaded.check_invariants();
         if limit < total_writes {
             assert!(result.is_err());
             assert_eq!(snapshot(&loaded), v1, "crash after {limit} writes");

@@ -141,6 +141,7 @@ impl World {
                 if tag != 0 {
                     twin.set_tag(at, tag).unwrap();
                 }
+                twin.check_invariants();
                 let before = self.tree.query(at, len).unwrap();
                 let mut old = Vec::new();
                 self.tree.replace(at, len, addr, tag, &mut old).unwrap();
@@ -157,6 +158,8 @@ impl World {
             }
             _ => {}
         }
+        // After every operation the tree is in normal form.
+        self.tree.check_invariants();
     }
 
     /// Every extent respects the limit (written extents are at most 40

@@ -197,6 +197,8 @@ fn apply(tree: &mut FlexTree, model: &mut Model, op: &Op) {
         }
         _ => {}
     }
+    // Whatever the operation did (or refused), the tree is in normal form.
+    tree.check_invariants();
 }
 
 proptest! {
@@ -245,6 +247,7 @@ proptest! {
             apply(&mut copy, &mut scratch, o);
         }
         copy.clone_from(&source);
+        copy.check_invariants();
         assert_same(&copy, &model);
         let mut copy_model = model.clone();
         for o in &after {
@@ -262,6 +265,7 @@ proptest! {
         for i in 0..12_000u64 {
             tree.append(3, i * 10).unwrap();
         }
+        tree.check_invariants();
         model.ext = (0..12_000u64)
             .map(|i| common::MExt { len: 3, addr: Some(i * 10), tag: 0 })
             .collect();
@@ -275,6 +279,7 @@ proptest! {
         let len = model.len() - keep;
         tree.collapse(keep / 2, len).unwrap();
         model.collapse(keep / 2, len);
+        tree.check_invariants();
         assert_same(&tree, &model);
         prop_assert!(tree.height() <= 2);
     }

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use crate::error::{io, Error, Result};
 use crate::open::DATA;
 use crate::options::{MAX_EXTENT, SEGMENT_SIZE};
-use crate::space::{max_inflight, Maint, Shared};
-use crate::state::State;
+use crate::space::{max_inflight, LogPosition, SpaceInner};
+use crate::state::SpaceState;
 use crate::storage::StorageFile;
 
 /// Most bytes (and extents) relocated under one hold of the write lock.
@@ -57,22 +57,27 @@ enum Goal {
     Garbage,
 }
 
-fn room_wanted(st: &State) -> u64 {
+fn room_wanted(st: &SpaceState) -> u64 {
     reserve_segments(st.seg.count()) * SEGMENT_SIZE
 }
 
 /// Whether room-driven collection could help: room is short and GC has
 /// not found itself stuck at the current amount of garbage.
-fn room_due(st: &State) -> bool {
+fn room_due(st: &SpaceState) -> bool {
     st.available() < room_wanted(st) && st.gc_stuck_at.is_none_or(|g| st.seg.garbage().1 > g)
 }
 
-pub(crate) fn garbage_due(st: &State, high: f64, low: f64) -> bool {
+fn garbage_due(st: &SpaceState, high: f64, low: f64) -> bool {
     let r = st.seg.garbage_ratio();
     r > high || (st.gc_active && r > low)
 }
 
-impl Shared {
+impl SpaceInner {
+    /// Whether collection for garbage is due (see the module policy).
+    pub(crate) fn garbage_due(&self, st: &SpaceState) -> bool {
+        garbage_due(st, self.opts.gc_garbage_high, self.opts.gc_garbage_low)
+    }
+
     /// See [`crate::FlexSpace::maintenance_due`].
     pub(crate) fn maintenance_due(&self) -> bool {
         let st = self.state.read();
@@ -196,7 +201,7 @@ impl Shared {
 
     /// One garbage-collection round (see the module documentation); false
     /// when it found nothing to relocate.
-    fn gc_round(&self, m: &mut Maint, goal: Goal) -> Result<bool> {
+    fn gc_round(&self, m: &mut LogPosition, goal: Goal) -> Result<bool> {
         let gate = self.gate.lock();
         let pieces = {
             let mut st = self.state.write();
@@ -358,7 +363,7 @@ impl Shared {
 
 /// Victims of a round: the least utilized segments holding data (not the
 /// open one), as many as fit in the free room.
-fn pick_victims(st: &State, goal: Goal, low: f64) -> Vec<u32> {
+fn pick_victims(st: &SpaceState, goal: Goal, low: f64) -> Vec<u32> {
     let room = st.available();
     let (limit, cap, most) = match goal {
         Goal::Room => (ROOM_VICTIMS, SEGMENT_SIZE / 32 * 30, room),
@@ -388,7 +393,7 @@ fn pick_victims(st: &State, goal: Goal, low: f64) -> Vec<u32> {
 
 /// The parts of extents that lie in `victims`: (logical offset, length,
 /// physical address), in logical order.
-fn victim_pieces(st: &State, victims: &[u32]) -> Result<Vec<(u64, u64, u64)>> {
+fn victim_pieces(st: &SpaceState, victims: &[u32]) -> Result<Vec<(u64, u64, u64)>> {
     let mut is_victim = vec![false; st.seg.count()];
     for &v in victims {
         if let Some(x) = is_victim.get_mut(v as usize) {

@@ -9,18 +9,22 @@
 //!   `Filler` per buffer (it is created from an unshared buffer and cannot
 //!   be cloned). It publishes new bytes by raising `filled` with release
 //!   ordering; readers load it with acquire ordering and never look past it.
+//! - Under `--cfg loom` every access to the bytes is also reported to loom
+//!   (one tracked cell per `LOOM_BLOCK` bytes), so the loom tests check that
+//!   an append happens before every read the `filled` publication lets
+//!   through; those tests append and read whole blocks.
 //! - `flushed` (behind a mutex that every writer of the buffer's bytes to
 //!   the data file holds while writing) is how much of the buffer the data
 //!   file holds; writes to the file never race one another.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::aligned::AlignedBuf;
 use crate::options::SEGMENT_SIZE;
+use crate::storage::aligned::AlignedBuf;
+use crate::sync::{AtomicUsize, Ordering};
 
 /// One segment's worth of bytes (aligned for O_DIRECT).
 pub struct SegBuf {
@@ -29,7 +33,14 @@ pub struct SegBuf {
     base: *mut u8,
     filled: AtomicUsize,
     flushed: Mutex<usize>,
+    /// One loom-tracked cell per `LOOM_BLOCK` bytes (see the module docs).
+    #[cfg(loom)]
+    loom_blocks: Box<[loom::cell::UnsafeCell<()>]>,
 }
+
+/// Bytes per loom-tracked cell of a buffer.
+#[cfg(loom)]
+const LOOM_BLOCK: usize = 64 << 10;
 
 // SAFETY: the raw pointer refers to the heap allocation owned by `_mem`,
 // which lives as long as the buffer and never moves. Concurrent access
@@ -52,7 +63,26 @@ impl SegBuf {
             base,
             filled: AtomicUsize::new(0),
             flushed: Mutex::new(0),
+            #[cfg(loom)]
+            loom_blocks: (0..LEN / LOOM_BLOCK)
+                .map(|_| loom::cell::UnsafeCell::new(()))
+                .collect(),
         }
+    }
+
+    /// Reports an access to bytes `at..end` to loom (nothing without loom).
+    #[inline(always)]
+    fn loom_access(&self, at: usize, end: usize, write: bool) {
+        #[cfg(loom)]
+        for b in at / LOOM_BLOCK..end.div_ceil(LOOM_BLOCK) {
+            if write {
+                self.loom_blocks[b].with_mut(|_| ());
+            } else {
+                self.loom_blocks[b].with(|_| ());
+            }
+        }
+        #[cfg(not(loom))]
+        let _ = (at, end, write);
     }
 
     /// Bytes appended so far (immutable from now on).
@@ -65,6 +95,7 @@ impl SegBuf {
     pub fn read(&self, at: usize, out: &mut [u8]) -> bool {
         match at.checked_add(out.len()) {
             Some(end) if end <= self.filled() => {
+                self.loom_access(at, end, false);
                 // SAFETY: `at..end` lies below `filled` (checked above with
                 // acquire ordering), so those bytes are initialized and
                 // immutable, and `out` is a distinct exclusive borrow.
@@ -82,6 +113,7 @@ impl SegBuf {
         if end > self.filled() {
             return None;
         }
+        self.loom_access(0, end, false);
         // SAFETY: `0..end` lies below `filled`: immutable while `self` is
         // borrowed (recycling needs the only `Arc`, which a borrow of the
         // buffer's contents prevents from being unwrapped).
@@ -101,16 +133,16 @@ impl SegBuf {
 
 /// Unshared buffers kept for reuse, so that making a segment buffer (a
 /// 4 MiB allocation and zeroing) rarely happens under the space's lock:
-/// mutations top the pool up before they take it ([`Pool::fill`]).
-pub struct Pool {
+/// mutations top the pool up before they take it ([`SegBufPool::fill`]).
+pub struct SegBufPool {
     bufs: Mutex<Vec<SegBuf>>,
     cap: usize,
 }
 
-impl Pool {
+impl SegBufPool {
     /// A pool keeping at most `cap` buffers.
-    pub fn new(cap: usize) -> Pool {
-        Pool {
+    pub fn new(cap: usize) -> SegBufPool {
+        SegBufPool {
             bufs: Mutex::new(Vec::new()),
             cap,
         }
@@ -148,7 +180,9 @@ pub struct Filler {
 impl Filler {
     /// Starts filling `buf` from its beginning.
     pub fn new(mut buf: SegBuf) -> Filler {
-        *buf.filled.get_mut() = 0;
+        // Unshared here: a relaxed store is a plain one (loom's atomics
+        // have no `get_mut`).
+        buf.filled.store(0, Ordering::Relaxed);
         *buf.flushed.get_mut() = 0;
         Filler { buf: Arc::new(buf) }
     }
@@ -174,6 +208,7 @@ impl Filler {
     pub fn push(&mut self, data: &[u8]) -> Option<usize> {
         let at = self.filled();
         let end = at.checked_add(data.len()).filter(|&e| e <= LEN)?;
+        self.buf.loom_access(at, end, true);
         // SAFETY: `at..end` lies at or past `filled`, inside the allocation
         // (checked above). No reader looks there (they stop at `filled`),
         // and this filler is the buffer's only writer (module invariants);
@@ -190,7 +225,7 @@ impl Filler {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -219,7 +254,7 @@ mod tests {
 
     #[test]
     fn the_pool_keeps_buffers_up_to_its_cap() {
-        let p = Pool::new(2);
+        let p = SegBufPool::new(2);
         p.fill(5);
         assert_eq!(p.bufs.lock().len(), 2);
         let a = p.take();
@@ -269,5 +304,60 @@ mod tests {
         for r in readers {
             r.join().unwrap();
         }
+    }
+}
+
+/// Loom models of the publication of appended bytes (run with
+/// `RUSTFLAGS="--cfg loom" cargo test -p flexspace --lib --release segbuf`).
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+
+    fn block(byte: u8) -> Vec<u8> {
+        vec![byte; LOOM_BLOCK]
+    }
+
+    /// One filler appends two blocks while two readers copy (and take a
+    /// prefix of) what is published: every access loom sees to a block is
+    /// ordered after the append that wrote it, and readers see its bytes.
+    #[test]
+    fn appended_blocks_are_published_to_concurrent_readers() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            let mut f = Filler::new(SegBuf::new());
+            let copier = {
+                let buf = f.shared().clone();
+                loom::thread::spawn(move || {
+                    let mut out = vec![0u8; LOOM_BLOCK];
+                    for k in 0..2 {
+                        if buf.read(k * LOOM_BLOCK, &mut out) {
+                            assert!(out.iter().all(|&x| x == k as u8 + 1), "block {k}");
+                        }
+                    }
+                })
+            };
+            let flusher = {
+                let buf = f.shared().clone();
+                loom::thread::spawn(move || {
+                    let _flushed = buf.flushed();
+                    let n = buf.filled();
+                    let bytes = buf.prefix(n).expect("filled bytes are a prefix");
+                    assert!(bytes
+                        .iter()
+                        .enumerate()
+                        .all(|(i, &x)| x == (i / LOOM_BLOCK) as u8 + 1));
+                })
+            };
+            assert_eq!(f.push(&block(1)), Some(0));
+            assert_eq!(f.push(&block(2)), Some(LOOM_BLOCK));
+            copier.join().unwrap();
+            flusher.join().unwrap();
+            // The readers are gone: the buffer can be recycled and refilled.
+            let again = SegBuf::recycle(f.seal()).expect("only handle");
+            let mut f = Filler::new(again);
+            assert_eq!(f.filled(), 0);
+            assert_eq!(f.push(&block(3)), Some(0));
+        });
     }
 }

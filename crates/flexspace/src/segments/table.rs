@@ -6,11 +6,11 @@
 //!   extent index maps; `live` is their sum and `holding` the number of
 //!   segments with `valid > 0`.
 //! - A segment whose last valid byte goes away joins `pending`; a commit
-//!   takes the pending list when it starts ([`Segments::take_pending`]) and,
+//!   takes the pending list when it starts ([`SegmentTable::take_pending`]) and,
 //!   once the log records the change durably, hands it to the grace-period
-//!   `quarantine` ([`Segments::quarantine`]); only when every read that
+//!   `quarantine` ([`SegmentTable::quarantine`]); only when every read that
 //!   could have translated into it has finished does it become free
-//!   ([`Segments::release`]). So a crash never recovers metadata pointing
+//!   ([`SegmentTable::release`]). So a crash never recovers metadata pointing
 //!   into reused space, and no read ever sees reused space.
 //! - `free` holds exactly the segments that can be allocated; allocation
 //!   takes the lowest one, so the data file stays compact.
@@ -18,11 +18,11 @@
 
 use std::collections::BTreeSet;
 
-use crate::grace::{Quarantine, Readers};
+use crate::grace::{GraceReaders, Quarantine};
 use crate::options::SEGMENT_SIZE;
 
 /// Valid-byte counts and free lists of the data file's segments.
-pub struct Segments {
+pub struct SegmentTable {
     valid: Vec<u64>,
     free: BTreeSet<u32>,
     pending: Vec<u32>,
@@ -45,7 +45,7 @@ pub fn for_each_part(addr: u64, len: u64, mut f: impl FnMut(u32, u64)) {
     }
 }
 
-impl Segments {
+impl SegmentTable {
     /// Segments with the given valid bytes; empty ones are free.
     pub fn new(valid: Vec<u64>) -> Self {
         let free = (0..valid.len() as u32)
@@ -53,7 +53,7 @@ impl Segments {
             .collect();
         let live = valid.iter().sum();
         let holding = valid.iter().filter(|&&v| v > 0).count();
-        Segments {
+        SegmentTable {
             valid,
             free,
             pending: Vec::new(),
@@ -118,26 +118,36 @@ impl Segments {
         Some(s)
     }
 
-    /// Adds `len` valid bytes at `addr`.
+    /// Adds `len` valid bytes at `addr` (panics on bytes past the last
+    /// segment: the accounting would no longer match the index).
     pub fn add(&mut self, addr: u64, len: u64) {
         for_each_part(addr, len, |s, n| {
-            if let Some(v) = self.valid.get_mut(s as usize) {
-                if *v == 0 {
-                    self.holding += 1;
-                }
-                *v += n;
-                self.live += n;
+            let count = self.valid.len();
+            let Some(v) = self.valid.get_mut(s as usize) else {
+                panic!("segments: adding bytes to segment {s}, past the {count} segments");
+            };
+            if *v == 0 {
+                self.holding += 1;
             }
+            *v += n;
+            self.live += n;
         });
     }
 
     /// Removes `len` valid bytes at `addr`; emptied segments become pending.
+    /// Panics when a segment would count fewer bytes than it holds (the
+    /// accounting no longer matches the index).
     pub fn remove(&mut self, addr: u64, len: u64) {
         for_each_part(addr, len, |s, n| {
+            let count = self.valid.len();
             let Some(v) = self.valid.get_mut(s as usize) else {
-                return;
+                panic!("segments: removing bytes of segment {s}, past the {count} segments");
             };
-            let n = n.min(*v);
+            assert!(
+                n <= *v,
+                "segments: removing {n} bytes of segment {s}, which counts {} valid",
+                *v
+            );
             *v -= n;
             self.live -= n;
             if *v == 0 && n > 0 {
@@ -177,7 +187,7 @@ impl Segments {
 
     /// Frees the quarantined segments whose grace period has ended; returns
     /// how many.
-    pub fn release(&mut self, readers: &Readers) -> usize {
+    pub fn release(&mut self, readers: &GraceReaders) -> usize {
         let mut out = Vec::new();
         self.quarantine.advance(readers, &mut out);
         let n = out.len();
@@ -225,14 +235,92 @@ impl Segments {
     }
 }
 
+impl SegmentTable {
+    /// Test aid: checks the module invariants and panics at the first one
+    /// broken. `settled`: no commit is between taking the pending list and
+    /// quarantining it, and none failed, so every empty segment other than
+    /// the open one is free, pending or quarantined.
+    pub fn check_invariants(&self, settled: bool) {
+        let n = self.valid.len();
+        let mut live = 0u64;
+        let mut holding = 0usize;
+        for (s, &v) in self.valid.iter().enumerate() {
+            assert!(
+                v <= SEGMENT_SIZE,
+                "segments: segment {s} counts {v} valid bytes"
+            );
+            live += v;
+            holding += usize::from(v > 0);
+        }
+        assert_eq!(
+            live, self.live,
+            "segments: live is {} but the segments hold {live}",
+            self.live
+        );
+        assert_eq!(
+            holding, self.holding,
+            "segments: holding is {} but {holding} segments hold data",
+            self.holding
+        );
+        // Where each segment is: 1 free, 2 pending, 3 quarantined, 4 open.
+        let mut place = vec![0u8; n];
+        let mut put = |s: u32, p: u8, what: &str| {
+            let Some(x) = place.get_mut(s as usize) else {
+                panic!("segments: {what} segment {s} is past the {n} segments");
+            };
+            assert!(
+                *x == 0 || (*x == 2 && p == 2),
+                "segments: segment {s} is {what} and also {}",
+                ["", "free", "pending", "quarantined", "open"][*x as usize]
+            );
+            *x = p;
+            assert_eq!(
+                self.valid[s as usize], 0,
+                "segments: {what} segment {s} holds valid bytes"
+            );
+        };
+        for &s in &self.free {
+            put(s, 1, "free");
+        }
+        for &s in &self.pending {
+            put(s, 2, "pending");
+        }
+        for s in self.quarantine.segments() {
+            put(s, 3, "quarantined");
+        }
+        self.quarantine.check_invariants();
+        if let Some(s) = self.open {
+            let x = place.get(s as usize).copied();
+            assert!(
+                x == Some(0),
+                "segments: the open segment {s} is also free, pending or quarantined"
+            );
+            place[s as usize] = 4;
+        }
+        if settled {
+            for (s, (&v, &p)) in self.valid.iter().zip(&place).enumerate() {
+                assert!(
+                    v > 0 || p != 0,
+                    "segments: segment {s} is empty but neither open, free, pending nor quarantined (leaked)"
+                );
+            }
+        }
+    }
+
+    /// Whether segment `s` is free.
+    pub fn is_free(&self, s: u32) -> bool {
+        self.free.contains(&s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn emptied_segments_wait_for_a_commit_and_the_readers() {
-        let readers = Readers::default();
-        let mut s = Segments::new(vec![0; 4]);
+        let readers = GraceReaders::default();
+        let mut s = SegmentTable::new(vec![0; 4]);
         assert_eq!(s.free_count(), 4);
         assert_eq!(s.open_lowest_free(), Some(0));
         s.add(0, 100);
@@ -256,7 +344,7 @@ mod tests {
 
     #[test]
     fn garbage_counts_only_segments_holding_data() {
-        let mut s = Segments::new(vec![0; 8]);
+        let mut s = SegmentTable::new(vec![0; 8]);
         s.open_lowest_free();
         s.add(0, SEGMENT_SIZE);
         s.open_lowest_free();
@@ -275,5 +363,67 @@ mod tests {
         let mut parts = Vec::new();
         for_each_part(SEGMENT_SIZE - 10, 30, |s, n| parts.push((s, n)));
         assert_eq!(parts, vec![(0, 10), (1, 20)]);
+    }
+
+    /// A table through its whole cycle passes its checks at every step.
+    #[test]
+    fn the_cycle_keeps_the_invariants() {
+        let readers = GraceReaders::default();
+        let mut s = SegmentTable::new(vec![0, 7, 0, 0]);
+        s.check_invariants(true);
+        s.open_lowest_free();
+        s.add(0, 100);
+        s.check_invariants(true);
+        s.remove(SEGMENT_SIZE, 7);
+        s.check_invariants(true);
+        let taken = s.take_pending();
+        // Between taking and quarantining, the segment is in flight.
+        s.check_invariants(false);
+        s.quarantine(&taken);
+        s.release(&readers);
+        s.check_invariants(true);
+        assert_eq!(s.free_count(), 3);
+    }
+
+    #[test]
+    #[should_panic(expected = "leaked")]
+    fn a_lost_empty_segment_is_caught() {
+        let mut s = SegmentTable::new(vec![0, 7]);
+        s.remove(SEGMENT_SIZE, 7);
+        let _lost = s.take_pending();
+        s.check_invariants(true);
+    }
+
+    #[test]
+    #[should_panic(expected = "holds valid bytes")]
+    fn a_free_segment_with_data_is_caught() {
+        let mut s = SegmentTable::new(vec![0, 0]);
+        // Bytes added to a segment that was never opened.
+        s.add(SEGMENT_SIZE, 5);
+        s.check_invariants(true);
+    }
+
+    #[test]
+    #[should_panic(expected = "live is")]
+    fn a_wrong_live_total_is_caught() {
+        let mut s = SegmentTable::new(vec![3, 0]);
+        s.live += 1;
+        s.check_invariants(true);
+    }
+
+    #[test]
+    #[should_panic(expected = "also")]
+    fn an_open_segment_that_is_also_free_is_caught() {
+        let mut s = SegmentTable::new(vec![0, 0]);
+        s.open_lowest_free();
+        s.free.insert(0);
+        s.check_invariants(true);
+    }
+
+    #[test]
+    #[should_panic(expected = "counts 7 valid")]
+    fn removing_more_than_a_segment_holds_panics() {
+        let mut s = SegmentTable::new(vec![0, 7]);
+        s.remove(SEGMENT_SIZE, 8);
     }
 }

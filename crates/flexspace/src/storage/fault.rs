@@ -92,7 +92,7 @@ enum DirOp {
     Rename { from: String, to: String },
 }
 
-struct State {
+struct FaultState {
     inodes: HashMap<u64, Inode>,
     next_ino: u64,
     names: BTreeMap<String, u64>,
@@ -110,9 +110,9 @@ struct State {
     slow_syncs: Option<(String, std::time::Duration)>,
 }
 
-impl Default for State {
+impl Default for FaultState {
     fn default() -> Self {
-        State {
+        FaultState {
             inodes: HashMap::new(),
             next_ino: 1,
             names: BTreeMap::new(),
@@ -163,7 +163,7 @@ fn apply(img: &mut Vec<u8>, p: &Pending) {
 /// An in-memory storage that injects faults.
 #[derive(Clone, Default)]
 pub struct FaultStorage {
-    state: Arc<Mutex<State>>,
+    state: Arc<Mutex<FaultState>>,
 }
 
 fn crashed_error() -> io::Error {
@@ -296,13 +296,13 @@ impl FaultStorage {
             })
             .collect();
         FaultStorage {
-            state: Arc::new(Mutex::new(State {
+            state: Arc::new(Mutex::new(FaultState {
                 inodes,
                 next_ino: s.next_ino,
                 durable_names: names.clone(),
                 names,
                 model,
-                ..State::default()
+                ..FaultState::default()
             })),
         }
     }
@@ -338,7 +338,7 @@ impl FaultStorage {
     }
 }
 
-impl State {
+impl FaultState {
     /// Counts one operation and applies the plan.
     fn step(&mut self) -> io::Result<()> {
         if self.crashed {
@@ -384,7 +384,7 @@ impl State {
 
 struct FaultFile {
     ino: u64,
-    state: Arc<Mutex<State>>,
+    state: Arc<Mutex<FaultState>>,
     /// How long each sync sleeps first (see `FaultStorage::slow_syncs`).
     sync_delay: Option<std::time::Duration>,
 }

@@ -15,23 +15,23 @@ use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 const LONG_NS: u64 = 100_000;
 
 /// A reader-writer lock that times its exclusive holds.
-pub struct TimedLock<T> {
+pub struct TimedRwLock<T> {
     lock: RwLock<T>,
     max_ns: AtomicU64,
     long: AtomicU64,
 }
 
 /// An exclusive hold; records its duration when dropped.
-pub struct WriteGuard<'a, T> {
+pub struct TimedWriteGuard<'a, T> {
     guard: RwLockWriteGuard<'a, T>,
     start: Instant,
     max_ns: &'a AtomicU64,
     long: &'a AtomicU64,
 }
 
-impl<T> TimedLock<T> {
+impl<T> TimedRwLock<T> {
     pub fn new(value: T) -> Self {
-        TimedLock {
+        TimedRwLock {
             lock: RwLock::new(value),
             max_ns: AtomicU64::new(0),
             long: AtomicU64::new(0),
@@ -42,9 +42,9 @@ impl<T> TimedLock<T> {
         self.lock.read()
     }
 
-    pub fn write(&self) -> WriteGuard<'_, T> {
+    pub fn write(&self) -> TimedWriteGuard<'_, T> {
         let guard = self.lock.write();
-        WriteGuard {
+        TimedWriteGuard {
             guard,
             start: Instant::now(),
             max_ns: &self.max_ns,
@@ -61,20 +61,20 @@ impl<T> TimedLock<T> {
     }
 }
 
-impl<T> Deref for WriteGuard<'_, T> {
+impl<T> Deref for TimedWriteGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
         &self.guard
     }
 }
 
-impl<T> DerefMut for WriteGuard<'_, T> {
+impl<T> DerefMut for TimedWriteGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         &mut self.guard
     }
 }
 
-impl<T> Drop for WriteGuard<'_, T> {
+impl<T> Drop for TimedWriteGuard<'_, T> {
     fn drop(&mut self) {
         let ns = self.start.elapsed().as_nanos() as u64;
         self.max_ns.fetch_max(ns, Ordering::Relaxed);
@@ -90,7 +90,7 @@ mod tests {
 
     #[test]
     fn exclusive_holds_are_timed() {
-        let l = TimedLock::new(5u32);
+        let l = TimedRwLock::new(5u32);
         *l.write() += 1;
         assert_eq!(*l.read(), 6);
         let (max, long) = l.hold_stats();

@@ -1,12 +1,13 @@
 //! The background maintainer of automatic maintenance: a thread that runs
-//! [`Shared::maintain`] when mutations report work due (a commit, garbage
+//! the space's maintenance ([`Maintained::run_maintenance`], i.e.
+//! `SpaceInner::maintain`) when mutations report work due (a commit, garbage
 //! collection, a checkpoint), so that the mutating threads do not wait for
 //! commit I/O.
 //!
 //! Invariants:
 //! - At most one maintainer thread per space runs at a time; it starts on
 //!   demand and exits after a short idle time, or once the space stops it
-//!   (close or drop): [`Background::stop`] joins it, so after a close or
+//!   (close or drop): [`BackgroundMaintainer::stop`] joins it, so after a close or
 //!   drop no maintenance of the space runs any more. A leaked space's
 //!   thread exits after the idle time.
 //! - The thread holds only a weak reference while idle.
@@ -19,14 +20,24 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::error::Error;
-use crate::space::Shared;
+/// What the maintainer maintains (the space's shared part). A trait, so
+/// that this module does not depend on the space's.
+pub trait Maintained: Send + Sync + 'static {
+    /// Runs the maintenance that is due, keeping an error for the next
+    /// caller of the space.
+    fn run_maintenance(&self);
+}
+
+/// Whether the calling thread is a background maintainer.
+pub fn in_background() -> bool {
+    IN_BACKGROUND.with(|b| b.get())
+}
 
 thread_local! {
     /// Set on the maintainer thread: a step that poisons the space there
     /// leaves its error for the next caller at the moment it poisons
-    /// (`Shared::poison`), so no caller sees `Poisoned` before the cause.
-    pub(crate) static IN_BACKGROUND: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// (`SpaceInner::poison`), so no caller sees `Poisoned` before the cause.
+    static IN_BACKGROUND: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// How long an idle maintainer waits for work before it exits.
@@ -41,15 +52,15 @@ struct Flags {
 
 /// The maintainer's state (part of a space).
 #[derive(Default)]
-pub struct Background {
+pub struct BackgroundMaintainer {
     flags: Mutex<Flags>,
     cv: Condvar,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
-impl Background {
+impl BackgroundMaintainer {
     /// Asks for maintenance, starting the thread if it is not running.
-    pub fn kick(self: &Arc<Self>, shared: &Arc<Shared>) {
+    pub fn kick<M: Maintained>(self: &Arc<Self>, shared: &Arc<M>) {
         let mut f = self.flags.lock();
         if f.stopped {
             return;
@@ -65,7 +76,7 @@ impl Background {
             .name("flexspace-maint".into())
             .spawn(move || run(&bg, weak));
         // Without a thread, maintenance happens inline once the log buffer
-        // has grown far enough (see `Shared::mutate`).
+        // has grown far enough (see `SpaceInner::mutate`).
         f.running = spawned.is_ok();
         if let Ok(h) = spawned {
             // The previous thread (if any) has exited: it cleared `running`.
@@ -100,20 +111,12 @@ impl Background {
     }
 }
 
-fn run(bg: &Background, weak: Weak<Shared>) {
+fn run<M: Maintained>(bg: &BackgroundMaintainer, weak: Weak<M>) {
     IN_BACKGROUND.with(|b| b.set(true));
     while bg.wait() {
         let Some(shared) = weak.upgrade() else {
             return;
         };
-        if let Err(e) = shared.maintain() {
-            // An error that poisoned the space was left when it did.
-            if !matches!(e, Error::Poisoned) && !shared.state.read().poisoned {
-                let mut slot = shared.bg_error.lock();
-                if slot.is_none() {
-                    *slot = Some(e);
-                }
-            }
-        }
+        shared.run_maintenance();
     }
 }

@@ -8,8 +8,8 @@
 //!   holding the first byte not yet written (rewriting that block's
 //!   written prefix unchanged) and ends at an aligned block boundary
 //!   (zero-padded past the bytes asked for; padding is never referenced).
-//! - A sealed segment is *in flight* from [`Writer::submit`] until its write
-//!   finished (or failed); [`Writer::wait_sealed`] returns only when no
+//! - A sealed segment is *in flight* from [`SegmentWriters::submit`] until its write
+//!   finished (or failed); [`SegmentWriters::wait_sealed`] returns only when no
 //!   segment sealed at or before the given sequence number is in flight.
 //! - A failed write is remembered for good: every later wait reports it, and
 //!   the failed segment's buffer is never handed back for reaping, so reads
@@ -27,9 +27,9 @@ use std::time::Duration;
 use flextree::DIRECT_ALIGN;
 use parking_lot::{Condvar, Mutex};
 
-use crate::aligned::AlignedBuf;
 use crate::options::SEGMENT_SIZE;
-use crate::segbuf::SegBuf;
+use crate::segments::segbuf::SegBuf;
+use crate::storage::aligned::AlignedBuf;
 use crate::storage::StorageFile;
 
 /// How long an idle worker waits for work before it exits.
@@ -96,7 +96,7 @@ struct Queue {
     idle: usize,
 }
 
-struct Shared {
+struct WritersInner {
     file: Arc<dyn StorageFile>,
     q: Mutex<Queue>,
     work: Condvar,
@@ -108,15 +108,15 @@ struct Shared {
 }
 
 /// Handle to the segment writers of one space.
-pub struct Writer {
-    shared: Arc<Shared>,
+pub struct SegmentWriters {
+    shared: Arc<WritersInner>,
 }
 
-impl Writer {
+impl SegmentWriters {
     /// Writers for `file` with at most `threads` threads.
-    pub fn new(file: Arc<dyn StorageFile>, threads: usize) -> Writer {
-        Writer {
-            shared: Arc::new(Shared {
+    pub fn new(file: Arc<dyn StorageFile>, threads: usize) -> SegmentWriters {
+        SegmentWriters {
+            shared: Arc::new(WritersInner {
                 file,
                 q: Mutex::new(Queue::default()),
                 work: Condvar::new(),
@@ -137,7 +137,7 @@ impl Writer {
         q.jobs.push_back(Job { seg, buf, seq });
         // Threads are normally started by `prestart`, outside the space's
         // lock; only when none runs is one started here.
-        if q.threads == 0 && !Shared::spawn(sh, &mut q) {
+        if q.threads == 0 && !WritersInner::spawn(sh, &mut q) {
             // No thread to hand it to: write it here.
             drop(q);
             sh.work_inline();
@@ -155,7 +155,7 @@ impl Writer {
         }
         let mut q = sh.q.lock();
         while q.threads < sh.max_threads {
-            if !Shared::spawn(sh, &mut q) {
+            if !WritersInner::spawn(sh, &mut q) {
                 break;
             }
         }
@@ -212,7 +212,7 @@ impl Writer {
     }
 }
 
-impl Shared {
+impl WritersInner {
     /// Starts one worker; false when the system refuses a thread.
     fn spawn(this: &Arc<Self>, q: &mut Queue) -> bool {
         let worker = this.clone();
@@ -283,7 +283,7 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::segbuf::Filler;
+    use crate::segments::segbuf::Filler;
     use flextree::MemFile;
 
     fn full_segment(byte: u8) -> Arc<SegBuf> {
@@ -295,7 +295,7 @@ mod tests {
     #[test]
     fn sealed_segments_land_in_the_file() {
         let file = Arc::new(MemFile::new());
-        let w = Writer::new(file.clone(), 2);
+        let w = SegmentWriters::new(file.clone(), 2);
         for s in 0..4u32 {
             w.submit(s, full_segment(s as u8 + 1), u64::from(s) + 1);
         }

@@ -27,11 +27,11 @@ use std::sync::atomic::Ordering;
 use crate::error::{io, Result};
 use crate::log;
 use crate::open::{meta, DATA, LOG};
-use crate::space::{Maint, Shared};
+use crate::segments::writers::flush;
+use crate::space::{LogPosition, SpaceInner};
 use crate::storage::StorageFile;
-use crate::writer::flush;
 
-impl Shared {
+impl SpaceInner {
     pub(crate) fn sync(&self) -> Result<()> {
         self.check_usable()?;
         let mut m = self.maint.lock();
@@ -55,7 +55,7 @@ impl Shared {
         self.checkpoint_if_due(&mut m)
     }
 
-    pub(crate) fn checkpoint_if_due(&self, m: &mut Maint) -> Result<()> {
+    pub(crate) fn checkpoint_if_due(&self, m: &mut LogPosition) -> Result<()> {
         if m.log_end - log::HEADER as u64 > self.opts.checkpoint_log_bytes {
             self.checkpoint_locked(m)?;
         }
@@ -64,7 +64,7 @@ impl Shared {
 
     /// One commit (see the module documentation); nothing to do when no
     /// operation was logged since the last one.
-    pub(crate) fn commit_locked(&self, m: &mut Maint) -> Result<()> {
+    pub(crate) fn commit_locked(&self, m: &mut LogPosition) -> Result<()> {
         let snap = {
             let mut st = self.state.write();
             if st.poisoned {
@@ -122,7 +122,7 @@ impl Shared {
     }
 
     /// Commit, checkpoint, log restart (see the module documentation).
-    pub(crate) fn checkpoint_locked(&self, m: &mut Maint) -> Result<()> {
+    pub(crate) fn checkpoint_locked(&self, m: &mut LogPosition) -> Result<()> {
         self.commit_locked(m)?;
         let version = {
             let _gate = self.gate.lock();

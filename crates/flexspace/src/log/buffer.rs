@@ -28,14 +28,14 @@ pub struct LogBuf {
 }
 
 /// Filled chunks taken by a commit.
-pub struct Taken {
+pub struct TakenLog {
     /// The chunks, in order.
     pub chunks: Vec<Vec<u8>>,
     /// Their total length.
     pub len: usize,
 }
 
-impl Taken {
+impl TakenLog {
     /// Number of entries.
     pub fn entries(&self) -> u64 {
         (self.len / ENTRY) as u64
@@ -73,16 +73,51 @@ impl LogBuf {
 
     /// Takes every pending entry, leaving the buffer empty (its spare
     /// chunks stay).
-    pub fn take(&mut self) -> Taken {
+    pub fn take(&mut self) -> TakenLog {
         let len = std::mem::take(&mut self.len);
-        Taken {
+        TakenLog {
             chunks: std::mem::take(&mut self.chunks),
             len,
         }
     }
 
+    /// Test aid: checks the module invariants (panics on a violation).
+    pub fn check_invariants(&self) {
+        let n = self.chunks.len();
+        for (i, c) in self.chunks.iter().enumerate() {
+            assert!(
+                c.len() == CHUNK || (i + 1 == n && !c.is_empty() && c.len() < CHUNK),
+                "log buffer: chunk {i} of {n} holds {} bytes",
+                c.len()
+            );
+        }
+        let sum: usize = self.chunks.iter().map(Vec::len).sum();
+        assert_eq!(
+            sum, self.len,
+            "log buffer: chunks hold {sum} bytes, len says {}",
+            self.len
+        );
+        assert_eq!(
+            self.len % ENTRY,
+            0,
+            "log buffer: {} bytes is not whole entries",
+            self.len
+        );
+        assert!(
+            self.spare.len() <= SPARE,
+            "log buffer: {} spare chunks",
+            self.spare.len()
+        );
+        for c in &self.spare {
+            assert!(
+                c.is_empty() && c.capacity() == CHUNK,
+                "log buffer: a spare chunk is not an empty one"
+            );
+        }
+    }
+
     /// Gives written chunks back for reuse.
-    pub fn recycle(&mut self, taken: Taken) {
+    pub fn recycle(&mut self, taken: TakenLog) {
         for mut c in taken.chunks {
             if self.spare.len() >= SPARE {
                 break;

@@ -4,6 +4,16 @@
 //! `FileStorage` holds an exclusive `flock` on the directory's `lock` file
 //! for its whole life, so a second open of the same directory (from this
 //! process or another) fails with `Locked`.
+//!
+//! Submodules: [`fault`] (the fault-injecting in-memory backend of the
+//! crash tests), [`mapping`] (the read-only mapping of the data file),
+//! [`aligned`] (O_DIRECT-aligned buffers) and [`counting_file`] (a file
+//! wrapper counting the bytes written).
+
+pub mod aligned;
+pub mod counting_file;
+pub mod fault;
+pub mod mapping;
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -15,7 +25,7 @@ use std::sync::Arc;
 pub use flextree::{MemFile, StorageFile};
 
 use crate::error::{Error, Result};
-pub use crate::mapping::Mapping;
+pub use mapping::Mapping;
 
 /// A directory of files.
 pub trait Storage: Send + Sync {
