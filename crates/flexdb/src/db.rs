@@ -15,12 +15,12 @@ use std::time::Duration;
 use flexspace::Storage;
 
 use crate::batch::WriteBatch;
-use crate::check::CheckReport;
 use crate::error::{Error, Result};
-use crate::iter::Iter;
 use crate::options::{Options, WriteOptions};
+use crate::read::iter::Iter;
+use crate::recovery::check::CheckReport;
 use crate::stats::Stats;
-use crate::store::{space_err, Shared};
+use crate::store::{space_err, Store};
 
 /// An open FlexDB store. `Send + Sync`: share it between threads with an
 /// `Arc`. Dropping it closes the store (errors on that path are ignored;
@@ -35,7 +35,7 @@ use crate::store::{space_err, Shared};
 /// assert!(!db.contains(b"apple").unwrap());
 /// ```
 pub struct Db {
-    shared: Arc<Shared>,
+    shared: Arc<Store>,
     committer: Option<JoinHandle<()>>,
 }
 
@@ -50,14 +50,14 @@ impl std::fmt::Debug for Db {
 impl Db {
     /// The shared state (for the crate's unit tests).
     #[cfg(test)]
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
+    pub(crate) fn shared(&self) -> &Arc<Store> {
         &self.shared
     }
 
     /// Opens (or with `create_if_missing`, creates) the store in directory
     /// `path`, recovering every durable write after a crash.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
-        let shared = crate::open::open_dir(path.as_ref(), options)?;
+        let shared = crate::recovery::open::open_dir(path.as_ref(), options)?;
         Self::start(shared)
     }
 
@@ -69,16 +69,16 @@ impl Db {
         name: impl AsRef<Path>,
         options: Options,
     ) -> Result<Db> {
-        let shared = crate::open::open_storage(storage, name.as_ref(), options, false)?;
+        let shared = crate::recovery::open::open_storage(storage, name.as_ref(), options, false)?;
         Self::start(shared)
     }
 
-    fn start(shared: Shared) -> Result<Db> {
+    fn start(shared: Store) -> Result<Db> {
         let shared = Arc::new(shared);
         let s = shared.clone();
         let committer = std::thread::Builder::new()
             .name("flexdb-committer".into())
-            .spawn(move || crate::committer::run(s))
+            .spawn(move || crate::commit::run(s))
             .map_err(|e| Error::Io {
                 file: shared.dir.clone(),
                 source: e,
@@ -271,7 +271,7 @@ impl Db {
     /// sorted, the sparse index consistent with the space, and the space's
     /// own metadata consistent. Reads the whole store.
     pub fn check(&self) -> Result<CheckReport> {
-        crate::check::check(&self.shared)
+        crate::recovery::check::check(&self.shared)
     }
 
     /// Flushes, checkpoints and closes the store, reporting any error.
@@ -308,7 +308,7 @@ impl Db {
         // The committer has stopped: the index describes the space as of
         // this checkpoint, and the next open can load it instead of
         // sampling the space.
-        crate::index_file::save(
+        crate::index::saved::save(
             s.storage.as_ref(),
             s.space.commit_id(),
             s.space.len(),
@@ -317,7 +317,7 @@ impl Db {
         if empty {
             // The flush left the active log without a record: removing it
             // spares the next open reading a preallocated file of zeros.
-            let name = crate::files::wal_name(gen);
+            let name = crate::recovery::manifest::wal_name(gen);
             match s.storage.remove_file(&name) {
                 Ok(()) => s.storage.sync_dir().map_err(crate::store::io_err(&name))?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

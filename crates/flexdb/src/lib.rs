@@ -15,50 +15,37 @@
 //! db.close().unwrap();
 //! ```
 //!
-//! Layout: `store` (shared state, read and write paths), `view` (the
-//! state published for readers), `committer` (the background merge into
-//! the space), `merge` (an interval's new content),
-//! `sparse` (the sparse index), `interval` and `cache` (decoded intervals
-//! and their CLOCK cache), `memtable`, `wal`, `batch`, `codec` (encodings),
-//! `open` (creation and recovery), `iter`, `check`, `files`, `lock_wait`
-//! (how readers and the committer wait for shared locks), `counter`
-//! (statistics counted on every read without a shared cache line).
+//! Layout (one line a module; each opens with its invariants):
+//!
+//! - `db`, `options`, `error`, `stats`, `batch`: the public API.
+//! - `codec`: byte encodings shared by the space and the logs.
+//! - `store`: the state an open store shares between its threads.
+//! - `write`: the write path (MemTable and its memory, rotation).
+//! - `wal`: the write-ahead logs (format, replay, mapped appends, spares).
+//! - `commit`: the committer (merging frozen MemTables into the space).
+//! - `read`: the read path (point reads, iterators, the published view).
+//! - `index`: the sparse index, its intervals and their cache.
+//! - `recovery`: opening a store (creation, recovery, manifest, check).
 
-mod arena;
 mod batch;
-pub mod cache;
-mod check;
-mod chunk;
-pub mod codec;
-mod committer;
+mod codec;
+mod commit;
 mod db;
 mod error;
-mod files;
-mod index_file;
-pub mod interval;
-mod iter;
-mod keys;
-pub mod memtable;
-mod merge;
-mod newest_of;
-mod open;
+mod index;
 mod options;
-mod spare_logs;
-pub mod sparse;
+mod read;
+mod recovery;
 mod stats;
 mod store;
-mod view;
-pub mod wal;
-mod wal_map;
-mod walk_ahead;
-mod write_order;
-mod writeback;
+mod wal;
+mod write;
 
 pub use batch::{BatchOp, WriteBatch};
-pub use check::CheckReport;
 pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use db::Db;
 pub use error::{Error, Result};
-pub use iter::{Iter, KeyValue};
 pub use options::{Options, WriteOptions};
+pub use read::iter::{Iter, KeyValue};
+pub use recovery::check::CheckReport;
 pub use stats::Stats;

@@ -18,7 +18,7 @@
 //!   synced its content.
 //! - The sparse index and the space change together under `state`'s write
 //!   lock, so the prefetcher holding `state` shared reads consistent
-//!   offsets; readers read a published `View`, which is consistent by
+//!   offsets; readers read a published view (`PublishedView`), which is consistent by
 //!   construction.
 
 use std::collections::VecDeque;
@@ -31,16 +31,16 @@ use flexspace::{FlexSpace, Storage};
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard};
 
 use crate::batch::{encode_single, BatchOp, WriteBatch};
-use crate::cache::{CacheRef, IntervalCache};
 use crate::codec::check_sizes;
 use crate::error::{Error, Result};
-use crate::files::{wal_name, wal_tmp_name};
-use crate::interval::IntervalData;
-use crate::memtable::MemTable;
+use crate::index::interval::IntervalData;
+use crate::index::interval_cache::{CacheRef, IntervalCache};
+use crate::index::sparse::{IntervalPos, SparseIndex};
 use crate::options::Options;
-use crate::sparse::{Found, SparseIndex};
-use crate::view::{Install, View};
+use crate::read::view::{Install, PublishedView};
+use crate::recovery::manifest::{wal_name, wal_tmp_name};
 use crate::wal::{Wal, MAX_RECORD};
+use crate::write::memtable::MemTable;
 
 /// An interval found in the cache, or planned for a read.
 // Returned once per lookup and never stored: boxing the plan would cost an
@@ -52,7 +52,7 @@ enum Fetch<'s> {
 }
 
 /// A read of an interval planned under `state` (see
-/// [`Shared::cached_or_plan`]).
+/// [`Store::cached_or_plan`]).
 struct Planned<'s> {
     plan: flexspace::ReadPlan<'s>,
     offset: u64,
@@ -69,7 +69,7 @@ fn corrupt_interval(offset: u64, detail: String) -> Error {
 }
 
 /// The pairs read for the interval at `f` must lie in its key range.
-fn check_key_range(sparse: &SparseIndex, f: &Found, data: &IntervalData) -> Result<()> {
+fn check_key_range(sparse: &SparseIndex, f: &IntervalPos, data: &IntervalData) -> Result<()> {
     if data.is_empty() {
         return Ok(());
     }
@@ -86,6 +86,38 @@ fn check_key_range(sparse: &SparseIndex, f: &Found, data: &IntervalData) -> Resu
     Ok(())
 }
 
+/// What the space's three user metadata words record at each commit point
+/// (`FlexSpace::set_user_meta`), in this order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CommitPoint {
+    /// Pairs in the space.
+    pub pairs: u64,
+    /// The last generation whose every write is in the space.
+    pub committed_gen: u64,
+    /// The highest sequence number used so far.
+    pub max_seq: u64,
+}
+
+impl CommitPoint {
+    /// The commit point the space's metadata words record.
+    pub fn read(space: &FlexSpace) -> CommitPoint {
+        let [pairs, committed_gen, max_seq] = space.user_meta();
+        CommitPoint {
+            pairs,
+            committed_gen,
+            max_seq,
+        }
+    }
+
+    /// Records this commit point in the space's metadata words (durable
+    /// with the space's next sync).
+    pub fn write(self, space: &FlexSpace) -> Result<()> {
+        space
+            .set_user_meta([self.pairs, self.committed_gen, self.max_seq])
+            .map_err(space_err)
+    }
+}
+
 /// Frozen MemTables allowed to wait for the committer before writers stall.
 pub(crate) const MAX_FROZEN: usize = 3;
 /// The tag flexdb puts on extents that start with a pair.
@@ -93,7 +125,7 @@ pub(crate) const PAIR_TAG: u16 = 1;
 
 /// A MemTable that takes no more writes, waiting for the committer.
 #[derive(Clone)]
-pub(crate) struct Frozen {
+pub(crate) struct FrozenMemTable {
     pub mem: Arc<MemTable>,
     pub wal: Arc<Wal>,
     pub gen: u64,
@@ -104,11 +136,11 @@ pub(crate) struct Frozen {
 pub(crate) struct MemTables {
     pub active: Arc<MemTable>,
     /// Oldest first.
-    pub frozen: VecDeque<Frozen>,
+    pub frozen: VecDeque<FrozenMemTable>,
 }
 
 /// What only writers touch.
-pub(crate) struct Writer {
+pub(crate) struct WriteHead {
     pub next_seq: u64,
     pub active: Arc<MemTable>,
     pub wal: Arc<Wal>,
@@ -116,7 +148,7 @@ pub(crate) struct Writer {
 }
 
 /// What the sparse index guards.
-pub(crate) struct State {
+pub(crate) struct CommitterIndex {
     pub sparse: SparseIndex,
     /// Pairs in the space.
     pub pairs: u64,
@@ -127,7 +159,7 @@ pub(crate) struct State {
 
 /// The committer's mailbox.
 #[derive(Default)]
-pub(crate) struct Work {
+pub(crate) struct CommitterMailbox {
     pub shutdown: bool,
     /// Generations up to this one are durable in the space.
     pub committed_gen: u64,
@@ -162,7 +194,7 @@ pub(crate) struct Counters {
 }
 
 /// Everything an open store shares between threads.
-pub(crate) struct Shared {
+pub(crate) struct Store {
     pub dir: PathBuf,
     /// The directory on a real file system (logs are then mapped), `None`
     /// for other storage backends.
@@ -171,20 +203,20 @@ pub(crate) struct Shared {
     pub storage: Arc<dyn Storage>,
     pub space: FlexSpace,
     pub cache: IntervalCache,
-    pub writer: Mutex<Writer>,
+    pub writer: Mutex<WriteHead>,
     pub mems: arc_swap::ArcSwap<MemTables>,
-    pub state: RwLock<State>,
+    pub state: RwLock<CommitterIndex>,
     /// What readers read (see `view`); replaced only by the committer.
-    pub view: arc_swap::ArcSwap<View>,
+    pub view: arc_swap::ArcSwap<PublishedView>,
     /// Views the committer replaced, until their last reader lets go.
-    pub retired: Mutex<Vec<Arc<View>>>,
+    pub retired: Mutex<Vec<Arc<PublishedView>>>,
     /// The extent index of a dropped view, for the next view to copy into.
     pub spare_index: Mutex<Option<flexspace::SpareIndex>>,
     /// Intervals readers cached in a view, for the committer to carry into
     /// its index (see `view`).
     pub installs: Mutex<Vec<Install>>,
     pub visible: AtomicU64,
-    pub work: Mutex<Work>,
+    pub work: Mutex<CommitterMailbox>,
     /// Wakes the committer.
     pub work_cv: Condvar,
     /// Wakes writers stalled on a full backlog (waited on under `writer`).
@@ -194,9 +226,9 @@ pub(crate) struct Shared {
     pub flushed_cv: Condvar,
     pub counters: Counters,
     /// Memory of committed MemTables, kept for the next ones (`chunk`).
-    pub chunks: Arc<crate::chunk::ChunkPool>,
+    pub chunks: Arc<crate::write::chunk_pool::ChunkPool>,
     /// Files of committed logs, kept for the next logs (`spare_logs`).
-    pub spare_logs: crate::spare_logs::SpareLogs,
+    pub spare_logs: crate::wal::spare_logs::SpareLogs,
     /// `FLEXDB_TRACE` is set: the committer times its holds and reports
     /// each commit on stderr.
     pub trace: bool,
@@ -291,12 +323,12 @@ fn sort_ahead(mem: &Arc<MemTable>) {
     let _ = std::thread::Builder::new()
         .name("flexdb-sort".into())
         .spawn(move || {
-            crate::committer::lowest_priority();
+            crate::commit::lowest_priority();
             mem.prepare_newest();
         });
 }
 
-impl Shared {
+impl Store {
     /// Refuses writes once the store stopped.
     pub fn check_stopped(&self) -> Result<()> {
         match &self.work.lock().stopped {
@@ -430,7 +462,7 @@ impl Shared {
 
     /// Rotates a full MemTable, stalling while the committer's backlog is
     /// full.
-    fn make_room(&self, w: &mut parking_lot::MutexGuard<'_, Writer>) -> Result<()> {
+    fn make_room(&self, w: &mut parking_lot::MutexGuard<'_, WriteHead>) -> Result<()> {
         while w.active.approximate_bytes() >= self.opts.memtable_bytes {
             if self.mems.load().frozen.len() < MAX_FROZEN {
                 return self.rotate(w);
@@ -446,7 +478,7 @@ impl Shared {
     /// Freezes the active MemTable and starts a new one with a new log.
     /// The old log is synced first, so logs are durable in order (a synced
     /// write in a newer log implies every write before it is durable).
-    pub fn rotate(&self, w: &mut Writer) -> Result<()> {
+    pub fn rotate(&self, w: &mut WriteHead) -> Result<()> {
         if w.active.is_empty() {
             return Ok(());
         }
@@ -479,7 +511,7 @@ impl Shared {
             &w.active.shared_prefix(),
             Some(self.chunks.clone()),
         ));
-        let frozen = Frozen {
+        let frozen = FrozenMemTable {
             mem: w.active.clone(),
             wal: w.wal.clone(),
             gen: w.gen,
@@ -582,11 +614,11 @@ impl Shared {
     /// to read it made by `plan` (from the space `sparse` describes). The
     /// plan holds no lock of this store, so a caller holding one can let
     /// it go before the read (a read may wait for the device). `reader` as
-    /// for [`Shared::install`].
+    /// for [`Store::install`].
     fn cached_or_plan<'p>(
         &self,
         sparse: &SparseIndex,
-        f: &Found,
+        f: &IntervalPos,
         reader: bool,
         plan: impl FnOnce(u64, u64) -> flexspace::Result<flexspace::ReadPlan<'p>>,
     ) -> Result<Fetch<'p>> {
@@ -635,7 +667,7 @@ impl Shared {
     fn install(
         &self,
         sparse: &SparseIndex,
-        f: &Found,
+        f: &IntervalPos,
         p: &Planned<'_>,
         data: IntervalData,
         reader: bool,
@@ -716,17 +748,21 @@ impl Shared {
 
     /// The content of the interval at `f` in `view`, from the cache or read
     /// from the view's snapshot of the space (and then cached in the view).
-    pub fn view_interval(&self, view: &View, f: &Found) -> Result<Arc<IntervalData>> {
+    pub fn view_interval(
+        &self,
+        view: &PublishedView,
+        f: &IntervalPos,
+    ) -> Result<Arc<IntervalData>> {
         self.fetch(&view.sparse, f, true, |o, n| view.space.plan_read(o, n))
     }
 
     /// The content of the interval at `f` in `sparse`, from the cache or
     /// read by a plan that `plan` makes (and then cached); `reader` as for
-    /// [`Shared::install`].
+    /// [`Store::install`].
     fn fetch<'p>(
         &self,
         sparse: &SparseIndex,
-        f: &Found,
+        f: &IntervalPos,
         reader: bool,
         plan: impl FnOnce(u64, u64) -> flexspace::Result<flexspace::ReadPlan<'p>>,
     ) -> Result<Arc<IntervalData>> {
@@ -751,8 +787,8 @@ impl Shared {
     pub fn interval_of<'s>(
         &'s self,
         key: &[u8],
-        lock: impl Fn() -> RwLockReadGuard<'s, State>,
-        peek: impl FnOnce(&State, &Found),
+        lock: impl Fn() -> RwLockReadGuard<'s, CommitterIndex>,
+        peek: impl FnOnce(&CommitterIndex, &IntervalPos),
     ) -> Result<Option<Arc<IntervalData>>> {
         let st = lock();
         let f = st.sparse.find(key);
@@ -781,7 +817,7 @@ impl Shared {
     /// The content of the interval at `f` in the committer's index, from
     /// the cache or read from the live space (and then cached). The caller
     /// holds `state` throughout (the committer, `check`).
-    pub fn interval(&self, st: &State, f: &Found) -> Result<Arc<IntervalData>> {
+    pub fn interval(&self, st: &CommitterIndex, f: &IntervalPos) -> Result<Arc<IntervalData>> {
         self.fetch(&st.sparse, f, false, |o, n| self.space.plan_read(o, n))
     }
 

@@ -19,16 +19,19 @@
 //! metadata words name the last generation whose every write is in the
 //! space as of the same commit point.
 
+pub(crate) mod merge;
+pub(crate) mod newest_versions;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::cache::CacheRef;
 use crate::error::Result;
-use crate::interval::{Builder, IntervalData};
-use crate::memtable::EntryRef;
-use crate::merge::{merge, split_points, Update};
-use crate::sparse::{separator, Found, Meta, NewInterval, UNKNOWN_COUNT};
-use crate::store::{space_err, Frozen, Shared, Work, PAIR_TAG};
+use crate::index::interval::{Builder, IntervalData};
+use crate::index::interval_cache::CacheRef;
+use crate::index::sparse::{separator, IntervalMeta, IntervalPos, NewInterval, UNKNOWN_COUNT};
+use crate::store::{space_err, CommitPoint, CommitterMailbox, FrozenMemTable, Store, PAIR_TAG};
+use crate::write::memtable::EntryRef;
+use merge::{merge, split_points, Update};
 
 /// An interval splits above this many pairs (§5.1: 16).
 pub(crate) const SPLIT_PAIRS: usize = 16;
@@ -46,7 +49,7 @@ const MERGE_PAIRS: usize = 4;
 /// How often an idle committer looks for replaced views no reader holds.
 const VIEW_REAP_PERIOD: std::time::Duration = std::time::Duration::from_millis(20);
 /// How long the committer waits with nothing to commit before it frees the
-/// memory kept for MemTables to come (`Shared::chunks`) and the spare logs...
+/// memory kept for MemTables to come (`Store::chunks`) and the spare logs...
 const POOL_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
 /// ...unless the writes that came meanwhile would fill a MemTable within
 /// this many such waits: a store written to steadily keeps them however
@@ -62,7 +65,10 @@ fn idle_after(grew: Option<usize>, memtable_bytes: usize) -> bool {
 
 /// Waits for work for up to `POOL_IDLE` (the caller holds `work`); true if
 /// none came and the store stayed idle meanwhile (`idle_after`).
-fn wait_found_idle(shared: &Shared, work: &mut parking_lot::MutexGuard<'_, Work>) -> bool {
+fn wait_found_idle(
+    shared: &Store,
+    work: &mut parking_lot::MutexGuard<'_, CommitterMailbox>,
+) -> bool {
     let active = shared.mems.load().active.clone();
     let before = active.approximate_bytes();
     let timed_out = shared.work_cv.wait_for(work, POOL_IDLE).timed_out();
@@ -84,13 +90,13 @@ fn thread_cpu() -> std::time::Duration {
 }
 
 /// The committer thread's body.
-pub(crate) fn run(shared: Arc<Shared>) {
+pub(crate) fn run(shared: Arc<Store>) {
     // Committed MemTables and their logs are let go of by a thread of their
     // own: closing the last handle of an unlinked log frees its blocks,
     // which on a file system mounted with `discard` waits for the device
     // (0.1-0.2 s for a 256 MiB log), and unmapping a MemTable's arena takes
     // milliseconds more. Neither is the committer's business.
-    let (retire, retired) = std::sync::mpsc::channel::<Frozen>();
+    let (retire, retired) = std::sync::mpsc::channel::<FrozenMemTable>();
     std::thread::scope(|scope| {
         let retirer = std::thread::Builder::new()
             .name("flexdb-retire".into())
@@ -104,7 +110,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
 
 /// The committer's loop: commits frozen MemTables, oldest first, until the
 /// store shuts down or stops; hands each committed one to `retire`.
-fn commit_loop(shared: &Shared, retire: Option<&std::sync::mpsc::Sender<Frozen>>) {
+fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMemTable>>) {
     let (mut release_pool, mut committed) = (false, false);
     loop {
         // Views replaced by the last commit that readers still held (never
@@ -120,13 +126,13 @@ fn commit_loop(shared: &Shared, retire: Option<&std::sync::mpsc::Sender<Frozen>>
             // next open removes it.
             let _ = shared.remove_spare_logs();
         }
-        let batch: Vec<Frozen> = {
+        let batch: Vec<FrozenMemTable> = {
             let mut work = shared.work.lock();
             if work.stopped.is_some() {
                 return;
             }
             // Every MemTable waiting, committed as one (see `commit`).
-            let next: Vec<Frozen> = shared.mems.load().frozen.iter().cloned().collect();
+            let next: Vec<FrozenMemTable> = shared.mems.load().frozen.iter().cloned().collect();
             match next {
                 n if !n.is_empty() => n,
                 _ if work.shutdown => return,
@@ -167,7 +173,7 @@ fn commit_loop(shared: &Shared, retire: Option<&std::sync::mpsc::Sender<Frozen>>
 /// across them is merged into the space in one walk, so a key written in
 /// several of them is merged once, and an interval that several of them
 /// change is read, merged and written back once. Then retires them.
-fn commit(shared: &Shared, batch: &[Frozen]) -> Result<()> {
+fn commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
     let t0 = std::time::Instant::now();
     let c0 = thread_cpu();
     let s0 = shared.trace.then(|| shared.space.stats());
@@ -226,12 +232,12 @@ fn commit(shared: &Shared, batch: &[Frozen]) -> Result<()> {
 }
 
 /// The newest version of every key of `batch`'s tables, in key order.
-fn newest_of(batch: &[Frozen]) -> impl Iterator<Item = EntryRef<'_>> + '_ {
-    crate::newest_of::NewestOf::new(batch.iter().map(|f| f.mem.newest()))
+fn newest_of(batch: &[FrozenMemTable]) -> impl Iterator<Item = EntryRef<'_>> + '_ {
+    newest_versions::NewestOf::new(batch.iter().map(|f| f.mem.newest()))
 }
 
 /// The generations of a batch, for the trace: `7` or `7..=8`.
-fn gens(batch: &[Frozen]) -> String {
+fn gens(batch: &[FrozenMemTable]) -> String {
     match (batch.first(), batch.last()) {
         (Some(a), Some(b)) if a.gen != b.gen => format!("{}..={}", a.gen, b.gen),
         (Some(a), _) => a.gen.to_string(),
@@ -277,7 +283,7 @@ const PREFETCH_LEAD: usize = 256;
 /// of reading the space itself. Uses what the other core has spare; a
 /// prefetched interval is an ordinary cache entry, so being wrong or late
 /// costs nothing but the read.
-fn prefetch(shared: &Shared, batch: &[Frozen], progress: &AtomicUsize, done: &AtomicBool) {
+fn prefetch(shared: &Store, batch: &[FrozenMemTable], progress: &AtomicUsize, done: &AtomicBool) {
     lowest_priority();
     // The next interval's anchor: keys below it fall into the interval
     // loaded last.
@@ -323,7 +329,7 @@ fn prefetch(shared: &Shared, batch: &[Frozen], progress: &AtomicUsize, done: &At
 
 /// The group loop of [`commit`]: returns (updates, groups).
 fn commit_groups<'m>(
-    shared: &Shared,
+    shared: &Store,
     entries: &mut std::iter::Peekable<impl Iterator<Item = EntryRef<'m>>>,
     progress: &AtomicUsize,
 ) -> Result<(usize, usize)> {
@@ -358,16 +364,18 @@ fn commit_groups<'m>(
 /// retires them: the space's metadata words name the batch's newest
 /// generation, so a crash before this sync replays every log of the batch
 /// (newest version last, as the walk merged them) and one after it none.
-fn finish_commit(shared: &Shared, batch: &[Frozen]) -> Result<()> {
+fn finish_commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
     let Some(last) = batch.last() else {
         return Ok(());
     };
     let pairs = shared.state.read().pairs;
     let max_seq = shared.visible.load(Ordering::Acquire);
-    shared
-        .space
-        .set_user_meta([pairs, last.gen, max_seq])
-        .map_err(space_err)?;
+    CommitPoint {
+        pairs,
+        committed_gen: last.gen,
+        max_seq,
+    }
+    .write(&shared.space)?;
     shared.space.sync().map_err(space_err)?;
     // Readers see the commit before the MemTables leave their list.
     shared.publish()?;
@@ -415,7 +423,7 @@ fn update(e: EntryRef<'_>) -> Update<'_> {
 /// The interval a group goes to: where it is, its content, and the key
 /// bound of the next interval.
 struct Target {
-    f: Found,
+    f: IntervalPos,
     data: Arc<IntervalData>,
     bound: Option<Vec<u8>>,
     /// The interval's fragmentation mark.
@@ -424,7 +432,7 @@ struct Target {
 
 /// Finds the interval holding `key`. Only this thread changes the index and
 /// the space, so what it reads stays valid after the read lock goes.
-fn find_interval(shared: &Shared, key: &[u8]) -> Result<Target> {
+fn find_interval(shared: &Store, key: &[u8]) -> Result<Target> {
     let st = shared.state.read();
     let f = st.sparse.find(key);
     let data = shared.interval(&st, &f)?;
@@ -442,7 +450,7 @@ fn find_interval(shared: &Shared, key: &[u8]) -> Result<Target> {
 /// content, its cache entries and the interval's parts are made before
 /// `state` is taken, which is then held only to edit the space and bring
 /// the index into line; the cache entries replaced are dropped after.
-fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Result<()> {
+fn apply_group(shared: &Store, target: &Target, updates: &[Update<'_>]) -> Result<()> {
     let (f, data) = (target.f, &target.data);
     let merged = merge(data, updates);
     if merged.edits.is_empty() {
@@ -458,7 +466,7 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
     if space.maintenance_due() {
         space.maintain().map_err(space_err)?;
     }
-    let crate::merge::Merged {
+    let merge::Merged {
         data: mut new,
         edits,
         pairs_delta,
@@ -499,7 +507,7 @@ fn apply_group(shared: &Shared, target: &Target, updates: &[Update<'_>]) -> Resu
     st.sparse.set_fragmented(&f, false);
     // The cache word of a neighbour the interval joined, if it did, and
     // the word the published view held for the interval if it was given
-    // the new one (see `Shared::forward`).
+    // the new one (see `Store::forward`).
     let (joined_word, view_word) = match change {
         IndexChange::Split(parts) => {
             st.sparse.resize(&f, new_size, 0);
@@ -549,11 +557,11 @@ enum IndexChange {
 /// every interval start, and so every cut in `cuts`, starts a tagged
 /// extent.
 fn edit_space(
-    shared: &Shared,
+    shared: &Store,
     base: u64,
     data: &IntervalData,
     new: &IntervalData,
-    edits: &[crate::merge::Edit],
+    edits: &[merge::Edit],
     rewrite: bool,
     cuts: &[usize],
 ) -> Result<()> {
@@ -587,7 +595,7 @@ fn edit_space(
 
 /// The parts an interval with content `new` splits into at `cuts`, each
 /// cached, with its anchor (the first keeps the interval's own).
-fn split_parts(shared: &Shared, new: &IntervalData, cuts: &[usize]) -> Vec<NewInterval> {
+fn split_parts(shared: &Store, new: &IntervalData, cuts: &[usize]) -> Vec<NewInterval> {
     let mut starts = Vec::with_capacity(cuts.len() + 2);
     starts.push(0usize);
     starts.extend(cuts);
@@ -609,7 +617,7 @@ fn split_parts(shared: &Shared, new: &IntervalData, cuts: &[usize]) -> Vec<NewIn
             let r = shared.cache.insert(None, part.clone());
             NewInterval {
                 anchor,
-                meta: meta_of(&part, r),
+                meta: interval_meta_of(&part, r),
             }
         })
         .collect()
@@ -621,9 +629,9 @@ fn split_parts(shared: &Shared, new: &IntervalData, cuts: &[usize]) -> Vec<NewIn
 /// neighbour it joined, for the caller to drop from the cache once it has
 /// let go of the index.
 fn small_interval(
-    shared: &Shared,
-    st: &mut crate::store::State,
-    f: &Found,
+    shared: &Store,
+    st: &mut crate::store::CommitterIndex,
+    f: &IntervalPos,
     data: Arc<IntervalData>,
 ) -> Option<u64> {
     if data.is_empty() {
@@ -683,11 +691,11 @@ impl Drop for HoldTimer<'_> {
     }
 }
 
-fn meta_of(data: &IntervalData, r: CacheRef) -> Meta {
-    let m = Meta {
+fn interval_meta_of(data: &IntervalData, r: CacheRef) -> IntervalMeta {
+    let m = IntervalMeta {
         size: data.size() as u32,
         count: data.len() as u16,
-        ..Meta::default()
+        ..IntervalMeta::default()
     };
     m.cache.store(r.pack(), Ordering::Relaxed);
     m
@@ -746,7 +754,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // Several chunks a MemTable, so that the pool keeps more than the
         // next MemTable takes.
-        let memtable = 2 * crate::chunk::ALIGN;
+        let memtable = 2 * crate::write::chunk_pool::ALIGN;
         let opts = Options::new()
             .create_if_missing(true)
             .memtable_bytes(memtable);
@@ -756,7 +764,7 @@ mod tests {
             db.put(format!("key{i:06}"), [7u8; 100]).unwrap();
         }
         db.flush().unwrap();
-        let chunks = 3 * crate::chunk::ALIGN;
+        let chunks = 3 * crate::write::chunk_pool::ALIGN;
         poll("the committed tables' memory kept", POOL_IDLE / 2, &|| {
             pool.kept_bytes() >= chunks
         });
@@ -782,7 +790,7 @@ mod tests {
         );
         // The active MemTable took at most two chunks.
         assert!(
-            pool.kept_bytes() >= chunks - 2 * crate::chunk::ALIGN,
+            pool.kept_bytes() >= chunks - 2 * crate::write::chunk_pool::ALIGN,
             "the memory is kept across waits in which writes came"
         );
         poll(
@@ -868,7 +876,9 @@ mod tests {
     fn removing_spares_tries_every_one() {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(dir.path(), Options::new().create_if_missing(true)).unwrap();
-        let names: Vec<String> = (900..903).map(crate::files::wal_tmp_name).collect();
+        let names: Vec<String> = (900..903)
+            .map(crate::recovery::manifest::wal_tmp_name)
+            .collect();
         // The middle one is a directory with something in it: unremovable.
         std::fs::create_dir(dir.path().join(&names[1])).unwrap();
         std::fs::write(dir.path().join(&names[1]).join("x"), b"x").unwrap();

@@ -10,7 +10,7 @@
 
 use std::iter::Peekable;
 
-use crate::memtable::EntryRef;
+use crate::write::memtable::EntryRef;
 
 /// Merges per-table streams of newest versions (oldest table first).
 pub(crate) struct NewestOf<'m, I: Iterator<Item = EntryRef<'m>>> {
@@ -54,7 +54,7 @@ impl<'m, I: Iterator<Item = EntryRef<'m>>> Iterator for NewestOf<'m, I> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memtable::MemTable;
+    use crate::write::memtable::MemTable;
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 

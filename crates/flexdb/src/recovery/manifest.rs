@@ -86,7 +86,7 @@ pub fn replace_file(storage: &dyn Storage, tmp: &str, name: &str, bytes: &[u8]) 
 }
 
 /// What the directory holds.
-pub enum Found {
+pub enum DirContents {
     /// A store (its manifest verified).
     Store,
     /// Nothing, or only the leftovers of a creation that did not finish.
@@ -98,7 +98,7 @@ pub enum Found {
 /// Looks at the directory: a verified manifest, nothing of ours, or
 /// something that is not a store. A manifest that exists but does not
 /// verify is corruption.
-pub fn inspect(storage: &dyn Storage) -> Result<Found> {
+pub fn inspect(storage: &dyn Storage) -> Result<DirContents> {
     let names = storage.list_files().map_err(io("directory"))?;
     if names.iter().any(|n| n == MANIFEST) {
         let f = storage.open_file(MANIFEST, false).map_err(io(MANIFEST))?;
@@ -124,15 +124,15 @@ pub fn inspect(storage: &dyn Storage) -> Result<Found> {
                 "format version {version}, this build reads {FORMAT_VERSION}"
             )));
         }
-        return Ok(Found::Store);
+        return Ok(DirContents::Store);
     }
     match names.iter().find(|n| {
         !OWN_FILES.contains(&n.as_str()) && parse_wal_name(n).is_none() && !is_wal_tmp_name(n)
     }) {
-        Some(other) => Ok(Found::Foreign(format!(
+        Some(other) => Ok(DirContents::Foreign(format!(
             "it holds {other:?} and no MANIFEST"
         ))),
-        None => Ok(Found::Nothing),
+        None => Ok(DirContents::Nothing),
     }
 }
 
@@ -192,12 +192,18 @@ mod tests {
     #[test]
     fn manifest_round_trip_and_damage() {
         let st: Arc<dyn Storage> = Arc::new(FaultStorage::new());
-        assert!(matches!(inspect(st.as_ref()).unwrap(), Found::Nothing));
+        assert!(matches!(
+            inspect(st.as_ref()).unwrap(),
+            DirContents::Nothing
+        ));
         st.open_file("data", true).unwrap();
         st.open_file(&wal_name(1), true).unwrap();
-        assert!(matches!(inspect(st.as_ref()).unwrap(), Found::Nothing));
+        assert!(matches!(
+            inspect(st.as_ref()).unwrap(),
+            DirContents::Nothing
+        ));
         write_manifest(st.as_ref()).unwrap();
-        assert!(matches!(inspect(st.as_ref()).unwrap(), Found::Store));
+        assert!(matches!(inspect(st.as_ref()).unwrap(), DirContents::Store));
         let f = st.open_file(MANIFEST, false).unwrap();
         f.write_all_at(9, &[7]).unwrap();
         assert!(matches!(inspect(st.as_ref()), Err(Error::Corrupt { .. })));
@@ -205,7 +211,7 @@ mod tests {
         other.open_file("notes.txt", true).unwrap();
         assert!(matches!(
             inspect(other.as_ref()).unwrap(),
-            Found::Foreign(_)
+            DirContents::Foreign(_)
         ));
         remove_leftovers(&st).unwrap();
         assert_eq!(st.list_files().unwrap(), vec![MANIFEST.to_string()]);
@@ -216,7 +222,10 @@ mod tests {
         let st: Arc<dyn Storage> = Arc::new(FaultStorage::new());
         assert_eq!(parse_wal_name(&wal_tmp_name(7)), None);
         st.open_file(&wal_tmp_name(7), true).unwrap();
-        assert!(matches!(inspect(st.as_ref()).unwrap(), Found::Nothing));
+        assert!(matches!(
+            inspect(st.as_ref()).unwrap(),
+            DirContents::Nothing
+        ));
         st.open_file(&wal_name(6), true).unwrap();
         remove_unfinished_wals(st.as_ref()).unwrap();
         assert_eq!(st.list_files().unwrap(), vec![wal_name(6)]);

@@ -15,8 +15,8 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::cache::{CacheRef, IntervalCache};
-use crate::sparse::{Found, SparseIndex, UNKNOWN_COUNT};
+use crate::index::interval_cache::{CacheRef, IntervalCache};
+use crate::index::sparse::{IntervalPos, SparseIndex, UNKNOWN_COUNT};
 
 /// Intervals asked for at most.
 const MAX: usize = 12;
@@ -38,7 +38,7 @@ impl WalkAhead {
     /// slot.
     pub(crate) fn new(
         sparse: &SparseIndex,
-        f: &Found,
+        f: &IntervalPos,
         pairs: usize,
         cache: &IntervalCache,
         reverse: bool,
@@ -91,8 +91,8 @@ impl WalkAhead {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::interval::Builder;
-    use crate::sparse::{Meta, NewInterval};
+    use crate::index::interval::Builder;
+    use crate::index::sparse::{IntervalMeta, NewInterval};
     use std::sync::atomic::AtomicU64;
     use std::sync::Arc;
 
@@ -114,7 +114,7 @@ mod tests {
                     } else {
                         format!("k{i:02}").into_bytes()
                     },
-                    meta: Meta {
+                    meta: IntervalMeta {
                         cache: AtomicU64::new(r.map_or(0, CacheRef::pack)),
                         size: 100,
                         count,

@@ -19,7 +19,7 @@ use flexspace::Storage;
 
 use crate::codec::{get_varint, put_varint};
 use crate::error::Result;
-use crate::sparse::{Meta, NewInterval, SparseIndex, UNKNOWN_COUNT};
+use crate::index::sparse::{IntervalMeta, NewInterval, SparseIndex, UNKNOWN_COUNT};
 
 /// The saved index's file name.
 pub const SPARSE: &str = "SPARSE";
@@ -53,7 +53,7 @@ pub fn save(
     });
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
-    crate::files::replace_file(storage, SPARSE_TMP, SPARSE, &b)
+    crate::recovery::manifest::replace_file(storage, SPARSE_TMP, SPARSE, &b)
 }
 
 /// The saved index, if the file describes the space at `commit_id` with
@@ -120,10 +120,10 @@ fn parse(b: &[u8], commit_id: (u64, u64), len: u64) -> Option<SparseIndex> {
         total += u64::from(size);
         intervals.push(NewInterval {
             anchor,
-            meta: Meta {
+            meta: IntervalMeta {
                 size,
                 count: pairs,
-                ..Meta::default()
+                ..IntervalMeta::default()
             },
         });
     }
@@ -141,10 +141,10 @@ mod tests {
     fn sample() -> SparseIndex {
         let mk = |a: &[u8], size: u32, count: u16| NewInterval {
             anchor: a.to_vec(),
-            meta: Meta {
+            meta: IntervalMeta {
                 size,
                 count,
-                ..Meta::default()
+                ..IntervalMeta::default()
             },
         };
         SparseIndex::build(vec![

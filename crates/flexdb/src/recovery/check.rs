@@ -12,8 +12,8 @@
 
 use crate::codec::{decode_pair, Decoded};
 use crate::error::Result;
-use crate::sparse::UNKNOWN_COUNT;
-use crate::store::{space_err, Shared};
+use crate::index::sparse::UNKNOWN_COUNT;
+use crate::store::{space_err, Store};
 
 /// What `Db::check` verified and what it found wrong.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -40,7 +40,7 @@ impl CheckReport {
 /// Problems reported in full before the rest are only counted.
 const MAX_PROBLEMS: usize = 100;
 
-pub(crate) fn check(shared: &Shared) -> Result<CheckReport> {
+pub(crate) fn check(shared: &Store) -> Result<CheckReport> {
     let mut report = CheckReport::default();
     let mut problems = Vec::new();
     {

@@ -67,6 +67,10 @@
 //!   below it: only a log whose every record this process appended gives
 //!   its file to another ([`Wal::reusable`]).
 
+pub(crate) mod mapped;
+pub(crate) mod spare_logs;
+pub(crate) mod writeback;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -114,7 +118,7 @@ struct Buffer {
 /// The mapped append path and its own handle for syncing (so appends go on
 /// during an fsync).
 struct Mapped {
-    log: Mutex<crate::wal_map::MappedLog>,
+    log: Mutex<mapped::MappedLog>,
     sync_file: std::fs::File,
 }
 
@@ -424,7 +428,7 @@ impl Wal {
         file.write_all_at(0, &header(first)).map_err(io)?;
         file.sync().map_err(io)?;
         let mapped = real.and_then(|(path, capacity)| {
-            let log = crate::wal_map::MappedLog::open(path, HEADER_LEN, capacity).ok()?;
+            let log = mapped::MappedLog::open(path, HEADER_LEN, capacity).ok()?;
             let sync_file = std::fs::OpenOptions::new().write(true).open(path).ok()?;
             Some(Mapped {
                 log: Mutex::new(log),
@@ -645,6 +649,7 @@ impl Wal {
     }
 
     /// Writes the buffer to the file (not synced; mapped logs have none).
+    #[cfg(test)]
     pub fn flush(&self) -> Result<()> {
         if self.mapped.is_some() {
             return Ok(());
@@ -714,7 +719,7 @@ impl Wal {
     /// relaxed load, for every append.
     pub fn write_back_due(&self, end: u64) -> bool {
         self.mapped.is_some()
-            && end >= self.written_back.load(Ordering::Relaxed) + crate::writeback::WRITEBACK_BYTES
+            && end >= self.written_back.load(Ordering::Relaxed) + writeback::WRITEBACK_BYTES
     }
 
     /// Asks the kernel to start writing what was appended since the last
@@ -722,7 +727,7 @@ impl Wal {
     /// Of callers racing for the same stretch, one makes the request.
     pub fn write_back(&self, end: u64) {
         let Some(m) = &self.mapped else { return };
-        let stop = crate::writeback::stop_at(end);
+        let stop = writeback::stop_at(end);
         let from = self.written_back.load(Ordering::Relaxed);
         if stop <= from
             || self
@@ -741,10 +746,10 @@ impl Wal {
             // SAFETY: the span is one of the log's mappings, which live as
             // long as `self`, borrowed for this call. A hint: a failure
             // changes nothing.
-            let _ = unsafe { crate::wal_map::release_pages(span) };
+            let _ = unsafe { mapped::release_pages(span) };
         }
         // A hint: a failure changes nothing the sync would not report.
-        let _ = crate::writeback::start(&m.sync_file, from, stop - from);
+        let _ = writeback::start(&m.sync_file, from, stop - from);
     }
 
     /// Makes every appended record durable.
@@ -1482,8 +1487,8 @@ mod tests {
                 // A second request for the same stretch does nothing.
                 wal.write_back(end);
                 let mark = wal.written_back.load(Ordering::Relaxed);
-                assert_eq!(mark, crate::writeback::stop_at(end));
-                assert!(mark - last_mark >= crate::writeback::WRITEBACK_BYTES - 4096);
+                assert_eq!(mark, writeback::stop_at(end));
+                assert!(mark - last_mark >= writeback::WRITEBACK_BYTES - 4096);
                 last_mark = mark;
                 requests += 1;
             }

@@ -13,7 +13,7 @@
 //! once the earlier edits are applied); a pair whose value is unchanged is
 //! never rewritten; deleting a missing key changes nothing.
 
-use crate::interval::{Builder, IntervalData};
+use crate::index::interval::{Builder, IntervalData};
 
 /// One write to merge: a key and its new value (`None`: delete it).
 #[derive(Clone, Copy, Debug)]

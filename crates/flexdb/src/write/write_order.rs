@@ -15,7 +15,7 @@
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
-use crate::arena::{Entry, EntryPtr};
+use crate::write::arena::{Entry, EntryPtr};
 
 /// Slots of the first bucket: `1 << FIRST_BITS`.
 const FIRST_BITS: u32 = 12;
@@ -108,7 +108,7 @@ mod tests {
 
     #[test]
     fn copies_read_back_what_was_set_across_buckets() {
-        let mut arena = crate::arena::Arena::new();
+        let mut arena = crate::write::arena::Arena::new();
         let order = WriteOrder::default();
         let n = 5 * (1usize << FIRST_BITS) + 17;
         let entries: Vec<EntryPtr> = (0..n)

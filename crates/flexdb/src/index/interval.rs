@@ -43,6 +43,7 @@ pub struct Builder {
 
 impl Builder {
     /// An empty builder.
+    #[cfg(test)]
     pub fn new() -> Self {
         Self::default()
     }
@@ -94,16 +95,6 @@ impl Builder {
     /// Bytes so far.
     pub fn len_bytes(&self) -> usize {
         self.bytes.len()
-    }
-
-    /// Pairs so far.
-    pub fn count(&self) -> usize {
-        self.offs.len()
-    }
-
-    /// The encoded bytes so far.
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes
     }
 
     /// The finished interval.

@@ -37,20 +37,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::sparse::{Found, SparseIndex};
-use crate::store::{space_err, Shared};
+use crate::index::sparse::{IntervalPos, SparseIndex};
+use crate::store::{space_err, Store};
 
 /// A published state for readers (see the module docs).
-pub(crate) struct View {
+pub(crate) struct PublishedView {
     pub sparse: SparseIndex,
     pub space: flexspace::Snapshot,
-    /// Whether a reader has loaded the view (see `Shared::forward`).
+    /// Whether a reader has loaded the view (see `Store::forward`).
     pub read: AtomicBool,
 }
 
-impl View {
+impl PublishedView {
     /// A view of `sparse` over the space as it is now.
-    pub fn copy(sparse: &SparseIndex, space: &flexspace::FlexSpace) -> Result<View> {
+    pub fn copy(sparse: &SparseIndex, space: &flexspace::FlexSpace) -> Result<PublishedView> {
         Self::copy_reusing(sparse, space, None)
     }
 
@@ -60,8 +60,8 @@ impl View {
         sparse: &SparseIndex,
         space: &flexspace::FlexSpace,
         spare: Option<flexspace::SpareIndex>,
-    ) -> Result<View> {
-        Ok(View {
+    ) -> Result<PublishedView> {
+        Ok(PublishedView {
             sparse: sparse.clone(),
             space: space.snapshot_reusing(spare).map_err(space_err)?,
             read: AtomicBool::new(false),
@@ -86,12 +86,12 @@ const MAX_INSTALLS: usize = 1 << 16;
 /// before leaving it to a later `reap_views`.
 const RETIRE_WAIT: Duration = Duration::from_millis(5);
 
-impl Shared {
+impl Store {
     /// The current view, for one read. Never waits: loading it takes no
     /// lock and touches no count other threads write (`arc_swap`'s
     /// per-thread debt slots; the committer's swap pays the debts of the
     /// view it replaces).
-    pub fn view(&self) -> arc_swap::Guard<Arc<View>> {
+    pub fn view(&self) -> arc_swap::Guard<Arc<PublishedView>> {
         let view = self.view.load();
         // Set once a view: the flag's line is then only read.
         if !view.read.load(Ordering::Relaxed) {
@@ -109,7 +109,7 @@ impl Shared {
         let spare = self.spare_index.lock().take();
         let view = {
             let st = self.state.read();
-            Arc::new(View::copy_reusing(&st.sparse, &self.space, spare)?)
+            Arc::new(PublishedView::copy_reusing(&st.sparse, &self.space, spare)?)
         };
         let t2 = std::time::Instant::now();
         let old = self.view.swap(view);
@@ -145,7 +145,7 @@ impl Shared {
     /// committer's index, where they provably name the same content (see
     /// the module invariants): an install replaced a word naming the
     /// view's own content (one the view was published with or another
-    /// reader installed, never a forwarded one, see `Shared::install`), and
+    /// reader installed, never a forwarded one, see `Store::install`), and
     /// the committer's index still holds that word, so the interval is
     /// unchanged since the view. Called by the committer between groups.
     pub fn carry_installs(&self) {
@@ -178,7 +178,13 @@ impl Shared {
     /// (a load, say), since only readers gain from it. Returns the word the
     /// view held, which names nothing else unless it is the word the
     /// committer replaced.
-    pub fn forward(&self, sparse: &SparseIndex, f: &Found, key: &[u8], word: u64) -> Option<u64> {
+    pub fn forward(
+        &self,
+        sparse: &SparseIndex,
+        f: &IntervalPos,
+        key: &[u8],
+        word: u64,
+    ) -> Option<u64> {
         let view = self.view.load();
         if !view.read.load(Ordering::Relaxed) {
             return None;
@@ -190,7 +196,7 @@ impl Shared {
         // Marked: the view's snapshot holds older content than the word
         // names, so a reader that misses on it reads that older content,
         // which `install` then keeps out of the committer's index.
-        let forwarded = word | crate::cache::FORWARDED;
+        let forwarded = word | crate::index::interval_cache::FORWARDED;
         Some(view.sparse.meta(&g).cache.swap(forwarded, Ordering::AcqRel))
     }
 
@@ -237,7 +243,7 @@ impl Shared {
     /// the views' copies of the extent index.
     pub fn index_memory(&self) -> (u64, u64) {
         let current = self.view.load_full();
-        let retired: Vec<Arc<View>> = self.retired.lock().clone();
+        let retired: Vec<Arc<PublishedView>> = self.retired.lock().clone();
         let mut seen = std::collections::HashSet::new();
         let committer = self.state.read().sparse.memory_beside(&mut seen) as u64;
         let spare = self
@@ -278,7 +284,7 @@ mod tests {
     use std::sync::mpsc;
     use std::time::Duration;
 
-    use crate::cache::CacheRef;
+    use crate::index::interval_cache::CacheRef;
     use crate::{Db, Options};
 
     fn key(i: u32) -> String {
@@ -333,9 +339,12 @@ mod tests {
     /// content it names, if cached.
     fn cached_in(
         db: &Db,
-        view: &super::View,
+        view: &super::PublishedView,
         k: &str,
-    ) -> (u64, Option<std::sync::Arc<crate::interval::IntervalData>>) {
+    ) -> (
+        u64,
+        Option<std::sync::Arc<crate::index::interval::IntervalData>>,
+    ) {
         let f = view.sparse.find(k.as_bytes());
         let word = view.sparse.meta(&f).cache.load(Ordering::Acquire);
         let data = db.shared().cache.get(CacheRef::unpack(word));

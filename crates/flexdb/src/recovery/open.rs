@@ -31,24 +31,25 @@ use flexspace::{FileStorage, FlexSpace, Storage, StorageFile};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::batch::WriteBatch;
-use crate::cache::IntervalCache;
-use crate::chunk::ChunkPool;
 use crate::codec::{decode_pair, Decoded};
 use crate::error::{Error, Result};
-use crate::files;
-use crate::memtable::MemTable;
+use crate::index::interval_cache::IntervalCache;
+use crate::index::sparse::{IntervalMeta, NewInterval, SparseIndex, UNKNOWN_COUNT};
 use crate::options::Options;
-use crate::sparse::{Meta, NewInterval, SparseIndex, UNKNOWN_COUNT};
+use crate::recovery::manifest;
 use crate::store::{
-    io_err, new_wal, space_err, Counters, Frozen, MemTables, Shared, State, Work, Writer,
+    io_err, new_wal, space_err, CommitPoint, CommitterIndex, CommitterMailbox, Counters,
+    FrozenMemTable, MemTables, Store, WriteHead,
 };
 use crate::wal::Wal;
+use crate::write::chunk_pool::ChunkPool;
+use crate::write::memtable::MemTable;
 
 /// Bytes between samples when the sparse index is rebuilt (§5.4: 8 KiB).
 pub(crate) const SAMPLE_STEP: u64 = 8 << 10;
 
 /// Opens the store in `dir` on real files.
-pub(crate) fn open_dir(dir: &Path, opts: Options) -> Result<Shared> {
+pub(crate) fn open_dir(dir: &Path, opts: Options) -> Result<Store> {
     if !dir.exists() && !opts.create_if_missing {
         return Err(Error::NotFound(dir.to_path_buf()));
     }
@@ -77,16 +78,24 @@ pub(crate) fn open_storage(
     dir: &Path,
     opts: Options,
     real: bool,
-) -> Result<Shared> {
+) -> Result<Store> {
     let real_dir = real.then(|| dir.to_path_buf());
     validate(&opts)?;
-    let found = files::inspect(storage.as_ref()).map_err(|e| in_dir(e, dir))?;
+    let found = manifest::inspect(storage.as_ref()).map_err(|e| in_dir(e, dir))?;
     match found {
-        files::Found::Store if opts.error_if_exists => Err(Error::AlreadyExists(dir.to_path_buf())),
-        files::Found::Store => recover(storage, dir, real_dir, opts).map_err(|e| in_dir(e, dir)),
-        files::Found::Foreign(why) => Err(Error::NotAStore(dir.to_path_buf(), why)),
-        files::Found::Nothing if !opts.create_if_missing => Err(Error::NotFound(dir.to_path_buf())),
-        files::Found::Nothing => create(storage, dir, real_dir, opts).map_err(|e| in_dir(e, dir)),
+        manifest::DirContents::Store if opts.error_if_exists => {
+            Err(Error::AlreadyExists(dir.to_path_buf()))
+        }
+        manifest::DirContents::Store => {
+            recover(storage, dir, real_dir, opts).map_err(|e| in_dir(e, dir))
+        }
+        manifest::DirContents::Foreign(why) => Err(Error::NotAStore(dir.to_path_buf(), why)),
+        manifest::DirContents::Nothing if !opts.create_if_missing => {
+            Err(Error::NotFound(dir.to_path_buf()))
+        }
+        manifest::DirContents::Nothing => {
+            create(storage, dir, real_dir, opts).map_err(|e| in_dir(e, dir))
+        }
     }
 }
 
@@ -147,14 +156,14 @@ fn create(
     dir: &Path,
     real_dir: Option<PathBuf>,
     opts: Options,
-) -> Result<Shared> {
-    files::remove_leftovers(&storage)?;
+) -> Result<Store> {
+    manifest::remove_leftovers(&storage)?;
     let space = FlexSpace::open_with_storage(storage.clone(), space_options(&opts, true))
         .map_err(space_err)?;
     let gen = 1;
     let wal = new_wal(&storage, real_dir.as_deref(), &opts, gen, 1, None)?;
     // The manifest last: a store exists once it is durable.
-    files::write_manifest(storage.as_ref())?;
+    manifest::write_manifest(storage.as_ref())?;
     assemble(
         storage,
         dir,
@@ -163,7 +172,7 @@ fn create(
         space,
         SparseIndex::new(),
         0,
-        Writer {
+        WriteHead {
             next_seq: 1,
             active: Arc::new(MemTable::new()),
             wal,
@@ -183,10 +192,10 @@ fn assemble(
     space: FlexSpace,
     sparse: SparseIndex,
     pairs: u64,
-    writer: Writer,
-    frozen: VecDeque<Frozen>,
+    writer: WriteHead,
+    frozen: VecDeque<FrozenMemTable>,
     committed_gen: u64,
-) -> Result<Shared> {
+) -> Result<Store> {
     let mut writer = writer;
     // Up to the MemTables a commit may retire at once: what a backlog of
     // them held before, so keeping it never raises the peak (see `chunk`).
@@ -197,8 +206,8 @@ fn assemble(
         writer.active = Arc::new(MemTable::pooled(&[], Some(chunks.clone())));
     }
     let visible = writer.next_seq - 1;
-    let view = crate::view::View::copy(&sparse, &space)?;
-    Ok(Shared {
+    let view = crate::read::view::PublishedView::copy(&sparse, &space)?;
+    Ok(Store {
         dir: dir.to_path_buf(),
         real_dir,
         cache: IntervalCache::new(opts.cache_bytes),
@@ -210,15 +219,15 @@ fn assemble(
             frozen,
         }),
         writer: Mutex::new(writer),
-        state: RwLock::new(State {
+        state: RwLock::new(CommitterIndex {
             sparse,
             pairs,
             version: 0,
         }),
         visible: AtomicU64::new(visible),
-        work: Mutex::new(Work {
+        work: Mutex::new(CommitterMailbox {
             committed_gen,
-            ..Work::default()
+            ..CommitterMailbox::default()
         }),
         work_cv: Condvar::new(),
         stall_cv: Condvar::new(),
@@ -231,7 +240,7 @@ fn assemble(
         installs: Mutex::new(Vec::new()),
         chunks,
         // As many as one commit retires.
-        spare_logs: crate::spare_logs::SpareLogs::new(crate::store::MAX_FROZEN),
+        spare_logs: crate::wal::spare_logs::SpareLogs::new(crate::store::MAX_FROZEN),
     })
 }
 
@@ -240,7 +249,7 @@ fn recover(
     dir: &Path,
     real_dir: Option<PathBuf>,
     opts: Options,
-) -> Result<Shared> {
+) -> Result<Store> {
     let t0 = std::time::Instant::now();
     let space = FlexSpace::open_with_storage(storage.clone(), space_options(&opts, false))
         .map_err(|e| match e {
@@ -251,13 +260,17 @@ fn recover(
             e => space_err(e),
         })?;
     let t_space = t0.elapsed();
-    let [pairs, committed_gen, max_seq] = space.user_meta();
+    let CommitPoint {
+        pairs,
+        committed_gen,
+        max_seq,
+    } = CommitPoint::read(&space);
     let mut next_seq = max_seq + 1;
     let mut frozen = VecDeque::new();
     let mut last_gen = committed_gen;
     let mut logs = Vec::new();
-    files::remove_unfinished_wals(storage.as_ref())?;
-    for (gen, name) in files::list_wals(storage.as_ref())? {
+    manifest::remove_unfinished_wals(storage.as_ref())?;
+    for (gen, name) in manifest::list_wals(storage.as_ref())? {
         if gen <= committed_gen {
             storage.remove_file(&name).map_err(io_err(&name))?;
         } else {
@@ -278,7 +291,7 @@ fn recover(
         // The committer reads the log only to sync it, which is done.
         let len = file.len().map_err(io_err(name))?;
         let wal = Arc::new(Wal::detached(file, name, len));
-        frozen.push_back(Frozen {
+        frozen.push_back(FrozenMemTable {
             mem,
             wal,
             gen: *gen,
@@ -290,7 +303,7 @@ fn recover(
     let t_wal = t0.elapsed();
     // The index saved by a clean close, when it describes this very state
     // of the space; otherwise the space is sampled.
-    let saved = crate::index_file::load(storage.as_ref(), space.commit_id(), space.len());
+    let saved = crate::index::saved::load(storage.as_ref(), space.commit_id(), space.len());
     let loaded = saved.is_some();
     let sparse = match saved {
         Some(s) => s,
@@ -307,7 +320,9 @@ fn recover(
         );
     }
     // Every generation below the oldest replayed one is in the space.
-    let committed_gen = frozen.front().map_or(gen - 1, |f: &Frozen| f.gen - 1);
+    let committed_gen = frozen
+        .front()
+        .map_or(gen - 1, |f: &FrozenMemTable| f.gen - 1);
     assemble(
         storage,
         dir,
@@ -316,7 +331,7 @@ fn recover(
         space,
         sparse,
         pairs,
-        Writer {
+        WriteHead {
             next_seq,
             active: Arc::new(MemTable::new()),
             wal,
@@ -474,10 +489,10 @@ pub(crate) fn rebuild_index(space: &FlexSpace) -> Result<SparseIndex> {
         })?;
         intervals.push(NewInterval {
             anchor: key.clone(),
-            meta: Meta {
+            meta: IntervalMeta {
                 size,
                 count: if size == 0 { 0 } else { UNKNOWN_COUNT },
-                ..Meta::default()
+                ..IntervalMeta::default()
             },
         });
     }
@@ -540,7 +555,7 @@ mod tests {
         let mut models = Vec::new();
         let mut seq = 1;
         for gen in 1..=6u64 {
-            let name = files::wal_name(gen);
+            let name = manifest::wal_name(gen);
             let file = storage.open_file(&name, true).unwrap();
             let wal = Wal::create(file.clone(), &name, None, 0).unwrap();
             let mut model = Newest::new();

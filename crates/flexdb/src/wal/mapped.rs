@@ -299,7 +299,7 @@ mod tests {
             .map(|i| (i % 253) as u8)
             .collect();
         log.append(&bytes).unwrap();
-        let stop = crate::writeback::stop_at(log.end());
+        let stop = crate::wal::writeback::stop_at(log.end());
         let spans = log.spans(0, stop);
         assert!(spans.len() >= 3, "{spans:?}");
         assert_eq!(spans.iter().map(|s| s.1 as u64).sum::<u64>(), stop);

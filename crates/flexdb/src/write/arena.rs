@@ -16,7 +16,7 @@ use std::mem::size_of;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
-use crate::chunk::{Chunk, ChunkPool, ALIGN};
+use crate::write::chunk_pool::{Chunk, ChunkPool, ALIGN};
 
 /// The value length that marks a deletion.
 const TOMBSTONE: u32 = u32::MAX;

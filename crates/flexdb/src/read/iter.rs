@@ -23,10 +23,10 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::interval::IntervalData;
-use crate::memtable::{within_end, within_start, MemTable, Version};
-use crate::store::Shared;
-use crate::walk_ahead::WalkAhead;
+use crate::index::interval::IntervalData;
+use crate::read::walk_ahead::WalkAhead;
+use crate::store::Store;
+use crate::write::memtable::{within_end, within_start, MemTable, Version};
 
 /// A pair yielded by an iterator: `(key, value)`.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
@@ -89,7 +89,7 @@ impl Item {
 /// after creation may be seen in part, as the committer moves it into the
 /// space key by key).
 pub struct Iter<'a> {
-    shared: &'a Shared,
+    shared: &'a Store,
     snapshot: u64,
     /// Newest first.
     mems: Vec<Arc<MemTable>>,
@@ -156,7 +156,7 @@ struct Chunk {
 }
 
 impl<'a> Iter<'a> {
-    pub(crate) fn new(shared: &'a Shared, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Iter<'a> {
+    pub(crate) fn new(shared: &'a Store, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Iter<'a> {
         let snapshot = shared.visible.load(std::sync::atomic::Ordering::Acquire);
         let mems = {
             let m = shared.mems.load();

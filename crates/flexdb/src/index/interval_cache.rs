@@ -38,7 +38,7 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::interval::IntervalData;
+use crate::index::interval::IntervalData;
 use flexsys::counter::StripedCounter;
 
 /// A handle to a cache slot, valid while the slot's generation matches.
@@ -50,7 +50,7 @@ pub struct CacheRef {
 
 /// A mark a packed word may carry beside its reference (its top bit, which
 /// no generation reaches): a published view holds the word of content newer
-/// than its snapshot (`Shared::forward`). `unpack` ignores it.
+/// than its snapshot (`Store::forward`). `unpack` ignores it.
 pub const FORWARDED: u64 = 1 << 63;
 
 /// Generations stay below this, so that a packed word leaves `FORWARDED`
@@ -443,7 +443,7 @@ impl IntervalCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::interval::Builder;
+    use crate::index::interval::Builder;
 
     fn interval(n: u8, value_len: usize) -> Arc<IntervalData> {
         let mut b = Builder::new();

@@ -48,7 +48,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::keys::Keys;
+use crate::index::key_list::Keys;
 
 /// Intervals per leaf.
 const LEAF_CAP: usize = 64;
@@ -61,9 +61,9 @@ const NIL: u32 = u32::MAX;
 pub const UNKNOWN_COUNT: u16 = u16::MAX;
 
 /// The bookkeeping of one interval, as handed to the index (which keeps
-/// it in per-leaf columns; [`SparseIndex::meta`] gives a [`MetaRef`]).
+/// it in per-leaf columns; [`SparseIndex::meta`] gives a [`IntervalMetaRef`]).
 #[derive(Debug, Default)]
-pub struct Meta {
+pub struct IntervalMeta {
     /// Packed cache reference (`CacheRef::pack`), 0 when not cached. Atomic
     /// so that readers can install a freshly loaded interval.
     pub cache: AtomicU64,
@@ -76,9 +76,9 @@ pub struct Meta {
     pub fragmented: bool,
 }
 
-impl Clone for Meta {
+impl Clone for IntervalMeta {
     fn clone(&self) -> Self {
-        Meta {
+        IntervalMeta {
             cache: AtomicU64::new(self.cache.load(Ordering::Relaxed)),
             size: self.size,
             count: self.count,
@@ -91,7 +91,7 @@ impl Clone for Meta {
 /// count and mark, and its cache reference in place (readers holding the
 /// index shared install freshly loaded intervals through it).
 #[derive(Clone, Copy, Debug)]
-pub struct MetaRef<'a> {
+pub struct IntervalMetaRef<'a> {
     /// Packed cache reference (`CacheRef::pack`), 0 when not cached.
     pub cache: &'a AtomicU64,
     /// Bytes of the interval in the space.
@@ -108,7 +108,7 @@ pub struct NewInterval {
     /// Its anchor.
     pub anchor: Vec<u8>,
     /// Its bookkeeping.
-    pub meta: Meta,
+    pub meta: IntervalMeta,
 }
 
 /// The fragmentation mark's bit in a leaf's `count` column.
@@ -207,8 +207,8 @@ impl Leaf {
         self.keys.get(i)
     }
 
-    fn meta(&self, i: usize) -> MetaRef<'_> {
-        MetaRef {
+    fn meta(&self, i: usize) -> IntervalMetaRef<'_> {
+        IntervalMetaRef {
             cache: &self.cache[i],
             size: self.size[i],
             count: unpack_count(self.count[i]),
@@ -216,7 +216,7 @@ impl Leaf {
         }
     }
 
-    fn set_meta(&mut self, i: usize, m: Meta) {
+    fn set_meta(&mut self, i: usize, m: IntervalMeta) {
         self.cache[i] = m.cache;
         self.size[i] = m.size;
         self.count[i] = pack_count(m.count, m.fragmented);
@@ -309,7 +309,7 @@ impl Inner {
 /// Where an interval is: its leaf and index, the path to it, its offset.
 /// Valid until the index changes shape (splits, merges).
 #[derive(Clone, Copy, Debug)]
-pub struct Found {
+pub struct IntervalPos {
     path: [(u32, u16); MAX_HEIGHT],
     depth: usize,
     leaf: u32,
@@ -347,9 +347,9 @@ impl SparseIndex {
     pub fn new() -> Self {
         Self::build(vec![NewInterval {
             anchor: Vec::new(),
-            meta: Meta {
+            meta: IntervalMeta {
                 count: 0,
-                ..Meta::default()
+                ..IntervalMeta::default()
             },
         }])
     }
@@ -429,11 +429,6 @@ impl SparseIndex {
         self.intervals
     }
 
-    /// Whether the index has no interval (never: there is always one).
-    pub fn is_empty(&self) -> bool {
-        self.intervals == 0
-    }
-
     /// Leaf `id`, to change: copied first if a clone of the index shares
     /// it, so that the clone never sees the change.
     fn leaf_mut(&mut self, id: u32) -> &mut Leaf {
@@ -441,6 +436,7 @@ impl SparseIndex {
     }
 
     /// Bytes of memory held.
+    #[cfg(any(test, feature = "diagnostics"))]
     pub fn memory(&self) -> usize {
         self.memory_beside(&mut HashSet::new())
     }
@@ -463,19 +459,23 @@ impl SparseIndex {
     }
 
     /// The interval that holds `key`.
-    pub fn find(&self, key: &[u8]) -> Found {
+    pub fn find(&self, key: &[u8]) -> IntervalPos {
         self.descend(|n| n.child_index(key), |l| l.locate(key))
     }
 
     /// The last interval.
-    pub fn last(&self) -> Found {
+    pub fn last(&self) -> IntervalPos {
         self.descend(|n| n.child.len() - 1, |l| l.len() - 1)
     }
 
     /// Walks from the root, taking child `inner(node)` at each level and
     /// entry `leaf(node)` in the leaf, recording the path.
-    fn descend(&self, inner: impl Fn(&Inner) -> usize, leaf: impl Fn(&Leaf) -> usize) -> Found {
-        let mut f = Found {
+    fn descend(
+        &self,
+        inner: impl Fn(&Inner) -> usize,
+        leaf: impl Fn(&Leaf) -> usize,
+    ) -> IntervalPos {
+        let mut f = IntervalPos {
             path: [(0, 0); MAX_HEIGHT],
             depth: 0,
             leaf: 0,
@@ -500,25 +500,25 @@ impl SparseIndex {
     }
 
     /// The interval's bookkeeping.
-    pub fn meta(&self, f: &Found) -> MetaRef<'_> {
+    pub fn meta(&self, f: &IntervalPos) -> IntervalMetaRef<'_> {
         self.leaves[f.leaf as usize].meta(f.idx)
     }
 
     /// The interval's anchor (a copy: leaves keep anchors prefix-compressed).
-    pub fn anchor(&self, f: &Found) -> Vec<u8> {
+    pub fn anchor(&self, f: &IntervalPos) -> Vec<u8> {
         self.leaves[f.leaf as usize].anchor(f.idx)
     }
 
     /// The anchor of the interval after `f` (its exclusive key bound), or
     /// `None` for the last interval.
-    pub fn next_anchor(&self, f: &Found) -> Option<Vec<u8>> {
+    pub fn next_anchor(&self, f: &IntervalPos) -> Option<Vec<u8>> {
         self.after(f)
             .map(|(leaf, i)| self.leaves[leaf as usize].anchor(i))
     }
 
     /// Whether the interval at `f` covers the same keys as the interval at
     /// `g` of `other` (the same anchor and the same next anchor).
-    pub fn same_range(&self, f: &Found, other: &SparseIndex, g: &Found) -> bool {
+    pub fn same_range(&self, f: &IntervalPos, other: &SparseIndex, g: &IntervalPos) -> bool {
         let same = |a: (u32, usize), b: (u32, usize)| {
             let (la, lb) = (&self.leaves[a.0 as usize], &other.leaves[b.0 as usize]);
             (Arc::ptr_eq(la, lb) && a.1 == b.1) || la.keys.same_key(a.1, &lb.keys, b.1)
@@ -532,7 +532,7 @@ impl SparseIndex {
     }
 
     /// The leaf and index of the interval after `f`, if any.
-    fn after(&self, f: &Found) -> Option<(u32, usize)> {
+    fn after(&self, f: &IntervalPos) -> Option<(u32, usize)> {
         if f.idx + 1 < self.leaves[f.leaf as usize].len() {
             return Some((f.leaf, f.idx + 1));
         }
@@ -543,7 +543,7 @@ impl SparseIndex {
     }
 
     /// Sets the interval's size and count, shifting every later interval.
-    pub fn resize(&mut self, f: &Found, size: u32, count: u16) {
+    pub fn resize(&mut self, f: &IntervalPos, size: u32, count: u16) {
         let leaf = self.leaf_mut(f.leaf);
         let delta = i64::from(size) - i64::from(leaf.size[f.idx]);
         leaf.size[f.idx] = size;
@@ -561,14 +561,14 @@ impl SparseIndex {
     }
 
     /// Sets the interval's fragmentation mark.
-    pub fn set_fragmented(&mut self, f: &Found, fragmented: bool) {
+    pub fn set_fragmented(&mut self, f: &IntervalPos, fragmented: bool) {
         let c = &mut self.leaf_mut(f.leaf).count[f.idx];
         *c = pack_count(unpack_count(*c), fragmented);
     }
 
     /// Replaces the interval at `f` by `parts` (whose sizes add up to its
     /// size); `parts[0]` keeps the interval's anchor, whatever it says.
-    pub fn split(&mut self, f: &Found, parts: Vec<NewInterval>) {
+    pub fn split(&mut self, f: &IntervalPos, parts: Vec<NewInterval>) {
         debug_assert_eq!(
             parts.iter().map(|p| u64::from(p.meta.size)).sum::<u64>(),
             u64::from(self.meta(f).size)
@@ -589,7 +589,7 @@ impl SparseIndex {
 
     /// Merges the interval after `f` into it (sizes and counts add up; the
     /// caller sets the cache reference). Returns false when `f` is the last.
-    pub fn merge_next(&mut self, f: &Found, count: u16, cache: u64) -> bool {
+    pub fn merge_next(&mut self, f: &IntervalPos, count: u16, cache: u64) -> bool {
         let Some(next) = self.next_anchor(f) else {
             return false;
         };
@@ -609,7 +609,7 @@ impl SparseIndex {
     }
 
     /// The interval after `f`.
-    pub fn next(&self, f: &Found) -> Option<Found> {
+    pub fn next(&self, f: &IntervalPos) -> Option<IntervalPos> {
         let leaf = &self.leaves[f.leaf as usize];
         let mut g = *f;
         // Intervals are contiguous: the next starts where this one ends.
@@ -638,7 +638,7 @@ impl SparseIndex {
 
     /// The interval before `f` (the mirror of [`SparseIndex::next`]: no
     /// search from the root, only the climb to a common ancestor).
-    pub fn prev(&self, f: &Found) -> Option<Found> {
+    pub fn prev(&self, f: &IntervalPos) -> Option<IntervalPos> {
         let mut g = *f;
         if f.idx > 0 {
             g.idx -= 1;
@@ -663,7 +663,7 @@ impl SparseIndex {
     }
 
     /// Calls `visit(anchor, offset, meta)` for every interval in order.
-    pub fn for_each(&self, mut visit: impl FnMut(&[u8], u64, MetaRef<'_>)) {
+    pub fn for_each(&self, mut visit: impl FnMut(&[u8], u64, IntervalMetaRef<'_>)) {
         let mut node = self.root;
         for _ in 0..self.height {
             node = self.inners[node as usize].child[0];
@@ -682,7 +682,7 @@ impl SparseIndex {
     }
 
     /// Removes an empty interval that is not the first.
-    fn remove(&mut self, f: &Found) {
+    fn remove(&mut self, f: &IntervalPos) {
         debug_assert_eq!(self.meta(f).size, 0);
         self.intervals -= 1;
         let leaf_id = f.leaf;
@@ -709,7 +709,7 @@ impl SparseIndex {
 
     /// Removes the path's child at `level` (a node that became empty) from
     /// its parent, recursively.
-    fn remove_child(&mut self, f: &Found, level: usize) {
+    fn remove_child(&mut self, f: &IntervalPos, level: usize) {
         if level == 0 {
             // The root emptied: impossible while the first interval lives.
             return;
@@ -741,7 +741,7 @@ impl SparseIndex {
 
     /// Sets the pivot that routes to the path's node at `level` (the lowest
     /// ancestor where it is not the first child).
-    fn set_pivot(&mut self, f: &Found, level: usize, pivot: &[u8]) {
+    fn set_pivot(&mut self, f: &IntervalPos, level: usize, pivot: &[u8]) {
         let mut l = level;
         while l > 0 {
             let (parent, i) = f.path[l - 1];
@@ -794,7 +794,7 @@ impl SparseIndex {
 
     /// Splits the path's leaf (and then its ancestors) while over capacity.
     /// (`appended`: the new intervals went to the leaf's end.)
-    fn fix_overflow(&mut self, f: &Found, appended: bool) {
+    fn fix_overflow(&mut self, f: &IntervalPos, appended: bool) {
         let leaf_id = f.leaf;
         let n = self.leaves[leaf_id as usize].len();
         if n <= LEAF_CAP {
@@ -829,7 +829,12 @@ impl SparseIndex {
 
     /// Adds `children` (id, pivot, start relative to the path's node at
     /// `level`) right after that node in its parent, splitting upwards.
-    fn add_children(&mut self, f: &Found, level: usize, children: Vec<(u32, Box<[u8]>, u64)>) {
+    fn add_children(
+        &mut self,
+        f: &IntervalPos,
+        level: usize,
+        children: Vec<(u32, Box<[u8]>, u64)>,
+    ) {
         if level == 0 {
             // The node at level 0 is the root.
             self.grow_root(self.root, children);
@@ -851,7 +856,12 @@ impl SparseIndex {
 
     /// Splits internal node `id` if it has too many children (`appended`:
     /// the new ones went to its end).
-    fn split_inner_if_needed(&mut self, id: u32, at: Option<(&Found, usize)>, appended: bool) {
+    fn split_inner_if_needed(
+        &mut self,
+        id: u32,
+        at: Option<(&IntervalPos, usize)>,
+        appended: bool,
+    ) {
         let n = self.inners[id as usize].child.len();
         if n <= INNER_CAP {
             return;
@@ -939,10 +949,10 @@ mod tests {
     fn iv(anchor: &[u8], size: u32) -> NewInterval {
         NewInterval {
             anchor: anchor.to_vec(),
-            meta: Meta {
+            meta: IntervalMeta {
                 size,
                 count: 1,
-                ..Meta::default()
+                ..IntervalMeta::default()
             },
         }
     }
@@ -953,9 +963,9 @@ mod tests {
     /// end.
     fn walk<'w>(
         s: &SparseIndex,
-        f: Found,
+        f: IntervalPos,
         want: impl Iterator<Item = &'w (Vec<u8>, u64, u32)>,
-        step: impl Fn(&SparseIndex, &Found) -> Option<Found>,
+        step: impl Fn(&SparseIndex, &IntervalPos) -> Option<IntervalPos>,
     ) {
         let mut f = Some(f);
         for (a, o, sz) in want {

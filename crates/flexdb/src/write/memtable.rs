@@ -49,10 +49,10 @@ use std::time::Duration;
 use arc_swap::{ArcSwap, Guard};
 use parking_lot::Mutex;
 
-pub use crate::arena::EntryRef;
-use crate::arena::{Arena, EntryPtr};
-use crate::chunk::ChunkPool;
-use crate::write_order::WriteOrder;
+pub use crate::write::arena::EntryRef;
+use crate::write::arena::{Arena, EntryPtr};
+use crate::write::chunk_pool::ChunkPool;
+use crate::write::write_order::WriteOrder;
 
 /// A value version: `None` is a deletion.
 pub type Version = Option<Box<[u8]>>;
@@ -141,7 +141,7 @@ type Run = Vec<(u128, EntryPtr)>;
 /// The newest version of each key among the first `upto` entries, sorted:
 /// a main run, a middle run and a small tail run, each newer than the one
 /// before it (the newer wins on equal keys).
-pub(crate) struct View {
+pub(crate) struct SortedRuns {
     main: Arc<Run>,
     mid: Arc<Run>,
     tail: Run,
@@ -151,9 +151,9 @@ pub(crate) struct View {
 /// Positions in a view's main, middle and tail runs.
 type Pos = [usize; 3];
 
-impl View {
-    fn empty() -> View {
-        View {
+impl SortedRuns {
+    fn empty() -> SortedRuns {
+        SortedRuns {
             main: Arc::new(Vec::new()),
             mid: Arc::new(Vec::new()),
             tail: Vec::new(),
@@ -167,7 +167,7 @@ impl View {
     }
 }
 
-struct Writer {
+struct InsertSide {
     arena: Arena,
     /// Entries written.
     written: usize,
@@ -179,7 +179,7 @@ struct Writer {
 }
 
 /// A loaded view: the published one, or a reader's private one.
-pub(crate) type ViewRef = Guard<Arc<View>>;
+pub(crate) type SortedRunsRef = Guard<Arc<SortedRuns>>;
 
 /// An ordered table of write versions: one writer at a time (the store's
 /// writer lock), any number of concurrent readers.
@@ -187,7 +187,7 @@ pub struct MemTable {
     /// The prefix the keys' summaries skip (see [`summary`]): given, or
     /// else fixed by the first summary made ([`MemTable::hint`]).
     hint: OnceLock<Box<[u8]>>,
-    writer: Mutex<Writer>,
+    writer: Mutex<InsertSide>,
     table: AtomicPtr<Table>,
     /// Tables replaced by bigger ones, freed when the MemTable drops.
     // The boxes themselves must stay alive: readers hold pointers to them.
@@ -199,7 +199,7 @@ pub struct MemTable {
     len: AtomicUsize,
     bytes: AtomicUsize,
     /// The newest published sorted view.
-    view: ArcSwap<View>,
+    view: ArcSwap<SortedRuns>,
     /// Held by the one reader extending and publishing `view`.
     build: Mutex<()>,
 }
@@ -273,7 +273,7 @@ impl MemTable {
                 [] => OnceLock::new(),
                 h => OnceLock::from(Box::from(h)),
             },
-            writer: Mutex::new(Writer {
+            writer: Mutex::new(InsertSide {
                 arena: Arena::with_pool(pool),
                 written: 0,
                 keys: 0,
@@ -285,7 +285,7 @@ impl MemTable {
             order: WriteOrder::default(),
             len: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
-            view: ArcSwap::from_pointee(View::empty()),
+            view: ArcSwap::from_pointee(SortedRuns::empty()),
             build: Mutex::new(()),
         }
     }
@@ -497,7 +497,7 @@ impl MemTable {
     /// positions; backward, the largest key just below them. On equal keys
     /// the newest run's entry wins and every run holding the key moves.
     /// `None` when all are exhausted.
-    fn step(&self, v: &View, pos: &mut Pos, forward: bool) -> Option<EntryPtr> {
+    fn step(&self, v: &SortedRuns, pos: &mut Pos, forward: bool) -> Option<EntryPtr> {
         let runs = v.runs();
         let mut best: Option<(u128, EntryPtr)> = None;
         // The runs whose entry at their position holds `best`'s key.
@@ -540,7 +540,7 @@ impl MemTable {
     /// A sorted view of every entry written so far, and how long the call
     /// waited, if it did: only when many writes are unsorted (a table just
     /// frozen) and another reader is sorting them.
-    pub(crate) fn view(&self) -> (ViewRef, Option<Duration>) {
+    pub(crate) fn view(&self) -> (SortedRunsRef, Option<Duration>) {
         let cur = self.view.load();
         // Read the length after the view: a view covering more than it
         // (published meanwhile) is as good, since readers filter by
@@ -578,7 +578,7 @@ impl MemTable {
     /// publish; a private one is used once), a tail grown past `TAIL_MAX`
     /// is merged into the middle run, and a middle run grown past
     /// `MID_MAX` into the main run.
-    fn extended(&self, cur: &View, upto: usize, fold: bool) -> View {
+    fn extended(&self, cur: &SortedRuns, upto: usize, fold: bool) -> SortedRuns {
         let new = self.order.copy(cur.upto, upto);
         let fresh = self.sort_newest(&new);
         let tail = if cur.tail.is_empty() {
@@ -588,7 +588,7 @@ impl MemTable {
         };
         let (mut main, mut mid) = (cur.main.clone(), cur.mid.clone());
         if tail.len() <= TAIL_MAX || !fold {
-            return View {
+            return SortedRuns {
                 main,
                 mid,
                 tail,
@@ -606,7 +606,7 @@ impl MemTable {
             main = Arc::new(self.merge_runs(&main, &merged));
             mid = Arc::new(Vec::new());
         }
-        View {
+        SortedRuns {
             main,
             mid,
             tail: Vec::new(),
@@ -746,7 +746,7 @@ impl MemTable {
 
     /// The view `newest` walks: the current one if it covers every entry,
     /// else one sorted from the hash table (and kept).
-    fn newest_view(&self) -> Arc<View> {
+    fn newest_view(&self) -> Arc<SortedRuns> {
         let upto = self.len();
         let current = self.view.load_full();
         if current.upto >= upto {
@@ -775,10 +775,10 @@ impl MemTable {
                 }
             }
             run.sort_unstable_by(|a, b| self.cmp_key(a, b));
-            let v = Arc::new(View {
+            let v = Arc::new(SortedRuns {
                 main: Arc::new(run),
                 upto,
-                ..View::empty()
+                ..SortedRuns::empty()
             });
             let _builder = self.build.lock();
             if self.view.load().upto < upto {
