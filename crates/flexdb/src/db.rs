@@ -15,12 +15,13 @@ use std::time::Duration;
 use flexspace::Storage;
 
 use crate::batch::WriteBatch;
+use crate::error::space_err;
 use crate::error::{Error, Result};
 use crate::options::{Options, WriteOptions};
 use crate::read::iter::Iter;
 use crate::recovery::check::CheckReport;
 use crate::stats::Stats;
-use crate::store::{space_err, Store};
+use crate::store::Store;
 
 /// An open FlexDB store. `Send + Sync`: share it between threads with an
 /// `Arc`. Dropping it closes the store (errors on that path are ignored;
@@ -219,11 +220,11 @@ impl Db {
             )
         };
         let (pairs, intervals) = {
-            let st = s.state.read();
+            let st = s.index.read();
             (st.pairs, st.sparse.len())
         };
         let sp = s.space.stats();
-        let (sparse_bytes, view_extents) = s.index_memory();
+        let (sparse_bytes, view_extents) = s.views.index_memory(&s.index);
         let wal_live = s.writer.lock().wal.written_bytes();
         let (cache_hits, cache_lookups) = s.cache.counts();
         Stats {
@@ -312,21 +313,21 @@ impl Db {
             s.storage.as_ref(),
             s.space.commit_id(),
             s.space.len(),
-            &s.state.read().sparse,
+            &s.index.read().sparse,
         )?;
         if empty {
             // The flush left the active log without a record: removing it
             // spares the next open reading a preallocated file of zeros.
             let name = crate::recovery::manifest::wal_name(gen);
             match s.storage.remove_file(&name) {
-                Ok(()) => s.storage.sync_dir().map_err(crate::store::io_err(&name))?,
+                Ok(()) => s.storage.sync_dir().map_err(crate::error::io_err(&name))?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(crate::store::io_err(&name)(e)),
+                Err(e) => return Err(crate::error::io_err(&name)(e)),
             }
         }
         // Last, so that a spare that cannot be removed (it holds nothing
         // anyone needs, and the next open removes it) costs nothing above.
-        s.remove_spare_logs()
+        s.spare_logs.remove_all(&*s.storage)
     }
 }
 

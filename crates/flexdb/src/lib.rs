@@ -20,12 +20,15 @@
 //! - `db`, `options`, `error`, `stats`, `batch`: the public API.
 //! - `codec`: byte encodings shared by the space and the logs.
 //! - `store`: the state an open store shares between its threads.
+//! - `threads`: the priority and CPU time of the store's own threads.
 //! - `write`: the write path (MemTable and its memory, rotation).
 //! - `wal`: the write-ahead logs (format, replay, mapped appends, spares).
 //! - `commit`: the committer (merging frozen MemTables into the space).
 //! - `read`: the read path (point reads, iterators, the published view).
 //! - `index`: the sparse index, its intervals and their cache.
 //! - `recovery`: opening a store (creation, recovery, manifest, check).
+
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod batch;
 mod codec;
@@ -38,6 +41,7 @@ mod read;
 mod recovery;
 mod stats;
 mod store;
+mod threads;
 mod wal;
 mod write;
 

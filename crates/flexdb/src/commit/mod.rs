@@ -7,7 +7,7 @@
 //! version of each key across them in key order (`newest_of`), groups the
 //! keys that fall into one interval, computes the
 //! interval's new content off-lock (`merge`), then applies the edits to the
-//! space and the sparse index under `state`'s write lock, which it holds
+//! space and the sparse index under `index`'s write lock, which it holds
 //! only for that group. It then records the pair count and the committed
 //! generation (the batch's newest) in the space's metadata words, syncs
 //! the space once, publishes a view of the result for readers (`view`),
@@ -24,14 +24,23 @@ pub(crate) mod newest_versions;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
+use crate::error::space_err;
 use crate::error::Result;
 use crate::index::interval::{Builder, IntervalData};
 use crate::index::interval_cache::CacheRef;
 use crate::index::sparse::{separator, IntervalMeta, IntervalPos, NewInterval, UNKNOWN_COUNT};
-use crate::store::{space_err, CommitPoint, CommitterMailbox, FrozenMemTable, Store, PAIR_TAG};
+use crate::index::{CommitterIndex, PAIR_TAG};
+use crate::store::{CommitPoint, CommitterMailbox, Store};
 use crate::write::memtable::EntryRef;
+use crate::write::FrozenMemTable;
 use merge::{merge, split_points, Update};
+
+/// The tracing target of the committer's events: each commit's summary
+/// (`commit`), the space's work during it (`commit space`), and a
+/// prefetcher that could not start (`no prefetcher`).
+pub(crate) const TRACE_TARGET: &str = "flexdb::commit";
 
 /// An interval splits above this many pairs (§5.1: 16).
 pub(crate) const SPLIT_PAIRS: usize = 16;
@@ -47,10 +56,10 @@ const GROUP_BYTES: usize = 256 << 10;
 const MERGE_PAIRS: usize = 4;
 
 /// How often an idle committer looks for replaced views no reader holds.
-const VIEW_REAP_PERIOD: std::time::Duration = std::time::Duration::from_millis(20);
+const VIEW_REAP_PERIOD: Duration = Duration::from_millis(20);
 /// How long the committer waits with nothing to commit before it frees the
 /// memory kept for MemTables to come (`Store::chunks`) and the spare logs...
-const POOL_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+const POOL_IDLE: Duration = Duration::from_secs(1);
 /// ...unless the writes that came meanwhile would fill a MemTable within
 /// this many such waits: a store written to steadily keeps them however
 /// long its MemTables take to fill (a MemTable of fresh memory faults in
@@ -76,17 +85,6 @@ fn wait_found_idle(
     let grew = Arc::ptr_eq(&mems.active, &active)
         .then(|| active.approximate_bytes().saturating_sub(before));
     timed_out && mems.frozen.is_empty() && idle_after(grew, shared.opts.memtable_bytes)
-}
-
-/// CPU time of the calling thread (for the `FLEXDB_TRACE` report).
-fn thread_cpu() -> std::time::Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// The committer thread's body.
@@ -115,7 +113,7 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
     loop {
         // Views replaced by the last commit that readers still held (never
         // dropped under `work`: freeing one takes milliseconds).
-        let views_left = shared.reap_views(std::time::Duration::ZERO);
+        let views_left = shared.views.reap(Duration::ZERO);
         // Memory kept for MemTables to come, let go of once a wait of
         // `POOL_IDLE` found the store idle (`idle_after`; freed here for
         // the same reason).
@@ -124,7 +122,7 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
             // Likewise the spare logs' files (and so their disk space). A
             // spare that cannot be removed holds nothing anyone needs; the
             // next open removes it.
-            let _ = shared.remove_spare_logs();
+            let _ = shared.spare_logs.remove_all(&*shared.storage);
         }
         let batch: Vec<FrozenMemTable> = {
             let mut work = shared.work.lock();
@@ -175,7 +173,7 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
 /// change is read, merged and written back once. Then retires them.
 fn commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
     let t0 = std::time::Instant::now();
-    let c0 = thread_cpu();
+    let c0 = crate::threads::thread_cpu();
     let s0 = shared.trace.then(|| shared.space.stats());
     for frozen in batch {
         frozen.wal.sync()?;
@@ -193,38 +191,42 @@ fn commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
             .spawn_scoped(scope, || prefetch(shared, batch, &progress, &done));
         if let Err(e) = prefetcher {
             // Not fatal: the committer reads what it needs itself.
-            if shared.trace {
-                eprintln!("flexdb: no prefetcher: {e}");
-            }
+            tracing::debug!(target: TRACE_TARGET, error = %e, "no prefetcher");
         }
         commit_groups(shared, &mut entries, &progress)
     })?;
     if shared.trace {
-        eprintln!(
-            "commit gen {}: {count} updates {groups} groups in {:?} (cpu {:?}, {:.2} us/update, {} intervals read by the committer), longest index hold {:?}, longest reader wait {:?} ({} over 100 us, {} over 1 ms)",
-            gens(batch),
-            t0.elapsed(),
-            thread_cpu() - c0,
-            (thread_cpu() - c0).as_secs_f64() * 1e6 / count.max(1) as f64,
-            shared.counters.trace_committer_reads.swap(0, Ordering::Relaxed),
-            std::time::Duration::from_nanos(
+        let cpu = crate::threads::thread_cpu() - c0;
+        tracing::debug!(
+            target: TRACE_TARGET,
+            gens = %gens(batch),
+            updates = count,
+            groups,
+            time = ?t0.elapsed(),
+            cpu = ?cpu,
+            us_per_update = cpu.as_secs_f64() * 1e6 / count.max(1) as f64,
+            committer_reads = shared.counters.trace_committer_reads.swap(0, Ordering::Relaxed),
+            longest_index_hold = ?Duration::from_nanos(
                 shared.counters.max_commit_hold_ns.swap(0, Ordering::Relaxed)
             ),
-            std::time::Duration::from_nanos(
+            longest_reader_wait = ?Duration::from_nanos(
                 shared.counters.trace_reader_wait_ns.swap(0, Ordering::Relaxed)
             ),
-            shared.counters.trace_slow_waits[0].swap(0, Ordering::Relaxed),
-            shared.counters.trace_slow_waits[1].swap(0, Ordering::Relaxed),
+            reader_waits_over_100us = shared.counters.trace_slow_waits[0].swap(0, Ordering::Relaxed),
+            reader_waits_over_1ms = shared.counters.trace_slow_waits[1].swap(0, Ordering::Relaxed),
+            "commit"
         );
         if let Some(s0) = s0 {
             let s1 = shared.space.stats();
-            eprintln!(
-                "  space: {} gc runs moving {} KiB, {} checkpoints ({} MiB of tree), {} MiB of data written",
-                s1.gc_runs - s0.gc_runs,
-                (s1.gc_relocated_bytes - s0.gc_relocated_bytes) >> 10,
-                s1.checkpoints - s0.checkpoints,
-                (s1.tree_bytes_written - s0.tree_bytes_written) >> 20,
-                (s1.data_bytes_written - s0.data_bytes_written) >> 20,
+            tracing::debug!(
+                target: TRACE_TARGET,
+                gens = %gens(batch),
+                gc_runs = s1.gc_runs - s0.gc_runs,
+                gc_relocated_kib = (s1.gc_relocated_bytes - s0.gc_relocated_bytes) >> 10,
+                checkpoints = s1.checkpoints - s0.checkpoints,
+                tree_written_mib = (s1.tree_bytes_written - s0.tree_bytes_written) >> 20,
+                data_written_mib = (s1.data_bytes_written - s0.data_bytes_written) >> 20,
+                "commit space"
             );
         }
     }
@@ -255,22 +257,6 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
-/// Gives the calling thread the lowest scheduling priority (nice 19), so it
-/// runs on what the store's other threads and its clients leave idle and
-/// never takes a core from the committer. Best effort: a failure leaves the
-/// priority as it was.
-pub(crate) fn lowest_priority() {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: `gettid` takes no arguments and cannot fail.
-        let tid = unsafe { libc::gettid() };
-        // SAFETY: `setpriority` takes no pointers; on Linux, with a thread
-        // id and `PRIO_PROCESS`, it changes that thread alone. Lowering a
-        // priority needs no privilege; the result is deliberately ignored.
-        unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19) };
-    }
-}
-
 /// Updates the prefetcher may run ahead of the committer...
 const PREFETCH_AHEAD: usize = 4096;
 /// ...and how far ahead of it a prefetcher that fell behind starts
@@ -284,7 +270,7 @@ const PREFETCH_LEAD: usize = 256;
 /// prefetched interval is an ordinary cache entry, so being wrong or late
 /// costs nothing but the read.
 fn prefetch(shared: &Store, batch: &[FrozenMemTable], progress: &AtomicUsize, done: &AtomicBool) {
-    lowest_priority();
+    crate::threads::lowest_priority();
     // The next interval's anchor: keys below it fall into the interval
     // loaded last.
     let mut bound: Option<Vec<u8>> = None;
@@ -293,7 +279,7 @@ fn prefetch(shared: &Store, batch: &[FrozenMemTable], progress: &AtomicUsize, do
             if done.load(Ordering::Acquire) {
                 return;
             }
-            std::thread::sleep(std::time::Duration::from_micros(200));
+            std::thread::sleep(Duration::from_micros(200));
         }
         if done.load(Ordering::Acquire) {
             return;
@@ -314,7 +300,7 @@ fn prefetch(shared: &Store, batch: &[FrozenMemTable], progress: &AtomicUsize, do
         // the committer never waits for it.
         let fetched = shared.interval_of(
             e.key,
-            || flexsys::lock_wait::read_polling(&shared.state),
+            || flexsys::lock_wait::read_polling(&shared.index),
             |st, f| bound = st.sparse.next_anchor(f),
         );
         if fetched.is_err() {
@@ -352,8 +338,8 @@ fn commit_groups<'m>(
         count += group.len();
         groups += 1;
         if groups % 64 == 0 {
-            shared.carry_installs();
-            shared.reap_views(std::time::Duration::ZERO);
+            shared.views.carry_installs(&shared.index);
+            shared.views.reap(Duration::ZERO);
         }
         progress.store(count, Ordering::Release);
     }
@@ -368,7 +354,7 @@ fn finish_commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
     let Some(last) = batch.last() else {
         return Ok(());
     };
-    let pairs = shared.state.read().pairs;
+    let pairs = shared.index.read().pairs;
     let max_seq = shared.visible.load(Ordering::Acquire);
     CommitPoint {
         pairs,
@@ -378,10 +364,10 @@ fn finish_commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
     .write(&shared.space)?;
     shared.space.sync().map_err(space_err)?;
     // Readers see the commit before the MemTables leave their list.
-    shared.publish()?;
+    shared.views.publish(&shared.index, &shared.space)?;
     // Readers load the old list or the new one, never wait.
     shared.mems.rcu(|m| {
-        let mut m = crate::store::MemTables::clone(m);
+        let mut m = crate::write::MemTables::clone(m);
         while m.frozen.front().is_some_and(|f| f.gen <= last.gen) {
             m.frozen.pop_front();
         }
@@ -396,7 +382,9 @@ fn finish_commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
         // new log may take its file over. A log that survives a crash here
         // is recognised as committed by its generation and removed on the
         // next open.
-        shared.retire_log(frozen.gen, &frozen.wal)?;
+        shared
+            .spare_logs
+            .retire(&*shared.storage, frozen.gen, &frozen.wal)?;
     }
     shared.counters.commits.fetch_add(1, Ordering::Relaxed);
     shared
@@ -433,7 +421,7 @@ struct Target {
 /// Finds the interval holding `key`. Only this thread changes the index and
 /// the space, so what it reads stays valid after the read lock goes.
 fn find_interval(shared: &Store, key: &[u8]) -> Result<Target> {
-    let st = shared.state.read();
+    let st = shared.index.read();
     let f = st.sparse.find(key);
     let data = shared.interval(&st, &f)?;
     let bound = st.sparse.next_anchor(&f);
@@ -448,7 +436,7 @@ fn find_interval(shared: &Store, key: &[u8]) -> Result<Target> {
 
 /// Applies a group of updates that all fall into one interval: the new
 /// content, its cache entries and the interval's parts are made before
-/// `state` is taken, which is then held only to edit the space and bring
+/// `index` is taken, which is then held only to edit the space and bring
 /// the index into line; the cache entries replaced are dropped after.
 fn apply_group(shared: &Store, target: &Target, updates: &[Update<'_>]) -> Result<()> {
     let (f, data) = (target.f, &target.data);
@@ -494,7 +482,7 @@ fn apply_group(shared: &Store, target: &Target, updates: &[Update<'_>]) -> Resul
     } else {
         IndexChange::Small(new.clone())
     };
-    let mut st = flexsys::lock_wait::write_polling(&shared.state);
+    let mut st = flexsys::lock_wait::write_polling(&shared.index);
     let hold = shared
         .trace
         .then(|| HoldTimer::start(&shared.counters.max_commit_hold_ns));
@@ -519,7 +507,9 @@ fn apply_group(shared: &Store, target: &Target, updates: &[Update<'_>]) -> Resul
             st.sparse.meta(&f).cache.store(r.pack(), Ordering::Release);
             // The interval kept its keys: readers of the view may read the
             // new content.
-            let view_word = shared.forward(&st.sparse, &f, updates[0].key, r.pack());
+            let view_word = shared
+                .views
+                .forward(&st.sparse, &f, updates[0].key, r.pack());
             (None, view_word)
         }
         IndexChange::Small(data) => {
@@ -540,7 +530,7 @@ fn apply_group(shared: &Store, target: &Target, updates: &[Update<'_>]) -> Resul
     Ok(())
 }
 
-/// How a group changes the index, prepared before `state` is taken.
+/// How a group changes the index, prepared before `index` is taken.
 enum IndexChange {
     /// The interval splits into these parts (already cached).
     Split(Vec<NewInterval>),
@@ -552,7 +542,7 @@ enum IndexChange {
     Small(Arc<IntervalData>),
 }
 
-/// Writes a group's edits to the space (the caller holds `state`): the
+/// Writes a group's edits to the space (the caller holds `index`): the
 /// interval at `base`, whose content was `data`, becomes `new`;
 /// every interval start, and so every cut in `cuts`, starts a tagged
 /// extent.
@@ -630,7 +620,7 @@ fn split_parts(shared: &Store, new: &IntervalData, cuts: &[usize]) -> Vec<NewInt
 /// let go of the index.
 fn small_interval(
     shared: &Store,
-    st: &mut crate::store::CommitterIndex,
+    st: &mut CommitterIndex,
     f: &IntervalPos,
     data: Arc<IntervalData>,
 ) -> Option<u64> {
@@ -704,7 +694,7 @@ fn interval_meta_of(data: &IntervalData, r: CacheRef) -> IntervalMeta {
 #[cfg(test)]
 mod tests {
     use super::POOL_IDLE;
-    use crate::store::MAX_FROZEN;
+    use crate::write::MAX_FROZEN;
     use crate::{Db, Options};
     use std::collections::BTreeMap;
     use std::time::{Duration, Instant};
@@ -889,14 +879,18 @@ mod tests {
         for n in &names {
             assert!(pool.put(n.clone()));
         }
-        assert!(db.shared().remove_spare_logs().is_err());
+        assert!(db
+            .shared()
+            .spare_logs
+            .remove_all(&*db.shared().storage)
+            .is_err());
         assert!(!dir.path().join(&names[0]).exists());
         assert!(!dir.path().join(&names[2]).exists());
         assert_eq!(pool.len(), 0);
         std::fs::remove_dir_all(dir.path().join(&names[1])).unwrap();
     }
 
-    /// Holds the committer inside its first commit (it waits for `state`)
+    /// Holds the committer inside its first commit (it waits for `index`)
     /// while writes fill `MAX_FROZEN` MemTables, so that it must commit the
     /// ones behind the first as one. Keys are overwritten and deleted
     /// across those MemTables, and most of the final versions lie in them,
@@ -910,10 +904,10 @@ mod tests {
         let db = Db::open(dir.path(), opts).unwrap();
         let key = |i: u32| format!("key{i:05}").into_bytes();
         let mut model = BTreeMap::new();
-        let held = db.shared().state.write();
+        let held = db.shared().index.write();
         // Rounds over the same 600 keys (each round writes every key once,
         // a put or every fifth a delete, of a value naming the round) until
-        // the backlog is full; writes never touch `state`.
+        // the backlog is full; writes never touch `index`.
         let mut writes = 0u32;
         while db.shared().mems.load().frozen.len() < MAX_FROZEN {
             let (round, i) = (writes / 600, writes % 600);
@@ -962,7 +956,7 @@ mod tests {
     fn lowest_priority_lowers_the_calling_thread_alone() {
         let before = nice();
         let lowered = std::thread::spawn(|| {
-            super::lowest_priority();
+            crate::threads::lowest_priority();
             nice()
         })
         .join()

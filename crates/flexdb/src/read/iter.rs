@@ -238,7 +238,9 @@ impl<'a> Iter<'a> {
                 m.scan_forward(as_ref(&self.lo), end, self.snapshot, CHUNK, &mut out)
             };
             if let Some(w) = waited {
-                self.shared.record_reader_wait(w);
+                self.shared
+                    .counters
+                    .record_reader_wait(w, self.shared.trace);
             }
             let full = out.len() == CHUNK;
             let items = out.into_iter().map(|(k, v)| Item::Mem(k, v)).collect();
@@ -288,7 +290,7 @@ impl<'a> Iter<'a> {
     /// Up to `CHUNK` pairs of the space above `lo` (and within `hi`).
     fn space_forward(&mut self) -> Result<Chunk> {
         let shared = self.shared;
-        let view = shared.view();
+        let view = shared.views.load();
         let mut items = Vec::with_capacity(CHUNK);
         let start: &[u8] = match &self.lo {
             Bound::Included(k) | Bound::Excluded(k) => k,
@@ -346,7 +348,7 @@ impl<'a> Iter<'a> {
     /// descending order.
     fn space_backward(&mut self) -> Result<Chunk> {
         let shared = self.shared;
-        let view = shared.view();
+        let view = shared.views.load();
         let mut items = Vec::with_capacity(CHUNK);
         let mut f = match &self.hi {
             Bound::Included(k) | Bound::Excluded(k) => view.sparse.find(k),

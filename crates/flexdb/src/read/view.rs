@@ -34,18 +34,25 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::error::Result;
+use arc_swap::ArcSwap;
+use parking_lot::{Mutex, RwLock};
+
+use crate::error::{space_err, Result};
+use crate::index::interval_cache::FORWARDED;
 use crate::index::sparse::{IntervalPos, SparseIndex};
-use crate::store::{space_err, Store};
+use crate::index::CommitterIndex;
+
+/// The tracing target of view publication.
+pub(crate) const TRACE_TARGET: &str = "flexdb::view";
 
 /// A published state for readers (see the module docs).
 pub(crate) struct PublishedView {
     pub sparse: SparseIndex,
     pub space: flexspace::Snapshot,
-    /// Whether a reader has loaded the view (see `Store::forward`).
-    pub read: AtomicBool,
+    /// Whether a reader has loaded the view (see [`ViewPublisher::forward`]).
+    read: AtomicBool,
 }
 
 impl PublishedView {
@@ -56,7 +63,7 @@ impl PublishedView {
 
     /// A view as `copy` makes, whose copy of the extent index is written
     /// into `spare` (a replaced view's) when given.
-    pub fn copy_reusing(
+    fn copy_reusing(
         sparse: &SparseIndex,
         space: &flexspace::FlexSpace,
         spare: Option<flexspace::SpareIndex>,
@@ -69,13 +76,14 @@ impl PublishedView {
     }
 }
 
-/// A cache word a reader installed in a view (see `carry_installs`).
-pub(crate) struct Install {
-    pub anchor: Vec<u8>,
+/// A cache word a reader installed in a view (see
+/// [`ViewPublisher::carry_installs`]).
+struct Install {
+    anchor: Vec<u8>,
     /// The word the reader found (and replaced).
-    pub seen: u64,
-    pub word: u64,
-    pub size: u32,
+    seen: u64,
+    word: u64,
+    size: u32,
 }
 
 /// Installs kept for the committer at most; later ones are dropped (they
@@ -83,16 +91,47 @@ pub(crate) struct Install {
 const MAX_INSTALLS: usize = 1 << 16;
 
 /// How long `publish` waits for readers to let go of the view it replaced
-/// before leaving it to a later `reap_views`.
+/// before leaving it to a later `reap`.
 const RETIRE_WAIT: Duration = Duration::from_millis(5);
 
-impl Store {
+/// The whole view protocol: the view readers load, the views the committer
+/// replaced until their last reader lets go, the spare extent index the
+/// next view is copied into, and the cache words readers installed, for
+/// the committer to carry into its index (see the module docs).
+pub(crate) struct ViewPublisher {
+    /// What readers read; replaced only by the committer.
+    current: ArcSwap<PublishedView>,
+    /// Views the committer replaced, until their last reader lets go.
+    retired: Mutex<Vec<Arc<PublishedView>>>,
+    /// The extent index of a dropped view, for the next view to copy into.
+    spare_index: Mutex<Option<flexspace::SpareIndex>>,
+    /// Intervals readers cached in a view, for the committer to carry into
+    /// its index.
+    installs: Mutex<Vec<Install>>,
+    /// Whether `publish` emits its timings (`TRACE_TARGET` at debug level,
+    /// decided once at open).
+    trace: bool,
+}
+
+impl ViewPublisher {
+    /// A publisher whose first view is `first`; `trace` as for the field.
+    pub fn new(first: PublishedView, trace: bool) -> ViewPublisher {
+        ViewPublisher {
+            current: ArcSwap::from_pointee(first),
+            retired: Mutex::new(Vec::new()),
+            spare_index: Mutex::new(None),
+            installs: Mutex::new(Vec::new()),
+            trace,
+        }
+    }
+
     /// The current view, for one read. Never waits: loading it takes no
     /// lock and touches no count other threads write (`arc_swap`'s
     /// per-thread debt slots; the committer's swap pays the debts of the
     /// view it replaces).
-    pub fn view(&self) -> arc_swap::Guard<Arc<PublishedView>> {
-        let view = self.view.load();
+    #[inline]
+    pub fn load(&self) -> arc_swap::Guard<Arc<PublishedView>> {
+        let view = self.current.load();
         // Set once a view: the flag's line is then only read.
         if !view.read.load(Ordering::Relaxed) {
             view.read.store(true, Ordering::Relaxed);
@@ -102,25 +141,30 @@ impl Store {
 
     /// Publishes the committer's index and the space as they are now (call
     /// from the committer, between groups).
-    pub fn publish(&self) -> Result<()> {
-        let t0 = std::time::Instant::now();
-        self.carry_installs();
-        let t1 = std::time::Instant::now();
+    pub fn publish(
+        &self,
+        index: &RwLock<CommitterIndex>,
+        space: &flexspace::FlexSpace,
+    ) -> Result<()> {
+        let t0 = Instant::now();
+        self.carry_installs(index);
+        let t1 = Instant::now();
         let spare = self.spare_index.lock().take();
         let view = {
-            let st = self.state.read();
-            Arc::new(PublishedView::copy_reusing(&st.sparse, &self.space, spare)?)
+            let st = index.read();
+            Arc::new(PublishedView::copy_reusing(&st.sparse, space, spare)?)
         };
-        let t2 = std::time::Instant::now();
-        let old = self.view.swap(view);
+        let t2 = Instant::now();
+        let old = self.current.swap(view);
         self.retired.lock().push(old);
-        self.reap_views(RETIRE_WAIT);
+        self.reap(RETIRE_WAIT);
         if self.trace {
-            eprintln!(
-                "  view: carried installs in {:?}, copied in {:?}, replaced in {:?}",
-                t1 - t0,
-                t2 - t1,
-                t2.elapsed()
+            tracing::debug!(
+                target: TRACE_TARGET,
+                carry_installs = ?(t1 - t0),
+                copy = ?(t2 - t1),
+                replace = ?t2.elapsed(),
+                "view published"
             );
         }
         Ok(())
@@ -148,12 +192,12 @@ impl Store {
     /// reader installed, never a forwarded one, see `Store::install`), and
     /// the committer's index still holds that word, so the interval is
     /// unchanged since the view. Called by the committer between groups.
-    pub fn carry_installs(&self) {
+    pub fn carry_installs(&self, index: &RwLock<CommitterIndex>) {
         let list = std::mem::take(&mut *self.installs.lock());
         if list.is_empty() {
             return;
         }
-        let st = self.state.read();
+        let st = index.read();
         for i in list {
             let f = st.sparse.find(&i.anchor);
             let meta = st.sparse.meta(&f);
@@ -185,7 +229,7 @@ impl Store {
         key: &[u8],
         word: u64,
     ) -> Option<u64> {
-        let view = self.view.load();
+        let view = self.current.load();
         if !view.read.load(Ordering::Relaxed) {
             return None;
         }
@@ -196,14 +240,14 @@ impl Store {
         // Marked: the view's snapshot holds older content than the word
         // names, so a reader that misses on it reads that older content,
         // which `install` then keeps out of the committer's index.
-        let forwarded = word | crate::index::interval_cache::FORWARDED;
+        let forwarded = word | FORWARDED;
         Some(view.sparse.meta(&g).cache.swap(forwarded, Ordering::AcqRel))
     }
 
     /// Drops replaced views no reader holds any more, waiting up to `wait`
     /// for the last readers. Returns whether any is left.
-    pub fn reap_views(&self, wait: Duration) -> bool {
-        let deadline = std::time::Instant::now() + wait;
+    pub fn reap(&self, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
         loop {
             let mut retired = self.retired.lock();
             let mut dropped = Vec::new();
@@ -231,7 +275,7 @@ impl Store {
                     drop(index);
                 }
             }
-            if !left || std::time::Instant::now() >= deadline {
+            if !left || Instant::now() >= deadline {
                 return left;
             }
             std::thread::sleep(Duration::from_micros(50));
@@ -241,11 +285,11 @@ impl Store {
     /// Bytes of memory held by the sparse indexes (the committer's, and the
     /// published views' beyond the leaves they still share with it) and by
     /// the views' copies of the extent index.
-    pub fn index_memory(&self) -> (u64, u64) {
-        let current = self.view.load_full();
+    pub fn index_memory(&self, index: &RwLock<CommitterIndex>) -> (u64, u64) {
+        let current = self.current.load_full();
         let retired: Vec<Arc<PublishedView>> = self.retired.lock().clone();
         let mut seen = std::collections::HashSet::new();
-        let committer = self.state.read().sparse.memory_beside(&mut seen) as u64;
+        let committer = index.read().sparse.memory_beside(&mut seen) as u64;
         let spare = self
             .spare_index
             .lock()
@@ -261,20 +305,10 @@ impl Store {
             })
     }
 
-    /// Notes a reader's wait for a lock the committer may hold.
-    pub fn record_reader_wait(&self, waited: Duration) {
-        let waited = waited.as_nanos() as u64;
-        let c = &self.counters;
-        c.max_reader_wait_ns.fetch_max(waited, Ordering::Relaxed);
-        c.window_reader_wait_ns.fetch_max(waited, Ordering::Relaxed);
-        c.trace_reader_wait_ns.fetch_max(waited, Ordering::Relaxed);
-        if self.trace {
-            for (limit, n) in [100_000, 1_000_000].iter().zip(&c.trace_slow_waits) {
-                if waited > *limit {
-                    n.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
+    /// Whether a dropped view's extent index is kept for the next view.
+    #[cfg(test)]
+    pub fn has_spare_index(&self) -> bool {
+        self.spare_index.lock().is_some()
     }
 }
 
@@ -303,7 +337,7 @@ mod tests {
         let db = Db::open(dir.path(), opts).unwrap();
         let mut reused = 0;
         for round in 0..6u32 {
-            if db.shared().spare_index.lock().is_some() {
+            if db.shared().views.has_spare_index() {
                 reused += 1;
             }
             // Inserts move the extents of every later pair; overwrites and
@@ -365,7 +399,7 @@ mod tests {
     #[test]
     fn a_commit_gives_the_view_the_intervals_it_rewrites_in_place() {
         let (_dir, db) = committed_store();
-        let old = db.shared().view();
+        let old = db.shared().views.load();
         let (before, _) = cached_in(&db, &old, &key(50));
         // A new value of the same length: the interval keeps its keys.
         let new_value = vec![0xAB; value(50).len()];
@@ -378,7 +412,7 @@ mod tests {
         assert_eq!(data.get(key(50).as_bytes()), Some(&new_value[..]));
         // The committer's index and the next view name the same entry; the
         // old view's word carries the mark.
-        let (now, _) = cached_in(&db, &db.shared().view(), &key(50));
+        let (now, _) = cached_in(&db, &db.shared().views.load(), &key(50));
         assert_eq!(CacheRef::unpack(now), CacheRef::unpack(after));
         assert!(CacheRef::forwarded(after) && !CacheRef::forwarded(now));
     }
@@ -391,7 +425,7 @@ mod tests {
     #[test]
     fn an_older_read_of_a_forwarded_interval_is_not_carried() {
         let (_dir, db) = committed_store();
-        let old = db.shared().view();
+        let old = db.shared().views.load();
         // Same length, so the interval keeps its size as well as its keys.
         let new_value = vec![0xAB; value(50).len()];
         db.put(key(50), &new_value).unwrap();
@@ -404,7 +438,7 @@ mod tests {
         let f = old.sparse.find(key(50).as_bytes());
         let data = db.shared().view_interval(&old, &f).unwrap();
         assert_eq!(data.get(key(50).as_bytes()), Some(&value(50)[..]));
-        db.shared().carry_installs();
+        db.shared().views.carry_installs(&db.shared().index);
         // The next commit into that interval keeps the newer value.
         db.put(key(51), vec![0xCD; value(51).len()]).unwrap();
         db.flush().unwrap();
@@ -415,7 +449,7 @@ mod tests {
     #[test]
     fn an_interval_that_splits_is_not_forwarded() {
         let (_dir, db) = committed_store();
-        let old = db.shared().view();
+        let old = db.shared().views.load();
         let (before, _) = cached_in(&db, &old, &key(50));
         // Forty keys between key(50) and key(51): the interval splits.
         for j in 0..40 {
@@ -447,7 +481,7 @@ mod tests {
         std::thread::scope(|s| {
             // The committer's exclusive hold of its index, for as long as
             // the reads take.
-            let held = db.shared().state.write();
+            let held = db.shared().index.write();
             let (tx, rx) = mpsc::channel();
             s.spawn(move || {
                 let reads = (|| -> crate::Result<usize> {

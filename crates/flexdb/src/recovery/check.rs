@@ -11,9 +11,10 @@
 //! Invariant: `problems` is empty exactly when every check passed.
 
 use crate::codec::{decode_pair, Decoded};
+use crate::error::space_err;
 use crate::error::Result;
 use crate::index::sparse::UNKNOWN_COUNT;
-use crate::store::{space_err, Store};
+use crate::store::Store;
 
 /// What `Db::check` verified and what it found wrong.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -48,7 +49,7 @@ pub(crate) fn check(shared: &Store) -> Result<CheckReport> {
         report.memtable_pairs =
             m.active.len() as u64 + m.frozen.iter().map(|f| f.mem.len() as u64).sum::<u64>();
     }
-    let st = shared.state.read();
+    let st = shared.index.read();
     for p in shared.space.check().map_err(space_err)? {
         problems.push(format!("space: {p}"));
     }

@@ -29,21 +29,25 @@ use std::sync::Arc;
 
 use flexspace::{FileStorage, FlexSpace, Storage, StorageFile};
 use parking_lot::{Condvar, Mutex, RwLock};
+use tracing::Level;
 
 use crate::batch::WriteBatch;
 use crate::codec::{decode_pair, Decoded};
+use crate::error::{io_err, space_err};
 use crate::error::{Error, Result};
 use crate::index::interval_cache::IntervalCache;
 use crate::index::sparse::{IntervalMeta, NewInterval, SparseIndex, UNKNOWN_COUNT};
+use crate::index::CommitterIndex;
 use crate::options::Options;
+use crate::read::view::{PublishedView, ViewPublisher};
 use crate::recovery::manifest;
-use crate::store::{
-    io_err, new_wal, space_err, CommitPoint, CommitterIndex, CommitterMailbox, Counters,
-    FrozenMemTable, MemTables, Store, WriteHead,
-};
+use crate::stats::Counters;
+use crate::store::{CommitPoint, CommitterMailbox, Store};
+use crate::wal::log_files::new_wal;
 use crate::wal::Wal;
 use crate::write::chunk_pool::ChunkPool;
 use crate::write::memtable::MemTable;
+use crate::write::{FrozenMemTable, MemTables, WriteHead};
 
 /// Bytes between samples when the sparse index is rebuilt (§5.4: 8 KiB).
 pub(crate) const SAMPLE_STEP: u64 = 8 << 10;
@@ -139,17 +143,15 @@ fn space_options(opts: &Options, create: bool) -> flexspace::Options {
         .commit_log_bytes(256 << 20)
         // The committer runs the space's maintenance itself, between groups
         // and outside the store's locks (see `committer::apply_group`), so a
-        // garbage-collection round never runs while readers wait on `state`.
+        // garbage-collection round never runs while readers wait on `index`.
         .auto_maintenance(false)
         // Reads through a mapping where the options ask for it (see
         // `Options::mmap_reads`; storage without real files maps nothing).
         .mmap_reads(opts.mmap_reads)
 }
 
-/// Whether `FLEXDB_TRACE` asks for timings on stderr.
-fn trace_enabled() -> bool {
-    std::env::var_os("FLEXDB_TRACE").is_some()
-}
+/// The tracing target of recovery's step timings.
+pub(crate) const TRACE_TARGET: &str = "flexdb::recovery";
 
 fn create(
     storage: Arc<dyn Storage>,
@@ -200,13 +202,14 @@ fn assemble(
     // Up to the MemTables a commit may retire at once: what a backlog of
     // them held before, so keeping it never raises the peak (see `chunk`).
     let chunks = Arc::new(ChunkPool::new(
-        opts.memtable_bytes.saturating_mul(crate::store::MAX_FROZEN),
+        opts.memtable_bytes.saturating_mul(crate::write::MAX_FROZEN),
     ));
     if writer.active.is_empty() {
         writer.active = Arc::new(MemTable::pooled(&[], Some(chunks.clone())));
     }
     let visible = writer.next_seq - 1;
-    let view = crate::read::view::PublishedView::copy(&sparse, &space)?;
+    let view = PublishedView::copy(&sparse, &space)?;
+    let trace_views = tracing::enabled!(target: crate::read::view::TRACE_TARGET, Level::DEBUG);
     Ok(Store {
         dir: dir.to_path_buf(),
         real_dir,
@@ -219,7 +222,7 @@ fn assemble(
             frozen,
         }),
         writer: Mutex::new(writer),
-        state: RwLock::new(CommitterIndex {
+        index: RwLock::new(CommitterIndex {
             sparse,
             pairs,
             version: 0,
@@ -233,14 +236,11 @@ fn assemble(
         stall_cv: Condvar::new(),
         flushed_cv: Condvar::new(),
         counters: Counters::default(),
-        trace: trace_enabled(),
-        view: arc_swap::ArcSwap::from_pointee(view),
-        retired: Mutex::new(Vec::new()),
-        spare_index: Mutex::new(None),
-        installs: Mutex::new(Vec::new()),
+        trace: tracing::enabled!(target: crate::commit::TRACE_TARGET, Level::DEBUG),
+        views: ViewPublisher::new(view, trace_views),
         chunks,
         // As many as one commit retires.
-        spare_logs: crate::wal::spare_logs::SpareLogs::new(crate::store::MAX_FROZEN),
+        spare_logs: crate::wal::spare_logs::SpareLogs::new(crate::write::MAX_FROZEN),
     })
 }
 
@@ -309,16 +309,16 @@ fn recover(
         Some(s) => s,
         None => rebuild_index(&space)?,
     };
-    if trace_enabled() {
-        eprintln!(
-            "recover: space {t_space:?}, log replay {:?}, new log {:?}, sparse index {} {:?} ({} intervals)",
-            t_replay - t_space,
-            t_wal - t_replay,
-            if loaded { "loaded" } else { "sampled" },
-            t0.elapsed() - t_wal,
-            sparse.len(),
-        );
-    }
+    tracing::debug!(
+        target: TRACE_TARGET,
+        space = ?t_space,
+        log_replay = ?(t_replay - t_space),
+        new_log = ?(t_wal - t_replay),
+        sparse_index = if loaded { "loaded" } else { "sampled" },
+        sparse_index_time = ?(t0.elapsed() - t_wal),
+        intervals = sparse.len(),
+        "store recovered"
+    );
     // Every generation below the oldest replayed one is in the space.
     let committed_gen = frozen
         .front()
@@ -421,13 +421,14 @@ fn replay_log(storage: &Arc<dyn Storage>, name: &str) -> Result<ReplayedLog> {
         let synced = sync
             .join()
             .unwrap_or_else(|_| Err(std::io::Error::other("the sync thread failed")));
-        if trace_enabled() {
-            eprintln!(
-                "recover: {name}: {} records replayed in {t_replay:?}, synced after {:?}",
-                replayed.as_ref().map_or(0, |r| r.records),
-                t0.elapsed()
-            );
-        }
+        tracing::debug!(
+            target: TRACE_TARGET,
+            log = name,
+            records = replayed.as_ref().map_or(0, |r| r.records),
+            replay = ?t_replay,
+            synced_after = ?t0.elapsed(),
+            "log replayed"
+        );
         (synced, replayed)
     });
     synced.map_err(io_err(name))?;

@@ -10,7 +10,7 @@
 //! durable when the record was appended. One file per MemTable generation;
 //! the store retires a file once its MemTable is durable in the space. A
 //! file is created under a temporary name and renamed once its header is
-//! durable (`store::new_wal`), so a named log with a torn or foreign header
+//! durable (`log_files::new_wal`), so a named log with a torn or foreign header
 //! is damage, reported like any other.
 //!
 //! A log may take over the file of a committed one (`Wal::reuse`), whose
@@ -67,6 +67,7 @@
 //!   below it: only a log whose every record this process appended gives
 //!   its file to another ([`Wal::reusable`]).
 
+pub(crate) mod log_files;
 pub(crate) mod mapped;
 pub(crate) mod spare_logs;
 pub(crate) mod writeback;
@@ -161,7 +162,7 @@ fn slot(len: u64) -> [u8; 16] {
 /// A log's header: magic, version, the durable-length slot and (version 2)
 /// the lowest sequence number any record of the log may carry with its
 /// CRC. `first` lets a log reuse a file that still holds an older log's
-/// records (`store::new_wal`): theirs are all below it, so replay never
+/// records (`log_files::new_wal`): theirs are all below it, so replay never
 /// takes one for a record of this log.
 fn header(first: u64) -> [u8; HEADER_LEN as usize] {
     let mut b = [0u8; HEADER_LEN as usize];

@@ -17,7 +17,12 @@
 //! `keep` spares exist; each name here is a file of the directory that
 //! nothing else uses (the pool hands a name out once).
 
+use flexspace::Storage;
 use parking_lot::Mutex;
+
+use crate::error::{io_err, Result};
+use crate::recovery::manifest::{wal_name, wal_tmp_name};
+use crate::wal::Wal;
 
 /// The spare logs of a store.
 pub(crate) struct SpareLogs {
@@ -63,6 +68,47 @@ impl SpareLogs {
     /// Spares kept.
     pub fn len(&self) -> usize {
         self.names.lock().len()
+    }
+
+    /// Lets go of `wal`, the log of committed generation `gen`: kept as a
+    /// spare for a new log to take over (`spare_logs`) when it may be
+    /// ([`Wal::reusable`]), or removed (also when enough are kept). A log
+    /// that a crash leaves under either name holds nothing the next open
+    /// replays (its generation is committed; a spare's name is a log's
+    /// temporary one).
+    pub fn retire(&self, storage: &dyn Storage, gen: u64, wal: &Wal) -> Result<()> {
+        let name = wal_name(gen);
+        if wal.reusable() && self.has_room() {
+            let spare = wal_tmp_name(gen);
+            match storage.rename(&name, &spare) {
+                Ok(()) if self.put(spare.clone()) => return Ok(()),
+                Ok(()) => return remove_log_file(storage, &spare),
+                // Gone already (as the next open would also find).
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(io_err(&name)(e)),
+            }
+        }
+        remove_log_file(storage, &name)
+    }
+
+    /// Removes every spare log (an idle store, a closing one); tries each
+    /// and reports the first failure.
+    pub fn remove_all(&self, storage: &dyn Storage) -> Result<()> {
+        let mut first_error = Ok(());
+        for name in self.take_all() {
+            let removed = remove_log_file(storage, &name);
+            if first_error.is_ok() {
+                first_error = removed;
+            }
+        }
+        first_error
+    }
+}
+
+fn remove_log_file(storage: &dyn Storage, name: &str) -> Result<()> {
+    match storage.remove_file(name) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(name)(e)),
+        _ => Ok(()),
     }
 }
 

@@ -540,7 +540,7 @@ impl MemTable {
     /// A sorted view of every entry written so far, and how long the call
     /// waited, if it did: only when many writes are unsorted (a table just
     /// frozen) and another reader is sorting them.
-    pub(crate) fn view(&self) -> (SortedRunsRef, Option<Duration>) {
+    pub(crate) fn sorted_runs(&self) -> (SortedRunsRef, Option<Duration>) {
         let cur = self.view.load();
         // Read the length after the view: a view covering more than it
         // (published meanwhile) is as good, since readers filter by
@@ -664,7 +664,7 @@ impl MemTable {
         max: usize,
         out: &mut Vec<(Box<[u8]>, Version)>,
     ) -> Option<Duration> {
-        let (v, waited) = self.view();
+        let (v, waited) = self.sorted_runs();
         let mut pos = v.runs().map(|r| self.start(r, from));
         let mut taken = 0;
         while taken < max {
@@ -693,7 +693,7 @@ impl MemTable {
         max: usize,
         out: &mut Vec<(Box<[u8]>, Version)>,
     ) -> Option<Duration> {
-        let (v, waited) = self.view();
+        let (v, waited) = self.sorted_runs();
         let mut pos = v.runs().map(|r| self.end(r, from));
         let mut taken = 0;
         while taken < max {
