@@ -27,6 +27,8 @@
 //! - `read`: the read path (point reads, iterators, the published view).
 //! - `index`: the sparse index, its intervals and their cache.
 //! - `recovery`: opening a store (creation, recovery, manifest, check).
+//! - `diagnostics` (feature `diagnostics`): measurements of internal
+//!   structures (the sparse index, a MemTable's walk) for flexbench.
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
@@ -34,6 +36,9 @@ mod batch;
 mod codec;
 mod commit;
 mod db;
+/// Measurements of internal structures, for `flexbench internals`.
+#[cfg(any(test, feature = "diagnostics"))]
+pub mod diagnostics;
 mod error;
 mod index;
 mod options;

@@ -34,7 +34,7 @@ use crate::index::CommitterIndex;
 use crate::options::Options;
 use crate::read::view::ViewPublisher;
 use crate::stats::Counters;
-use crate::write::{MemTables, WriteHead};
+use crate::write::memtable_list::{MemTables, WriteHead};
 
 /// What the space's three user metadata words record at each commit point
 /// (`FlexSpace::set_user_meta`), in this order.

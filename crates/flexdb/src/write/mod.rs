@@ -16,9 +16,9 @@
 pub(crate) mod arena;
 pub(crate) mod chunk_pool;
 pub(crate) mod memtable;
+pub(crate) mod memtable_list;
 pub(crate) mod write_order;
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,34 +28,9 @@ use crate::codec::check_sizes;
 use crate::error::{Error, Result};
 use crate::store::Store;
 use crate::wal::log_files::new_wal;
-use crate::wal::{Wal, MAX_RECORD};
+use crate::wal::MAX_RECORD;
 use memtable::MemTable;
-
-/// Frozen MemTables allowed to wait for the committer before writers stall.
-pub(crate) const MAX_FROZEN: usize = 3;
-/// A MemTable that takes no more writes, waiting for the committer.
-#[derive(Clone)]
-pub(crate) struct FrozenMemTable {
-    pub mem: Arc<MemTable>,
-    pub wal: Arc<Wal>,
-    pub gen: u64,
-}
-
-/// The MemTables readers consult, newest first.
-#[derive(Clone)]
-pub(crate) struct MemTables {
-    pub active: Arc<MemTable>,
-    /// Oldest first.
-    pub frozen: VecDeque<FrozenMemTable>,
-}
-
-/// What only writers touch.
-pub(crate) struct WriteHead {
-    pub next_seq: u64,
-    pub active: Arc<MemTable>,
-    pub wal: Arc<Wal>,
-    pub gen: u64,
-}
+pub(crate) use memtable_list::{FrozenMemTable, MemTables, WriteHead, MAX_FROZEN};
 
 /// MemTables with fewer entries than this are left for the committer to
 /// sort: it takes it well under a millisecond.
