@@ -42,6 +42,11 @@ use merge::{merge, split_points, Update};
 /// prefetcher that could not start (`no prefetcher`).
 pub(crate) const TRACE_TARGET: &str = "flexdb::commit";
 
+/// Frozen MemTables of at most this many entries have their invariants
+/// checked before a commit, in debug builds.
+#[cfg(debug_assertions)]
+const DEBUG_CHECK_ENTRIES: usize = 1 << 14;
+
 /// An interval splits above this many pairs (§5.1: 16).
 pub(crate) const SPLIT_PAIRS: usize = 16;
 /// An interval splits above this many bytes (§5.1: 16 KiB).
@@ -176,6 +181,12 @@ fn commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
     let c0 = crate::threads::thread_cpu();
     let s0 = shared.trace.then(|| shared.space.stats());
     for frozen in batch {
+        // A frozen table takes no more writes: small ones (as the tests
+        // make) are checked whole in debug builds.
+        #[cfg(debug_assertions)]
+        if frozen.mem.len() <= DEBUG_CHECK_ENTRIES {
+            frozen.mem.check_invariants();
+        }
         frozen.wal.sync()?;
     }
     // Stream the newest versions in key order, one interval's group at a
@@ -491,7 +502,7 @@ fn apply_group(shared: &Store, target: &Target, updates: &[Update<'_>]) -> Resul
     // The entry the index names now (a reader may have installed a fresh
     // copy since the interval was found) is the one to drop.
     let old_word = st.sparse.meta(&f).cache.load(Ordering::Relaxed);
-    st.pairs = (st.pairs as i64 + pairs_delta).max(0) as u64;
+    st.pairs = pairs_after(st.pairs, pairs_delta);
     st.sparse.set_fragmented(&f, false);
     // The cache word of a neighbour the interval joined, if it did, and
     // the word the published view held for the interval if it was given
@@ -528,6 +539,18 @@ fn apply_group(shared: &Store, target: &Target, updates: &[Update<'_>]) -> Resul
         shared.uncache(word);
     }
     Ok(())
+}
+
+/// The pair count after a group changed it by `delta`. The count and the
+/// space change together, so a count below zero is a bug: it fails debug
+/// builds (and so the tests); a release build keeps the count at zero.
+fn pairs_after(pairs: u64, delta: i64) -> u64 {
+    let after = i128::from(pairs) + i128::from(delta);
+    debug_assert!(
+        after >= 0,
+        "the pair count fell below zero: {pairs} pairs changed by {delta}"
+    );
+    u64::try_from(after.max(0)).unwrap_or(u64::MAX)
 }
 
 /// How a group changes the index, prepared before `index` is taken.
@@ -788,6 +811,22 @@ mod tests {
             POOL_IDLE * 4,
             &|| pool.kept_bytes() == 0,
         );
+    }
+
+    #[test]
+    fn the_pair_count_follows_each_group() {
+        assert_eq!(super::pairs_after(10, 5), 15);
+        assert_eq!(super::pairs_after(10, -10), 0);
+        assert_eq!(super::pairs_after(u64::MAX - 1, 1), u64::MAX);
+    }
+
+    /// A group that removes more pairs than the space holds is a bug the
+    /// tests must see, not a count quietly kept at zero.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "the pair count fell below zero")]
+    fn a_negative_pair_count_is_caught() {
+        super::pairs_after(3, -4);
     }
 
     #[test]

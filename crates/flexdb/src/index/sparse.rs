@@ -416,7 +416,133 @@ impl SparseIndex {
         }
         s.root = level[0].0;
         s.inners.shrink_to_fit();
+        // Linear, as the build itself is (recovery, a saved index).
+        #[cfg(debug_assertions)]
+        s.check_invariants();
         s
+    }
+
+    /// Checks the shape the module docs promise, panicking with what is
+    /// wrong: anchors strictly increasing across the leaf level, the first
+    /// one empty; every internal node's `shift[0] == 0` and each next shift
+    /// the previous one plus the span of the child before, with its pivot
+    /// `i > 0` the first anchor under child `i`; the leaf level linked in
+    /// key order; every node within its capacity and, but for the root,
+    /// not empty; a leaf's columns one entry an interval; `total` and `len`
+    /// the sums over the leaves.
+    #[cfg(any(test, debug_assertions))]
+    pub fn check_invariants(&self) {
+        /// What a subtree holds: its span, intervals, first anchor and
+        /// leaves (in key order).
+        struct Subtree {
+            span: u64,
+            intervals: u64,
+            first: Option<Vec<u8>>,
+            leaves: Vec<u32>,
+        }
+        fn walk(s: &SparseIndex, node: u32, level: usize, root: bool) -> Subtree {
+            if level == 0 {
+                let leaf = &s.leaves[node as usize];
+                let n = leaf.len();
+                assert!(
+                    n <= LEAF_CAP,
+                    "sparse index: leaf {node} holds {n} > {LEAF_CAP}"
+                );
+                assert!(root || n > 0, "sparse index: leaf {node} is empty");
+                assert!(
+                    leaf.keys.len() == n && leaf.cache.len() == n && leaf.count.len() == n,
+                    "sparse index: leaf {node}'s columns differ in length"
+                );
+                for i in 1..n {
+                    assert!(
+                        leaf.anchor(i - 1) < leaf.anchor(i),
+                        "sparse index: leaf {node}: anchor {i} is not above anchor {}",
+                        i - 1
+                    );
+                }
+                return Subtree {
+                    span: leaf.span(),
+                    intervals: n as u64,
+                    first: (n > 0).then(|| leaf.anchor(0)),
+                    leaves: vec![node],
+                };
+            }
+            let inner = &s.inners[node as usize];
+            let n = inner.child.len();
+            assert!(
+                n <= INNER_CAP,
+                "sparse index: node {node} has {n} > {INNER_CAP} children"
+            );
+            assert!(n > 0, "sparse index: node {node} has no child");
+            assert!(
+                inner.shift.len() == n && inner.pivot.len() == n,
+                "sparse index: node {node}'s pivots, shifts and children differ in number"
+            );
+            assert_eq!(inner.shift[0], 0, "sparse index: node {node}'s first shift");
+            let mut out = Subtree {
+                span: 0,
+                intervals: 0,
+                first: None,
+                leaves: Vec::new(),
+            };
+            for (i, &child) in inner.child.iter().enumerate() {
+                assert_eq!(
+                    inner.shift[i], out.span,
+                    "sparse index: node {node}'s shift {i} is not the span before child {i}"
+                );
+                let sub = walk(s, child, level - 1, false);
+                if i > 0 {
+                    assert_eq!(
+                        Some(inner.pivot.get(i)),
+                        sub.first,
+                        "sparse index: node {node}'s pivot {i} is not its child's first anchor"
+                    );
+                }
+                out.span += sub.span;
+                out.intervals += sub.intervals;
+                out.first = out.first.or(sub.first);
+                out.leaves.extend(sub.leaves);
+            }
+            out
+        }
+        let all = walk(self, self.root, self.height, true);
+        assert_eq!(
+            all.span, self.total,
+            "sparse index: total is not the sum of the sizes"
+        );
+        assert_eq!(
+            all.intervals, self.intervals,
+            "sparse index: len is not the intervals held"
+        );
+        assert!(self.intervals > 0, "sparse index: no interval");
+        assert_eq!(
+            all.first.as_deref(),
+            Some(&[][..]),
+            "sparse index: the first anchor is not empty"
+        );
+        let mut last: Option<Vec<u8>> = None;
+        for (i, &id) in all.leaves.iter().enumerate() {
+            let leaf = &self.leaves[id as usize];
+            let prev = if i == 0 { NIL } else { all.leaves[i - 1] };
+            let next = all.leaves.get(i + 1).copied().unwrap_or(NIL);
+            assert!(
+                leaf.prev == prev && leaf.next == next,
+                "sparse index: leaf {id} is not linked to its neighbours in key order"
+            );
+            assert!(
+                !self.free_leaves.contains(&id),
+                "sparse index: leaf {id} is in use and free"
+            );
+            if let (Some(l), true) = (&last, leaf.len() > 0) {
+                assert!(
+                    *l < leaf.anchor(0),
+                    "sparse index: leaf {id}'s first anchor is not above the previous leaf's last"
+                );
+            }
+            if leaf.len() > 0 {
+                last = Some(leaf.anchor(leaf.len() - 1));
+            }
+        }
     }
 
     /// Total bytes covered (the space's length).
@@ -984,6 +1110,7 @@ mod tests {
 
     /// The model: (anchor, size) in order.
     fn check(s: &SparseIndex, model: &[(Vec<u8>, u32)]) {
+        s.check_invariants();
         let mut got = Vec::new();
         s.for_each(|a, off, m| got.push((a.to_vec(), off, m.size)));
         let mut off = 0u64;
@@ -1040,6 +1167,62 @@ mod tests {
         }
     }
 
+    /// One random change of `s` (a resize, a split or a merge), made to
+    /// `model` (anchor, size) too.
+    fn random_op(rng: &mut StdRng, s: &mut SparseIndex, model: &mut Vec<(Vec<u8>, u32)>) {
+        let i = rng.gen_range(0..model.len());
+        let f = s.find(&model[i].0);
+        match rng.gen_range(0..10) {
+            0..=3 => {
+                let size = rng.gen_range(0..5000);
+                s.resize(&f, size, 1);
+                model[i].1 = size;
+            }
+            4..=7 => {
+                // Split into 2..5 parts with anchors evenly between this
+                // interval's anchor and the next one.
+                let parts = rng.gen_range(2..6u64);
+                let lo = num(&model[i].0);
+                let hi = model.get(i + 1).map_or(u64::MAX, |n| num(&n.0));
+                let gap = (hi - lo) / parts;
+                if gap == 0 {
+                    return;
+                }
+                let mut new = vec![iv(&model[i].0, 0)];
+                let mut added = Vec::new();
+                for k in 1..parts {
+                    let a = (lo + k * gap).to_be_bytes().to_vec();
+                    new.push(iv(&a, 0));
+                    added.push((a, 0));
+                }
+                let total = model[i].1;
+                let cut = if total > 0 {
+                    rng.gen_range(0..=total)
+                } else {
+                    0
+                };
+                new[0].meta.size = total - cut;
+                new[1].meta.size = cut;
+                added[0].1 = cut;
+                model[i].1 = total - cut;
+                s.split(&f, new);
+                for (k, a) in added.into_iter().enumerate() {
+                    model.insert(i + 1 + k, a);
+                }
+            }
+            _ => {
+                if i + 1 < model.len() {
+                    let merged = model[i].1 + model[i + 1].1;
+                    assert!(s.merge_next(&f, 2, 0));
+                    model[i].1 = merged;
+                    model.remove(i + 1);
+                } else {
+                    assert!(!s.merge_next(&f, 2, 0));
+                }
+            }
+        }
+    }
+
     #[test]
     fn random_operations_match_a_model() {
         let mut rng = StdRng::seed_from_u64(5);
@@ -1052,57 +1235,8 @@ mod tests {
             if step % 500 == 0 {
                 clones.push((s.clone(), model.clone()));
             }
-            let i = rng.gen_range(0..model.len());
-            let f = s.find(&model[i].0);
-            match rng.gen_range(0..10) {
-                0..=3 => {
-                    let size = rng.gen_range(0..5000);
-                    s.resize(&f, size, 1);
-                    model[i].1 = size;
-                }
-                4..=7 => {
-                    // Split into 2..5 parts with anchors evenly between this
-                    // interval's anchor and the next one.
-                    let parts = rng.gen_range(2..6u64);
-                    let lo = num(&model[i].0);
-                    let hi = model.get(i + 1).map_or(u64::MAX, |n| num(&n.0));
-                    let gap = (hi - lo) / parts;
-                    if gap == 0 {
-                        continue;
-                    }
-                    let mut new = vec![iv(&model[i].0, 0)];
-                    let mut added = Vec::new();
-                    for k in 1..parts {
-                        let a = (lo + k * gap).to_be_bytes().to_vec();
-                        new.push(iv(&a, 0));
-                        added.push((a, 0));
-                    }
-                    let total = model[i].1;
-                    let cut = if total > 0 {
-                        rng.gen_range(0..=total)
-                    } else {
-                        0
-                    };
-                    new[0].meta.size = total - cut;
-                    new[1].meta.size = cut;
-                    added[0].1 = cut;
-                    model[i].1 = total - cut;
-                    s.split(&f, new);
-                    for (k, a) in added.into_iter().enumerate() {
-                        model.insert(i + 1 + k, a);
-                    }
-                }
-                _ => {
-                    if i + 1 < model.len() {
-                        let merged = model[i].1 + model[i + 1].1;
-                        assert!(s.merge_next(&f, 2, 0));
-                        model[i].1 = merged;
-                        model.remove(i + 1);
-                    } else {
-                        assert!(!s.merge_next(&f, 2, 0));
-                    }
-                }
-            }
+            random_op(&mut rng, &mut s, &mut model);
+            s.check_invariants();
             if step % 97 == 0 || step > 5900 {
                 check(&s, &model);
             }
@@ -1226,5 +1360,32 @@ mod tests {
         assert_eq!(c.meta(&g).cache.load(Ordering::Relaxed), 7);
         assert_eq!(c.find(&key(11)).offset, s.find(&key(11)).offset - 89);
         assert!(extra(&s, &c) > shared, "the copied leaf is counted");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Any sequence of resizes, splits and merges keeps the index's
+        /// shape (checked after every operation) and its content equal to
+        /// the model's.
+        #[test]
+        fn any_operations_keep_the_shape(seed in 0u64..u64::MAX, steps in 1usize..400) {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut model: Vec<(Vec<u8>, u32)> = vec![(Vec::new(), 0)];
+            let mut s = SparseIndex::new();
+            for _ in 0..steps {
+                random_op(&mut rng, &mut s, &mut model);
+                s.check_invariants();
+            }
+            check(&s, &model);
+        }
+    }
+
+    /// A broken shape is reported, not passed over.
+    #[test]
+    #[should_panic(expected = "sparse index: total is not the sum of the sizes")]
+    fn a_wrong_total_fails_the_check() {
+        let mut s = SparseIndex::new();
+        s.total += 1;
+        s.check_invariants();
     }
 }

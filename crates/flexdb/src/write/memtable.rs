@@ -309,6 +309,99 @@ impl MemTable {
         EntryPtr::from_raw(unsafe { e.header() }.prev.cast_mut())
     }
 
+    /// Checks what the module docs promise, panicking with what is wrong
+    /// (takes the writer lock, so no write runs meanwhile): the published
+    /// length and byte count match the writer's; every entry in the write
+    /// order is linked to the previous write of its key, whose sequence
+    /// number is lower, or to nothing if it is the key's first; the hash
+    /// table names exactly the newest version of every key, one slot a key,
+    /// at most half full; the published sorted view covers no more than
+    /// was written, and each of its runs holds distinct keys in strictly
+    /// increasing order.
+    #[cfg(any(test, debug_assertions))]
+    pub fn check_invariants(&self) {
+        let w = self.writer.lock();
+        let written = w.written;
+        assert_eq!(
+            self.len(),
+            written,
+            "memtable: len is not the entries written"
+        );
+        assert_eq!(
+            self.bytes.load(Ordering::Relaxed),
+            w.arena.used() + written * INDEX_OVERHEAD,
+            "memtable: the byte count is not the arena's and the index's"
+        );
+        let mut newest: std::collections::HashMap<&[u8], EntryPtr> =
+            std::collections::HashMap::new();
+        for (i, e) in self.order.copy(0, written).into_iter().enumerate() {
+            let entry = self.entry(e);
+            let before = newest.get(entry.key).copied();
+            match self.prev(e) {
+                Some(p) => {
+                    let older = self.entry(p);
+                    assert_eq!(
+                        before,
+                        Some(p),
+                        "memtable: entry {i} is not linked to its key's previous write"
+                    );
+                    assert!(
+                        older.seq < entry.seq,
+                        "memtable: entry {i} (seq {}) is not newer than its previous version (seq {})",
+                        entry.seq,
+                        older.seq
+                    );
+                }
+                None => assert!(
+                    before.is_none(),
+                    "memtable: entry {i} is not linked to its key's earlier version"
+                ),
+            }
+            newest.insert(entry.key, e);
+        }
+        assert_eq!(
+            newest.len(),
+            w.keys,
+            "memtable: the distinct key count is off"
+        );
+        let table = self.table();
+        let used = table
+            .slots
+            .iter()
+            .filter(|s| s.load(Ordering::Acquire) != 0)
+            .count();
+        assert_eq!(
+            used, w.keys,
+            "memtable: hash slots in use are not one a key"
+        );
+        assert!(
+            w.keys * 2 <= table.slots.len(),
+            "memtable: the hash table is more than half full"
+        );
+        for (key, e) in &newest {
+            assert_eq!(
+                table.probe(key, hash(key)).1,
+                Some(*e),
+                "memtable: the hash table does not name the newest version of a key"
+            );
+        }
+        drop(w);
+        let v = self.view.load();
+        assert!(
+            v.upto <= written,
+            "memtable: the view covers unwritten entries"
+        );
+        for run in v.runs() {
+            for pair in run.windows(2) {
+                assert_eq!(
+                    self.cmp_key(&pair[0], &pair[1]),
+                    CmpOrdering::Less,
+                    "memtable: a sorted run is not in strictly increasing key order"
+                );
+            }
+        }
+    }
+
     /// Records a write of `key` at `seq` (a deletion when `value` is `None`).
     pub fn insert(&self, key: &[u8], seq: u64, value: Option<&[u8]>) {
         self.insert_hashed(key, hash(key), seq, value);
@@ -1125,6 +1218,7 @@ mod tests {
             t.insert(&k, seq, val.as_deref());
             model.insert(k, val);
             if seq % 997 == 0 || rng.gen_ratio(1, 300) {
+                t.check_invariants();
                 let from = format!("prefix-{:05}", rng.gen_range(0..5000)).into_bytes();
                 let mut out = Vec::new();
                 t.scan_forward(
@@ -1171,6 +1265,7 @@ mod tests {
             .collect();
         let want: Vec<_> = model.into_iter().collect();
         assert_eq!(got, want);
+        t.check_invariants();
         assert!(t.approximate_bytes() > 30_000 * 16);
     }
 
@@ -1295,5 +1390,106 @@ mod tests {
         }
         assert_eq!(t.len(), 199_999);
         assert_eq!(t.newest().count(), distinct.len());
+    }
+
+    /// Every version of a key in the model below: (seq, value).
+    type Versions = Vec<(u64, Option<Vec<u8>>)>;
+
+    /// A MemTable operation of the model test below.
+    #[derive(Clone, Debug)]
+    enum Op {
+        Put(u8, u8),
+        Delete(u8),
+        Get(u8, u64),
+        Scan(u8, bool),
+        Newest,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (any::<u8>(), any::<u8>()).prop_map(|(k, v)| Op::Put(k % 64, v)),
+            1 => any::<u8>().prop_map(|k| Op::Delete(k % 64)),
+            2 => (any::<u8>(), 0u64..400).prop_map(|(k, s)| Op::Get(k % 64, s)),
+            1 => (any::<u8>(), any::<bool>()).prop_map(|(k, f)| Op::Scan(k % 64, f)),
+            1 => Just(Op::Newest),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Any sequence of writes, reads and scans keeps the MemTable's
+        /// invariants (checked after every operation) and matches a model
+        /// of every version.
+        #[test]
+        fn any_operations_keep_the_invariants(
+            hint in proptest::collection::vec(b'a'..b'c', 0..3),
+            ops in proptest::collection::vec(op(), 1..300),
+        ) {
+            let t = MemTable::with_hint(&hint);
+            // Every version of every key: (seq, value).
+            let mut model: BTreeMap<Vec<u8>, Versions> = BTreeMap::new();
+            let key = |k: u8| format!("ab{}-{k:03}", k % 3).into_bytes();
+            let mut seq = 0u64;
+            for op in ops {
+                match op {
+                    Op::Put(k, v) => {
+                        seq += 1;
+                        t.insert(&key(k), seq, Some(&[v]));
+                        model.entry(key(k)).or_default().push((seq, Some(vec![v])));
+                    }
+                    Op::Delete(k) => {
+                        seq += 1;
+                        t.insert(&key(k), seq, None);
+                        model.entry(key(k)).or_default().push((seq, None));
+                    }
+                    Op::Get(k, at) => {
+                        let want = model.get(&key(k)).and_then(|vs| {
+                            vs.iter().rev().find(|(s, _)| *s <= at).map(|(_, v)| v.clone())
+                        });
+                        let got = t.get(&key(k), at).map(|v| v.map(|v| v.to_vec()));
+                        proptest::prop_assert_eq!(got, want);
+                    }
+                    Op::Scan(k, forward) => {
+                        let from = key(k);
+                        let mut out = Vec::new();
+                        let newest = |(k, vs): (&Vec<u8>, &Versions)| {
+                            (k.clone(), vs.last().and_then(|v| v.1.clone()))
+                        };
+                        let want: Vec<_> = if forward {
+                            t.scan_forward(Bound::Included(&from), Bound::Unbounded, u64::MAX, 10, &mut out);
+                            model.range(from.clone()..).take(10).map(newest).collect()
+                        } else {
+                            t.scan_backward(Bound::Excluded(&from), Bound::Unbounded, u64::MAX, 10, &mut out);
+                            model.range(..from.clone()).rev().take(10).map(newest).collect()
+                        };
+                        let got: Vec<_> = out
+                            .into_iter()
+                            .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                            .collect();
+                        proptest::prop_assert_eq!(got, want);
+                    }
+                    Op::Newest => {
+                        let got: Vec<_> = t.newest().map(|e| (e.key.to_vec(), e.seq)).collect();
+                        let want: Vec<_> = model
+                            .iter()
+                            .map(|(k, vs)| (k.clone(), vs.last().map_or(0, |v| v.0)))
+                            .collect();
+                        proptest::prop_assert_eq!(got, want);
+                    }
+                }
+                t.check_invariants();
+            }
+        }
+    }
+
+    /// A broken invariant is reported, not passed over.
+    #[test]
+    #[should_panic(expected = "memtable: len is not the entries written")]
+    fn a_wrong_length_fails_the_check() {
+        let t = MemTable::new();
+        t.insert(b"k", 1, Some(b"v"));
+        t.len.store(2, Ordering::Release);
+        t.check_invariants();
     }
 }
