@@ -4,3 +4,4 @@
 pub(crate) mod check;
 pub(crate) mod manifest;
 pub(crate) mod open;
+pub(crate) mod rebuild;

@@ -12,13 +12,22 @@
 //! `Release`, after `set`) are read, so their buckets exist and their slots
 //! hold the entries written there; a slot is written once.
 
-use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::Ordering;
+
+#[cfg(loom)]
+use loom_facade::{AtomicPtr, OnceLock};
+#[cfg(not(loom))]
+use std::sync::{atomic::AtomicPtr, OnceLock};
 
 use crate::write::arena::{Entry, EntryPtr};
 
 /// Slots of the first bucket: `1 << FIRST_BITS`.
+#[cfg(not(loom))]
 const FIRST_BITS: u32 = 12;
+/// Under loom, buckets of two, four, ... slots, so that a few writes cross
+/// buckets (and every slot is an atomic loom tracks).
+#[cfg(loom)]
+const FIRST_BITS: u32 = 1;
 /// Buckets: enough for every position a `usize` can name.
 const BUCKETS: usize = (usize::BITS - FIRST_BITS) as usize;
 
@@ -80,7 +89,7 @@ impl WriteOrder {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -124,5 +133,104 @@ mod tests {
             entries[first - 3..3 * first + 2]
         );
         assert!(order.copy(7, 7).is_empty());
+    }
+}
+
+/// What loom sees of `std`'s `OnceLock` and `AtomicPtr`: loom's atomics,
+/// and a `OnceLock` made of one (initialised once with a release, read with
+/// an acquire, as `std`'s is), so that a model checks the writer's
+/// publication of a bucket and of its slots.
+#[cfg(loom)]
+mod loom_facade {
+    pub(super) use loom::sync::atomic::AtomicPtr;
+    use std::sync::atomic::Ordering;
+
+    pub(super) struct OnceLock<T> {
+        ptr: AtomicPtr<T>,
+    }
+
+    impl<T> OnceLock<T> {
+        pub fn new() -> Self {
+            OnceLock {
+                ptr: AtomicPtr::new(std::ptr::null_mut()),
+            }
+        }
+
+        pub fn get(&self) -> Option<&T> {
+            // SAFETY: a non-null pointer is a leaked box, freed only on drop.
+            unsafe { self.ptr.load(Ordering::Acquire).as_ref() }
+        }
+
+        pub fn get_or_init(&self, f: impl FnOnce() -> T) -> &T {
+            if let Some(v) = self.get() {
+                return v;
+            }
+            let new = Box::into_raw(Box::new(f()));
+            match self.ptr.compare_exchange(
+                std::ptr::null_mut(),
+                new,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                // SAFETY: `new` is now owned by the cell, freed on drop.
+                Ok(_) => unsafe { &*new },
+                Err(won) => {
+                    // SAFETY: `new` was never shared; `won` is the cell's.
+                    drop(unsafe { Box::from_raw(new) });
+                    unsafe { &*won }
+                }
+            }
+        }
+    }
+
+    impl<T> Drop for OnceLock<T> {
+        fn drop(&mut self) {
+            let p = self.ptr.with_mut(|p| *p);
+            if !p.is_null() {
+                // SAFETY: the cell's own box, no longer shared (`&mut self`).
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
+    }
+}
+
+/// Run with `RUSTFLAGS="--cfg loom" cargo test -p flexdb --lib --release
+/// write_order`.
+#[cfg(loom)]
+mod loom_tests {
+    use super::*;
+    use loom::sync::atomic::AtomicUsize;
+    use loom::sync::Arc;
+
+    /// A distinct, never dereferenced entry pointer for position `i`.
+    fn entry(i: usize) -> EntryPtr {
+        EntryPtr::from_raw(std::ptr::without_provenance_mut::<Entry>((i + 1) * 64))
+            .expect("non-null")
+    }
+
+    /// A reader that loads the published count with `Acquire` copies
+    /// exactly the entries set below it, across buckets the writer
+    /// allocates meanwhile, whatever the interleaving.
+    #[test]
+    fn write_order_a_reader_copies_every_published_position() {
+        loom::model(|| {
+            let order = Arc::new(WriteOrder::default());
+            let len = Arc::new(AtomicUsize::new(0));
+            let writer = {
+                let (order, len) = (order.clone(), len.clone());
+                loom::thread::spawn(move || {
+                    // Positions 0-1 fill the first bucket; 2 starts the next.
+                    for i in 0..3 {
+                        order.set(i, entry(i));
+                        len.store(i + 1, Ordering::Release);
+                    }
+                })
+            };
+            let n = len.load(Ordering::Acquire);
+            let want: Vec<EntryPtr> = (0..n).map(entry).collect();
+            assert_eq!(order.copy(0, n), want);
+            writer.join().expect("the writer");
+            assert_eq!(order.copy(0, 3), (0..3).map(entry).collect::<Vec<_>>());
+        });
     }
 }
