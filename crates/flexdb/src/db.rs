@@ -209,7 +209,7 @@ impl Db {
     pub fn stats(&self) -> Stats {
         let s = &self.shared;
         let (memtable_bytes, committer_backlog, backlog_bytes) = {
-            let m = s.mems.load();
+            let m = s.writes.mems();
             (
                 m.active.approximate_bytes() as u64,
                 m.frozen.len(),
@@ -225,7 +225,7 @@ impl Db {
         };
         let sp = s.space.stats();
         let (sparse_bytes, view_extents) = s.views.index_memory(&s.index);
-        let wal_live = s.writer.lock().wal.written_bytes();
+        let wal_live = s.writes.lock().wal.written_bytes();
         let (cache_hits, cache_lookups) = s.cache.counts();
         Stats {
             pairs,
@@ -285,11 +285,7 @@ impl Db {
             return Ok(());
         };
         let flushed = self.shared.flush();
-        {
-            let mut w = self.shared.work.lock();
-            w.shutdown = true;
-        }
-        self.shared.work_cv.notify_all();
+        self.shared.mailbox.shut_down();
         let joined = committer.join();
         flushed?;
         if joined.is_err() {
@@ -299,7 +295,7 @@ impl Db {
         // Everything is in the space: the logs are no longer needed.
         let s = &self.shared;
         let (wal, gen, empty) = {
-            let w = s.writer.lock();
+            let w = s.writes.lock();
             (w.wal.clone(), w.gen, w.active.is_empty())
         };
         wal.sync()?;

@@ -1,14 +1,20 @@
-//! The shared state of an open store and its read and write paths.
+//! `Store`: everything an open store shares between its threads, each
+//! subsystem behind its own type: the write side (`write::WriteSide`), the
+//! committer's index (`index::CommitterIndex`) and mailbox
+//! (`commit::mailbox`), the published view (`read::view::ViewPublisher`),
+//! the interval cache, the counters, and the pools kept for MemTables and
+//! logs to come. The paths live with their subsystems: writes in `write`,
+//! reads in `read`, commits in `commit`, opening in `recovery`.
 //!
-//! Locks, in the order they may be taken: `writer` (serializes writers and
-//! MemTable rotation), `index` (the committer's sparse index, which must
-//! agree with the live space). Readers take neither: the list of MemTables
-//! (`mems`) and the state the committer publishes for them (`views`) are
-//! `ArcSwap`s, loaded with no lock and without writing to a line another
-//! reader reads. The list is replaced whole (it is a few `Arc`s) by rotation,
-//! under `writer`, and by the committer when it retires a MemTable. The
-//! committer takes `index` exclusively to apply one group of changes at a
-//! time, and only it and its prefetcher read it.
+//! Locks, in the order they may be taken: the writer lock (`WriteSide`:
+//! serializes writers and MemTable rotation), `index` (the committer's
+//! sparse index, which must agree with the live space). Readers take
+//! neither: the list of MemTables and the view the committer publishes for
+//! them are `ArcSwap`s, loaded with no lock and without writing to a line
+//! another reader reads. The list is replaced whole (it is a few `Arc`s) by
+//! rotation, under the writer lock, and by the committer when it retires a
+//! MemTable. The committer takes `index` exclusively to apply one group of
+//! changes at a time, and only it and its prefetcher read it.
 //!
 //! Invariants:
 //! - Every write with a sequence number `<= visible` is in a MemTable or in
@@ -18,23 +24,23 @@
 //!   synced its content.
 //! - The sparse index and the space change together under `index`'s write
 //!   lock, so the prefetcher holding `index` shared reads consistent
-//!   offsets; readers read a published view (`PublishedView`), which is consistent by
-//!   construction.
+//!   offsets; readers read a published view (`PublishedView`), which is
+//!   consistent by construction.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use flexspace::{FlexSpace, Storage};
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::RwLock;
 
-use crate::error::{space_err, Error, Result};
+use crate::commit::mailbox::CommitterMailbox;
+use crate::error::{space_err, Result};
 use crate::index::interval_cache::IntervalCache;
 use crate::index::CommitterIndex;
 use crate::options::Options;
 use crate::read::view::ViewPublisher;
 use crate::stats::Counters;
-use crate::write::memtable_list::{MemTables, WriteHead};
+use crate::write::memtable_list::WriteSide;
 
 /// What the space's three user metadata words record at each commit point
 /// (`FlexSpace::set_user_meta`), in this order.
@@ -68,16 +74,6 @@ impl CommitPoint {
     }
 }
 
-/// The committer's mailbox.
-#[derive(Default)]
-pub(crate) struct CommitterMailbox {
-    pub shutdown: bool,
-    /// Generations up to this one are durable in the space.
-    pub committed_gen: u64,
-    /// Why the store stopped taking writes, if it did.
-    pub stopped: Option<String>,
-}
-
 /// Everything an open store shares between threads.
 pub(crate) struct Store {
     pub dir: PathBuf,
@@ -88,21 +84,14 @@ pub(crate) struct Store {
     pub storage: Arc<dyn Storage>,
     pub space: FlexSpace,
     pub cache: IntervalCache,
-    pub writer: Mutex<WriteHead>,
-    pub mems: arc_swap::ArcSwap<MemTables>,
+    /// The writer lock, the MemTables and what is visible (`write`).
+    pub writes: WriteSide,
     /// The committer's index (see `index::CommitterIndex`).
     pub index: RwLock<CommitterIndex>,
     /// What readers read, and the protocol that publishes it (`read::view`).
     pub views: ViewPublisher,
-    pub visible: AtomicU64,
-    pub work: Mutex<CommitterMailbox>,
-    /// Wakes the committer.
-    pub work_cv: Condvar,
-    /// Wakes writers stalled on a full backlog (waited on under `writer`).
-    pub stall_cv: Condvar,
-    /// Wakes `flush` waiters (waited on under `work`). A condition variable
-    /// serves one mutex only, hence two.
-    pub flushed_cv: Condvar,
+    /// Shutdown, stop and commit progress (`commit::mailbox`).
+    pub mailbox: CommitterMailbox,
     pub counters: Counters,
     /// Memory of committed MemTables, kept for the next ones (`chunk`).
     pub chunks: Arc<crate::write::chunk_pool::ChunkPool>,
@@ -116,21 +105,12 @@ pub(crate) struct Store {
 impl Store {
     /// Refuses writes once the store stopped.
     pub fn check_stopped(&self) -> Result<()> {
-        match &self.work.lock().stopped {
-            Some(why) => Err(Error::Stopped(why.clone())),
-            None => Ok(()),
-        }
+        self.mailbox.check_stopped()
     }
 
     /// Records why the store stopped and wakes everyone waiting.
     pub fn stop(&self, why: String) {
-        let mut w = self.work.lock();
-        if w.stopped.is_none() {
-            w.stopped = Some(why);
-        }
-        drop(w);
-        self.work_cv.notify_all();
-        self.flushed_cv.notify_all();
-        self.stall_cv.notify_all();
+        self.mailbox.stop(why);
+        self.writes.wake_stalled(false);
     }
 }

@@ -20,6 +20,7 @@
 //! space as of the same commit point.
 
 mod group;
+pub(crate) mod mailbox;
 pub(crate) mod merge;
 pub(crate) mod newest_versions;
 mod prefetch;
@@ -30,9 +31,10 @@ use std::time::Duration;
 
 use crate::error::space_err;
 use crate::error::Result;
-use crate::store::{CommitPoint, CommitterMailbox, Store};
+use crate::store::{CommitPoint, Store};
 use crate::write::memtable::EntryRef;
 use crate::write::FrozenMemTable;
+use mailbox::MailboxGuard;
 
 /// The tracing target of the committer's events: each commit's summary
 /// (`commit`), the space's work during it (`commit space`), and a
@@ -63,14 +65,11 @@ fn idle_after(grew: Option<usize>, memtable_bytes: usize) -> bool {
 
 /// Waits for work for up to `POOL_IDLE` (the caller holds `work`); true if
 /// none came and the store stayed idle meanwhile (`idle_after`).
-fn wait_found_idle(
-    shared: &Store,
-    work: &mut parking_lot::MutexGuard<'_, CommitterMailbox>,
-) -> bool {
-    let active = shared.mems.load().active.clone();
+fn wait_found_idle(shared: &Store, work: &mut MailboxGuard<'_>) -> bool {
+    let active = shared.writes.mems().active.clone();
     let before = active.approximate_bytes();
-    let timed_out = shared.work_cv.wait_for(work, POOL_IDLE).timed_out();
-    let mems = shared.mems.load();
+    let timed_out = work.wait_for(POOL_IDLE);
+    let mems = shared.writes.mems();
     let grew = Arc::ptr_eq(&mems.active, &active)
         .then(|| active.approximate_bytes().saturating_sub(before));
     timed_out && mems.frozen.is_empty() && idle_after(grew, shared.opts.memtable_bytes)
@@ -114,18 +113,18 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
             let _ = shared.spare_logs.remove_all(&*shared.storage);
         }
         let batch: Vec<FrozenMemTable> = {
-            let mut work = shared.work.lock();
-            if work.stopped.is_some() {
+            let mut work = shared.mailbox.lock();
+            if work.stopped() {
                 return;
             }
             // Every MemTable waiting, committed as one (see `commit`).
-            let next: Vec<FrozenMemTable> = shared.mems.load().frozen.iter().cloned().collect();
+            let next: Vec<FrozenMemTable> = shared.writes.mems().frozen.iter().cloned().collect();
             match next {
                 n if !n.is_empty() => n,
-                _ if work.shutdown => return,
+                _ if work.shutting_down() => return,
                 _ => {
                     if views_left {
-                        shared.work_cv.wait_for(&mut work, VIEW_REAP_PERIOD);
+                        work.wait_for(VIEW_REAP_PERIOD);
                     } else if std::mem::take(&mut committed)
                         || shared.chunks.kept_bytes() > 0
                         || shared.spare_logs.len() > 0
@@ -134,7 +133,7 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
                         // be handing the MemTables' memory to the pool.)
                         release_pool = wait_found_idle(shared, &mut work);
                     } else {
-                        shared.work_cv.wait(&mut work);
+                        work.wait();
                     }
                     continue;
                 }
@@ -263,7 +262,7 @@ fn finish_commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
         return Ok(());
     };
     let pairs = shared.index.read().pairs;
-    let max_seq = shared.visible.load(Ordering::Acquire);
+    let max_seq = shared.writes.visible();
     CommitPoint {
         pairs,
         committed_gen: last.gen,
@@ -274,7 +273,7 @@ fn finish_commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
     // Readers see the commit before the MemTables leave their list.
     shared.views.publish(&shared.index, &shared.space)?;
     // Readers load the old list or the new one, never wait.
-    shared.mems.rcu(|m| {
+    shared.writes.replace_mems(|m| {
         let mut m = crate::write::MemTables::clone(m);
         while m.frozen.front().is_some_and(|f| f.gen <= last.gen) {
             m.frozen.pop_front();
@@ -299,13 +298,9 @@ fn finish_commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
         .counters
         .memtables_committed
         .fetch_add(batch.len() as u64, Ordering::Relaxed);
-    let mut work = shared.work.lock();
-    work.committed_gen = work.committed_gen.max(last.gen);
-    shared.flushed_cv.notify_all();
-    drop(work);
+    shared.mailbox.committed(last.gen);
     // Stalled writers wait on `stall_cv` under the writer lock.
-    let _w = shared.writer.lock();
-    shared.stall_cv.notify_all();
+    shared.writes.wake_stalled(true);
     Ok(())
 }
 
@@ -527,7 +522,7 @@ mod tests {
         // a put or every fifth a delete, of a value naming the round) until
         // the backlog is full; writes never touch `index`.
         let mut writes = 0u32;
-        while db.shared().mems.load().frozen.len() < MAX_FROZEN {
+        while db.shared().writes.mems().frozen.len() < MAX_FROZEN {
             let (round, i) = (writes / 600, writes % 600);
             let k = key((i * 7 + round) % 600);
             if (i + round) % 5 == 0 {

@@ -157,9 +157,9 @@ struct Chunk {
 
 impl<'a> Iter<'a> {
     pub(crate) fn new(shared: &'a Store, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Iter<'a> {
-        let snapshot = shared.visible.load(std::sync::atomic::Ordering::Acquire);
+        let snapshot = shared.writes.visible();
         let mems = {
-            let m = shared.mems.load();
+            let m = shared.writes.mems();
             let mut v = Vec::with_capacity(1 + m.frozen.len());
             v.push(m.active.clone());
             v.extend(m.frozen.iter().rev().map(|f| f.mem.clone()));

@@ -18,13 +18,13 @@ use crate::write::MemTables;
 impl Store {
     /// The MemTables, for one read (never waits).
     fn read_mems(&self) -> arc_swap::Guard<Arc<MemTables>> {
-        self.mems.load()
+        self.writes.mems()
     }
 
     /// The value of `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_sizes(key, None)?;
-        let snapshot = self.visible.load(Ordering::Acquire);
+        let snapshot = self.writes.visible();
         {
             let m = self.read_mems();
             if let Some(v) = m.active.get(key, snapshot) {

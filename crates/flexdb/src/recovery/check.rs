@@ -45,7 +45,7 @@ pub(crate) fn check(shared: &Store) -> Result<CheckReport> {
     let mut report = CheckReport::default();
     let mut problems = Vec::new();
     {
-        let m = shared.mems.load();
+        let m = shared.writes.mems();
         report.memtable_pairs =
             m.active.len() as u64 + m.frozen.iter().map(|f| f.mem.len() as u64).sum::<u64>();
     }

@@ -21,14 +21,15 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 use flexspace::{FileStorage, FlexSpace, Storage, StorageFile};
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::RwLock;
 use tracing::Level;
 
 use crate::batch::WriteBatch;
+use crate::commit::mailbox::CommitterMailbox;
 use crate::error::{io_err, space_err};
 use crate::error::{Error, Result};
 use crate::index::interval_cache::IntervalCache;
@@ -39,12 +40,13 @@ use crate::read::view::{PublishedView, ViewPublisher};
 use crate::recovery::manifest;
 use crate::recovery::rebuild::rebuild_index;
 use crate::stats::Counters;
-use crate::store::{CommitPoint, CommitterMailbox, Store};
+use crate::store::{CommitPoint, Store};
 use crate::wal::log_files::new_wal;
 use crate::wal::Wal;
 use crate::write::chunk_pool::ChunkPool;
 use crate::write::memtable::MemTable;
-use crate::write::{FrozenMemTable, MemTables, WriteHead};
+use crate::write::memtable_list::WriteSide;
+use crate::write::{FrozenMemTable, WriteHead};
 
 /// Opens the store in `dir` on real files.
 pub(crate) fn open_dir(dir: &Path, opts: Options) -> Result<Store> {
@@ -211,24 +213,13 @@ fn assemble(
         opts,
         storage,
         space,
-        mems: arc_swap::ArcSwap::from_pointee(MemTables {
-            active: writer.active.clone(),
-            frozen,
-        }),
-        writer: Mutex::new(writer),
+        writes: WriteSide::new(writer, frozen, visible),
         index: RwLock::new(CommitterIndex {
             sparse,
             pairs,
             version: 0,
         }),
-        visible: AtomicU64::new(visible),
-        work: Mutex::new(CommitterMailbox {
-            committed_gen,
-            ..CommitterMailbox::default()
-        }),
-        work_cv: Condvar::new(),
-        stall_cv: Condvar::new(),
-        flushed_cv: Condvar::new(),
+        mailbox: CommitterMailbox::new(committed_gen),
         counters: Counters::default(),
         trace: tracing::enabled!(target: crate::commit::TRACE_TARGET, Level::DEBUG),
         views: ViewPublisher::new(view, trace_views),

@@ -92,7 +92,7 @@ impl Store {
             // The insert's cache misses, taken before the writer lock
             // rather than under it (docs/DESIGN.md, "The writers' own
             // limit, and three changes to their path").
-            let h = self.mems.load().active.warm(key);
+            let h = self.writes.mems().active.warm(key);
             self.append(buf, 1, sync, |mem, seq| {
                 mem.insert_hashed(key, h, seq, value)
             })
@@ -131,7 +131,7 @@ impl Store {
                 max: MAX_RECORD,
             });
         }
-        let mut w = flexsys::lock_wait::lock_spinning(&self.writer);
+        let mut w = self.writes.lock_spinning();
         self.make_room(&mut w)?;
         let seq = w.next_seq;
         let end = match w.wal.append(seq, payload) {
@@ -144,7 +144,7 @@ impl Store {
         apply(&w.active, seq);
         let last = seq + ops as u64 - 1;
         w.next_seq = last + 1;
-        self.visible.store(last, Ordering::Release);
+        self.writes.set_visible(last);
         // Every few MiB the log's new pages are written back early (not
         // under the writer lock), so no sync meets a log full of them.
         let write_back = w.wal.write_back_due(end);
@@ -168,12 +168,12 @@ impl Store {
     /// full.
     fn make_room(&self, w: &mut parking_lot::MutexGuard<'_, WriteHead>) -> Result<()> {
         while w.active.approximate_bytes() >= self.opts.memtable_bytes {
-            if self.mems.load().frozen.len() < MAX_FROZEN {
+            if self.writes.mems().frozen.len() < MAX_FROZEN {
                 return self.rotate(w);
             }
             // The committer wakes us after each commit; the timeout only
             // guards against a lost wakeup.
-            self.stall_cv.wait_for(w, Duration::from_millis(10));
+            self.writes.stall(w, Duration::from_millis(10));
             self.check_stopped()?;
         }
         Ok(())
@@ -221,7 +221,7 @@ impl Store {
             gen: w.gen,
         };
         // Readers load the old list or the new one, never wait.
-        let before = self.mems.rcu(|m| {
+        let before = self.writes.replace_mems(|m| {
             let mut m = MemTables::clone(m);
             m.frozen.push_back(frozen.clone());
             m.active = active.clone();
@@ -234,16 +234,13 @@ impl Store {
         w.active = active;
         w.wal = wal;
         w.gen = gen;
-        // Notify under the mailbox lock: the committer checks for work and
-        // sleeps under it, so the wakeup cannot fall between the two.
-        let _work = self.work.lock();
-        self.work_cv.notify_all();
+        self.mailbox.wake_committer();
         Ok(())
     }
 
     /// Makes every write so far durable.
     pub fn sync(&self) -> Result<()> {
-        let wal = self.writer.lock().wal.clone();
+        let wal = self.writes.lock().wal.clone();
         wal.sync().inspect_err(|e| self.stop(e.to_string()))
     }
 
@@ -251,24 +248,14 @@ impl Store {
     /// durable there.
     pub fn flush(&self) -> Result<()> {
         let target = {
-            let mut w = self.writer.lock();
+            let mut w = self.writes.lock();
             self.rotate(&mut w)?;
-            match self.mems.load().frozen.back() {
+            match self.writes.mems().frozen.back() {
                 Some(f) => f.gen,
                 None => return Ok(()),
             }
         };
-        let mut work = self.work.lock();
-        loop {
-            if let Some(why) = &work.stopped {
-                return Err(Error::Stopped(why.clone()));
-            }
-            if work.committed_gen >= target {
-                return Ok(());
-            }
-            self.flushed_cv
-                .wait_for(&mut work, Duration::from_millis(100));
-        }
+        self.mailbox.wait_committed(target)
     }
 }
 
