@@ -15,20 +15,68 @@
 //! db.close().unwrap();
 //! ```
 //!
-//! Layout (one line a module; each opens with its invariants):
+//! Layout (each module opens with its invariants). The public API:
 //!
-//! - `db`, `options`, `error`, `stats`, `batch`: the public API.
+//! - `db`: `Db`, the store's public face.
+//! - `options`, `error`, `stats`, `batch`: `Options` and `WriteOptions`,
+//!   `Error`, `Stats`, `WriteBatch` (and its log payload encoding).
 //! - `codec`: byte encodings shared by the space and the logs.
-//! - `store`: the state an open store shares between its threads.
+//! - `store`: `Store`, what an open store shares between its threads.
 //! - `threads`: the priority and CPU time of the store's own threads.
-//! - `write`: the write path (MemTable and its memory, rotation).
-//! - `wal`: the write-ahead logs (format, replay, mapped appends, spares).
-//! - `commit`: the committer (merging frozen MemTables into the space).
-//! - `read`: the read path (point reads, iterators, the published view).
-//! - `index`: the sparse index, its intervals and their cache.
-//! - `recovery`: opening a store (creation, recovery, manifest, check).
+//!
+//! The write path, `write`:
+//! - `write` (mod): puts, deletes and batches; rotation; `flush`, `sync`.
+//! - `write::memtable_list`: the active and frozen MemTables, `WriteSide`.
+//! - `write::memtable`: the MemTable (hash table and sorted runs).
+//! - `write::arena`: the MemTable's entries, version-linked.
+//! - `write::chunk_pool`: huge-page memory chunks, kept for reuse.
+//! - `write::write_order`: a MemTable's entries in write order.
+//!
+//! The logs, `wal`:
+//! - `wal` (mod): `Wal`, appends and syncs.
+//! - `wal::format`: header, durable-length slot and record encoding.
+//! - `wal::replay`: reading a log back after a crash.
+//! - `wal::mapped`: appends through a shared mapping.
+//! - `wal::writeback`: early write-back of a log's pages.
+//! - `wal::log_files`: creating a log file durably.
+//! - `wal::spare_logs`: committed logs kept for new logs to take over.
+//!
+//! The commit path, `commit`:
+//! - `commit` (mod): the committer thread, its loop and one commit.
+//! - `commit::mailbox`: waking, stopping and awaiting the committer.
+//! - `commit::newest_versions`: the newest version of each key across the
+//!   frozen MemTables.
+//! - `commit::group`: applying one group of updates to an interval.
+//! - `commit::merge`: an interval's new content and the edits to make it.
+//! - `commit::prefetch`: loading intervals ahead of the committer.
+//!
+//! The read path, `read`:
+//! - `read` (mod): point reads.
+//! - `read::fetch`: an interval's content, cached or read and cached.
+//! - `read::iter`: `Iter`, range scans in both directions.
+//! - `read::walk_ahead`: prefetching the intervals a scan will visit.
+//! - `read::view`: `ViewPublisher`, the view readers read.
+//!
+//! Where pairs are, `index`:
+//! - `index` (mod): `CommitterIndex`, `PAIR_TAG`.
+//! - `index::sparse`: the sparse index over the space's intervals.
+//! - `index::key_list`: a node's keys as a prefix and suffixes.
+//! - `index::interval`: an interval's decoded pairs.
+//! - `index::interval_cache`: the CLOCK cache of decoded intervals.
+//! - `index::saved`: the sparse index saved at a clean close.
+//!
+//! Opening, `recovery`:
+//! - `recovery::open`: creation, and recovery after a close or a crash.
+//! - `recovery::rebuild`: the sparse index rebuilt by sampling the space.
+//! - `recovery::manifest`: the manifest and the directory's file names.
+//! - `recovery::check`: the full consistency check, `CheckReport`.
+//!
 //! - `diagnostics` (feature `diagnostics`): measurements of internal
 //!   structures (the sparse index, a MemTable's walk) for flexbench.
+//!
+//! Tracing (the library never prints): debug events under the targets
+//! `flexdb::recovery`, `flexdb::commit` and `flexdb::view`; whether each is
+//! enabled is decided once, when a store opens.
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 

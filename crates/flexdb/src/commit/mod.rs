@@ -1,16 +1,19 @@
 //! The committer: one background thread that merges frozen MemTables into
-//! the space in key order (§5.3).
+//! the space in key order (§5.3). Here: its loop and one commit; in
+//! `mailbox` how it is woken and stopped, in `newest_versions` the walk
+//! over the tables, in `group` and `merge` how a group of updates is
+//! applied, in `prefetch` the thread that loads intervals ahead of it.
 //!
 //! It takes every frozen MemTable waiting (oldest first; one, unless it
 //! fell behind the writers) and commits them as one: their logs are
 //! durable already (rotation synced them); the committer walks the newest
-//! version of each key across them in key order (`newest_of`), groups the
+//! version of each key across them in key order (`newest_versions`), groups the
 //! keys that fall into one interval, computes the
 //! interval's new content off-lock (`merge`), then applies the edits to the
 //! space and the sparse index under `index`'s write lock, which it holds
 //! only for that group. It then records the pair count and the committed
 //! generation (the batch's newest) in the space's metadata words, syncs
-//! the space once, publishes a view of the result for readers (`view`),
+//! the space once, publishes a view of the result for readers (`read::view`),
 //! removes the batch's logs and hands its MemTables to the retiring thread.
 //!
 //! Invariants: every interval start is the start of a tagged extent

@@ -33,15 +33,15 @@ enum Ends {
 
 /// Keys stored as a common prefix and suffixes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Keys {
+pub(crate) struct KeyList {
     bytes: Vec<u8>,
     plen: u32,
     ends: Ends,
 }
 
-impl Default for Keys {
+impl Default for KeyList {
     fn default() -> Self {
-        Keys {
+        KeyList {
             bytes: Vec::new(),
             plen: 0,
             ends: Ends::Byte(Vec::new()),
@@ -92,16 +92,16 @@ fn search<E: Copy + Into<u32>>(ends: &[E], suffixes: &[u8], lo: usize, rest: &[u
     lo
 }
 
-impl Keys {
+impl KeyList {
     /// No keys.
-    pub fn new() -> Keys {
-        Keys::default()
+    pub fn new() -> KeyList {
+        KeyList::default()
     }
 
     /// Encodes keys `prefix ++ piece[0] ++ piece[1]` for each of `pieces`
     /// (`prefix` must be their longest common prefix) into exact-size
     /// vectors.
-    fn encode(prefix: &[u8], pieces: &[[&[u8]; 2]]) -> Keys {
+    fn encode(prefix: &[u8], pieces: &[[&[u8]; 2]]) -> KeyList {
         let suffix_bytes: usize = pieces.iter().map(|[a, b]| a.len() + b.len()).sum();
         let mut bytes = Vec::with_capacity(prefix.len() + suffix_bytes);
         bytes.extend_from_slice(prefix);
@@ -124,7 +124,7 @@ impl Keys {
                 Ends::Wide(v) => v.push(end as u32),
             }
         }
-        Keys {
+        KeyList {
             bytes,
             plen: prefix.len() as u32,
             ends,
@@ -181,7 +181,7 @@ impl Keys {
     }
 
     /// Whether key `i` equals key `j` of `other`, without copying either.
-    pub fn same_key(&self, i: usize, other: &Keys, j: usize) -> bool {
+    pub fn same_key(&self, i: usize, other: &KeyList, j: usize) -> bool {
         let (a, b) = (self.suffix(i), other.suffix(j));
         let (pa, pb) = (self.prefix(), other.prefix());
         pa.len() + a.len() == pb.len() + b.len() && pa.iter().chain(a).eq(pb.iter().chain(b))
@@ -230,8 +230,8 @@ impl Keys {
     }
 
     /// A list of `keys`.
-    pub fn from_keys<'a>(keys: impl IntoIterator<Item = &'a [u8]>) -> Keys {
-        let mut k = Keys::new();
+    pub fn from_keys<'a>(keys: impl IntoIterator<Item = &'a [u8]>) -> KeyList {
+        let mut k = KeyList::new();
         k.insert_many(0, keys);
         k
     }
@@ -252,7 +252,7 @@ impl Keys {
         pieces.extend((0..at).map(|i| [&old[cut..], self.suffix(i)]));
         pieces.extend(new.iter().map(|k| [&k[plen..], &[][..]]));
         pieces.extend((at..self.len()).map(|i| [&old[cut..], self.suffix(i)]));
-        *self = Keys::encode(&base[..plen], &pieces);
+        *self = KeyList::encode(&base[..plen], &pieces);
     }
 
     /// Inserts one key before key `at`.
@@ -261,9 +261,9 @@ impl Keys {
     }
 
     /// The keys at `indexes` (in that order) as a new list.
-    fn select(&self, indexes: impl Iterator<Item = usize> + Clone) -> Keys {
+    fn select(&self, indexes: impl Iterator<Item = usize> + Clone) -> KeyList {
         let Some(first) = indexes.clone().next() else {
-            return Keys::new();
+            return KeyList::new();
         };
         // The prefix grows by what the remaining suffixes share.
         let s0 = self.suffix(first);
@@ -276,7 +276,7 @@ impl Keys {
         let pieces: Vec<[&[u8]; 2]> = indexes
             .map(|i| [&self.suffix(i)[grow..], &[][..]])
             .collect();
-        Keys::encode(&prefix, &pieces)
+        KeyList::encode(&prefix, &pieces)
     }
 
     /// Removes key `at`.
@@ -291,7 +291,7 @@ impl Keys {
     }
 
     /// Moves keys `from..` into a new list.
-    pub fn split_off(&mut self, from: usize) -> Keys {
+    pub fn split_off(&mut self, from: usize) -> KeyList {
         let tail = self.select(from..self.len());
         *self = self.select(0..from);
         tail
@@ -317,19 +317,19 @@ mod tests {
     #[test]
     fn keys_compare_equal_across_lists_with_other_prefixes() {
         // Prefixes "user00" and "user": the same keys, split differently.
-        let a = Keys::from_keys([&b"user001"[..], b"user002"]);
-        let b = Keys::from_keys([&b"user002"[..], b"user1"]);
+        let a = KeyList::from_keys([&b"user001"[..], b"user002"]);
+        let b = KeyList::from_keys([&b"user002"[..], b"user1"]);
         assert_eq!(a.prefix(), b"user00");
         assert_eq!(b.prefix(), b"user");
         assert!(a.same_key(1, &b, 0));
         assert!(!a.same_key(0, &b, 0));
         assert!(!a.same_key(1, &b, 1));
-        let c = Keys::from_keys([&b"user00"[..]]);
+        let c = KeyList::from_keys([&b"user00"[..]]);
         assert!(!a.same_key(0, &c, 0), "a key is not equal to its prefix");
     }
 
     /// Checks `k` against the plain list `m`, and the encoding's invariants.
-    fn same(k: &Keys, m: &[Vec<u8>]) {
+    fn same(k: &KeyList, m: &[Vec<u8>]) {
         assert_eq!(k.len(), m.len());
         for (i, want) in m.iter().enumerate() {
             assert_eq!(&k.get(i), want);
@@ -356,14 +356,14 @@ mod tests {
         // Equal content, equal encoding.
         assert_eq!(
             *k,
-            Keys::from_keys(m.iter().map(Vec::as_slice)),
+            KeyList::from_keys(m.iter().map(Vec::as_slice)),
             "canonical"
         );
     }
 
     #[test]
     fn edits_match_a_vec_of_vecs() {
-        let mut k = Keys::new();
+        let mut k = KeyList::new();
         let mut m: Vec<Vec<u8>> = Vec::new();
         let ops: &[(&str, usize, &[u8])] = &[
             ("push", 0, b"bb"),
@@ -408,7 +408,7 @@ mod tests {
 
     #[test]
     fn prefix_follows_edits() {
-        let mut k = Keys::from_keys([&b"user0012"[..], b"user0013", b"user0019"]);
+        let mut k = KeyList::from_keys([&b"user0012"[..], b"user0013", b"user0019"]);
         assert_eq!(k.prefix(), b"user001");
         assert_eq!(k.suffix(0), b"2");
         // An anchor equal to the prefix: its suffix is empty.
@@ -438,10 +438,10 @@ mod tests {
         assert_eq!(tail2.prefix(), b"user0019");
         assert_eq!(tail2.suffix(0), b"");
         // One key: all of it is the prefix; none: nothing.
-        let mut one = Keys::from_keys([&b"abc"[..]]);
+        let mut one = KeyList::from_keys([&b"abc"[..]]);
         assert_eq!(one.prefix(), b"abc");
         one.remove(0);
-        assert_eq!(one, Keys::new());
+        assert_eq!(one, KeyList::new());
         assert_eq!(one.memory(), 0);
     }
 
@@ -484,7 +484,7 @@ mod tests {
             vec![0xff, 0xff, 0xff, 0xff],
         ];
         for list in &lists {
-            let k = Keys::from_keys(list.iter().map(Vec::as_slice));
+            let k = KeyList::from_keys(list.iter().map(Vec::as_slice));
             same(&k, list);
             for p in &probes {
                 for lo in 0..=list.len() {
@@ -525,7 +525,7 @@ mod tests {
 
     #[test]
     fn long_keys_use_wide_ends() {
-        // Keys of 64 KiB that share most of their bytes, and ones that do
+        // KeyList of 64 KiB that share most of their bytes, and ones that do
         // not: the suffixes outgrow u8 and u16 offsets and come back.
         let long = |fill: u8, last: u8| {
             let mut v = vec![fill; 64 << 10];
@@ -533,7 +533,7 @@ mod tests {
             v
         };
         let mut m = vec![long(b'a', 1), long(b'a', 2)];
-        let mut k = Keys::from_keys(m.iter().map(Vec::as_slice));
+        let mut k = KeyList::from_keys(m.iter().map(Vec::as_slice));
         assert_eq!(k.prefix().len(), (64 << 10) - 1);
         assert!(matches!(k.ends, Ends::Byte(_)));
         m.push(long(b'b', 0));
@@ -549,7 +549,7 @@ mod tests {
         same(&k, &m);
         // 300 suffix bytes need u16 ends.
         let mut mid: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i; 100]).collect();
-        let mut k = Keys::from_keys(mid.iter().map(Vec::as_slice));
+        let mut k = KeyList::from_keys(mid.iter().map(Vec::as_slice));
         assert!(matches!(k.ends, Ends::Narrow(_)));
         same(&k, &mid);
         k.remove(0);
@@ -561,7 +561,7 @@ mod tests {
     #[test]
     fn random_edits_match_a_vec_of_vecs() {
         let mut rng = StdRng::seed_from_u64(9);
-        let mut k = Keys::new();
+        let mut k = KeyList::new();
         let mut m: Vec<Vec<u8>> = Vec::new();
         // Short keys over a tiny alphabet share prefixes and repeat.
         let key = |rng: &mut StdRng| -> Vec<u8> {

@@ -9,7 +9,7 @@
 //! will do, so splits use the shortest such separator.
 //!
 //! Memory: a node keeps its anchors (pivots) as one longest common prefix
-//! and the suffixes after it (`keys::Keys`); neighbouring anchors share long
+//! and the suffixes after it (`key_list::KeyList`); neighbouring anchors share long
 //! prefixes, so an anchor costs a few bytes. A search compares the key with
 //! a node's prefix once and then binary-searches the short suffixes. Anchors
 //! are therefore not contiguous in memory: [`SparseIndex::anchor`] and its
@@ -48,7 +48,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::index::key_list::Keys;
+use crate::index::key_list::KeyList;
 
 /// Intervals per leaf.
 const LEAF_CAP: usize = 64;
@@ -159,7 +159,7 @@ fn push_node<T>(nodes: &mut Vec<T>, node: T) -> u32 {
 /// between fields of different sizes).
 struct Leaf {
     /// Anchors.
-    keys: Keys,
+    keys: KeyList,
     /// Packed cache references.
     cache: Vec<AtomicU64>,
     /// Sizes in bytes.
@@ -190,7 +190,7 @@ impl Clone for Leaf {
 impl Leaf {
     fn new() -> Self {
         Leaf {
-            keys: Keys::new(),
+            keys: KeyList::new(),
             cache: Vec::new(),
             size: Vec::new(),
             count: Vec::new(),
@@ -287,7 +287,7 @@ struct Inner {
     /// Anchor of the first interval under each child. Pivot 0 does not
     /// route; it keeps the first anchor the node had (or is empty), which
     /// shares the other pivots' prefix and so keeps their suffixes short.
-    pivot: Keys,
+    pivot: KeyList,
     /// Start of each child relative to this node's start.
     shift: Vec<u64>,
     child: Vec<u32>,
@@ -397,7 +397,7 @@ impl SparseIndex {
             let mut up = Vec::new();
             for chunk in level.chunks(per_inner) {
                 let mut node = Inner {
-                    pivot: Keys::from_keys(chunk.iter().map(|c| &c.1[..])),
+                    pivot: KeyList::from_keys(chunk.iter().map(|c| &c.1[..])),
                     shift: Vec::with_capacity(chunk.len()),
                     child: Vec::with_capacity(chunk.len()),
                 };
@@ -891,7 +891,7 @@ impl SparseIndex {
     /// Puts an unused internal node on the free list (holding no memory).
     fn free_inner(&mut self, id: u32) {
         self.inners[id as usize] = Inner {
-            pivot: Keys::new(),
+            pivot: KeyList::new(),
             shift: Vec::new(),
             child: Vec::new(),
         };
@@ -1030,7 +1030,7 @@ impl SparseIndex {
     /// the new root if it is too full.
     fn grow_root(&mut self, old: u32, siblings: Vec<(u32, Box<[u8]>, u64)>) {
         let node = Inner {
-            pivot: Keys::from_keys(
+            pivot: KeyList::from_keys(
                 std::iter::once(&[][..]).chain(siblings.iter().map(|c| &c.1[..])),
             ),
             shift: std::iter::once(0)

@@ -1,5 +1,12 @@
-//! The read path: point reads, iterators, and the view the committer
-//! publishes for them.
+//! The read path: point reads (here), iterators (`iter`, `walk_ahead`),
+//! fetching an interval (`fetch`), and the view the committer publishes for
+//! readers (`view`).
+//!
+//! Invariants: a reader takes no lock the committer holds for long and
+//! writes no line other readers read; it loads the MemTables before the
+//! view, so whatever it misses in the MemTables it saw is in its view or
+//! in a MemTable it saw (see `view`); it reads at the snapshot `visible`
+//! had when it began, and so sees whole batches.
 
 pub(crate) mod fetch;
 pub(crate) mod iter;
