@@ -148,12 +148,11 @@ impl Store {
                 .compare_exchange(p.word, r.pack(), Ordering::AcqRel, Ordering::Acquire)
                 .is_ok();
             match (installed, reader) {
-                // A forwarded word named newer content than what was read
-                // (the view's snapshot): the install stays in the view.
-                (true, true) if CacheRef::forwarded(p.word) => {}
+                // Carried into the committer's index unless the view's
+                // protocol rules it out (see `ViewPublisher::note_install`).
                 (true, true) => self
                     .views
-                    .note_install(sparse.anchor(f), p.word, r.pack(), p.size),
+                    .note_install(p.word, r.pack(), p.size, || sparse.anchor(f)),
                 (true, false) => {}
                 // Left to CLOCK if the cache is busy.
                 (false, true) => self.cache.try_remove(r),

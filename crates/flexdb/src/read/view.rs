@@ -40,7 +40,7 @@ use arc_swap::ArcSwap;
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::{space_err, Result};
-use crate::index::interval_cache::FORWARDED;
+use crate::index::interval_cache::{CacheRef, FORWARDED};
 use crate::index::sparse::{IntervalPos, SparseIndex};
 use crate::index::CommitterIndex;
 
@@ -170,9 +170,22 @@ impl ViewPublisher {
         Ok(())
     }
 
-    /// Notes a cache word a reader installed in its view (never waits: a
-    /// busy list drops it).
-    pub fn note_install(&self, anchor: Vec<u8>, seen: u64, word: u64, size: usize) {
+    /// Notes that a reader replaced the cache word `seen` of the interval
+    /// anchored at `anchor()` (of `size` bytes) in its view by `word`, for
+    /// the committer to carry into its index (never waits: a busy list
+    /// drops it). A forwarded `seen` named newer content than the reader
+    /// read (the view's snapshot): that install stays in the view.
+    pub fn note_install(
+        &self,
+        seen: u64,
+        word: u64,
+        size: usize,
+        anchor: impl FnOnce() -> Vec<u8>,
+    ) {
+        if CacheRef::forwarded(seen) {
+            return;
+        }
+        let anchor = anchor();
         if let Some(mut list) = self.installs.try_lock() {
             if list.len() < MAX_INSTALLS {
                 list.push(Install {
