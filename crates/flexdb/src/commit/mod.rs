@@ -24,8 +24,8 @@
 
 mod group;
 pub(crate) mod mailbox;
-pub(crate) mod merge;
-pub(crate) mod newest_versions;
+mod merge;
+mod newest_versions;
 mod prefetch;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -10,7 +10,7 @@
 
 pub(crate) mod interval;
 pub(crate) mod interval_cache;
-pub(crate) mod key_list;
+mod key_list;
 pub(crate) mod saved;
 pub(crate) mod sparse;
 

@@ -8,10 +8,10 @@
 //! in a MemTable it saw (see `view`); it reads at the snapshot `visible`
 //! had when it began, and so sees whole batches.
 
-pub(crate) mod fetch;
+mod fetch;
 pub(crate) mod iter;
 pub(crate) mod view;
-pub(crate) mod walk_ahead;
+mod walk_ahead;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -10,4 +10,4 @@
 pub(crate) mod check;
 pub(crate) mod manifest;
 pub(crate) mod open;
-pub(crate) mod rebuild;
+mod rebuild;

@@ -69,10 +69,10 @@
 
 mod format;
 pub(crate) mod log_files;
-pub(crate) mod mapped;
+mod mapped;
 mod replay;
 pub(crate) mod spare_logs;
-pub(crate) mod writeback;
+mod writeback;
 
 use format::*;
 pub use format::{HEADER_LEN, MAX_RECORD};

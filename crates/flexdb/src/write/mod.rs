@@ -13,11 +13,11 @@
 //!   never edited in place: by rotation under the writer lock, and by the
 //!   committer when it retires a committed MemTable.
 
-pub(crate) mod arena;
+mod arena;
 pub(crate) mod chunk_pool;
 pub(crate) mod memtable;
 pub(crate) mod memtable_list;
-pub(crate) mod write_order;
+mod write_order;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
