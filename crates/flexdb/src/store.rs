@@ -93,9 +93,9 @@ pub(crate) struct Store {
     /// Shutdown, stop and commit progress (`commit::mailbox`).
     pub mailbox: CommitterMailbox,
     pub counters: Counters,
-    /// Memory of committed MemTables, kept for the next ones (`chunk`).
+    /// Memory of committed MemTables, kept for the next ones (`write::chunk_pool`).
     pub chunks: Arc<crate::write::chunk_pool::ChunkPool>,
-    /// Files of committed logs, kept for the next logs (`spare_logs`).
+    /// Files of committed logs, kept for the next logs (`wal::spare_logs`).
     pub spare_logs: crate::wal::spare_logs::SpareLogs,
     /// Debug events of `commit::TRACE_TARGET` are enabled (decided once at
     /// open): the committer times its holds and reports each commit.

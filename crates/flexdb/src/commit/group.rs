@@ -37,7 +37,8 @@ const GROUP_BYTES: usize = 256 << 10;
 /// both fit under the split thresholds.
 const MERGE_PAIRS: usize = 4;
 
-/// The group loop of [`commit`]: returns (updates, groups).
+/// The group loop of a commit (`commit::commit`): returns (updates,
+/// groups).
 pub(super) fn commit_groups<'m>(
     shared: &Store,
     entries: &mut std::iter::Peekable<impl Iterator<Item = EntryRef<'m>>>,
@@ -164,7 +165,7 @@ fn apply_group(shared: &Store, target: &Target, updates: &[Update<'_>]) -> Resul
     st.sparse.set_fragmented(&f, false);
     // The cache word of a neighbour the interval joined, if it did, and
     // the word the published view held for the interval if it was given
-    // the new one (see `Store::forward`).
+    // the new one (see `ViewPublisher::forward`).
     let (joined_word, view_word) = match change {
         IndexChange::Split(parts) => {
             st.sparse.resize(&f, new_size, 0);

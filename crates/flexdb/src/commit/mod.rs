@@ -325,7 +325,7 @@ mod tests {
     }
 
     /// The memory of committed MemTables is kept for the next ones while
-    /// writes come, and let go of (lazily: see `chunk`) once the store has
+    /// writes come, and let go of (lazily: see `chunk_pool`) once the store has
     /// been idle a while.
     #[test]
     fn memtable_memory_is_kept_while_writes_come_and_freed_when_idle() {

@@ -50,7 +50,7 @@ pub struct CacheRef {
 
 /// A mark a packed word may carry beside its reference (its top bit, which
 /// no generation reaches): a published view holds the word of content newer
-/// than its snapshot (`Store::forward`). `unpack` ignores it.
+/// than its snapshot (`ViewPublisher::forward`). `unpack` ignores it.
 pub const FORWARDED: u64 = 1 << 63;
 
 /// Generations stay below this, so that a packed word leaves `FORWARDED`

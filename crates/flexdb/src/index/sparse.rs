@@ -20,7 +20,7 @@
 //! exact size, since leaves are many and small.
 //!
 //! Clones share leaves: an index and its clones (the views published for
-//! readers, `view`) hold each leaf through an `Arc` until one of them
+//! readers, `read::view`) hold each leaf through an `Arc` until one of them
 //! changes it, which copies it first (`leaf_mut`). A clone so costs the
 //! internal nodes and a pointer a leaf, and a leaf the committer has not
 //! touched since is held once. Cache words live in the leaves, so a word
@@ -320,7 +320,7 @@ pub struct IntervalPos {
 
 /// The sparse index. A clone copies the internal nodes and shares the
 /// leaves until either side changes one (readers' views are clones; see
-/// `view` and the module docs).
+/// `read::view` and the module docs).
 #[derive(Clone)]
 pub struct SparseIndex {
     /// Shared with the copies made by `clone` until either changes them

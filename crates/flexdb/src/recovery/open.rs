@@ -196,7 +196,7 @@ fn assemble(
 ) -> Result<Store> {
     let mut writer = writer;
     // Up to the MemTables a commit may retire at once: what a backlog of
-    // them held before, so keeping it never raises the peak (see `chunk`).
+    // them held before, so keeping it never raises the peak (see `write::chunk_pool`).
     let chunks = Arc::new(ChunkPool::new(
         opts.memtable_bytes.saturating_mul(crate::write::MAX_FROZEN),
     ));

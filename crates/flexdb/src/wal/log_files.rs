@@ -35,7 +35,7 @@ pub(crate) fn new_wal(
     // The mapping and the handle that syncs it are opened by this path and
     // follow the file through the rename.
     let path = real_dir.map(|d| d.join(&tmp));
-    // Room for a MemTable's worth of records, up to `wal_map::FIRST_MAX`;
+    // Room for a MemTable's worth of records, up to `mapped::FIRST_MAX`;
     // the log grows by steps past it if need be.
     let capacity = opts.memtable_bytes as u64 + (1 << 20);
     let real = path.as_deref().map(|p| (p, capacity));

@@ -116,7 +116,7 @@ struct Mapped {
 /// A write-ahead log on one file.
 ///
 /// Records reach the operating system either at once, through a shared
-/// mapping of the preallocated file (`wal_map`: real files, the default), or
+/// mapping of the preallocated file (`mapped`: real files, the default), or
 /// through an in-memory buffer written out in big chunks (any other storage
 /// backend, such as the fault-injecting one of the tests).
 pub struct Wal {

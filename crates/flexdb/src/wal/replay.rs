@@ -209,7 +209,7 @@ impl Wal {
             ..Replayed::default()
         };
         // A log gets its name only once its header is durable (see
-        // `files`): a torn header is damage, and the writes the log held
+        // `log_files`): a torn header is damage, and the writes the log held
         // are lost, so it is reported, never read as an empty log.
         let truncated = |n: u64| {
             corrupt(&format!(

@@ -11,7 +11,7 @@
 //! has the measurements.
 //!
 //! The log drops a stretch's pages from its mappings before asking
-//! (`wal_map::release_pages`), so that the kernel need not write-protect
+//! (`mapped::release_pages`), so that the kernel need not write-protect
 //! each mapped page, a TLB shootdown apiece, before writing it.
 //!
 //! Invariants: a hint only. Nothing here makes anything durable or
