@@ -68,6 +68,7 @@
 //! Opening, `recovery`:
 //! - `recovery::open`: creation, and recovery after a close or a crash.
 //! - `recovery::rebuild`: the sparse index rebuilt by sampling the space.
+//! - `recovery::replay`: the logs a crash left, replayed in parallel.
 //! - `recovery::manifest`: the manifest and the directory's file names.
 //! - `recovery::check`: the full consistency check, `CheckReport`.
 //!

@@ -1,5 +1,5 @@
-//! Opening a store: creation or recovery (`open`, with `rebuild` for the
-//! sparse index after a crash), the manifest and the names of a store
+//! Opening a store: creation or recovery (`open`, with `replay` for the
+//! logs and `rebuild` for the sparse index after a crash), the manifest and the names of a store
 //! directory's files (`manifest`), and the full consistency check
 //! (`check`).
 //!
@@ -11,3 +11,8 @@ pub(crate) mod check;
 pub(crate) mod manifest;
 pub(crate) mod open;
 mod rebuild;
+mod replay;
+
+/// The tracing target of recovery's events: the step timings of an open
+/// (`store recovered`) and each replayed log (`log replayed`).
+pub(crate) const TRACE_TARGET: &str = "flexdb::recovery";
