@@ -314,7 +314,7 @@ impl Db {
         if empty {
             // The flush left the active log without a record: removing it
             // spares the next open reading a preallocated file of zeros.
-            let name = crate::recovery::manifest::wal_name(gen);
+            let name = crate::wal::log_files::wal_name(gen);
             match s.storage.remove_file(&name) {
                 Ok(()) => s.storage.sync_dir().map_err(crate::error::io_err(&name))?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

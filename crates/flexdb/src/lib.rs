@@ -38,7 +38,7 @@
 //! - `wal::replay`: reading a log back after a crash.
 //! - `wal::mapped`: appends through a shared mapping.
 //! - `wal::writeback`: early write-back of a log's pages.
-//! - `wal::log_files`: creating a log file durably.
+//! - `wal::log_files`: log file names, and creating a log file durably.
 //! - `wal::spare_logs`: committed logs kept for new logs to take over.
 //!
 //! The commit path, `commit`:
@@ -69,7 +69,7 @@
 //! - `recovery::open`: creation, and recovery after a close or a crash.
 //! - `recovery::rebuild`: the sparse index rebuilt by sampling the space.
 //! - `recovery::replay`: the logs a crash left, replayed in parallel.
-//! - `recovery::manifest`: the manifest and the directory's file names.
+//! - `recovery::manifest`: the manifest; what a store directory holds.
 //! - `recovery::check`: the full consistency check, `CheckReport`.
 //!
 //! - `diagnostics` (feature `diagnostics`): measurements of internal

@@ -483,7 +483,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(dir.path(), Options::new().create_if_missing(true)).unwrap();
         let names: Vec<String> = (900..903)
-            .map(crate::recovery::manifest::wal_tmp_name)
+            .map(crate::wal::log_files::wal_tmp_name)
             .collect();
         // The middle one is a directory with something in it: unremovable.
         std::fs::create_dir(dir.path().join(&names[1])).unwrap();

@@ -5,17 +5,17 @@
 //! manifest is written last at creation, through a temporary file renamed
 //! into place and a directory sync, so a crash during creation leaves no
 //! manifest (and the next open may create the store afresh). Write-ahead
-//! log names carry their generation in fixed-width decimal, so listing
-//! them in name order lists them in generation order. A log, too, is
-//! created under a temporary name ([`wal_tmp_name`]) and renamed once its
-//! header is durable: a file named as a log always had a whole header, and
-//! a log with a torn one was damaged, never merely cut short by a crash.
+//! logs are named by `wal::log_files`, in generation order. A log, too, is
+//! created under a temporary name and renamed once its header is durable:
+//! a file named as a log always had a whole header, and a log with a torn
+//! one was damaged, never merely cut short by a crash.
 
 use std::sync::Arc;
 
 use flexspace::Storage;
 
 use crate::error::{Error, Result};
+use crate::wal::log_files::{is_wal_tmp_name, parse_wal_name};
 
 /// The manifest's name.
 pub const MANIFEST: &str = "MANIFEST";
@@ -29,31 +29,6 @@ const MANIFEST_LEN: usize = 20;
 /// holding only these (and no manifest) is a store whose creation did not
 /// finish.
 const OWN_FILES: &[&str] = &["data", "tree", "log", "lock", MANIFEST_TMP];
-
-/// The write-ahead log file of MemTable generation `gen`.
-pub fn wal_name(gen: u64) -> String {
-    format!("wal-{gen:012}.log")
-}
-
-/// The name a write-ahead log is created under before it is renamed to
-/// [`wal_name`]; one left by a crash holds no write.
-pub fn wal_tmp_name(gen: u64) -> String {
-    format!("{}.new", wal_name(gen))
-}
-
-/// Whether `name` is a log's temporary name.
-fn is_wal_tmp_name(name: &str) -> bool {
-    name.strip_suffix(".new").and_then(parse_wal_name).is_some()
-}
-
-/// The generation of a write-ahead log file name.
-pub fn parse_wal_name(name: &str) -> Option<u64> {
-    let digits = name.strip_prefix("wal-")?.strip_suffix(".log")?;
-    if digits.len() != 12 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
 
 fn io(name: &str) -> impl Fn(std::io::Error) -> Error + '_ {
     move |source| Error::Io {
@@ -179,6 +154,7 @@ pub fn list_wals(storage: &dyn Storage) -> Result<Vec<(u64, String)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wal::log_files::{wal_name, wal_tmp_name};
     use flexspace::FaultStorage;
 
     #[test]

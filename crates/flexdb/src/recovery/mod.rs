@@ -1,7 +1,7 @@
 //! Opening a store: creation or recovery (`open`, with `replay` for the
-//! logs and `rebuild` for the sparse index after a crash), the manifest and the names of a store
-//! directory's files (`manifest`), and the full consistency check
-//! (`check`).
+//! logs and `rebuild` for the sparse index after a crash), the manifest and
+//! what a store directory holds (`manifest`), and the full consistency
+//! check (`check`).
 //!
 //! Invariants: a directory holds a store exactly when its manifest
 //! verifies; an open store holds every write whose sync returned before a

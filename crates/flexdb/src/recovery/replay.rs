@@ -119,7 +119,6 @@ fn replay_log(storage: &Arc<dyn Storage>, name: &str) -> Result<ReplayedLog> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recovery::manifest;
     use std::collections::BTreeMap;
 
     type Newest = BTreeMap<Vec<u8>, (u64, Option<Vec<u8>>)>;
@@ -137,7 +136,7 @@ mod tests {
         let mut models = Vec::new();
         let mut seq = 1;
         for gen in 1..=6u64 {
-            let name = manifest::wal_name(gen);
+            let name = crate::wal::log_files::wal_name(gen);
             let file = storage.open_file(&name, true).unwrap();
             let wal = Wal::create(file.clone(), &name, None, 0).unwrap();
             let mut model = Newest::new();

@@ -1,9 +1,11 @@
-//! Creating a write-ahead log file: under a temporary name until its header
-//! is durable, then renamed into place.
+//! Write-ahead log files: their names, and creating one under a temporary
+//! name until its header is durable, then renamed into place.
 //!
-//! Invariant: a file named as a log (`wal_name`) always has a whole, synced
-//! header; a crash while one is made leaves only a temporary name, which
-//! promises nothing to recover.
+//! Invariants: a file named as a log (`wal_name`) always has a whole,
+//! synced header; a crash while one is made leaves only a temporary name
+//! (`wal_tmp_name`), which promises nothing to recover. Log names carry
+//! their generation in fixed-width decimal, so listing them in name order
+//! lists them in generation order.
 
 use std::sync::Arc;
 
@@ -11,8 +13,32 @@ use flexspace::Storage;
 
 use crate::error::{io_err, Result};
 use crate::options::Options;
-use crate::recovery::manifest::{wal_name, wal_tmp_name};
 use crate::wal::Wal;
+
+/// The write-ahead log file of MemTable generation `gen`.
+pub fn wal_name(gen: u64) -> String {
+    format!("wal-{gen:012}.log")
+}
+
+/// The name a write-ahead log is created under before it is renamed to
+/// [`wal_name`]; one left by a crash holds no write.
+pub fn wal_tmp_name(gen: u64) -> String {
+    format!("{}.new", wal_name(gen))
+}
+
+/// Whether `name` is a log's temporary name.
+pub fn is_wal_tmp_name(name: &str) -> bool {
+    name.strip_suffix(".new").and_then(parse_wal_name).is_some()
+}
+
+/// The generation of a write-ahead log file name.
+pub fn parse_wal_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("wal-")?.strip_suffix(".log")?;
+    if digits.len() != 12 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
 
 /// Creates the write-ahead log of generation `gen` durably, its records
 /// numbered from `first` on: under a temporary name until its header is

@@ -6,7 +6,7 @@
 //! its pages in the page cache, and appending into them costs none of that.
 //! docs/DESIGN.md, "Logs reused", has the measurements.
 //!
-//! A spare is named as a log being created (`manifest::wal_tmp_name` of the
+//! A spare is named as a log being created (`log_files::wal_tmp_name` of the
 //! generation it held), a name that promises no write to recover: a crash
 //! leaves it for the next open to remove, like any such file. A log takes a
 //! spare over by writing its own header (which names the lowest sequence
@@ -21,7 +21,7 @@ use flexspace::Storage;
 use parking_lot::Mutex;
 
 use crate::error::{io_err, Result};
-use crate::recovery::manifest::{wal_name, wal_tmp_name};
+use crate::wal::log_files::{wal_name, wal_tmp_name};
 use crate::wal::Wal;
 
 /// The spare logs of a store.
