@@ -15,12 +15,13 @@ use std::time::Duration;
 use flexspace::Storage;
 
 use crate::batch::WriteBatch;
-use crate::check::CheckReport;
+use crate::error::space_err;
 use crate::error::{Error, Result};
-use crate::iter::Iter;
 use crate::options::{Options, WriteOptions};
+use crate::read::iter::Iter;
+use crate::recovery::check::CheckReport;
 use crate::stats::Stats;
-use crate::store::{space_err, Shared};
+use crate::store::Store;
 
 /// An open FlexDB store. `Send + Sync`: share it between threads with an
 /// `Arc`. Dropping it closes the store (errors on that path are ignored;
@@ -35,7 +36,7 @@ use crate::store::{space_err, Shared};
 /// assert!(!db.contains(b"apple").unwrap());
 /// ```
 pub struct Db {
-    shared: Arc<Shared>,
+    shared: Arc<Store>,
     committer: Option<JoinHandle<()>>,
 }
 
@@ -50,14 +51,14 @@ impl std::fmt::Debug for Db {
 impl Db {
     /// The shared state (for the crate's unit tests).
     #[cfg(test)]
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
+    pub(crate) fn shared(&self) -> &Arc<Store> {
         &self.shared
     }
 
     /// Opens (or with `create_if_missing`, creates) the store in directory
     /// `path`, recovering every durable write after a crash.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
-        let shared = crate::open::open_dir(path.as_ref(), options)?;
+        let shared = crate::recovery::open::open_dir(path.as_ref(), options)?;
         Self::start(shared)
     }
 
@@ -69,16 +70,16 @@ impl Db {
         name: impl AsRef<Path>,
         options: Options,
     ) -> Result<Db> {
-        let shared = crate::open::open_storage(storage, name.as_ref(), options, false)?;
+        let shared = crate::recovery::open::open_storage(storage, name.as_ref(), options, false)?;
         Self::start(shared)
     }
 
-    fn start(shared: Shared) -> Result<Db> {
+    fn start(shared: Store) -> Result<Db> {
         let shared = Arc::new(shared);
         let s = shared.clone();
         let committer = std::thread::Builder::new()
             .name("flexdb-committer".into())
-            .spawn(move || crate::committer::run(s))
+            .spawn(move || crate::commit::run(s))
             .map_err(|e| Error::Io {
                 file: shared.dir.clone(),
                 source: e,
@@ -208,7 +209,7 @@ impl Db {
     pub fn stats(&self) -> Stats {
         let s = &self.shared;
         let (memtable_bytes, committer_backlog, backlog_bytes) = {
-            let m = s.mems.load();
+            let m = s.writes.mems();
             (
                 m.active.approximate_bytes() as u64,
                 m.frozen.len(),
@@ -219,12 +220,12 @@ impl Db {
             )
         };
         let (pairs, intervals) = {
-            let st = s.state.read();
+            let st = s.index.read();
             (st.pairs, st.sparse.len())
         };
         let sp = s.space.stats();
-        let (sparse_bytes, view_extents) = s.index_memory();
-        let wal_live = s.writer.lock().wal.written_bytes();
+        let (sparse_bytes, view_extents) = s.views.index_memory(&s.index);
+        let wal_live = s.writes.lock().wal.written_bytes();
         let (cache_hits, cache_lookups) = s.cache.counts();
         Stats {
             pairs,
@@ -271,7 +272,7 @@ impl Db {
     /// sorted, the sparse index consistent with the space, and the space's
     /// own metadata consistent. Reads the whole store.
     pub fn check(&self) -> Result<CheckReport> {
-        crate::check::check(&self.shared)
+        crate::recovery::check::check(&self.shared)
     }
 
     /// Flushes, checkpoints and closes the store, reporting any error.
@@ -284,11 +285,7 @@ impl Db {
             return Ok(());
         };
         let flushed = self.shared.flush();
-        {
-            let mut w = self.shared.work.lock();
-            w.shutdown = true;
-        }
-        self.shared.work_cv.notify_all();
+        self.shared.mailbox.shut_down();
         let joined = committer.join();
         flushed?;
         if joined.is_err() {
@@ -298,7 +295,7 @@ impl Db {
         // Everything is in the space: the logs are no longer needed.
         let s = &self.shared;
         let (wal, gen, empty) = {
-            let w = s.writer.lock();
+            let w = s.writes.lock();
             (w.wal.clone(), w.gen, w.active.is_empty())
         };
         wal.sync()?;
@@ -308,25 +305,25 @@ impl Db {
         // The committer has stopped: the index describes the space as of
         // this checkpoint, and the next open can load it instead of
         // sampling the space.
-        crate::index_file::save(
+        crate::index::saved::save(
             s.storage.as_ref(),
             s.space.commit_id(),
             s.space.len(),
-            &s.state.read().sparse,
+            &s.index.read().sparse,
         )?;
         if empty {
             // The flush left the active log without a record: removing it
             // spares the next open reading a preallocated file of zeros.
-            let name = crate::files::wal_name(gen);
+            let name = crate::wal::log_files::wal_name(gen);
             match s.storage.remove_file(&name) {
-                Ok(()) => s.storage.sync_dir().map_err(crate::store::io_err(&name))?,
+                Ok(()) => s.storage.sync_dir().map_err(crate::error::io_err(&name))?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(crate::store::io_err(&name)(e)),
+                Err(e) => return Err(crate::error::io_err(&name)(e)),
             }
         }
         // Last, so that a spare that cannot be removed (it holds nothing
         // anyone needs, and the next open removes it) costs nothing above.
-        s.remove_spare_logs()
+        s.spare_logs.remove_all(&*s.storage)
     }
 }
 

@@ -84,3 +84,38 @@ impl Error {
 
 /// Result alias for this crate.
 pub type Result<T> = std::result::Result<T, Error>;
+/// Maps an I/O error on `file` onto the store's error type.
+pub(crate) fn io_err(file: &str) -> impl Fn(io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        file: file.into(),
+        source,
+    }
+}
+
+/// Maps a flexspace error onto the store's error type.
+pub(crate) fn space_err(e: flexspace::Error) -> Error {
+    match e {
+        // Reading past the end of a space file means it was truncated.
+        flexspace::Error::Io { file, source } if source.kind() == io::ErrorKind::UnexpectedEof => {
+            Error::Corrupt {
+                file: file.into(),
+                detail: format!("truncated ({source})"),
+            }
+        }
+        flexspace::Error::Io { file, source } => Error::Io {
+            file: file.into(),
+            source,
+        },
+        flexspace::Error::Corrupt { file, detail } => Error::Corrupt {
+            file: file.into(),
+            detail,
+        },
+        flexspace::Error::NoSpace(s) => Error::NoSpace(s),
+        flexspace::Error::Locked(p) => Error::Locked(p),
+        flexspace::Error::Poisoned => Error::Stopped("an earlier I/O error on the space".into()),
+        e => Error::Corrupt {
+            file: "space".into(),
+            detail: e.to_string(),
+        },
+    }
+}

@@ -15,50 +15,95 @@
 //! db.close().unwrap();
 //! ```
 //!
-//! Layout: `store` (shared state, read and write paths), `view` (the
-//! state published for readers), `committer` (the background merge into
-//! the space), `merge` (an interval's new content),
-//! `sparse` (the sparse index), `interval` and `cache` (decoded intervals
-//! and their CLOCK cache), `memtable`, `wal`, `batch`, `codec` (encodings),
-//! `open` (creation and recovery), `iter`, `check`, `files`, `lock_wait`
-//! (how readers and the committer wait for shared locks), `counter`
-//! (statistics counted on every read without a shared cache line).
+//! Layout (each module opens with its invariants). The public API:
+//!
+//! - `db`: `Db`, the store's public face.
+//! - `options`, `error`, `stats`, `batch`: `Options` and `WriteOptions`,
+//!   `Error`, `Stats`, `WriteBatch` (and its log payload encoding).
+//! - `codec`: byte encodings shared by the space and the logs.
+//! - `store`: `Store`, what an open store shares between its threads.
+//! - `threads`: the priority and CPU time of the store's own threads.
+//!
+//! The write path, `write`:
+//! - `write` (mod): puts, deletes and batches; rotation; `flush`, `sync`.
+//! - `write::memtable_list`: the active and frozen MemTables, `WriteSide`.
+//! - `write::memtable`: the MemTable (hash table and sorted runs).
+//! - `write::arena`: the MemTable's entries, version-linked.
+//! - `write::chunk_pool`: huge-page memory chunks, kept for reuse.
+//! - `write::write_order`: a MemTable's entries in write order.
+//!
+//! The logs, `wal`:
+//! - `wal` (mod): `Wal`, appends and syncs.
+//! - `wal::format`: header, durable-length slot and record encoding.
+//! - `wal::replay`: reading a log back after a crash.
+//! - `wal::mapped`: appends through a shared mapping.
+//! - `wal::writeback`: early write-back of a log's pages.
+//! - `wal::log_files`: log file names, and creating a log file durably.
+//! - `wal::spare_logs`: committed logs kept for new logs to take over.
+//!
+//! The commit path, `commit`:
+//! - `commit` (mod): the committer thread, its loop and one commit.
+//! - `commit::mailbox`: waking, stopping and awaiting the committer.
+//! - `commit::newest_versions`: the newest version of each key across the
+//!   frozen MemTables.
+//! - `commit::group`: applying one group of updates to an interval.
+//! - `commit::merge`: an interval's new content and the edits to make it.
+//! - `commit::prefetch`: loading intervals ahead of the committer.
+//!
+//! The read path, `read`:
+//! - `read` (mod): point reads.
+//! - `read::fetch`: an interval's content, cached or read and cached.
+//! - `read::iter`: `Iter`, range scans in both directions.
+//! - `read::walk_ahead`: prefetching the intervals a scan will visit.
+//! - `read::view`: `ViewPublisher`, the view readers read.
+//!
+//! Where pairs are, `index`:
+//! - `index` (mod): `CommitterIndex`, `PAIR_TAG`.
+//! - `index::sparse`: the sparse index over the space's intervals.
+//! - `index::key_list`: a node's keys as a prefix and suffixes.
+//! - `index::interval`: an interval's decoded pairs.
+//! - `index::interval_cache`: the CLOCK cache of decoded intervals.
+//! - `index::saved`: the sparse index saved at a clean close.
+//!
+//! Opening, `recovery`:
+//! - `recovery::open`: creation, and recovery after a close or a crash.
+//! - `recovery::rebuild`: the sparse index rebuilt by sampling the space.
+//! - `recovery::replay`: the logs a crash left, replayed in parallel.
+//! - `recovery::manifest`: the manifest; what a store directory holds.
+//! - `recovery::check`: the full consistency check, `CheckReport`.
+//!
+//! - `diagnostics` (feature `diagnostics`): measurements of internal
+//!   structures (the sparse index, a MemTable's walk) for flexbench.
+//!
+//! Tracing (the library never prints): debug events under the targets
+//! `flexdb::recovery`, `flexdb::commit` and `flexdb::view`; whether each is
+//! enabled is decided once, when a store opens.
 
-mod arena;
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod batch;
-pub mod cache;
-mod check;
-mod chunk;
-pub mod codec;
-mod committer;
+mod codec;
+mod commit;
 mod db;
+/// Measurements of internal structures, for `flexbench internals`.
+#[cfg(any(test, feature = "diagnostics"))]
+pub mod diagnostics;
 mod error;
-mod files;
-mod index_file;
-pub mod interval;
-mod iter;
-mod keys;
-pub mod memtable;
-mod merge;
-mod newest_of;
-mod open;
+mod index;
 mod options;
-mod spare_logs;
-pub mod sparse;
+mod read;
+mod recovery;
 mod stats;
 mod store;
-mod view;
-pub mod wal;
-mod wal_map;
-mod walk_ahead;
-mod write_order;
-mod writeback;
+mod threads;
+mod wal;
+mod write;
 
 pub use batch::{BatchOp, WriteBatch};
-pub use check::CheckReport;
 pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use db::Db;
 pub use error::{Error, Result};
-pub use iter::{Iter, KeyValue};
 pub use options::{Options, WriteOptions};
+pub use read::iter::{Iter, KeyValue};
+pub use recovery::check::CheckReport;
 pub use stats::Stats;

@@ -4,6 +4,7 @@
 //! without stopping the store, so they may differ by the writes that landed
 //! in between.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A snapshot of a store's counters.
@@ -80,4 +81,50 @@ pub struct Stats {
     /// none; a scan may wait for a MemTable's locks (another scan sorting
     /// that table's newest writes, or a writer).
     pub max_reader_wait: Duration,
+}
+
+/// Counters (see `Stats`).
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub max_reader_wait_ns: AtomicU64,
+    /// The same maximum since the last `Db::take_max_reader_wait`.
+    pub window_reader_wait_ns: AtomicU64,
+    /// The same maximum since the last trace report (`commit::TRACE_TARGET`).
+    pub trace_reader_wait_ns: AtomicU64,
+    /// Reader waits longer than 100 µs and longer than 1 ms since the last
+    /// trace report (`commit::TRACE_TARGET`) (counted only when tracing).
+    pub trace_slow_waits: [AtomicU64; 2],
+    /// The longest exclusive hold of `index` by the committer since the
+    /// last trace report (`commit::TRACE_TARGET`).
+    pub max_commit_hold_ns: AtomicU64,
+    pub wal_bytes_retired: AtomicU64,
+    pub defragmented: AtomicU64,
+    /// Commits the committer finished, and the MemTables they held (a
+    /// committer that fell behind commits every waiting MemTable at once).
+    pub commits: AtomicU64,
+    pub memtables_committed: AtomicU64,
+    pub logs_reused: AtomicU64,
+    /// Intervals the committer (or `check`) read from the space itself,
+    /// not found cached, since the last trace report (`commit::TRACE_TARGET`).
+    pub trace_committer_reads: AtomicU64,
+}
+
+impl Counters {
+    /// Notes a reader's wait for a lock the committer may hold; with
+    /// `trace`, also counts the slow waits.
+    pub fn record_reader_wait(&self, waited: Duration, trace: bool) {
+        let waited = waited.as_nanos() as u64;
+        self.max_reader_wait_ns.fetch_max(waited, Ordering::Relaxed);
+        self.window_reader_wait_ns
+            .fetch_max(waited, Ordering::Relaxed);
+        self.trace_reader_wait_ns
+            .fetch_max(waited, Ordering::Relaxed);
+        if trace {
+            for (limit, n) in [100_000, 1_000_000].iter().zip(&self.trace_slow_waits) {
+                if waited > *limit {
+                    n.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
 }

@@ -1,0 +1,393 @@
+//! Applying the committer's updates, one group at a time: the updates that
+//! fall into one interval are merged with its content off-lock (`merge`),
+//! and the index's write lock is then held only to edit the space and bring
+//! the sparse index into line; the view's copy of a rewritten interval is
+//! forwarded, and the replaced cache entries are dropped after the lock.
+//!
+//! Invariants: every interval start is the start of a tagged extent
+//! (`PAIR_TAG`), so recovery can find pair boundaries; intervals stay under
+//! the split thresholds (`SPLIT_PAIRS`, `SPLIT_BYTES`) unless a single pair
+//! is larger; the pair count changes with the space, under the same lock,
+//! and never falls below zero; `CommitterIndex::version` grows with every
+//! change, so a reader that let go of the lock can tell its find is stale.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::merge::{merge, split_points, Edit, Merged, Update};
+use crate::error::{space_err, Result};
+use crate::index::interval::{Builder, IntervalData};
+use crate::index::interval_cache::CacheRef;
+use crate::index::sparse::{separator, IntervalMeta, IntervalPos, NewInterval, UNKNOWN_COUNT};
+use crate::index::{CommitterIndex, PAIR_TAG};
+use crate::store::Store;
+use crate::write::memtable::EntryRef;
+
+/// An interval splits above this many pairs (§5.1: 16).
+pub(crate) const SPLIT_PAIRS: usize = 16;
+/// An interval splits above this many bytes (§5.1: 16 KiB).
+pub(crate) const SPLIT_BYTES: usize = 16 << 10;
+/// A group applied under one hold of the write lock: at most this many
+/// updates...
+const GROUP_UPDATES: usize = 64;
+/// ...and this many bytes of new values.
+const GROUP_BYTES: usize = 256 << 10;
+/// An interval this small after deletions merges with its successor when
+/// both fit under the split thresholds.
+const MERGE_PAIRS: usize = 4;
+
+/// The group loop of a commit (`commit::commit`): returns (updates,
+/// groups).
+pub(super) fn commit_groups<'m>(
+    shared: &Store,
+    entries: &mut std::iter::Peekable<impl Iterator<Item = EntryRef<'m>>>,
+    progress: &AtomicUsize,
+) -> Result<(usize, usize)> {
+    let mut group: Vec<Update<'_>> = Vec::with_capacity(GROUP_UPDATES);
+    let (mut count, mut groups) = (0usize, 0usize);
+    while let Some(first) = entries.next() {
+        group.clear();
+        group.push(update(first));
+        let target = find_interval(shared, first.key)?;
+        let mut bytes = first.key.len() + first.value.map_or(0, <[u8]>::len);
+        while group.len() < GROUP_UPDATES && bytes < GROUP_BYTES {
+            let Some(next) = entries.peek() else { break };
+            if target.bound.as_deref().is_some_and(|b| next.key >= b) {
+                break;
+            }
+            bytes += next.key.len() + next.value.map_or(0, <[u8]>::len);
+            group.extend(entries.next().map(update));
+        }
+        apply_group(shared, &target, &group)?;
+        count += group.len();
+        groups += 1;
+        if groups % 64 == 0 {
+            shared.views.carry_installs(&shared.index);
+            shared.views.reap(Duration::ZERO);
+        }
+        progress.store(count, Ordering::Release);
+    }
+    Ok((count, groups))
+}
+
+fn update(e: EntryRef<'_>) -> Update<'_> {
+    Update {
+        key: e.key,
+        value: e.value,
+    }
+}
+
+/// The interval a group goes to: where it is, its content, and the key
+/// bound of the next interval.
+struct Target {
+    f: IntervalPos,
+    data: Arc<IntervalData>,
+    bound: Option<Vec<u8>>,
+    /// The interval's fragmentation mark.
+    marked: bool,
+}
+
+/// Finds the interval holding `key`. Only this thread changes the index and
+/// the space, so what it reads stays valid after the read lock goes.
+fn find_interval(shared: &Store, key: &[u8]) -> Result<Target> {
+    let st = shared.index.read();
+    let f = st.sparse.find(key);
+    let data = shared.interval(&st, &f)?;
+    let bound = st.sparse.next_anchor(&f);
+    let marked = st.sparse.meta(&f).fragmented;
+    Ok(Target {
+        f,
+        data,
+        bound,
+        marked,
+    })
+}
+
+/// Applies a group of updates that all fall into one interval: the new
+/// content, its cache entries and the interval's parts are made before
+/// `index` is taken, which is then held only to edit the space and bring
+/// the index into line; the cache entries replaced are dropped after.
+fn apply_group(shared: &Store, target: &Target, updates: &[Update<'_>]) -> Result<()> {
+    let (f, data) = (target.f, &target.data);
+    let merged = merge(data, updates);
+    if merged.edits.is_empty() {
+        return Ok(());
+    }
+    let space = &shared.space;
+    // Room for the edits and a defragmentation of the whole interval, made
+    // (and any due commit, checkpoint or collection done) before the lock:
+    // the space then never collects garbage inside a mutation below.
+    space
+        .reserve(2 * merged.data.size() as u64 + 4096)
+        .map_err(space_err)?;
+    if space.maintenance_due() {
+        space.maintain().map_err(space_err)?;
+    }
+    let Merged {
+        data: mut new,
+        edits,
+        pairs_delta,
+    } = merged;
+    // §5.2: a fragmented interval is rewritten whole when next updated, in
+    // one insert of its new bytes (no read back of the old ones).
+    let fragmented = target.marked || data.extents as usize > data.len() / 2 + 1;
+    let rewrite = fragmented && !new.is_empty();
+    let cuts = split_points(&new, SPLIT_PAIRS, SPLIT_BYTES);
+    // An upper bound of the extents the new content spans, known for every
+    // interval (an empty one spans none), so that §5.2 also finds the
+    // intervals that never left the cache.
+    new.extents = if rewrite {
+        1
+    } else {
+        data.extents.saturating_add(2 * edits.len() as u32)
+    };
+    let new = Arc::new(new);
+    let new_size = new.size() as u32;
+    // What the index will point to, made (and cached) before the lock.
+    let change = if !cuts.is_empty() {
+        IndexChange::Split(split_parts(shared, &new, &cuts))
+    } else if new.len() > MERGE_PAIRS {
+        IndexChange::Cached(shared.cache.insert(None, new.clone()), new.len() as u16)
+    } else {
+        IndexChange::Small(new.clone())
+    };
+    let mut st = flexsys::lock_wait::write_polling(&shared.index);
+    let hold = shared
+        .trace
+        .then(|| HoldTimer::start(&shared.counters.max_commit_hold_ns));
+    st.version += 1;
+    edit_space(shared, f.offset, data, &new, &edits, rewrite, &cuts)?;
+    // The entry the index names now (a reader may have installed a fresh
+    // copy since the interval was found) is the one to drop.
+    let old_word = st.sparse.meta(&f).cache.load(Ordering::Relaxed);
+    st.pairs = pairs_after(st.pairs, pairs_delta);
+    st.sparse.set_fragmented(&f, false);
+    // The cache word of a neighbour the interval joined, if it did, and
+    // the word the published view held for the interval if it was given
+    // the new one (see `ViewPublisher::forward`).
+    let (joined_word, view_word) = match change {
+        IndexChange::Split(parts) => {
+            st.sparse.resize(&f, new_size, 0);
+            st.sparse.split(&f, parts);
+            (None, None)
+        }
+        IndexChange::Cached(r, count) => {
+            st.sparse.resize(&f, new_size, count);
+            st.sparse.meta(&f).cache.store(r.pack(), Ordering::Release);
+            // The interval kept its keys: readers of the view may read the
+            // new content.
+            let view_word = shared
+                .views
+                .forward(&st.sparse, &f, updates[0].key, r.pack());
+            (None, view_word)
+        }
+        IndexChange::Small(data) => {
+            st.sparse.resize(&f, new_size, data.len() as u16);
+            (small_interval(shared, &mut st, &f, data), None)
+        }
+    };
+    drop(hold);
+    drop(st);
+    shared.uncache(old_word);
+    // A word a reader had installed in the view instead goes too.
+    if let Some(w) = view_word.filter(|&w| CacheRef::unpack(w) != CacheRef::unpack(old_word)) {
+        shared.uncache(w);
+    }
+    if let Some(word) = joined_word {
+        shared.uncache(word);
+    }
+    Ok(())
+}
+
+/// The pair count after a group changed it by `delta`. The count and the
+/// space change together, so a count below zero is a bug: it fails debug
+/// builds (and so the tests); a release build keeps the count at zero.
+fn pairs_after(pairs: u64, delta: i64) -> u64 {
+    let after = i128::from(pairs) + i128::from(delta);
+    debug_assert!(
+        after >= 0,
+        "the pair count fell below zero: {pairs} pairs changed by {delta}"
+    );
+    u64::try_from(after.max(0)).unwrap_or(u64::MAX)
+}
+
+/// How a group changes the index, prepared before `index` is taken.
+enum IndexChange {
+    /// The interval splits into these parts (already cached).
+    Split(Vec<NewInterval>),
+    /// The interval keeps its place with this content, cached, and this
+    /// many pairs (too many to join a neighbour).
+    Cached(CacheRef, u16),
+    /// The interval has this content, few pairs or none (not yet cached:
+    /// it may join a neighbour).
+    Small(Arc<IntervalData>),
+}
+
+/// Writes a group's edits to the space (the caller holds `index`): the
+/// interval at `base`, whose content was `data`, becomes `new`;
+/// every interval start, and so every cut in `cuts`, starts a tagged
+/// extent.
+fn edit_space(
+    shared: &Store,
+    base: u64,
+    data: &IntervalData,
+    new: &IntervalData,
+    edits: &[Edit],
+    rewrite: bool,
+    cuts: &[usize],
+) -> Result<()> {
+    let space = &shared.space;
+    if rewrite {
+        space
+            .update_tagged(base, new.bytes(), data.size() as u64, PAIR_TAG)
+            .map_err(space_err)?;
+        shared.counters.defragmented.fetch_add(1, Ordering::Relaxed);
+    } else {
+        for e in edits {
+            let bytes = &new.bytes()[e.new_start..e.new_end];
+            space
+                .update_tagged(base + e.new_start as u64, bytes, e.old_len as u64, PAIR_TAG)
+                .map_err(space_err)?;
+        }
+        // A removal at the interval's start leaves the pair now there on an
+        // untagged extent tail: tag it again.
+        let first = edits[0];
+        if first.new_start == 0 && first.new_end == 0 && !new.is_empty() {
+            space.set_tag(base, PAIR_TAG).map_err(space_err)?;
+        }
+    }
+    for &a in cuts {
+        space
+            .set_tag(base + new.offset(a) as u64, PAIR_TAG)
+            .map_err(space_err)?;
+    }
+    Ok(())
+}
+
+/// The parts an interval with content `new` splits into at `cuts`, each
+/// cached, with its anchor (the first keeps the interval's own).
+fn split_parts(shared: &Store, new: &IntervalData, cuts: &[usize]) -> Vec<NewInterval> {
+    let mut starts = Vec::with_capacity(cuts.len() + 2);
+    starts.push(0usize);
+    starts.extend(cuts);
+    starts.push(new.len());
+    starts
+        .windows(2)
+        .map(|w| {
+            let (a, b) = (w[0], w[1]);
+            let mut builder = Builder::with_capacity(b - a, new.end(b - 1) - new.offset(a));
+            builder.push_range(new, a..b);
+            let mut part = builder.finish();
+            part.extents = new.extents;
+            let part = Arc::new(part);
+            let anchor = if a == 0 {
+                Vec::new()
+            } else {
+                separator(new.key(a - 1), new.key(a))
+            };
+            let r = shared.cache.insert(None, part.clone());
+            NewInterval {
+                anchor,
+                meta: interval_meta_of(&part, r),
+            }
+        })
+        .collect()
+}
+
+/// Points the interval at `f` (already resized) to its new content `data`,
+/// of at most `MERGE_PAIRS` pairs, joining it to a neighbour when it
+/// became empty or the two fit in one. Returns the cache word of the
+/// neighbour it joined, for the caller to drop from the cache once it has
+/// let go of the index.
+fn small_interval(
+    shared: &Store,
+    st: &mut CommitterIndex,
+    f: &IntervalPos,
+    data: Arc<IntervalData>,
+) -> Option<u64> {
+    if data.is_empty() {
+        // An empty interval joins its predecessor (the first stays).
+        if let Some(p) = st.sparse.prev(f) {
+            let pm = st.sparse.meta(&p);
+            let (count, cache) = (pm.count, pm.cache.load(Ordering::Relaxed));
+            st.sparse.merge_next(&p, count, cache);
+            return None;
+        }
+    } else if data.len() <= MERGE_PAIRS {
+        if let Some(next) = st.sparse.next(f) {
+            let nm = st.sparse.meta(&next);
+            let fits = nm.count != UNKNOWN_COUNT
+                && data.len() + (nm.count as usize) < SPLIT_PAIRS
+                && data.size() + (nm.size as usize) < SPLIT_BYTES;
+            let next_word = nm.cache.load(Ordering::Relaxed);
+            let next_data = CacheRef::unpack(next_word).and_then(|r| shared.cache.get(Some(r)));
+            if let (true, Some(nd)) = (fits, next_data) {
+                let mut b = Builder::with_capacity(data.len() + nd.len(), data.size() + nd.size());
+                b.push_range(&data, 0..data.len());
+                b.push_range(&nd, 0..nd.len());
+                let mut joined = b.finish();
+                joined.extents = data.extents.saturating_add(nd.extents);
+                let joined = Arc::new(joined);
+                let r = shared.cache.insert(None, joined.clone());
+                st.sparse.merge_next(f, joined.len() as u16, r.pack());
+                return Some(next_word);
+            }
+        }
+    }
+    let r = shared.cache.insert(None, data);
+    st.sparse.meta(f).cache.store(r.pack(), Ordering::Release);
+    None
+}
+
+/// Records how long the committer held a lock exclusively (dropped just
+/// before the guard it follows, so it times the hold) into a maximum.
+struct HoldTimer<'a> {
+    max_ns: &'a AtomicU64,
+    start: std::time::Instant,
+}
+
+impl<'a> HoldTimer<'a> {
+    fn start(max_ns: &'a AtomicU64) -> Self {
+        HoldTimer {
+            max_ns,
+            start: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Drop for HoldTimer<'_> {
+    fn drop(&mut self) {
+        let ns = self.start.elapsed().as_nanos() as u64;
+        self.max_ns.fetch_max(ns, Ordering::Relaxed);
+    }
+}
+
+fn interval_meta_of(data: &IntervalData, r: CacheRef) -> IntervalMeta {
+    let m = IntervalMeta {
+        size: data.size() as u32,
+        count: data.len() as u16,
+        ..IntervalMeta::default()
+    };
+    m.cache.store(r.pack(), Ordering::Relaxed);
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_pair_count_follows_each_group() {
+        assert_eq!(super::pairs_after(10, 5), 15);
+        assert_eq!(super::pairs_after(10, -10), 0);
+        assert_eq!(super::pairs_after(u64::MAX - 1, 1), u64::MAX);
+    }
+
+    /// A group that removes more pairs than the space holds is a bug the
+    /// tests must see, not a count quietly kept at zero.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "the pair count fell below zero")]
+    fn a_negative_pair_count_is_caught() {
+        super::pairs_after(3, -4);
+    }
+}

@@ -1,0 +1,144 @@
+//! The committer's mailbox: whether the store shuts down or stopped, and
+//! the newest generation committed, with the condition variables that wake
+//! the committer (new work) and `flush` (a commit finished).
+//!
+//! Invariants: `committed_gen` only grows; `stopped` is set once and never
+//! cleared; every change is announced under the mailbox lock, which the
+//! waiters hold between checking and sleeping, so no wakeup falls between
+//! the two. A condition variable serves one mutex only, hence one for the
+//! committer and one for `flush` waiters (writers stalled on a full backlog
+//! wait under the writer lock, see `write`).
+
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::error::{Error, Result};
+
+/// What the mailbox holds.
+#[derive(Default)]
+struct Mail {
+    shutdown: bool,
+    /// Generations up to this one are durable in the space.
+    committed_gen: u64,
+    /// Why the store stopped taking writes, if it did.
+    stopped: Option<String>,
+}
+
+/// The committer's mailbox (see the module docs).
+pub(crate) struct CommitterMailbox {
+    mail: Mutex<Mail>,
+    /// Wakes the committer.
+    work_cv: Condvar,
+    /// Wakes `flush` waiters.
+    flushed_cv: Condvar,
+}
+
+/// The mailbox, locked by the committer to look for work and sleep.
+pub(crate) struct MailboxGuard<'a> {
+    mailbox: &'a CommitterMailbox,
+    mail: MutexGuard<'a, Mail>,
+}
+
+impl MailboxGuard<'_> {
+    /// Whether the store stopped.
+    pub fn stopped(&self) -> bool {
+        self.mail.stopped.is_some()
+    }
+
+    /// Whether the store is shutting down.
+    pub fn shutting_down(&self) -> bool {
+        self.mail.shutdown
+    }
+
+    /// Sleeps until woken (the lock is let go of meanwhile).
+    pub fn wait(&mut self) {
+        self.mailbox.work_cv.wait(&mut self.mail);
+    }
+
+    /// Sleeps until woken or `timeout` passes; true if it passed.
+    pub fn wait_for(&mut self, timeout: Duration) -> bool {
+        self.mailbox
+            .work_cv
+            .wait_for(&mut self.mail, timeout)
+            .timed_out()
+    }
+}
+
+impl CommitterMailbox {
+    /// A mailbox whose generations up to `committed_gen` are committed.
+    pub fn new(committed_gen: u64) -> CommitterMailbox {
+        CommitterMailbox {
+            mail: Mutex::new(Mail {
+                committed_gen,
+                ..Mail::default()
+            }),
+            work_cv: Condvar::new(),
+            flushed_cv: Condvar::new(),
+        }
+    }
+
+    /// The mailbox, locked (for the committer).
+    pub fn lock(&self) -> MailboxGuard<'_> {
+        MailboxGuard {
+            mailbox: self,
+            mail: self.mail.lock(),
+        }
+    }
+
+    /// Refuses writes once the store stopped.
+    pub fn check_stopped(&self) -> Result<()> {
+        match &self.mail.lock().stopped {
+            Some(why) => Err(Error::Stopped(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Records why the store stopped (the first reason stays) and wakes the
+    /// committer and `flush` waiters.
+    pub fn stop(&self, why: String) {
+        let mut m = self.mail.lock();
+        if m.stopped.is_none() {
+            m.stopped = Some(why);
+        }
+        drop(m);
+        self.work_cv.notify_all();
+        self.flushed_cv.notify_all();
+    }
+
+    /// Tells the committer there is work (a MemTable was frozen).
+    pub fn wake_committer(&self) {
+        // Under the lock: the committer checks for work and sleeps under
+        // it, so the wakeup cannot fall between the two.
+        let _m = self.mail.lock();
+        self.work_cv.notify_all();
+    }
+
+    /// Tells the committer to finish once nothing is left to commit.
+    pub fn shut_down(&self) {
+        self.mail.lock().shutdown = true;
+        self.work_cv.notify_all();
+    }
+
+    /// Records that generations up to `gen` are committed, and wakes
+    /// `flush` waiters.
+    pub fn committed(&self, gen: u64) {
+        let mut m = self.mail.lock();
+        m.committed_gen = m.committed_gen.max(gen);
+        self.flushed_cv.notify_all();
+    }
+
+    /// Waits until generation `target` is committed, or the store stopped.
+    pub fn wait_committed(&self, target: u64) -> Result<()> {
+        let mut m = self.mail.lock();
+        loop {
+            if let Some(why) = &m.stopped {
+                return Err(Error::Stopped(why.clone()));
+            }
+            if m.committed_gen >= target {
+                return Ok(());
+            }
+            self.flushed_cv.wait_for(&mut m, Duration::from_millis(100));
+        }
+    }
+}

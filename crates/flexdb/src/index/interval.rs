@@ -1,0 +1,413 @@
+//! The decoded content of one interval: its pairs exactly as they lie in the
+//! space, with the offset and 16-bit key fingerprint of each.
+//!
+//! Invariants: `bytes` is the concatenation of `offs.len()` valid pair
+//! records (every checksum verified when the interval was parsed, or the
+//! records were encoded by this process), sorted by strictly increasing
+//! key; `offs[i]` is where record `i` starts and `fps[i]` is the
+//! fingerprint of its key. An `IntervalData` is immutable: the committer
+//! builds a new one for every change (write-through), so a reader holding an
+//! `Arc` keeps a consistent view.
+
+use crate::codec::{decode_pair, get_varint, Decoded};
+
+/// A 16-bit fingerprint of a key.
+#[inline]
+pub fn fingerprint(key: &[u8]) -> u16 {
+    let h = crc32c::crc32c(key);
+    (h ^ (h >> 16)) as u16
+}
+
+/// The pairs of one interval.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct IntervalData {
+    bytes: Box<[u8]>,
+    offs: Box<[u32]>,
+    fps: Box<[u16]>,
+    /// Extents of the space the interval spans, at most: exact when it was
+    /// read, then bounded by the committer as it edits the interval (each
+    /// edit adds at most two; a part of a split spans at most what the
+    /// whole did; a join at most what its two halves did). 0 for an empty
+    /// interval, and as built by [`Builder::finish`]: whoever builds an
+    /// interval for the space sets it.
+    pub extents: u32,
+}
+
+/// Builds an [`IntervalData`] pair by pair.
+#[derive(Default)]
+pub struct Builder {
+    bytes: Vec<u8>,
+    offs: Vec<u32>,
+    fps: Vec<u16>,
+}
+
+impl Builder {
+    /// An empty builder.
+    #[cfg(test)]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty builder with room for `pairs` pairs in `bytes` bytes, so
+    /// that building grows no buffer.
+    pub fn with_capacity(pairs: usize, bytes: usize) -> Self {
+        Builder {
+            bytes: Vec::with_capacity(bytes),
+            offs: Vec::with_capacity(pairs),
+            fps: Vec::with_capacity(pairs),
+        }
+    }
+
+    /// Appends pair `i` of `from` as it is (its fingerprint is reused).
+    #[inline]
+    pub fn push_existing(&mut self, from: &IntervalData, i: usize) {
+        self.offs.push(self.bytes.len() as u32);
+        self.fps.push(from.fps[i]);
+        self.bytes.extend_from_slice(from.record(i));
+    }
+
+    /// Appends pairs `range` of `from` as they are, with one copy of
+    /// their bytes.
+    pub fn push_range(&mut self, from: &IntervalData, range: std::ops::Range<usize>) {
+        if range.is_empty() {
+            return;
+        }
+        let start = from.offset(range.start);
+        let end = from.end(range.end - 1);
+        let base = self.bytes.len() as u32;
+        let from_start = from.offs[range.start];
+        self.offs.extend(
+            from.offs[range.clone()]
+                .iter()
+                .map(|&o| base + (o - from_start)),
+        );
+        self.fps.extend_from_slice(&from.fps[range]);
+        self.bytes.extend_from_slice(&from.bytes[start..end]);
+    }
+
+    /// Appends `(key, value)`, encoding it.
+    pub fn push_pair(&mut self, key: &[u8], value: &[u8]) {
+        self.offs.push(self.bytes.len() as u32);
+        self.fps.push(fingerprint(key));
+        crate::codec::encode_pair(&mut self.bytes, key, value);
+    }
+
+    /// Bytes so far.
+    pub fn len_bytes(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The finished interval.
+    pub fn finish(self) -> IntervalData {
+        IntervalData {
+            bytes: self.bytes.into_boxed_slice(),
+            offs: self.offs.into_boxed_slice(),
+            fps: self.fps.into_boxed_slice(),
+            extents: 0,
+        }
+    }
+}
+
+impl IntervalData {
+    /// Parses `bytes` read from the space, verifying every record and the key
+    /// order. The error says what is wrong, for a corruption report.
+    pub fn parse(bytes: Vec<u8>, extents: u32) -> Result<IntervalData, String> {
+        // Sized for pairs of about 100 bytes, the datasets' smallest.
+        let guess = bytes.len() / 96 + 1;
+        let mut offs = Vec::with_capacity(guess);
+        let mut fps = Vec::with_capacity(guess);
+        let mut pos = 0usize;
+        let mut last: Option<&[u8]> = None;
+        while pos < bytes.len() {
+            match decode_pair(&bytes[pos..]) {
+                Decoded::Pair { key, len, .. } => {
+                    if last.is_some_and(|l| l >= key) {
+                        return Err(format!(
+                            "pair at byte {pos} of the interval is out of order"
+                        ));
+                    }
+                    if pos > u32::MAX as usize {
+                        return Err("interval larger than 4 GiB".into());
+                    }
+                    offs.push(pos as u32);
+                    fps.push(fingerprint(key));
+                    last = Some(key);
+                    pos += len;
+                }
+                Decoded::Incomplete { .. } => {
+                    return Err(format!("pair at byte {pos} of the interval is truncated"))
+                }
+                Decoded::Invalid => {
+                    return Err(format!(
+                        "pair at byte {pos} of the interval fails its checksum or length check"
+                    ))
+                }
+            }
+        }
+        Ok(IntervalData {
+            bytes: bytes.into_boxed_slice(),
+            offs: offs.into_boxed_slice(),
+            fps: fps.into_boxed_slice(),
+            extents,
+        })
+    }
+
+    /// Number of pairs.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.offs.len()
+    }
+
+    /// Whether the interval holds no pair.
+    pub fn is_empty(&self) -> bool {
+        self.offs.is_empty()
+    }
+
+    /// Bytes of the encoded pairs.
+    pub fn size(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The encoded bytes of every pair.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Starts loading the offsets (through which every pair is found) and
+    /// the first `max` bytes of the records into the CPU cache, so that a
+    /// walk over the pairs (an iterator's binary search and merge) does not
+    /// wait for each line in turn.
+    #[inline]
+    pub fn prefetch_head(&self, max: usize) {
+        let [(offsets, offsets_len), (bytes, bytes_len)] = self.lines();
+        flexsys::prefetch::at(offsets, offsets_len);
+        flexsys::prefetch::at(bytes, bytes_len.min(max));
+    }
+
+    /// Where the offsets and the bytes lie, and their lengths in bytes (for
+    /// prefetching: see `IntervalCache::prefetch_entry`).
+    pub(crate) fn lines(&self) -> [(*const u8, usize); 2] {
+        [
+            (self.offs.as_ptr().cast(), size_of_val(&*self.offs)),
+            (self.bytes.as_ptr(), self.bytes.len()),
+        ]
+    }
+
+    /// Like [`IntervalData::prefetch_head`], for the offsets and the last
+    /// `max` bytes (a backward walk starts there).
+    #[inline]
+    pub fn prefetch_tail(&self, max: usize) {
+        let [(offsets, offsets_len), _] = self.lines();
+        flexsys::prefetch::at(offsets, offsets_len);
+        flexsys::prefetch::bytes(&self.bytes[self.bytes.len().saturating_sub(max)..]);
+    }
+
+    /// Where pair `i` starts within the interval.
+    #[inline]
+    pub fn offset(&self, i: usize) -> usize {
+        self.offs[i] as usize
+    }
+
+    /// Where pair `i` ends within the interval.
+    #[inline]
+    pub fn end(&self, i: usize) -> usize {
+        self.offs
+            .get(i + 1)
+            .map_or(self.bytes.len(), |&o| o as usize)
+    }
+
+    /// The encoded record of pair `i`.
+    #[inline]
+    pub fn record(&self, i: usize) -> &[u8] {
+        &self.bytes[self.offset(i)..self.end(i)]
+    }
+
+    /// Key and value of pair `i` (records were verified, so the header
+    /// parses; a malformed one yields empty slices rather than a panic).
+    #[inline]
+    pub fn pair(&self, i: usize) -> (&[u8], &[u8]) {
+        let rec = self.record(i);
+        let Some((klen, a)) = get_varint(rec) else {
+            return (&[], &[]);
+        };
+        let Some((vlen, b)) = get_varint(&rec[a..]) else {
+            return (&[], &[]);
+        };
+        let k = a + b;
+        let v = k + klen as usize;
+        match rec.get(v..v + vlen as usize) {
+            Some(value) => (&rec[k..v], value),
+            None => (&[], &[]),
+        }
+    }
+
+    /// Key of pair `i`.
+    #[inline]
+    pub fn key(&self, i: usize) -> &[u8] {
+        self.pair(i).0
+    }
+
+    /// Index of the pair holding `key`, found by fingerprint first.
+    pub fn find(&self, key: &[u8]) -> Option<usize> {
+        let fp = fingerprint(key);
+        self.fps
+            .iter()
+            .enumerate()
+            .filter(|&(_, &f)| f == fp)
+            .map(|(i, _)| i)
+            .find(|&i| self.key(i) == key)
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        self.find(key).map(|i| self.pair(i).1)
+    }
+
+    /// The first index in `lo..hi` whose key fails `below` (binary search;
+    /// `below` holds for a prefix of the keys, which are sorted).
+    fn partition(&self, mut lo: usize, mut hi: usize, below: impl Fn(&[u8]) -> bool) -> usize {
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if below(self.key(mid)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Index of the first pair whose key is `>= key` (binary search).
+    pub fn lower_bound(&self, key: &[u8]) -> usize {
+        self.partition(0, self.len(), |k| k < key)
+    }
+
+    /// Index of the first pair at or after `from` whose key is `>= key`,
+    /// for a caller walking forward: a galloping search from `from`, so a
+    /// nearby answer costs a few comparisons.
+    pub fn lower_bound_from(&self, key: &[u8], from: usize) -> usize {
+        let n = self.len();
+        // Keys in `from..lo` are below `key`; `hi` is `n` or holds a key at
+        // or above it.
+        let (mut lo, mut hi, mut step) = (from.min(n), from.min(n), 1);
+        while hi < n && self.key(hi) < key {
+            lo = hi + 1;
+            hi = (hi + step).min(n);
+            step *= 2;
+        }
+        self.partition(lo, hi, |k| k < key)
+    }
+
+    /// Index of the first pair whose key is `> key`.
+    pub fn upper_bound(&self, key: &[u8]) -> usize {
+        self.partition(0, self.len(), |k| k <= key)
+    }
+
+    /// Bytes of memory the interval holds (charged to the cache).
+    pub fn charge(&self) -> usize {
+        self.bytes.len() + self.offs.len() * 6 + size_of::<Self>() + 64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(n: u8) -> IntervalData {
+        let mut b = Builder::new();
+        for i in 0..n {
+            b.push_pair(&[b'k', i], &vec![i; i as usize]);
+        }
+        b.finish()
+    }
+
+    #[test]
+    fn prefetch_covers_any_slice_and_changes_nothing() {
+        let d = sample(40);
+        let before = d.clone();
+        for max in [0, 1, 63, 64, 65, 1000, usize::MAX] {
+            d.prefetch_head(max);
+            d.prefetch_tail(max);
+        }
+        IntervalData::default().prefetch_head(usize::MAX);
+        IntervalData::default().prefetch_tail(usize::MAX);
+        // Unaligned starts and ends, down to single bytes.
+        let bytes = d.bytes();
+        for a in 0..70.min(bytes.len()) {
+            flexsys::prefetch::bytes(&bytes[a..]);
+            flexsys::prefetch::bytes(&bytes[a..a]);
+            flexsys::prefetch::bytes(&bytes[..bytes.len() - a]);
+        }
+        assert_eq!(d, before);
+    }
+
+    #[test]
+    fn lookups_and_bounds() {
+        let d = sample(10);
+        assert_eq!(d.len(), 10);
+        assert_eq!(d.get(&[b'k', 4]), Some(&[4u8, 4, 4, 4][..]));
+        assert_eq!(d.get(&[b'k', 0]), Some(&[][..]));
+        assert_eq!(d.get(b"zz"), None);
+        assert_eq!(d.lower_bound(&[b'k', 4]), 4);
+        assert_eq!(d.upper_bound(&[b'k', 4]), 5);
+        assert_eq!(d.lower_bound(b"a"), 0);
+        assert_eq!(d.lower_bound(b"z"), 10);
+        assert_eq!(d.pair(9), (&[b'k', 9][..], &[9u8; 9][..]));
+    }
+
+    #[test]
+    fn galloping_bound_agrees_with_binary_search() {
+        for n in [0u8, 1, 2, 5, 17, 40] {
+            let d = sample(n);
+            for k in 0..=n {
+                for probe in [vec![b'k', k], vec![b'k', k, 0], vec![b'a'], vec![b'z']] {
+                    let want = d.lower_bound(&probe);
+                    for from in 0..=usize::from(n) + 1 {
+                        let got = d.lower_bound_from(&probe, from);
+                        assert_eq!(
+                            got,
+                            want.max(from.min(d.len())),
+                            "n {n} {probe:?} from {from}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_copied_range_equals_pairs_copied_one_by_one() {
+        let d = sample(20);
+        for (a, b) in [(0, 0), (0, 20), (3, 9), (19, 20), (7, 8)] {
+            let mut whole = Builder::new();
+            whole.push_pair(b"a", b"first");
+            whole.push_range(&d, a..b);
+            let mut single = Builder::new();
+            single.push_pair(b"a", b"first");
+            for i in a..b {
+                single.push_existing(&d, i);
+            }
+            assert_eq!(whole.finish(), single.finish(), "range {a}..{b}");
+        }
+    }
+
+    #[test]
+    fn parse_round_trips_and_rejects_damage() {
+        let d = sample(12);
+        let p = IntervalData::parse(d.bytes().to_vec(), 3).unwrap();
+        assert_eq!(p.len(), 12);
+        assert_eq!(p.extents, 3);
+        assert_eq!(p.bytes(), d.bytes());
+        for i in 0..d.size() {
+            let mut b = d.bytes().to_vec();
+            b[i] ^= 0x04;
+            assert!(IntervalData::parse(b, 1).is_err(), "flip at {i}");
+        }
+        assert!(IntervalData::parse(d.bytes()[..d.size() - 1].to_vec(), 1).is_err());
+        // Out of order pairs are refused.
+        let mut b = Builder::new();
+        b.push_pair(b"b", b"");
+        b.push_pair(b"a", b"");
+        assert!(IntervalData::parse(b.finish().bytes().to_vec(), 1).is_err());
+    }
+}

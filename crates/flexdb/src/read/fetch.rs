@@ -1,0 +1,246 @@
+//! Fetching an interval's content: from the interval cache, or read from
+//! the space (a view's snapshot for readers, the live space for the
+//! committer and its prefetcher) and then cached.
+//!
+//! Invariants: a read is planned under the index that names the interval
+//! and performed with no lock of the store held; its result is cached only
+//! if the interval's cache word has not moved on since the plan, and only
+//! after its keys were checked against the interval's key range. A
+//! reader's fetch never waits for the cache's lock.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use parking_lot::RwLockReadGuard;
+
+use crate::error::{space_err, Error, Result};
+use crate::index::interval::IntervalData;
+use crate::index::interval_cache::CacheRef;
+use crate::index::sparse::{IntervalPos, SparseIndex};
+use crate::index::CommitterIndex;
+use crate::read::view::PublishedView;
+use crate::store::Store;
+
+/// An interval found in the cache, or planned for a read.
+// Returned once per lookup and never stored: boxing the plan would cost an
+// allocation per cache miss to save a move.
+#[allow(clippy::large_enum_variant)]
+enum Fetch<'s> {
+    Cached(Arc<IntervalData>),
+    Planned(Planned<'s>),
+}
+
+/// A read of an interval planned under `index` (see
+/// [`Store::cached_or_plan`]).
+struct Planned<'s> {
+    plan: flexspace::ReadPlan<'s>,
+    offset: u64,
+    size: usize,
+    /// The interval's cache word when planned.
+    word: u64,
+}
+
+fn corrupt_interval(offset: u64, detail: String) -> Error {
+    Error::Corrupt {
+        file: "data".into(),
+        detail: format!("interval at offset {offset}: {detail}"),
+    }
+}
+
+/// The pairs read for the interval at `f` must lie in its key range.
+fn check_key_range(sparse: &SparseIndex, f: &IntervalPos, data: &IntervalData) -> Result<()> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    let below = data.key(0) < sparse.anchor(f).as_slice();
+    let above = sparse
+        .next_anchor(f)
+        .is_some_and(|n| data.key(data.len() - 1) >= n.as_slice());
+    if below || above {
+        return Err(corrupt_interval(
+            f.offset,
+            "its keys lie outside the range the sparse index gives it".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl Store {
+    /// The interval at `f` in `sparse` if it is cached; otherwise a plan
+    /// to read it made by `plan` (from the space `sparse` describes). The
+    /// plan holds no lock of this store, so a caller holding one can let
+    /// it go before the read (a read may wait for the device). `reader` as
+    /// for [`Store::install`].
+    fn cached_or_plan<'p>(
+        &self,
+        sparse: &SparseIndex,
+        f: &IntervalPos,
+        reader: bool,
+        plan: impl FnOnce(u64, u64) -> flexspace::Result<flexspace::ReadPlan<'p>>,
+    ) -> Result<Fetch<'p>> {
+        let meta = sparse.meta(f);
+        let word = meta.cache.load(Ordering::Acquire);
+        let r = CacheRef::unpack(word);
+        let cached = if reader {
+            self.cache.get_nowait(r)
+        } else {
+            self.cache.get(r)
+        };
+        if let Some(d) = cached {
+            return Ok(Fetch::Cached(d));
+        }
+        let size = meta.size as usize;
+        let plan = plan(f.offset, size as u64).map_err(space_err)?;
+        Ok(Fetch::Planned(Planned {
+            plan,
+            offset: f.offset,
+            size,
+            word,
+        }))
+    }
+
+    /// Reads and parses a planned interval (no lock needed).
+    fn read_planned(&self, p: &Planned<'_>) -> Result<IntervalData> {
+        let mut buf = vec![0u8; p.size];
+        let (n, extents) = p.plan.read(&mut buf).map_err(space_err)?;
+        if n != p.size {
+            return Err(corrupt_interval(
+                p.offset,
+                format!("the space ends {n} bytes into a {}-byte interval", p.size),
+            ));
+        }
+        IntervalData::parse(buf, extents as u32).map_err(|d| corrupt_interval(p.offset, d))
+    }
+
+    /// Caches `data`, read by the plan `p` of the interval that `f` finds
+    /// in `sparse`, unless that interval's cache word moved on since the
+    /// plan (the committer changed it, or a racing reader installed its
+    /// copy): the caller may still use `data`, a consistent state of the
+    /// interval as of the plan. Checks the keys against the interval's
+    /// range. `reader`: a reader's call, which never waits for the cache's
+    /// lock (it reads the space instead, or leaves the data uncached), not
+    /// the committer's or the prefetcher's.
+    fn install(
+        &self,
+        sparse: &SparseIndex,
+        f: &IntervalPos,
+        p: &Planned<'_>,
+        data: IntervalData,
+        reader: bool,
+    ) -> Result<Arc<IntervalData>> {
+        let meta = sparse.meta(f);
+        let data = Arc::new(data);
+        if meta.cache.load(Ordering::Acquire) == p.word && meta.size as usize == p.size {
+            check_key_range(sparse, f, &data)?;
+            let r = if reader {
+                match self.cache.try_insert(data.clone()) {
+                    Some(r) => r,
+                    // The cache is busy: not cached this time.
+                    None => return Ok(data),
+                }
+            } else {
+                self.cache.insert(None, data.clone())
+            };
+            // A racing reader may have installed its own copy meanwhile;
+            // either is the same content.
+            let installed = meta
+                .cache
+                .compare_exchange(p.word, r.pack(), Ordering::AcqRel, Ordering::Acquire)
+                .is_ok();
+            match (installed, reader) {
+                // Carried into the committer's index unless the view's
+                // protocol rules it out (see `ViewPublisher::note_install`).
+                (true, true) => self
+                    .views
+                    .note_install(p.word, r.pack(), p.size, || sparse.anchor(f)),
+                (true, false) => {}
+                // Left to CLOCK if the cache is busy.
+                (false, true) => self.cache.try_remove(r),
+                (false, false) => self.cache.remove(r),
+            }
+        }
+        Ok(data)
+    }
+
+    /// The content of the interval at `f` in `view`, from the cache or read
+    /// from the view's snapshot of the space (and then cached in the view).
+    pub fn view_interval(
+        &self,
+        view: &PublishedView,
+        f: &IntervalPos,
+    ) -> Result<Arc<IntervalData>> {
+        self.fetch(&view.sparse, f, true, |o, n| view.space.plan_read(o, n))
+    }
+
+    /// The content of the interval at `f` in `sparse`, from the cache or
+    /// read by a plan that `plan` makes (and then cached); `reader` as for
+    /// [`Store::install`].
+    fn fetch<'p>(
+        &self,
+        sparse: &SparseIndex,
+        f: &IntervalPos,
+        reader: bool,
+        plan: impl FnOnce(u64, u64) -> flexspace::Result<flexspace::ReadPlan<'p>>,
+    ) -> Result<Arc<IntervalData>> {
+        match self.cached_or_plan(sparse, f, reader, plan)? {
+            Fetch::Cached(d) => Ok(d),
+            Fetch::Planned(p) => {
+                if !reader {
+                    self.counters
+                        .trace_committer_reads
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                let data = self.read_planned(&p)?;
+                self.install(sparse, f, &p, data, reader)
+            }
+        }
+    }
+
+    /// For the prefetcher: caches the interval of the committer's index
+    /// holding `key` (unless it is empty), read from the space with the
+    /// index released. `lock` takes the index shared; `peek` sees where
+    /// the interval is under the first hold.
+    pub fn interval_of<'s>(
+        &'s self,
+        key: &[u8],
+        lock: impl Fn() -> RwLockReadGuard<'s, CommitterIndex>,
+        peek: impl FnOnce(&CommitterIndex, &IntervalPos),
+    ) -> Result<Option<Arc<IntervalData>>> {
+        let st = lock();
+        let f = st.sparse.find(key);
+        peek(&st, &f);
+        if st.sparse.meta(&f).size == 0 {
+            return Ok(None);
+        }
+        let planned =
+            match self.cached_or_plan(&st.sparse, &f, false, |o, n| self.space.plan_read(o, n))? {
+                Fetch::Cached(data) => return Ok(Some(data)),
+                Fetch::Planned(p) => p,
+            };
+        let version = st.version;
+        drop(st);
+        let data = self.read_planned(&planned)?;
+        let st = lock();
+        let f = if st.version == version {
+            f
+        } else {
+            st.sparse.find(key)
+        };
+        self.install(&st.sparse, &f, &planned, data, false)
+            .map(Some)
+    }
+
+    /// The content of the interval at `f` in the committer's index, from
+    /// the cache or read from the live space (and then cached). The caller
+    /// holds `index` throughout (the committer, `check`).
+    pub fn interval(&self, st: &CommitterIndex, f: &IntervalPos) -> Result<Arc<IntervalData>> {
+        self.fetch(&st.sparse, f, false, |o, n| self.space.plan_read(o, n))
+    }
+
+    /// Drops `r` from the cache if it is set.
+    pub fn uncache(&self, packed: u64) {
+        if let Some(r) = CacheRef::unpack(packed) {
+            self.cache.remove(r);
+        }
+    }
+}

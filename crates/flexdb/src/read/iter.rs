@@ -1,0 +1,570 @@
+//! Iterators over key ranges.
+//!
+//! An iterator merges the MemTables that existed when it was created (read
+//! at its snapshot) with a walk over the intervals of the space. Each end
+//! refills a buffer in chunks: it reads up to `CHUNK` keys from every
+//! source, and only the keys up to the smallest last key of a source that
+//! filled its chunk are certain to be complete; those are merged (the
+//! newest MemTable wins, deletions hide pairs) and buffered. Pairs from the
+//! space are buffered as references into the decoded interval they come
+//! from (shared, immutable), so a pair is copied once, into the `Vec`s the
+//! caller receives. The space is read from the view the committer last
+//! published (`view`), loaded anew for each chunk, so a scan never waits
+//! for the committer nor holds it back.
+//!
+//! Invariants: every key buffered by the front is below every key buffered
+//! by the back and below the unfetched region (`lo`, `hi`); the front only
+//! moves up and the back only moves down (except by `seek`/`seek_back`);
+//! the two ends never cross; every key emitted lies in the range; each key
+//! is seen at a state no older than the iterator's creation.
+
+use std::collections::VecDeque;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::index::interval::IntervalData;
+use crate::read::walk_ahead::WalkAhead;
+use crate::store::Store;
+use crate::write::memtable::{within_end, within_start, MemTable, Version};
+
+/// A pair yielded by an iterator: `(key, value)`.
+pub type KeyValue = (Vec<u8>, Vec<u8>);
+
+/// Keys each source reads per refill.
+const CHUNK: usize = 64;
+/// Bytes of each interval an iterator's fill prefetches (the whole of a
+/// typical interval; a chunk of 64 udb pairs spans about 10 KiB).
+const PREFETCH_BYTES: usize = 8 << 10;
+
+/// A pair found by a source: in a MemTable (copied, or a deletion), or pair
+/// `i` of decoded interval `d` of the iterator's `held` list. (Holding one
+/// reference per interval instead of one per pair keeps scans of the same
+/// hot intervals by several threads off each other's reference counts.)
+#[derive(Clone)]
+enum Item {
+    Mem(Box<[u8]>, Version),
+    Space { d: u32, i: u32 },
+}
+
+/// The decoded intervals the buffered pairs of an iterator come from.
+type Held = Vec<Arc<IntervalData>>;
+
+impl Item {
+    fn key<'h>(&'h self, held: &'h Held) -> &'h [u8] {
+        match self {
+            Item::Mem(k, _) => k,
+            Item::Space { d, i } => held[*d as usize].key(*i as usize),
+        }
+    }
+
+    fn is_live(&self) -> bool {
+        !matches!(self, Item::Mem(_, None))
+    }
+
+    /// Key and value, borrowed (a live item: deletions never reach the
+    /// caller).
+    fn pair_ref<'h>(&'h self, held: &'h Held) -> (&'h [u8], &'h [u8]) {
+        match self {
+            Item::Mem(k, v) => (k, v.as_deref().unwrap_or_default()),
+            Item::Space { d, i } => held[*d as usize].pair(*i as usize),
+        }
+    }
+
+    fn into_pair(self, held: &Held) -> KeyValue {
+        match self {
+            Item::Mem(k, v) => (k.into_vec(), v.map(<[u8]>::into_vec).unwrap_or_default()),
+            Item::Space { d, i } => {
+                let (k, v) = held[d as usize].pair(i as usize);
+                (k.to_vec(), v.to_vec())
+            }
+        }
+    }
+}
+
+/// An iterator over the pairs of a key range, from [`crate::Db::range`].
+/// Forward with `next`, backward with `next_back` (`.rev()`); the two ends
+/// never cross. Each key is seen at a state no older than the iterator's
+/// creation; writes made after it may or may not be seen (a batch written
+/// after creation may be seen in part, as the committer moves it into the
+/// space key by key).
+pub struct Iter<'a> {
+    shared: &'a Store,
+    snapshot: u64,
+    /// Newest first.
+    mems: Vec<Arc<MemTable>>,
+    /// The range as asked for.
+    range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    /// What is left: `lo` rises as the front fetches, `hi` falls as the back
+    /// does.
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    /// Fetched by the front, not yet emitted, ascending.
+    front: VecDeque<Item>,
+    /// Fetched by the back, not yet emitted, descending.
+    back: VecDeque<Item>,
+    /// The intervals `front`, `back` and `lent` refer to (cleared when
+    /// `front` and `back` are empty, before a fetch; `lent` is replaced
+    /// right after).
+    held: Held,
+    /// The pair last lent by `next_ref`/`next_back_ref`.
+    lent: Option<Item>,
+    /// Nothing is left to fetch between `lo` and `hi`.
+    exhausted: bool,
+    /// An error ended the iteration.
+    failed: bool,
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// The nearer of the far bound `end` and `cap` (an inclusive bound, when
+/// set): the lower of the two going forward, the higher going backward.
+fn tighter<'b>(end: Bound<&'b [u8]>, cap: Option<&'b [u8]>, reverse: bool) -> Bound<&'b [u8]> {
+    let Some(c) = cap else { return end };
+    let cap_is_nearer = if reverse {
+        within_start(c, end)
+    } else {
+        within_end(c, end)
+    };
+    if cap_is_nearer {
+        Bound::Included(c)
+    } else {
+        end
+    }
+}
+
+/// Whether no key lies between `lo` and `hi`.
+fn bounds_cross(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+    match (lo, hi) {
+        (Bound::Unbounded, _) | (_, Bound::Unbounded) => false,
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
+        | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
+    }
+}
+
+/// One source's chunk: its keys in order, and whether it may have more.
+struct Chunk {
+    items: Vec<Item>,
+    full: bool,
+}
+
+impl<'a> Iter<'a> {
+    pub(crate) fn new(shared: &'a Store, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Iter<'a> {
+        let snapshot = shared.writes.visible();
+        let mems = {
+            let m = shared.writes.mems();
+            let mut v = Vec::with_capacity(1 + m.frozen.len());
+            v.push(m.active.clone());
+            v.extend(m.frozen.iter().rev().map(|f| f.mem.clone()));
+            v
+        };
+        let empty = bounds_cross(&lo, &hi);
+        Iter {
+            shared,
+            snapshot,
+            mems,
+            range: (lo.clone(), hi.clone()),
+            lo,
+            hi,
+            front: VecDeque::new(),
+            back: VecDeque::new(),
+            held: Vec::new(),
+            lent: None,
+            exhausted: empty,
+            failed: false,
+        }
+    }
+
+    /// Moves the front of the iterator to the first key `>= key` (within the
+    /// range); the next `next()` returns it.
+    pub fn seek(&mut self, key: impl AsRef<[u8]>) {
+        let key = key.as_ref();
+        self.front.clear();
+        self.lo = if within_start(key, as_ref(&self.range.0)) {
+            Bound::Included(key.to_vec())
+        } else {
+            self.range.0.clone()
+        };
+        // What the back fetched below the new front is no longer in range.
+        while self
+            .back
+            .back()
+            .is_some_and(|i| !within_start(i.key(&self.held), as_ref(&self.lo)))
+        {
+            self.back.pop_back();
+        }
+        self.exhausted = bounds_cross(&self.lo, &self.hi);
+    }
+
+    /// Moves the back of the iterator to the last key `<= key` (within the
+    /// range); the next `next_back()` returns it.
+    pub fn seek_back(&mut self, key: impl AsRef<[u8]>) {
+        let key = key.as_ref();
+        self.back.clear();
+        self.hi = if within_end(key, as_ref(&self.range.1)) {
+            Bound::Included(key.to_vec())
+        } else {
+            self.range.1.clone()
+        };
+        while self
+            .front
+            .back()
+            .is_some_and(|i| !within_end(i.key(&self.held), as_ref(&self.hi)))
+        {
+            self.front.pop_back();
+        }
+        self.exhausted = bounds_cross(&self.lo, &self.hi);
+    }
+
+    /// The MemTables' chunks, each stopping at `cap` (the last key of a
+    /// full space chunk: nothing past it can be merged this round, so
+    /// copying it would be wasted) as well as at the range's far end.
+    fn mem_chunks(&self, reverse: bool, cap: Option<&[u8]>) -> Vec<Chunk> {
+        let mut chunks = Vec::with_capacity(self.mems.len() + 1);
+        for m in &self.mems {
+            let mut out = Vec::new();
+            let waited = if reverse {
+                let end = tighter(as_ref(&self.lo), cap, true);
+                m.scan_backward(as_ref(&self.hi), end, self.snapshot, CHUNK, &mut out)
+            } else {
+                let end = tighter(as_ref(&self.hi), cap, false);
+                m.scan_forward(as_ref(&self.lo), end, self.snapshot, CHUNK, &mut out)
+            };
+            if let Some(w) = waited {
+                self.shared
+                    .counters
+                    .record_reader_wait(w, self.shared.trace);
+            }
+            let full = out.len() == CHUNK;
+            let items = out.into_iter().map(|(k, v)| Item::Mem(k, v)).collect();
+            chunks.push(Chunk { items, full });
+        }
+        chunks
+    }
+
+    /// Reads the next chunk of keys above `lo` into `front` (below `hi`
+    /// into `back`, when `reverse`).
+    fn fill(&mut self, reverse: bool) -> Result<()> {
+        if self.front.is_empty() && self.back.is_empty() {
+            self.held.clear();
+        }
+        let space = if reverse {
+            self.space_backward()?
+        } else {
+            self.space_forward()?
+        };
+        let held = &self.held;
+        let cap = space
+            .full
+            .then(|| space.items.last().map(|i| i.key(held)))
+            .flatten();
+        let mut chunks = self.mem_chunks(reverse, cap);
+        chunks.push(space);
+        let (out, bound) = if reverse {
+            (&mut self.back, &mut self.hi)
+        } else {
+            (&mut self.front, &mut self.lo)
+        };
+        match merge_chunks(chunks, reverse, out, &self.held) {
+            Some(h) => *bound = Bound::Excluded(h),
+            None => {
+                // Everything left was fetched: the region ends at the last
+                // key this end holds (so a later seek of the other end
+                // cannot fetch it again).
+                if let Some(i) = out.back() {
+                    *bound = Bound::Excluded(i.key(&self.held).to_vec());
+                }
+                self.exhausted = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Up to `CHUNK` pairs of the space above `lo` (and within `hi`).
+    fn space_forward(&mut self) -> Result<Chunk> {
+        let shared = self.shared;
+        let view = shared.views.load();
+        let mut items = Vec::with_capacity(CHUNK);
+        let start: &[u8] = match &self.lo {
+            Bound::Included(k) | Bound::Excluded(k) => k,
+            Bound::Unbounded => &[],
+        };
+        let mut f = view.sparse.find(start);
+        // The chunk's intervals, asked for ahead of the walk (their misses
+        // overlap instead of coming one after another).
+        let ahead = WalkAhead::new(&view.sparse, &f, CHUNK, &shared.cache, false);
+        let (mut first, mut k) = (true, 0);
+        loop {
+            ahead.reached(k, &shared.cache, PREFETCH_BYTES);
+            k += 1;
+            if view.sparse.meta(&f).size > 0 {
+                let d = self.held.len() as u32;
+                self.held.push(shared.view_interval(&view, &f)?);
+                let data = &self.held[d as usize];
+                data.prefetch_head(PREFETCH_BYTES);
+                let i = match (&self.lo, first) {
+                    (Bound::Included(k), true) => data.lower_bound(k),
+                    (Bound::Excluded(k), true) => data.upper_bound(k),
+                    _ => 0,
+                };
+                // Where the range ends in this interval, by binary search.
+                let end = match &self.hi {
+                    Bound::Included(k) => data.upper_bound(k),
+                    Bound::Excluded(k) => data.lower_bound(k),
+                    Bound::Unbounded => data.len(),
+                };
+                let take = end.saturating_sub(i).min(CHUNK - items.len());
+                items.extend((i..i + take).map(|i| Item::Space { d, i: i as u32 }));
+                if items.len() == CHUNK {
+                    return Ok(Chunk { items, full: true });
+                }
+                if end < data.len() {
+                    return Ok(Chunk { items, full: false });
+                }
+            }
+            first = false;
+            match view.sparse.next(&f) {
+                Some(n) => {
+                    // (The anchor is a copy: only made when there is a bound.)
+                    let bounded = !matches!(self.hi, Bound::Unbounded);
+                    if bounded && !within_end(&view.sparse.anchor(&n), as_ref(&self.hi)) {
+                        return Ok(Chunk { items, full: false });
+                    }
+                    f = n;
+                }
+                None => return Ok(Chunk { items, full: false }),
+            }
+        }
+    }
+
+    /// Up to `CHUNK` pairs of the space below `hi` (and within `lo`), in
+    /// descending order.
+    fn space_backward(&mut self) -> Result<Chunk> {
+        let shared = self.shared;
+        let view = shared.views.load();
+        let mut items = Vec::with_capacity(CHUNK);
+        let mut f = match &self.hi {
+            Bound::Included(k) | Bound::Excluded(k) => view.sparse.find(k),
+            Bound::Unbounded => view.sparse.last(),
+        };
+        // As going forward: the chunk's intervals asked for ahead.
+        let ahead = WalkAhead::new(&view.sparse, &f, CHUNK, &shared.cache, true);
+        let (mut first, mut k) = (true, 0);
+        loop {
+            ahead.reached(k, &shared.cache, PREFETCH_BYTES);
+            k += 1;
+            if view.sparse.meta(&f).size > 0 {
+                let d = self.held.len() as u32;
+                self.held.push(shared.view_interval(&view, &f)?);
+                let data = &self.held[d as usize];
+                data.prefetch_tail(PREFETCH_BYTES);
+                let i = match (&self.hi, first) {
+                    (Bound::Included(k), true) => data.upper_bound(k),
+                    (Bound::Excluded(k), true) => data.lower_bound(k),
+                    _ => data.len(),
+                };
+                // Where the range starts in this interval, by binary search.
+                let start = match &self.lo {
+                    Bound::Included(k) => data.lower_bound(k),
+                    Bound::Excluded(k) => data.upper_bound(k),
+                    Bound::Unbounded => 0,
+                };
+                let take = i.saturating_sub(start).min(CHUNK - items.len());
+                items.extend((i - take..i).rev().map(|i| Item::Space { d, i: i as u32 }));
+                if items.len() == CHUNK {
+                    return Ok(Chunk { items, full: true });
+                }
+                if start > 0 {
+                    return Ok(Chunk { items, full: false });
+                }
+            }
+            first = false;
+            // The interval's anchor is at or below all its keys: when it is
+            // below the range, no earlier interval can hold anything.
+            let bounded = !matches!(self.lo, Bound::Unbounded);
+            if bounded && !within_start(&view.sparse.anchor(&f), as_ref(&self.lo)) {
+                return Ok(Chunk { items, full: false });
+            }
+            match view.sparse.prev(&f) {
+                Some(p) => f = p,
+                None => return Ok(Chunk { items, full: false }),
+            }
+        }
+    }
+}
+
+/// Merges the chunks of the sources (MemTables newest first, the space
+/// last), each ascending (descending when `reverse`), appending the live
+/// pairs up to the horizon to `out`. Returns the horizon: the key up to
+/// which every source is complete (`None`: every source is exhausted).
+fn merge_chunks(
+    chunks: Vec<Chunk>,
+    reverse: bool,
+    out: &mut VecDeque<Item>,
+    held: &Held,
+) -> Option<Vec<u8>> {
+    let before = |a: &[u8], b: &[u8]| if reverse { a > b } else { a < b };
+    let horizon: Option<Vec<u8>> = chunks
+        .iter()
+        .filter(|c| c.full)
+        .filter_map(|c| c.items.last().map(|i| i.key(held)))
+        .reduce(|a, b| if before(a, b) { a } else { b })
+        .map(<[u8]>::to_vec);
+    // The common case: only the space has pairs here.
+    if chunks[..chunks.len() - 1]
+        .iter()
+        .all(|c| c.items.is_empty())
+    {
+        let space = chunks
+            .into_iter()
+            .next_back()
+            .map(|c| c.items)
+            .unwrap_or_default();
+        out.extend(space);
+        return horizon;
+    }
+    let mut sources: Vec<Vec<Item>> = chunks.into_iter().map(|c| c.items).collect();
+    // (source, index) of the live items to emit, in order. Each source's
+    // next key is decoded once, when it comes to the front.
+    let mut picks: Vec<(usize, usize)> = Vec::new();
+    {
+        let mut pos = vec![0usize; sources.len()];
+        let mut fronts: Vec<Option<&[u8]>> = sources
+            .iter()
+            .map(|s| s.first().map(|i| i.key(held)))
+            .collect();
+        loop {
+            // The next key over all sources; on ties the newest source (the
+            // lowest index) wins and the others' versions are dropped.
+            let mut best: Option<(usize, &[u8])> = None;
+            for (s, front) in fronts.iter().enumerate() {
+                if let Some(k) = *front {
+                    if best.is_none_or(|(_, b)| before(k, b)) {
+                        best = Some((s, k));
+                    }
+                }
+            }
+            let Some((s, key)) = best else { break };
+            if horizon.as_deref().is_some_and(|h| before(h, key)) {
+                break;
+            }
+            if sources[s][pos[s]].is_live() {
+                picks.push((s, pos[s]));
+            }
+            for t in 0..sources.len() {
+                if t == s || fronts[t] == Some(key) {
+                    pos[t] += 1;
+                    fronts[t] = sources[t].get(pos[t]).map(|i| i.key(held));
+                }
+            }
+        }
+    }
+    // Moved out of their sources, which are dropped right after (the
+    // placeholder left behind is never read).
+    out.extend(
+        picks
+            .into_iter()
+            .map(|(s, i)| std::mem::replace(&mut sources[s][i], Item::Space { d: 0, i: 0 })),
+    );
+    horizon
+}
+
+impl Iter<'_> {
+    /// The next item from the front, fetching as needed.
+    fn advance_front(&mut self) -> Option<Result<Item>> {
+        loop {
+            if let Some(item) = self.front.pop_front() {
+                return Some(Ok(item));
+            }
+            if self.failed {
+                return None;
+            }
+            if self.exhausted {
+                // Only what the back fetched is left: its smallest first.
+                return self.back.pop_back().map(Ok);
+            }
+            if let Err(e) = self.fill(false) {
+                self.failed = true;
+                return Some(Err(e));
+            }
+        }
+    }
+
+    /// The next item from the back, fetching as needed.
+    fn advance_back(&mut self) -> Option<Result<Item>> {
+        loop {
+            if let Some(item) = self.back.pop_front() {
+                return Some(Ok(item));
+            }
+            if self.failed {
+                return None;
+            }
+            if self.exhausted {
+                return self.front.pop_back().map(Ok);
+            }
+            if let Err(e) = self.fill(true) {
+                self.failed = true;
+                return Some(Err(e));
+            }
+        }
+    }
+
+    /// Like [`Iterator::next`], but lends the pair instead of copying it
+    /// into two new `Vec`s: the slices stay valid until the next call on
+    /// this iterator. The way to read many pairs without an allocation
+    /// each.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = flexdb::Db::open(dir.path(), flexdb::Options::new().create_if_missing(true)).unwrap();
+    /// db.put(b"a", b"1").unwrap();
+    /// db.put(b"b", b"22").unwrap();
+    /// let mut it = db.iter();
+    /// let mut bytes = 0;
+    /// while let Some(pair) = it.next_ref() {
+    ///     let (key, value) = pair.unwrap();
+    ///     bytes += key.len() + value.len();
+    /// }
+    /// assert_eq!(bytes, 5);
+    /// ```
+    pub fn next_ref(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        let next = self.advance_front()?;
+        Some(self.lend(next))
+    }
+
+    /// Like [`DoubleEndedIterator::next_back`], lending the pair as
+    /// [`Iter::next_ref`] does.
+    pub fn next_back_ref(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        let next = self.advance_back()?;
+        Some(self.lend(next))
+    }
+
+    /// Keeps `item` as the lent pair and borrows its key and value.
+    fn lend(&mut self, item: Result<Item>) -> Result<(&[u8], &[u8])> {
+        let item = self.lent.insert(item?);
+        Ok(item.pair_ref(&self.held))
+    }
+}
+
+impl Iterator for Iter<'_> {
+    type Item = Result<KeyValue>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let item = self.advance_front()?;
+        Some(item.map(|i| i.into_pair(&self.held)))
+    }
+}
+
+impl DoubleEndedIterator for Iter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        let item = self.advance_back()?;
+        Some(item.map(|i| i.into_pair(&self.held)))
+    }
+}

@@ -1,0 +1,520 @@
+//! What readers read: a frozen copy of the sparse index and of the space's
+//! extent index, published by the committer between its groups, so that a
+//! reader never waits for the committer's edits (the issue's "readers must
+//! not wait on the committer for long", docs/DESIGN.md "Readers read a
+//! published view").
+//!
+//! Invariants:
+//! - A view is one state between two of the committer's groups: its index
+//!   and its space snapshot were copied together, with the committer (the
+//!   only thread changing either) between groups.
+//! - A view is published before the MemTable it commits is retired from
+//!   the list readers consult, and a reader loads the view after that list,
+//!   so whatever a reader misses in the MemTables it saw is in its view or
+//!   in a MemTable it saw. (A view older than a MemTable's commit is
+//!   answered by that MemTable, still in the list.)
+//! - Only cache words change in a published view: readers install the
+//!   intervals they read from the view's snapshot, and the committer
+//!   forwards the word of an interval it rewrote without changing its key
+//!   range (`forward`), marked `FORWARDED`. A word read from a view's
+//!   snapshot replacing a forwarded word is older than the word it
+//!   replaced, so it is never carried into the committer's index (which
+//!   would then merge later commits into stale content). So a word names
+//!   the content of its interval's keys at the view's state or later, and
+//!   the later changes come from a MemTable that every reader of the view
+//!   still consults (the one being committed) or that began after the
+//!   reader did: a get or scan sees each key at a state no older than when
+//!   it began.
+//! - The committer drops a replaced view itself once no reader holds it,
+//!   so no reader pays for freeing one, and its snapshot stops holding
+//!   freed space back. It keeps one dropped view's copy of the extent
+//!   index (`spare_index`, no longer a snapshot) and copies the next view
+//!   into it: writing memory touched before costs a fraction of faulting
+//!   in fresh memory (docs/DESIGN.md).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use parking_lot::{Mutex, RwLock};
+
+use crate::error::{space_err, Result};
+use crate::index::interval_cache::{CacheRef, FORWARDED};
+use crate::index::sparse::{IntervalPos, SparseIndex};
+use crate::index::CommitterIndex;
+
+/// The tracing target of view publication.
+pub(crate) const TRACE_TARGET: &str = "flexdb::view";
+
+/// A published state for readers (see the module docs).
+pub(crate) struct PublishedView {
+    pub sparse: SparseIndex,
+    pub space: flexspace::Snapshot,
+    /// Whether a reader has loaded the view (see [`ViewPublisher::forward`]).
+    read: AtomicBool,
+}
+
+impl PublishedView {
+    /// A view of `sparse` over the space as it is now.
+    pub fn copy(sparse: &SparseIndex, space: &flexspace::FlexSpace) -> Result<PublishedView> {
+        Self::copy_reusing(sparse, space, None)
+    }
+
+    /// A view as `copy` makes, whose copy of the extent index is written
+    /// into `spare` (a replaced view's) when given.
+    fn copy_reusing(
+        sparse: &SparseIndex,
+        space: &flexspace::FlexSpace,
+        spare: Option<flexspace::SpareIndex>,
+    ) -> Result<PublishedView> {
+        Ok(PublishedView {
+            sparse: sparse.clone(),
+            space: space.snapshot_reusing(spare).map_err(space_err)?,
+            read: AtomicBool::new(false),
+        })
+    }
+}
+
+/// A cache word a reader installed in a view (see
+/// [`ViewPublisher::carry_installs`]).
+struct Install {
+    anchor: Vec<u8>,
+    /// The word the reader found (and replaced).
+    seen: u64,
+    word: u64,
+    size: u32,
+}
+
+/// Installs kept for the committer at most; later ones are dropped (they
+/// stay in the view, which is all that is lost).
+const MAX_INSTALLS: usize = 1 << 16;
+
+/// How long `publish` waits for readers to let go of the view it replaced
+/// before leaving it to a later `reap`.
+const RETIRE_WAIT: Duration = Duration::from_millis(5);
+
+/// The whole view protocol: the view readers load, the views the committer
+/// replaced until their last reader lets go, the spare extent index the
+/// next view is copied into, and the cache words readers installed, for
+/// the committer to carry into its index (see the module docs).
+pub(crate) struct ViewPublisher {
+    /// What readers read; replaced only by the committer.
+    current: ArcSwap<PublishedView>,
+    /// Views the committer replaced, until their last reader lets go.
+    retired: Mutex<Vec<Arc<PublishedView>>>,
+    /// The extent index of a dropped view, for the next view to copy into.
+    spare_index: Mutex<Option<flexspace::SpareIndex>>,
+    /// Intervals readers cached in a view, for the committer to carry into
+    /// its index.
+    installs: Mutex<Vec<Install>>,
+    /// Whether `publish` emits its timings (`TRACE_TARGET` at debug level,
+    /// decided once at open).
+    trace: bool,
+}
+
+impl ViewPublisher {
+    /// A publisher whose first view is `first`; `trace` as for the field.
+    pub fn new(first: PublishedView, trace: bool) -> ViewPublisher {
+        ViewPublisher {
+            current: ArcSwap::from_pointee(first),
+            retired: Mutex::new(Vec::new()),
+            spare_index: Mutex::new(None),
+            installs: Mutex::new(Vec::new()),
+            trace,
+        }
+    }
+
+    /// The current view, for one read. Never waits: loading it takes no
+    /// lock and touches no count other threads write (`arc_swap`'s
+    /// per-thread debt slots; the committer's swap pays the debts of the
+    /// view it replaces).
+    #[inline]
+    pub fn load(&self) -> arc_swap::Guard<Arc<PublishedView>> {
+        let view = self.current.load();
+        // Set once a view: the flag's line is then only read.
+        if !view.read.load(Ordering::Relaxed) {
+            view.read.store(true, Ordering::Relaxed);
+        }
+        view
+    }
+
+    /// Publishes the committer's index and the space as they are now (call
+    /// from the committer, between groups).
+    pub fn publish(
+        &self,
+        index: &RwLock<CommitterIndex>,
+        space: &flexspace::FlexSpace,
+    ) -> Result<()> {
+        let t0 = Instant::now();
+        self.carry_installs(index);
+        let t1 = Instant::now();
+        let spare = self.spare_index.lock().take();
+        let view = {
+            let st = index.read();
+            Arc::new(PublishedView::copy_reusing(&st.sparse, space, spare)?)
+        };
+        let t2 = Instant::now();
+        let old = self.current.swap(view);
+        self.retired.lock().push(old);
+        self.reap(RETIRE_WAIT);
+        if self.trace {
+            tracing::debug!(
+                target: TRACE_TARGET,
+                carry_installs = ?(t1 - t0),
+                copy = ?(t2 - t1),
+                replace = ?t2.elapsed(),
+                "view published"
+            );
+        }
+        Ok(())
+    }
+
+    /// Notes that a reader replaced the cache word `seen` of the interval
+    /// anchored at `anchor()` (of `size` bytes) in its view by `word`, for
+    /// the committer to carry into its index (never waits: a busy list
+    /// drops it). A forwarded `seen` named newer content than the reader
+    /// read (the view's snapshot): that install stays in the view.
+    pub fn note_install(
+        &self,
+        seen: u64,
+        word: u64,
+        size: usize,
+        anchor: impl FnOnce() -> Vec<u8>,
+    ) {
+        if CacheRef::forwarded(seen) {
+            return;
+        }
+        let anchor = anchor();
+        if let Some(mut list) = self.installs.try_lock() {
+            if list.len() < MAX_INSTALLS {
+                list.push(Install {
+                    anchor,
+                    seen,
+                    word,
+                    size: size as u32,
+                });
+            }
+        }
+    }
+
+    /// Carries the cache words readers installed in views into the
+    /// committer's index, where they provably name the same content (see
+    /// the module invariants): an install replaced a word naming the
+    /// view's own content (one the view was published with or another
+    /// reader installed, never a forwarded one, see `Store::install`), and
+    /// the committer's index still holds that word, so the interval is
+    /// unchanged since the view. Called by the committer between groups.
+    pub fn carry_installs(&self, index: &RwLock<CommitterIndex>) {
+        let list = std::mem::take(&mut *self.installs.lock());
+        if list.is_empty() {
+            return;
+        }
+        let st = index.read();
+        for i in list {
+            let f = st.sparse.find(&i.anchor);
+            let meta = st.sparse.meta(&f);
+            if meta.size == i.size && st.sparse.anchor(&f) == i.anchor {
+                // Fails when the word moved on: then it is left as it is.
+                let _ = meta.cache.compare_exchange(
+                    i.seen,
+                    i.word,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+            }
+        }
+    }
+
+    /// Called by the committer after it rewrote the interval at `f` of its
+    /// index `sparse`, which holds `key`, without changing its key range,
+    /// and gave it the cache word `word`: gives the current view that word
+    /// too when the view's interval holding `key` covers the same keys, so
+    /// that readers find the new content cached rather than missing on the
+    /// entry it replaced. Does nothing while no reader has loaded the view
+    /// (a load, say), since only readers gain from it. Returns the word the
+    /// view held, which names nothing else unless it is the word the
+    /// committer replaced.
+    pub fn forward(
+        &self,
+        sparse: &SparseIndex,
+        f: &IntervalPos,
+        key: &[u8],
+        word: u64,
+    ) -> Option<u64> {
+        let view = self.current.load();
+        if !view.read.load(Ordering::Relaxed) {
+            return None;
+        }
+        let g = view.sparse.find(key);
+        if !view.sparse.same_range(&g, sparse, f) {
+            return None;
+        }
+        // Marked: the view's snapshot holds older content than the word
+        // names, so a reader that misses on it reads that older content,
+        // which `install` then keeps out of the committer's index.
+        let forwarded = word | FORWARDED;
+        Some(view.sparse.meta(&g).cache.swap(forwarded, Ordering::AcqRel))
+    }
+
+    /// Drops replaced views no reader holds any more, waiting up to `wait`
+    /// for the last readers. Returns whether any is left.
+    pub fn reap(&self, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
+        loop {
+            let mut retired = self.retired.lock();
+            let mut dropped = Vec::new();
+            retired.retain(|v| {
+                if Arc::strong_count(v) == 1 {
+                    dropped.push(v.clone());
+                    false
+                } else {
+                    true
+                }
+            });
+            let left = !retired.is_empty();
+            drop(retired);
+            // Freed here, outside the lock; one extent index is kept for the
+            // next view to copy into (`publish`).
+            for view in dropped {
+                if let Ok(view) = Arc::try_unwrap(view) {
+                    let index = view.space.into_index();
+                    let mut spare = self.spare_index.lock();
+                    if spare.is_none() {
+                        *spare = Some(index);
+                        continue;
+                    }
+                    drop(spare);
+                    drop(index);
+                }
+            }
+            if !left || Instant::now() >= deadline {
+                return left;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    /// Bytes of memory held by the sparse indexes (the committer's, and the
+    /// published views' beyond the leaves they still share with it) and by
+    /// the views' copies of the extent index.
+    pub fn index_memory(&self, index: &RwLock<CommitterIndex>) -> (u64, u64) {
+        let current = self.current.load_full();
+        let retired: Vec<Arc<PublishedView>> = self.retired.lock().clone();
+        let mut seen = std::collections::HashSet::new();
+        let committer = index.read().sparse.memory_beside(&mut seen) as u64;
+        let spare = self
+            .spare_index
+            .lock()
+            .as_ref()
+            .map_or(0, |t| t.memory_bytes() as u64);
+        std::iter::once(&current)
+            .chain(&retired)
+            .fold((committer, spare), |(s, e), v| {
+                (
+                    s + v.sparse.memory_beside(&mut seen) as u64,
+                    e + v.space.index_bytes(),
+                )
+            })
+    }
+
+    /// Whether a dropped view's extent index is kept for the next view.
+    #[cfg(test)]
+    pub fn has_spare_index(&self) -> bool {
+        self.spare_index.lock().is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use crate::index::interval_cache::CacheRef;
+    use crate::{Db, Options};
+
+    fn key(i: u32) -> String {
+        format!("key{i:06}")
+    }
+
+    /// Each commit's view is copied into the extent index of a view an
+    /// earlier commit replaced, and reads through it see every commit.
+    #[test]
+    fn views_copied_into_a_replaced_views_index_read_the_latest_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options::new()
+            .create_if_missing(true)
+            .memtable_bytes(64 << 10)
+            .cache_bytes(16 << 10);
+        let db = Db::open(dir.path(), opts).unwrap();
+        let mut reused = 0;
+        for round in 0..6u32 {
+            if db.shared().views.has_spare_index() {
+                reused += 1;
+            }
+            // Inserts move the extents of every later pair; overwrites and
+            // deletions change them in place and shrink the space.
+            for i in 0..3000u32 {
+                let k = key((i * 7 + round * 13) % 4000);
+                if (i + round) % 9 == 0 {
+                    db.delete(&k).unwrap();
+                } else {
+                    db.put(&k, format!("{k} round {round}")).unwrap();
+                }
+            }
+            db.flush().unwrap();
+            let mut seen = 0;
+            for i in 0..3000u32 {
+                let k = key((i * 7 + round * 13) % 4000);
+                let want =
+                    ((i + round) % 9 != 0).then(|| format!("{k} round {round}").into_bytes());
+                assert_eq!(db.get(&k).unwrap(), want, "{k} after round {round}");
+                seen += 1;
+            }
+            assert_eq!(seen, 3000);
+            db.check().unwrap();
+        }
+        assert!(reused >= 4, "only {reused} of 6 rounds found a spare index");
+    }
+
+    fn value(i: u32) -> Vec<u8> {
+        vec![i as u8; 100 + (i % 50) as usize]
+    }
+
+    /// The cache word of the interval holding `k` in `view`, and the
+    /// content it names, if cached.
+    fn cached_in(
+        db: &Db,
+        view: &super::PublishedView,
+        k: &str,
+    ) -> (
+        u64,
+        Option<std::sync::Arc<crate::index::interval::IntervalData>>,
+    ) {
+        let f = view.sparse.find(k.as_bytes());
+        let word = view.sparse.meta(&f).cache.load(Ordering::Acquire);
+        let data = db.shared().cache.get(CacheRef::unpack(word));
+        (word, data)
+    }
+
+    /// A store of 200 pairs, all in the space.
+    fn committed_store() -> (tempfile::TempDir, Db) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::new().create_if_missing(true)).unwrap();
+        for i in 0..200 {
+            db.put(key(i), value(i)).unwrap();
+        }
+        db.flush().unwrap();
+        (dir, db)
+    }
+
+    #[test]
+    fn a_commit_gives_the_view_the_intervals_it_rewrites_in_place() {
+        let (_dir, db) = committed_store();
+        let old = db.shared().views.load();
+        let (before, _) = cached_in(&db, &old, &key(50));
+        // A new value of the same length: the interval keeps its keys.
+        let new_value = vec![0xAB; value(50).len()];
+        db.put(key(50), &new_value).unwrap();
+        db.flush().unwrap();
+        // `old` was the published view during that commit.
+        let (after, data) = cached_in(&db, &old, &key(50));
+        assert_ne!(after, before);
+        let data = data.expect("the forwarded word names a cached interval");
+        assert_eq!(data.get(key(50).as_bytes()), Some(&new_value[..]));
+        // The committer's index and the next view name the same entry; the
+        // old view's word carries the mark.
+        let (now, _) = cached_in(&db, &db.shared().views.load(), &key(50));
+        assert_eq!(CacheRef::unpack(now), CacheRef::unpack(after));
+        assert!(CacheRef::forwarded(after) && !CacheRef::forwarded(now));
+    }
+
+    /// A forwarded word names content newer than the view's snapshot. A
+    /// reader that misses on it (the entry was evicted) reads the snapshot,
+    /// which is older: what it installs must not be carried into the
+    /// committer's index, which would then merge the next commit into the
+    /// older content and lose the write.
+    #[test]
+    fn an_older_read_of_a_forwarded_interval_is_not_carried() {
+        let (_dir, db) = committed_store();
+        let old = db.shared().views.load();
+        // Same length, so the interval keeps its size as well as its keys.
+        let new_value = vec![0xAB; value(50).len()];
+        db.put(key(50), &new_value).unwrap();
+        db.flush().unwrap();
+        let (forwarded, _) = cached_in(&db, &old, &key(50));
+        db.shared()
+            .cache
+            .remove(CacheRef::unpack(forwarded).unwrap());
+        // The reader misses and reads `old`'s snapshot: the old value.
+        let f = old.sparse.find(key(50).as_bytes());
+        let data = db.shared().view_interval(&old, &f).unwrap();
+        assert_eq!(data.get(key(50).as_bytes()), Some(&value(50)[..]));
+        db.shared().views.carry_installs(&db.shared().index);
+        // The next commit into that interval keeps the newer value.
+        db.put(key(51), vec![0xCD; value(51).len()]).unwrap();
+        db.flush().unwrap();
+        assert_eq!(db.get(key(50)).unwrap(), Some(new_value));
+        assert!(db.check().unwrap().problems.is_empty());
+    }
+
+    #[test]
+    fn an_interval_that_splits_is_not_forwarded() {
+        let (_dir, db) = committed_store();
+        let old = db.shared().views.load();
+        let (before, _) = cached_in(&db, &old, &key(50));
+        // Forty keys between key(50) and key(51): the interval splits.
+        for j in 0..40 {
+            db.put(format!("{}-{j:02}", key(50)), value(j)).unwrap();
+        }
+        db.flush().unwrap();
+        let (after, data) = cached_in(&db, &old, &key(50));
+        assert_eq!(after, before, "the old view keeps its word");
+        assert!(data.is_none(), "the replaced entry left the cache");
+        // The old view still reads the old content, from its snapshot.
+        let f = old.sparse.find(key(50).as_bytes());
+        let data = db.shared().view_interval(&old, &f).unwrap();
+        assert_eq!(data.get(key(50).as_bytes()), Some(&value(50)[..]));
+        assert_eq!(data.get(format!("{}-00", key(50)).as_bytes()), None);
+    }
+
+    #[test]
+    fn reads_and_scans_complete_while_the_committer_holds_its_index() {
+        let dir = tempfile::tempdir().unwrap();
+        // A cache too small to hold an interval: every read goes to the
+        // space (the view's snapshot of it).
+        let opts = Options::new().create_if_missing(true).cache_bytes(1);
+        let db = Db::open(dir.path(), opts).unwrap();
+        for i in 0..3000 {
+            db.put(key(i), value(i)).unwrap();
+        }
+        db.flush().unwrap();
+        let db = &db;
+        std::thread::scope(|s| {
+            // The committer's exclusive hold of its index, for as long as
+            // the reads take.
+            let held = db.shared().index.write();
+            let (tx, rx) = mpsc::channel();
+            s.spawn(move || {
+                let reads = (|| -> crate::Result<usize> {
+                    for i in (0..3000).step_by(7) {
+                        assert_eq!(db.get(key(i))?, Some(value(i)));
+                    }
+                    let mut n = 0;
+                    for kv in db.range(key(100)..key(2100)) {
+                        let (k, v) = kv?;
+                        assert_eq!((k, v), (key(100 + n).into_bytes(), value(100 + n)));
+                        n += 1;
+                    }
+                    Ok(n as usize)
+                })();
+                let _ = tx.send(reads);
+            });
+            let outcome = rx.recv_timeout(Duration::from_secs(60));
+            drop(held);
+            let scanned = outcome.expect("a reader waited for the committer's hold");
+            assert_eq!(scanned.unwrap(), 2000);
+        });
+    }
+}

@@ -1,0 +1,18 @@
+//! Opening a store: creation or recovery (`open`, with `replay` for the
+//! logs and `rebuild` for the sparse index after a crash), the manifest and
+//! what a store directory holds (`manifest`), and the full consistency
+//! check (`check`).
+//!
+//! Invariants: a directory holds a store exactly when its manifest
+//! verifies; an open store holds every write whose sync returned before a
+//! crash; a check changes nothing.
+
+pub(crate) mod check;
+pub(crate) mod manifest;
+pub(crate) mod open;
+mod rebuild;
+mod replay;
+
+/// The tracing target of recovery's events: the step timings of an open
+/// (`store recovered`) and each replayed log (`log replayed`).
+pub(crate) const TRACE_TARGET: &str = "flexdb::recovery";

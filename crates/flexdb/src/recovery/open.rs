@@ -1,0 +1,324 @@
+//! Opening a store: creation, or recovery after a clean close or a crash
+//! (§5.4).
+//!
+//! Recovery: the space recovers its own last commit point; its metadata
+//! words give the pair count, the last generation whose writes are all in
+//! the space, and the highest sequence number used. Logs of generations up
+//! to that one are removed; the others are replayed, each into a frozen
+//! MemTable that the committer will merge. A log holds one generation's
+//! writes and depends on no other, so the logs are replayed on several
+//! threads at once (each also synced by a helper thread meanwhile); their
+//! results are then taken oldest first, as a sequential replay would take
+//! them, and the first log that fails (in generation order) fails the
+//! open. The sparse index is the one saved at a clean close when it
+//! describes the space as recovered, and otherwise rebuilt by sampling the
+//! space (`rebuild`).
+//!
+//! Invariants: after `open` returns, every write whose sync returned before
+//! the crash is in a MemTable or the space, the writes of the replayed logs
+//! form a prefix of the write order, and sequence numbers continue above
+//! every one used before.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use flexspace::{FileStorage, FlexSpace, Storage, StorageFile};
+use parking_lot::RwLock;
+use tracing::Level;
+
+use crate::commit::mailbox::CommitterMailbox;
+use crate::error::{io_err, space_err};
+use crate::error::{Error, Result};
+use crate::index::interval_cache::IntervalCache;
+use crate::index::sparse::SparseIndex;
+use crate::index::CommitterIndex;
+use crate::options::Options;
+use crate::read::view::{PublishedView, ViewPublisher};
+use crate::recovery::rebuild::rebuild_index;
+use crate::recovery::replay::replay_logs;
+use crate::recovery::{manifest, TRACE_TARGET};
+use crate::stats::Counters;
+use crate::store::{CommitPoint, Store};
+use crate::wal::log_files::new_wal;
+use crate::wal::Wal;
+use crate::write::chunk_pool::ChunkPool;
+use crate::write::memtable::MemTable;
+use crate::write::memtable_list::WriteSide;
+use crate::write::{FrozenMemTable, WriteHead};
+
+/// Opens the store in `dir` on real files.
+pub(crate) fn open_dir(dir: &Path, opts: Options) -> Result<Store> {
+    if !dir.exists() && !opts.create_if_missing {
+        return Err(Error::NotFound(dir.to_path_buf()));
+    }
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::NotAStore(
+            dir.to_path_buf(),
+            "not a directory".into(),
+        ));
+    }
+    let storage = FileStorage::open(dir, opts.create_if_missing).map_err(|e| match e {
+        flexspace::Error::Locked(p) => Error::Locked(p),
+        flexspace::Error::NotAFlexSpace(p) => Error::NotFound(p),
+        flexspace::Error::Io { file, source } => Error::Io {
+            file: dir.join(file),
+            source,
+        },
+        e => Error::NotAStore(dir.to_path_buf(), e.to_string()),
+    })?;
+    open_storage(Arc::new(storage), dir, opts, true)
+}
+
+/// Opens the store on any storage backend (`dir` names it in errors; with
+/// `real`, it is the directory the backend's files are in).
+pub(crate) fn open_storage(
+    storage: Arc<dyn Storage>,
+    dir: &Path,
+    opts: Options,
+    real: bool,
+) -> Result<Store> {
+    let real_dir = real.then(|| dir.to_path_buf());
+    validate(&opts)?;
+    let found = manifest::inspect(storage.as_ref()).map_err(|e| in_dir(e, dir))?;
+    match found {
+        manifest::DirContents::Store if opts.error_if_exists => {
+            Err(Error::AlreadyExists(dir.to_path_buf()))
+        }
+        manifest::DirContents::Store => {
+            recover(storage, dir, real_dir, opts).map_err(|e| in_dir(e, dir))
+        }
+        manifest::DirContents::Foreign(why) => Err(Error::NotAStore(dir.to_path_buf(), why)),
+        manifest::DirContents::Nothing if !opts.create_if_missing => {
+            Err(Error::NotFound(dir.to_path_buf()))
+        }
+        manifest::DirContents::Nothing => {
+            create(storage, dir, real_dir, opts).map_err(|e| in_dir(e, dir))
+        }
+    }
+}
+
+/// Makes file names in errors full paths.
+fn in_dir(e: Error, dir: &Path) -> Error {
+    match e {
+        Error::Io { file, source } if file.is_relative() => Error::Io {
+            file: dir.join(file),
+            source,
+        },
+        Error::Corrupt { file, detail } if file.is_relative() => Error::Corrupt {
+            file: dir.join(file),
+            detail,
+        },
+        e => e,
+    }
+}
+
+fn validate(opts: &Options) -> Result<()> {
+    if opts.memtable_bytes < 4096 {
+        return Err(Error::InvalidArgument(
+            "memtable_bytes must be at least 4096".into(),
+        ));
+    }
+    if opts.max_space_bytes < 8 * flexspace::SEGMENT_SIZE {
+        return Err(Error::InvalidArgument(format!(
+            "max_space_bytes must be at least {}",
+            8 * flexspace::SEGMENT_SIZE
+        )));
+    }
+    Ok(())
+}
+
+fn space_options(opts: &Options, create: bool) -> flexspace::Options {
+    // The store's durability comes from its write-ahead log: the space only
+    // needs to commit when the committer finishes a MemTable (it syncs then),
+    // not every megabyte of index log on its own.
+    flexspace::Options::new()
+        .create(create)
+        .max_data_size(opts.max_space_bytes)
+        .commit_log_bytes(256 << 20)
+        // The committer runs the space's maintenance itself, between groups
+        // and outside the store's locks (see `committer::apply_group`), so a
+        // garbage-collection round never runs while readers wait on `index`.
+        .auto_maintenance(false)
+        // Reads through a mapping where the options ask for it (see
+        // `Options::mmap_reads`; storage without real files maps nothing).
+        .mmap_reads(opts.mmap_reads)
+}
+
+fn create(
+    storage: Arc<dyn Storage>,
+    dir: &Path,
+    real_dir: Option<PathBuf>,
+    opts: Options,
+) -> Result<Store> {
+    manifest::remove_leftovers(&storage)?;
+    let space = FlexSpace::open_with_storage(storage.clone(), space_options(&opts, true))
+        .map_err(space_err)?;
+    let gen = 1;
+    let wal = new_wal(&storage, real_dir.as_deref(), &opts, gen, 1, None)?;
+    // The manifest last: a store exists once it is durable.
+    manifest::write_manifest(storage.as_ref())?;
+    assemble(
+        storage,
+        dir,
+        real_dir,
+        opts,
+        space,
+        SparseIndex::new(),
+        0,
+        WriteHead {
+            next_seq: 1,
+            active: Arc::new(MemTable::new()),
+            wal,
+            gen,
+        },
+        VecDeque::new(),
+        0,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn assemble(
+    storage: Arc<dyn Storage>,
+    dir: &Path,
+    real_dir: Option<PathBuf>,
+    opts: Options,
+    space: FlexSpace,
+    sparse: SparseIndex,
+    pairs: u64,
+    writer: WriteHead,
+    frozen: VecDeque<FrozenMemTable>,
+    committed_gen: u64,
+) -> Result<Store> {
+    let mut writer = writer;
+    // Up to the MemTables a commit may retire at once: what a backlog of
+    // them held before, so keeping it never raises the peak (see `write::chunk_pool`).
+    let chunks = Arc::new(ChunkPool::new(
+        opts.memtable_bytes.saturating_mul(crate::write::MAX_FROZEN),
+    ));
+    if writer.active.is_empty() {
+        writer.active = Arc::new(MemTable::pooled(&[], Some(chunks.clone())));
+    }
+    let visible = writer.next_seq - 1;
+    let view = PublishedView::copy(&sparse, &space)?;
+    let trace_views = tracing::enabled!(target: crate::read::view::TRACE_TARGET, Level::DEBUG);
+    Ok(Store {
+        dir: dir.to_path_buf(),
+        real_dir,
+        cache: IntervalCache::new(opts.cache_bytes),
+        opts,
+        storage,
+        space,
+        writes: WriteSide::new(writer, frozen, visible),
+        index: RwLock::new(CommitterIndex {
+            sparse,
+            pairs,
+            version: 0,
+        }),
+        mailbox: CommitterMailbox::new(committed_gen),
+        counters: Counters::default(),
+        trace: tracing::enabled!(target: crate::commit::TRACE_TARGET, Level::DEBUG),
+        views: ViewPublisher::new(view, trace_views),
+        chunks,
+        // As many as one commit retires.
+        spare_logs: crate::wal::spare_logs::SpareLogs::new(crate::write::MAX_FROZEN),
+    })
+}
+
+fn recover(
+    storage: Arc<dyn Storage>,
+    dir: &Path,
+    real_dir: Option<PathBuf>,
+    opts: Options,
+) -> Result<Store> {
+    let t0 = std::time::Instant::now();
+    let space = FlexSpace::open_with_storage(storage.clone(), space_options(&opts, false))
+        .map_err(|e| match e {
+            flexspace::Error::NotAFlexSpace(_) => Error::Corrupt {
+                file: "tree".into(),
+                detail: "the store's space is missing or not a flexspace".into(),
+            },
+            e => space_err(e),
+        })?;
+    let t_space = t0.elapsed();
+    let CommitPoint {
+        pairs,
+        committed_gen,
+        max_seq,
+    } = CommitPoint::read(&space);
+    let mut next_seq = max_seq + 1;
+    let mut frozen = VecDeque::new();
+    let mut last_gen = committed_gen;
+    let mut logs = Vec::new();
+    manifest::remove_unfinished_wals(storage.as_ref())?;
+    for (gen, name) in manifest::list_wals(storage.as_ref())? {
+        if gen <= committed_gen {
+            storage.remove_file(&name).map_err(io_err(&name))?;
+        } else {
+            logs.push((gen, name));
+        }
+    }
+    // Each log holds one generation's writes and nothing of the others:
+    // they are replayed at once, each into its own MemTable, and then
+    // taken in generation order as one sequential replay would.
+    for ((gen, name), replayed) in logs.iter().zip(replay_logs(&storage, &logs)) {
+        let (mem, file, next) = replayed?;
+        next_seq = next_seq.max(next);
+        last_gen = *gen;
+        if mem.is_empty() {
+            storage.remove_file(name).map_err(io_err(name))?;
+            continue;
+        }
+        // The committer reads the log only to sync it, which is done.
+        let len = file.len().map_err(io_err(name))?;
+        let wal = Arc::new(Wal::detached(file, name, len));
+        frozen.push_back(FrozenMemTable {
+            mem,
+            wal,
+            gen: *gen,
+        });
+    }
+    let t_replay = t0.elapsed();
+    let gen = last_gen + 1;
+    let wal = new_wal(&storage, real_dir.as_deref(), &opts, gen, next_seq, None)?;
+    let t_wal = t0.elapsed();
+    // The index saved by a clean close, when it describes this very state
+    // of the space; otherwise the space is sampled.
+    let saved = crate::index::saved::load(storage.as_ref(), space.commit_id(), space.len());
+    let loaded = saved.is_some();
+    let sparse = match saved {
+        Some(s) => s,
+        None => rebuild_index(&space)?,
+    };
+    tracing::debug!(
+        target: TRACE_TARGET,
+        space = ?t_space,
+        log_replay = ?(t_replay - t_space),
+        new_log = ?(t_wal - t_replay),
+        sparse_index = if loaded { "loaded" } else { "sampled" },
+        sparse_index_time = ?(t0.elapsed() - t_wal),
+        intervals = sparse.len(),
+        "store recovered"
+    );
+    // Every generation below the oldest replayed one is in the space.
+    let committed_gen = frozen
+        .front()
+        .map_or(gen - 1, |f: &FrozenMemTable| f.gen - 1);
+    assemble(
+        storage,
+        dir,
+        real_dir,
+        opts,
+        space,
+        sparse,
+        pairs,
+        WriteHead {
+            next_seq,
+            active: Arc::new(MemTable::new()),
+            wal,
+            gen,
+        },
+        frozen,
+        committed_gen,
+    )
+}

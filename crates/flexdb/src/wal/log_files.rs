@@ -1,0 +1,76 @@
+//! Write-ahead log files: their names, and creating one under a temporary
+//! name until its header is durable, then renamed into place.
+//!
+//! Invariants: a file named as a log (`wal_name`) always has a whole,
+//! synced header; a crash while one is made leaves only a temporary name
+//! (`wal_tmp_name`), which promises nothing to recover. Log names carry
+//! their generation in fixed-width decimal, so listing them in name order
+//! lists them in generation order.
+
+use std::sync::Arc;
+
+use flexspace::Storage;
+
+use crate::error::{io_err, Result};
+use crate::options::Options;
+use crate::wal::Wal;
+
+/// The write-ahead log file of MemTable generation `gen`.
+pub fn wal_name(gen: u64) -> String {
+    format!("wal-{gen:012}.log")
+}
+
+/// The name a write-ahead log is created under before it is renamed to
+/// [`wal_name`]; one left by a crash holds no write.
+pub fn wal_tmp_name(gen: u64) -> String {
+    format!("{}.new", wal_name(gen))
+}
+
+/// Whether `name` is a log's temporary name.
+pub fn is_wal_tmp_name(name: &str) -> bool {
+    name.strip_suffix(".new").and_then(parse_wal_name).is_some()
+}
+
+/// The generation of a write-ahead log file name.
+pub fn parse_wal_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("wal-")?.strip_suffix(".log")?;
+    if digits.len() != 12 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Creates the write-ahead log of generation `gen` durably, its records
+/// numbered from `first` on: under a temporary name until its header is
+/// synced, then renamed and the directory synced, so that a file named as a
+/// log always has a whole header (see `recovery::manifest`). With `spare` (see
+/// `spare_logs`), the log takes that file over instead of a new one: the
+/// spare's name is such a temporary name already.
+pub(crate) fn new_wal(
+    storage: &Arc<dyn Storage>,
+    real_dir: Option<&std::path::Path>,
+    opts: &Options,
+    gen: u64,
+    first: u64,
+    spare: Option<String>,
+) -> Result<Arc<Wal>> {
+    let name = wal_name(gen);
+    let reused = spare.is_some();
+    let tmp = spare.unwrap_or_else(|| wal_tmp_name(gen));
+    let file = storage.open_file(&tmp, !reused).map_err(io_err(&tmp))?;
+    // The mapping and the handle that syncs it are opened by this path and
+    // follow the file through the rename.
+    let path = real_dir.map(|d| d.join(&tmp));
+    // Room for a MemTable's worth of records, up to `mapped::FIRST_MAX`;
+    // the log grows by steps past it if need be.
+    let capacity = opts.memtable_bytes as u64 + (1 << 20);
+    let real = path.as_deref().map(|p| (p, capacity));
+    let wal = if reused {
+        Wal::reuse(file, &name, real, first)?
+    } else {
+        Wal::create(file, &name, real, first)?
+    };
+    storage.rename(&tmp, &name).map_err(io_err(&name))?;
+    storage.sync_dir().map_err(io_err(&name))?;
+    Ok(Arc::new(wal))
+}

@@ -1,0 +1,1163 @@
+//! The write-ahead log: numbered, checksummed records with group commit.
+//!
+//! File format (docs/FORMAT.md): a 48-byte header (`FLEXWAL1`, format
+//! version 2, zero, a *durable-length slot*: a file length known durable,
+//! with its CRC, then the lowest sequence number any record of the log
+//! carries, with its CRC; version 1 had the first 32 bytes alone) then
+//! records
+//! `crc32c u32 | len u32 | seq u64 | synced u64 | payload`, the CRC covering
+//! everything after it. `synced` is the file offset up to which the log was
+//! durable when the record was appended. One file per MemTable generation;
+//! the store retires a file once its MemTable is durable in the space. A
+//! file is created under a temporary name and renamed once its header is
+//! durable (`log_files::new_wal`), so a named log with a torn or foreign header
+//! is damage, reported like any other.
+//!
+//! A log may take over the file of a committed one (`Wal::reuse`), whose
+//! records stay past the new ones: all of them are numbered below the new
+//! log's first sequence number, so replay and its damage check, which
+//! accept only records numbered above the last one taken (above the first
+//! number less one, to begin with), never take one for the new log's.
+//!
+//! Replay stops at the first record that does not verify: a crash may leave
+//! any mixture of the writes after the last sync (devices reorder them), so
+//! a damaged record followed by intact ones is normal there. It is
+//! corruption when an intact later record says the damaged bytes had
+//! already been synced, or when the file is shorter than its durable-length
+//! slot says (truncation); then replay fails instead of silently dropping
+//! durable writes. Each sync also rewrites the slot with the length the
+//! *previous* sync made durable (the same fsync covers it, and that length
+//! is durable whatever order the device writes in), so only damage within
+//! the last synced stretch can pass for a crash's torn tail.
+//!
+//! Replay reads the file in bounded chunks (`REPLAY_CHUNK`, or one
+//! record's length when that is more) and hands each record's payload to
+//! a callback borrowed from the read buffer, so memory stays bounded by
+//! the chunk and the largest record, whatever the log's size. An all-zero
+//! record header (the preallocated tail of a mapped log) ends the records,
+//! and the search for an intact later record skips zero runs in blocks:
+//! such a record's `synced` field is above the header's length, so a
+//! header whose `synced` bytes are zero cannot be one. Neither shortcut
+//! changes a verdict: replay accepts and rejects exactly the files a
+//! whole-file reading would (the tests keep that reading as a reference).
+//!
+//! Invariants:
+//! - Records are appended in increasing sequence order (a batch's record
+//!   carries the number of its first operation), to an in-memory buffer first;
+//!   the buffer goes to the file in order (when it passes `FLUSH_BYTES`, on
+//!   `flush` and on `sync_to`), so the file always holds a prefix of the
+//!   appended records and replay returns a prefix.
+//! - `sync_to(end)` returns only after every record ending at or before
+//!   `end` is durable. Concurrent callers share fsyncs: whoever holds the
+//!   I/O lock writes everything buffered so far and syncs once for all
+//!   (group commit); the others find their records durable and return.
+//! - A mapped log asks the kernel to start writing each stretch of
+//!   `writeback::WRITEBACK_BYTES` to the device as it fills
+//!   ([`Wal::write_back`]): a hint that no durability rule relies on.
+//! - After an I/O error the log refuses further appends (its tail is
+//!   unknown); reopening the store recovers the durable prefix. A mapped
+//!   log that cannot grow (a full disk) is the exception: the append that
+//!   needed the room fails with the `Io` error (`ENOSPC`) and changes
+//!   nothing, so every record before it can still be synced.
+//! - Replay calls its callback for the valid prefix of records, in order,
+//!   and only then reports corruption found after that prefix; a caller
+//!   that gets an error must discard what it built.
+//! - Every record of a log is numbered at or above its header's first
+//!   sequence number, and every record of an older log left in its file
+//!   below it: only a log whose every record this process appended gives
+//!   its file to another ([`Wal::reusable`]).
+
+mod format;
+pub(crate) mod log_files;
+mod mapped;
+mod replay;
+pub(crate) mod spare_logs;
+mod writeback;
+
+use format::*;
+pub use format::{HEADER_LEN, MAX_RECORD};
+#[cfg(test)]
+use replay::REPLAY_CHUNK;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use flexspace::StorageFile;
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+
+/// One replayed record (tests collect them; recovery uses `Wal::replay`).
+#[cfg(test)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Its sequence number.
+    pub seq: u64,
+    /// Its payload.
+    pub payload: Vec<u8>,
+}
+
+struct Buffer {
+    /// Encoded records not yet handed to the file.
+    bytes: Vec<u8>,
+    /// File offset where `bytes` starts.
+    start: u64,
+    /// A write to the file failed: the log refuses everything.
+    failed: Option<String>,
+}
+
+/// The mapped append path and its own handle for syncing (so appends go on
+/// during an fsync).
+struct Mapped {
+    log: Mutex<mapped::MappedLog>,
+    sync_file: std::fs::File,
+}
+
+/// A write-ahead log on one file.
+///
+/// Records reach the operating system either at once, through a shared
+/// mapping of the preallocated file (`mapped`: real files, the default), or
+/// through an in-memory buffer written out in big chunks (any other storage
+/// backend, such as the fault-injecting one of the tests).
+pub struct Wal {
+    file: Arc<dyn StorageFile>,
+    mapped: Option<Mapped>,
+    name: String,
+    buf: Mutex<Buffer>,
+    /// Serializes writes and syncs of the file.
+    io: Mutex<()>,
+    /// File offset up to which records are durable.
+    synced: AtomicU64,
+    /// Bytes written to the file so far.
+    written_bytes: AtomicU64,
+    /// The length the durable-length slot holds (I/O lock).
+    slot: AtomicU64,
+    /// File offset up to which early write-back was requested (mapped
+    /// logs; see `writeback`).
+    written_back: AtomicU64,
+    /// Every record in the file was appended by this object (see
+    /// [`Wal::reusable`]).
+    own: bool,
+}
+
+impl Wal {
+    /// Starts a new, empty log in `file` (truncated first, header synced).
+    /// `name` names the file in errors. With `real`, the path of the same
+    /// file on a real file system, records are appended through a mapping
+    /// with room for `capacity` bytes to begin with (buffered writes when the
+    /// file cannot be preallocated and mapped). Every record appended must
+    /// carry a sequence number of at least `first`.
+    pub fn create(
+        file: Arc<dyn StorageFile>,
+        name: &str,
+        real: Option<(&std::path::Path, u64)>,
+        first: u64,
+    ) -> Result<Wal> {
+        file.set_len(0).map_err(|e| io_err(name, e))?;
+        Self::reuse(file, name, real, first)
+    }
+
+    /// Starts a new, empty log in `file`, which holds a log that is no
+    /// longer needed (committed): only the header is written (and synced),
+    /// the old records stay where they are and are overwritten as records
+    /// are appended. Their sequence numbers must all be below `first` (the
+    /// lowest any record of the new log will carry): replay tells them
+    /// from this log's records by that. The point is the file's pages,
+    /// which are in memory already: appending into them costs no page
+    /// allocation (docs/DESIGN.md, "Logs reused").
+    pub fn reuse(
+        file: Arc<dyn StorageFile>,
+        name: &str,
+        real: Option<(&std::path::Path, u64)>,
+        first: u64,
+    ) -> Result<Wal> {
+        let io = |e| io_err(name, e);
+        file.write_all_at(0, &header(first)).map_err(io)?;
+        file.sync().map_err(io)?;
+        let mapped = real.and_then(|(path, capacity)| {
+            let log = mapped::MappedLog::open(path, HEADER_LEN, capacity).ok()?;
+            let sync_file = std::fs::OpenOptions::new().write(true).open(path).ok()?;
+            Some(Mapped {
+                log: Mutex::new(log),
+                sync_file,
+            })
+        });
+        Ok(Wal {
+            file,
+            mapped,
+            name: name.to_string(),
+            buf: Mutex::new(Buffer {
+                bytes: Vec::new(),
+                start: HEADER_LEN,
+                failed: None,
+            }),
+            io: Mutex::new(()),
+            synced: AtomicU64::new(HEADER_LEN),
+            written_bytes: AtomicU64::new(HEADER_LEN),
+            slot: AtomicU64::new(HEADER_LEN),
+            written_back: AtomicU64::new(HEADER_LEN),
+            own: true,
+        })
+    }
+
+    /// A handle on an existing, durable log of `len` bytes that takes no
+    /// more records (recovery hands replayed logs to the committer, which
+    /// only syncs them).
+    pub fn detached(file: Arc<dyn StorageFile>, name: &str, len: u64) -> Wal {
+        Wal {
+            file,
+            mapped: None,
+            name: name.to_string(),
+            buf: Mutex::new(Buffer {
+                bytes: Vec::new(),
+                start: len,
+                failed: None,
+            }),
+            io: Mutex::new(()),
+            synced: AtomicU64::new(len),
+            written_bytes: AtomicU64::new(0),
+            slot: AtomicU64::new(len),
+            written_back: AtomicU64::new(len),
+            own: false,
+        }
+    }
+
+    /// Whether the file may hold a new log once this one is committed:
+    /// only when this object wrote every record in it (and the records of
+    /// older logs it took over, by induction, are numbered lower still).
+    /// A log found at recovery may hold records past its valid prefix
+    /// that replay dropped, whose sequence numbers the store hands out
+    /// again: a later log in the same file could take them for its own.
+    pub fn reusable(&self) -> bool {
+        self.own
+    }
+
+    /// Appends one record (buffered) and returns the file offset where it
+    /// ends, for [`Wal::sync_to`].
+    pub fn append(&self, seq: u64, payload: &[u8]) -> Result<u64> {
+        if payload.len() > MAX_RECORD {
+            return Err(Error::BatchTooLarge {
+                len: payload.len(),
+                max: MAX_RECORD,
+            });
+        }
+        let mut b = self.buf.lock();
+        if let Some(why) = &b.failed {
+            return Err(self.stopped(why));
+        }
+        let synced = self.synced.load(Ordering::Acquire);
+        if let Some(m) = &self.mapped {
+            // Encode into the (idle) buffer, then copy into the mapping.
+            b.bytes.clear();
+            encode_record(&mut b.bytes, seq, synced, payload);
+            let mut log = m.log.lock();
+            // A failed append is a failed growth (a full disk) and leaves
+            // the log as it was: what it holds can still be synced.
+            log.append(&b.bytes).map_err(|e| io_err(&self.name, e))?;
+            self.written_bytes
+                .fetch_add(b.bytes.len() as u64, Ordering::Relaxed);
+            return Ok(log.end());
+        }
+        encode_record(&mut b.bytes, seq, synced, payload);
+        let end = b.start + b.bytes.len() as u64;
+        if b.bytes.len() >= FLUSH_BYTES {
+            // Hand the buffer to the file unless a sync is doing so already.
+            if let Some(_io) = self.io.try_lock() {
+                self.write_out(b)?;
+            }
+        }
+        Ok(end)
+    }
+
+    /// Writes the buffer to the file (not synced; mapped logs have none).
+    #[cfg(test)]
+    pub fn flush(&self) -> Result<()> {
+        if self.mapped.is_some() {
+            return Ok(());
+        }
+        let _io = self.io.lock();
+        self.write_out(self.buf.lock())
+    }
+
+    /// Makes every record ending at or before `end` durable.
+    pub fn sync_to(&self, end: u64) -> Result<()> {
+        if self.synced.load(Ordering::Acquire) >= end {
+            return Ok(());
+        }
+        let _io = self.io.lock();
+        if self.synced.load(Ordering::Acquire) >= end {
+            return Ok(());
+        }
+        if let Some(m) = &self.mapped {
+            return self.sync_mapped(m);
+        }
+        let b = self.buf.lock();
+        let stop = b.start + b.bytes.len() as u64;
+        self.write_out(b)?;
+        // Record what the previous sync made durable; this fsync carries it.
+        let prev = self.synced.load(Ordering::Acquire);
+        if prev > self.slot.load(Ordering::Relaxed) {
+            if let Err(e) = self.file.write_all_at(SLOT_AT, &slot(prev)) {
+                self.buf.lock().failed = Some(format!("write failed: {e}"));
+                return Err(io_err(&self.name, e));
+            }
+            self.slot.store(prev, Ordering::Relaxed);
+        }
+        if let Err(e) = self.file.sync() {
+            let why = format!("sync failed: {e}");
+            self.buf.lock().failed = Some(why);
+            return Err(io_err(&self.name, e));
+        }
+        self.synced.store(stop, Ordering::Release);
+        Ok(())
+    }
+
+    /// The mapped log's sync; the caller holds the I/O lock.
+    fn sync_mapped(&self, m: &Mapped) -> Result<()> {
+        if let Some(why) = &self.buf.lock().failed {
+            return Err(self.stopped(why));
+        }
+        let stop = {
+            let mut log = m.log.lock();
+            let prev = self.synced.load(Ordering::Acquire);
+            if prev > self.slot.load(Ordering::Relaxed) {
+                log.write_at(SLOT_AT, &slot(prev));
+                self.slot.store(prev, Ordering::Relaxed);
+            }
+            log.end()
+        };
+        if let Err(e) = m.sync_file.sync_data() {
+            self.buf.lock().failed = Some(format!("sync failed: {e}"));
+            return Err(io_err(&self.name, e));
+        }
+        self.synced.store(stop, Ordering::Release);
+        Ok(())
+    }
+
+    /// Whether the log, written up to `end` (as [`Wal::append`] returned),
+    /// is due a [`Wal::write_back`]: a mapped log with
+    /// `writeback::WRITEBACK_BYTES` appended since the last one. One
+    /// relaxed load, for every append.
+    pub fn write_back_due(&self, end: u64) -> bool {
+        self.mapped.is_some()
+            && end >= self.written_back.load(Ordering::Relaxed) + writeback::WRITEBACK_BYTES
+    }
+
+    /// Asks the kernel to start writing what was appended since the last
+    /// request to the device, without waiting (a hint: see `writeback`).
+    /// Of callers racing for the same stretch, one makes the request.
+    pub fn write_back(&self, end: u64) {
+        let Some(m) = &self.mapped else { return };
+        let stop = writeback::stop_at(end);
+        let from = self.written_back.load(Ordering::Relaxed);
+        if stop <= from
+            || self
+                .written_back
+                .compare_exchange(from, stop, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        // The stretch's pages leave this process's page tables first, so
+        // that writing them back needs no TLB shootdown per page. Nothing
+        // appends below `stop` any more (only the header's slot, on the
+        // first page, is rewritten, and that just maps its page again).
+        let spans = m.log.lock().spans(from, stop);
+        for span in spans {
+            // SAFETY: the span is one of the log's mappings, which live as
+            // long as `self`, borrowed for this call. A hint: a failure
+            // changes nothing.
+            let _ = unsafe { mapped::release_pages(span) };
+        }
+        // A hint: a failure changes nothing the sync would not report.
+        let _ = writeback::start(&m.sync_file, from, stop - from);
+    }
+
+    /// Makes every appended record durable.
+    pub fn sync(&self) -> Result<()> {
+        let end = self.end();
+        self.sync_to(end)
+    }
+
+    /// The file offset after the last appended record.
+    pub fn end(&self) -> u64 {
+        if let Some(m) = &self.mapped {
+            return m.log.lock().end();
+        }
+        let b = self.buf.lock();
+        b.start + b.bytes.len() as u64
+    }
+
+    /// Bytes written to the file so far (header included).
+    pub fn written_bytes(&self) -> u64 {
+        self.written_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Writes the buffered records; the caller holds the I/O lock.
+    fn write_out(&self, mut b: parking_lot::MutexGuard<'_, Buffer>) -> Result<()> {
+        if let Some(why) = &b.failed {
+            return Err(self.stopped(why));
+        }
+        if b.bytes.is_empty() {
+            return Ok(());
+        }
+        let data = std::mem::take(&mut b.bytes);
+        let start = b.start;
+        b.start += data.len() as u64;
+        // Appends may continue into a new buffer while this one is written.
+        drop(b);
+        if let Err(e) = self.file.write_all_at(start, &data) {
+            self.buf.lock().failed = Some(format!("write failed: {e}"));
+            return Err(io_err(&self.name, e));
+        }
+        self.written_bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        let mut b = self.buf.lock();
+        if b.bytes.is_empty() && b.bytes.capacity() < data.capacity() {
+            let mut data = data;
+            data.clear();
+            b.bytes = data;
+        }
+        Ok(())
+    }
+
+    fn stopped(&self, why: &str) -> Error {
+        Error::Stopped(format!("write-ahead log {}: {why}", self.name))
+    }
+}
+
+pub(super) fn io_err(name: &str, source: std::io::Error) -> Error {
+    Error::Io {
+        file: name.into(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flexspace::MemFile;
+
+    fn mem() -> Arc<dyn StorageFile> {
+        Arc::new(MemFile::new())
+    }
+
+    #[test]
+    fn records_replay_in_order() {
+        let f = mem();
+        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
+        // Sequence numbers jump by a batch's size from record to record.
+        for i in 0..100u32 {
+            let end = wal.append(10 + 3 * u64::from(i), &i.to_le_bytes()).unwrap();
+            if i % 7 == 0 {
+                wal.sync_to(end).unwrap();
+            }
+        }
+        wal.sync().unwrap();
+        let recs = Wal::read(f.as_ref(), "wal").unwrap();
+        assert_eq!(recs.len(), 100);
+        for (i, r) in recs.iter().enumerate() {
+            assert_eq!(r.seq, 10 + 3 * i as u64);
+            assert_eq!(r.payload, (i as u32).to_le_bytes());
+        }
+    }
+
+    #[test]
+    fn unsynced_records_stay_buffered_until_flushed() {
+        let f = mem();
+        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
+        wal.append(1, b"small").unwrap();
+        assert_eq!(f.len().unwrap(), HEADER_LEN);
+        wal.flush().unwrap();
+        assert_eq!(Wal::read(f.as_ref(), "wal").unwrap().len(), 1);
+        // A big enough buffer goes to the file on its own.
+        for i in 0..100u64 {
+            wal.append(2 + i, &[7u8; 1024]).unwrap();
+        }
+        assert!(f.len().unwrap() > HEADER_LEN + 64 * 1024);
+    }
+
+    #[test]
+    fn torn_tail_ends_replay() {
+        let f = mem();
+        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
+        for i in 0..10u8 {
+            wal.append(u64::from(i), &[i; 20]).unwrap();
+        }
+        wal.sync().unwrap();
+        let len = f.len().unwrap();
+        for cut in [len - 1, len - 20, len - 36, HEADER_LEN + 5, HEADER_LEN] {
+            let mut b = vec![0; cut as usize];
+            f.read_exact_at(0, &mut b).unwrap();
+            let recs = Wal::read(&MemFile::from_bytes(b), "wal").unwrap();
+            assert!(recs.len() < 10);
+            for (i, r) in recs.iter().enumerate() {
+                assert_eq!(r.payload, [i as u8; 20]);
+            }
+        }
+    }
+
+    #[test]
+    fn a_log_cut_inside_its_header_is_corruption() {
+        // A log is renamed into place only once its header is durable, so a
+        // torn header cannot be a crash during creation: the log's writes
+        // are gone, and replay says so.
+        let f = mem();
+        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
+        wal.append(1, b"synced").unwrap();
+        wal.sync().unwrap();
+        for cut in [0, 3, HEADER_LEN - 1] {
+            let mut b = vec![0; cut as usize];
+            f.read_exact_at(0, &mut b).unwrap();
+            let e = Wal::read(&MemFile::from_bytes(b), "wal").unwrap_err();
+            assert!(e.is_corruption(), "cut at {cut}: {e}");
+        }
+    }
+
+    /// A log of records 0..5, synced, then records 5..7 (not synced).
+    fn two_batches() -> Arc<dyn StorageFile> {
+        let f = mem();
+        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
+        for i in 0..5u8 {
+            wal.append(u64::from(i), &[i; 8]).unwrap();
+        }
+        wal.sync().unwrap();
+        for i in 5..7u8 {
+            wal.append(u64::from(i), &[i; 8]).unwrap();
+        }
+        wal.flush().unwrap();
+        f
+    }
+
+    fn flip(f: &Arc<dyn StorageFile>, at: u64) {
+        let mut b = [0u8; 1];
+        f.read_exact_at(at, &mut b).unwrap();
+        f.write_all_at(at, &[b[0] ^ 1]).unwrap();
+    }
+
+    #[test]
+    fn truncation_below_an_earlier_sync_is_corruption() {
+        let f = two_batches();
+        // Sync twice more so the slot holds the length after record 6.
+        let wal = Wal {
+            file: f.clone(),
+            mapped: None,
+            name: "wal".into(),
+            buf: Mutex::new(Buffer {
+                bytes: Vec::new(),
+                start: f.len().unwrap(),
+                failed: None,
+            }),
+            io: Mutex::new(()),
+            synced: AtomicU64::new(HEADER_LEN + 5 * (RECORD_HEAD as u64 + 8)),
+            written_bytes: AtomicU64::new(0),
+            slot: AtomicU64::new(HEADER_LEN),
+            written_back: AtomicU64::new(HEADER_LEN),
+            own: true,
+        };
+        wal.append(7, b"x").unwrap();
+        wal.sync().unwrap();
+        let len = f.len().unwrap();
+        let durable = HEADER_LEN + 5 * (RECORD_HEAD as u64 + 8);
+        for cut in [durable - 1, HEADER_LEN + 3, durable - 20] {
+            let mut b = vec![0; cut as usize];
+            f.read_exact_at(0, &mut b).unwrap();
+            assert!(
+                matches!(
+                    Wal::read(&MemFile::from_bytes(b), "wal"),
+                    Err(Error::Corrupt { .. })
+                ),
+                "cut at {cut}"
+            );
+        }
+        // Within the last synced stretch a cut passes for a torn tail.
+        let mut b = vec![0; (len - 3) as usize];
+        f.read_exact_at(0, &mut b).unwrap();
+        assert_eq!(Wal::read(&MemFile::from_bytes(b), "wal").unwrap().len(), 7);
+    }
+
+    #[test]
+    fn damage_to_synced_records_is_corruption_and_to_the_tail_is_a_tear() {
+        let record = RECORD_HEAD as u64 + 8;
+        // A payload byte of record 2: a later record was appended after the
+        // sync that covered it.
+        let f = two_batches();
+        flip(&f, HEADER_LEN + 2 * record + RECORD_HEAD as u64);
+        assert!(matches!(
+            Wal::read(f.as_ref(), "wal"),
+            Err(Error::Corrupt { .. })
+        ));
+        // Record 5 was never synced: damage there (or a device that wrote
+        // record 6 but not 5) is a torn tail.
+        let f = two_batches();
+        flip(&f, HEADER_LEN + 5 * record + RECORD_HEAD as u64);
+        assert_eq!(Wal::read(f.as_ref(), "wal").unwrap().len(), 5);
+        // The last record of the synced batch, with nothing after that
+        // sync to vouch for it, cannot be told from a tear.
+        let g = mem();
+        let wal = Wal::create(g.clone(), "wal", None, 0).unwrap();
+        for i in 0..5u8 {
+            wal.append(u64::from(i), &[i; 8]).unwrap();
+        }
+        wal.sync().unwrap();
+        let last = g.len().unwrap() - 1;
+        flip(&g, last);
+        assert_eq!(Wal::read(g.as_ref(), "wal").unwrap().len(), 4);
+    }
+
+    #[test]
+    fn not_a_log_is_corruption() {
+        let f = MemFile::from_bytes(b"hello world, this is not a write-ahead log at all".to_vec());
+        assert!(matches!(Wal::read(&f, "x"), Err(Error::Corrupt { .. })));
+        // A torn header: a log is named only once its header is durable, so
+        // this is damage too, not a crash while the log was created.
+        let f = MemFile::from_bytes(vec![1, 2]);
+        assert!(matches!(Wal::read(&f, "x"), Err(Error::Corrupt { .. })));
+        let f = MemFile::from_bytes(b"FLEXWAL".to_vec());
+        assert!(matches!(Wal::read(&f, "x"), Err(Error::Corrupt { .. })));
+    }
+
+    #[test]
+    fn concurrent_syncers_share_the_log() {
+        let file = Arc::new(MemFile::new());
+        let f: Arc<dyn StorageFile> = file.clone();
+        let wal = Arc::new(Wal::create(f.clone(), "wal", None, 0).unwrap());
+        let next = Arc::new(Mutex::new(0u64));
+        let threads: Vec<_> = (0..4u8)
+            .map(|t| {
+                let wal = wal.clone();
+                let next = next.clone();
+                let file = file.clone();
+                std::thread::spawn(move || {
+                    for i in 0..200u32 {
+                        let mut payload = vec![t];
+                        payload.extend_from_slice(&i.to_le_bytes());
+                        // Sequence numbers are handed out in append order.
+                        let (seq, end) = {
+                            let mut n = next.lock();
+                            let seq = *n;
+                            let end = wal.append(seq, &payload).unwrap();
+                            *n += 1;
+                            (seq, end)
+                        };
+                        if i % 3 == 0 {
+                            wal.sync_to(end).unwrap();
+                            // Durable means: in the file, with everything
+                            // before (read from one snapshot of the file).
+                            let snapshot = MemFile::from_bytes(file.to_bytes());
+                            let recs = Wal::read(&snapshot, "wal").unwrap();
+                            assert!(recs.len() as u64 > seq);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        wal.sync().unwrap();
+        let recs = Wal::read(f.as_ref(), "wal").unwrap();
+        assert_eq!(recs.len(), 800);
+        let mut last = [None::<u32>; 4];
+        for (i, r) in recs.iter().enumerate() {
+            assert_eq!(r.seq, i as u64);
+            let t = r.payload[0] as usize;
+            let n = u32::from_le_bytes([r.payload[1], r.payload[2], r.payload[3], r.payload[4]]);
+            assert!(last[t].is_none_or(|l| l < n));
+            last[t] = Some(n);
+        }
+    }
+
+    fn bytes_of(f: &dyn StorageFile) -> Vec<u8> {
+        let mut b = vec![0; f.len().unwrap() as usize];
+        f.read_exact_at(0, &mut b).unwrap();
+        b
+    }
+
+    /// The replay of the previous format revision, kept as the reference
+    /// the chunked one must agree with: the whole file read at once,
+    /// records collected, the damage scan byte by byte.
+    fn reference_record_at(bytes: &[u8], pos: usize, after: Option<u64>) -> Option<(Record, u64)> {
+        let h = bytes.get(pos..pos + RECORD_HEAD)?;
+        let rseq = u64_at(h, 8);
+        if after.is_some_and(|a| rseq <= a) {
+            return None;
+        }
+        let plen = u32_at(h, 4) as usize;
+        if plen > MAX_RECORD {
+            return None;
+        }
+        let end = pos.checked_add(RECORD_HEAD + plen)?;
+        let body = bytes.get(pos + 4..end)?;
+        if crc32c::crc32c(body) != u32_at(h, 0) {
+            return None;
+        }
+        Some((
+            Record {
+                seq: rseq,
+                payload: bytes[pos + RECORD_HEAD..end].to_vec(),
+            },
+            u64_at(h, 16),
+        ))
+    }
+
+    fn reference_read(file: &dyn StorageFile, name: &str) -> Result<Vec<Record>> {
+        let corrupt = |detail: &str| Error::Corrupt {
+            file: name.into(),
+            detail: detail.to_string(),
+        };
+        let len = file.len().map_err(|e| io_err(name, e))?;
+        let mut bytes = vec![0u8; len as usize];
+        file.read_exact_at(0, &mut bytes)
+            .map_err(|e| io_err(name, e))?;
+        // A log is named only once its header is durable: a torn or
+        // foreign header is damage.
+        if len < V1_HEADER_LEN {
+            return Err(corrupt("truncated inside its header"));
+        }
+        let n = header_len(&bytes).map_err(corrupt)?;
+        if len < n {
+            return Err(corrupt("truncated inside its header"));
+        }
+        let Header {
+            len: records_at,
+            floor,
+            durable,
+        } = parse_header(&bytes).map_err(corrupt)?;
+        if len < durable {
+            return Err(corrupt(&format!(
+                "truncated to {len} bytes, below the {durable} bytes it had synced"
+            )));
+        }
+        let mut records: Vec<Record> = Vec::new();
+        let mut pos = records_at as usize;
+        while let Some((r, _)) =
+            reference_record_at(&bytes, pos, records.last().map(|r| r.seq).or(floor))
+        {
+            pos += RECORD_HEAD + r.payload.len();
+            records.push(r);
+        }
+        if (pos as u64) < durable {
+            return Err(corrupt(&format!(
+                "the record at byte {pos} is damaged, below the {durable} bytes the log had synced"
+            )));
+        }
+        if pos < bytes.len() {
+            // A record's operations take consecutive sequence numbers and
+            // each takes at least one payload byte, so a record that starts
+            // `d` bytes further has a number at most `d + 1` above the last
+            // good one: that bound keeps the scan cheap (a random sequence
+            // number almost never qualifies, and no checksum is computed for
+            // it).
+            let after = records.last().map(|r| r.seq).or(floor);
+            let damaged_durable = (pos + 1..bytes.len()).any(|p| {
+                let Some(h) = bytes.get(p..p + RECORD_HEAD) else {
+                    return false;
+                };
+                let seq = u64_at(h, 8);
+                let plausible = match after {
+                    Some(a) => seq > a && seq - a <= (p - pos) as u64 + 1,
+                    None => true,
+                };
+                plausible
+                    && u64_at(h, 16) > pos as u64
+                    && reference_record_at(&bytes, p, after).is_some()
+            });
+            if damaged_durable {
+                return Err(corrupt(&format!(
+                    "the record at byte {pos} is damaged, but a later record shows it was synced"
+                )));
+            }
+        }
+        Ok(records)
+    }
+
+    /// What replay with `chunk`-byte reads gives: the records, or the
+    /// error's kind.
+    fn replay_with(f: &dyn StorageFile, chunk: usize) -> std::result::Result<Vec<Record>, bool> {
+        let mut recs = Vec::new();
+        Wal::replay_chunked(f, "wal", chunk, |seq, payload| {
+            recs.push(Record {
+                seq,
+                payload: payload.to_vec(),
+            });
+            Ok(())
+        })
+        .map(|done| {
+            assert_eq!(done.records, recs.len() as u64);
+            assert_eq!(done.last_seq, recs.last().map(|r| r.seq));
+            recs
+        })
+        .map_err(|e| e.is_corruption())
+    }
+
+    /// Chunk sizes around and below the record sizes of the tests.
+    const CHUNKS: [usize; 7] = [1, 24, 25, 31, 100, 4096, REPLAY_CHUNK];
+
+    /// Replays the log `b` whole, in every chunk size of `CHUNKS` and as
+    /// the reference, asserts that all agree, and returns the verdict.
+    fn judged_alike(b: Vec<u8>, what: &str) -> std::result::Result<Vec<Record>, bool> {
+        let file = MemFile::from_bytes(b);
+        let whole = replay_with(&file, usize::MAX >> 1);
+        let reference = reference_read(&file, "wal").map_err(|e| e.is_corruption());
+        assert_eq!(whole, reference, "{what}: differs from the reference");
+        for chunk in CHUNKS {
+            assert_eq!(replay_with(&file, chunk), whole, "{what}, chunk {chunk}");
+        }
+        whole
+    }
+
+    #[test]
+    fn chunked_replay_reads_records_across_chunks_and_larger_than_one() {
+        let f = mem();
+        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
+        let mut want = Vec::new();
+        let mut seq = 1;
+        for i in 0..300usize {
+            // Mostly small records; some far larger than the small chunks.
+            let n = if i % 50 == 7 { 20_000 + i } else { 1 + i % 97 };
+            let payload: Vec<u8> = (0..n).map(|j| (i * 31 + j) as u8).collect();
+            wal.append(seq, &payload).unwrap();
+            want.push(Record { seq, payload });
+            seq += 1 + (i as u64 % 3);
+        }
+        wal.sync().unwrap();
+        for chunk in CHUNKS {
+            assert_eq!(
+                replay_with(f.as_ref(), chunk),
+                Ok(want.clone()),
+                "chunk {chunk}"
+            );
+        }
+        assert_eq!(Wal::read(f.as_ref(), "wal").unwrap(), want);
+    }
+
+    #[test]
+    fn chunked_replay_judges_damage_as_whole_reads_do() {
+        // Every truncation and every flipped byte of a log (synced in two
+        // stretches, then an unsynced one) gives the same records or the
+        // same error whatever the chunk size, and as the reference.
+        let f = mem();
+        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
+        for i in 0..12u8 {
+            wal.append(u64::from(i) * 2, &vec![i; 10 + usize::from(i) * 7])
+                .unwrap();
+            if i == 4 || i == 8 {
+                wal.sync().unwrap();
+            }
+        }
+        wal.flush().unwrap();
+        let bytes = bytes_of(f.as_ref());
+        let mut outcomes = [0usize; 3];
+        let mut check = |b: Vec<u8>, what: &str| match judged_alike(b, what) {
+            Ok(r) if r.len() == 12 => outcomes[0] += 1,
+            Ok(_) => outcomes[1] += 1,
+            Err(_) => outcomes[2] += 1,
+        };
+        for cut in 0..bytes.len() {
+            check(bytes[..cut].to_vec(), &format!("cut at {cut}"));
+        }
+        for at in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[at] ^= 0x10;
+            check(b, &format!("flip at {at}"));
+        }
+        // Zeroed stretches (pages a device never wrote), with a zero tail.
+        for at in (0..bytes.len()).step_by(8) {
+            let mut b = bytes.clone();
+            let end = (at + 40).min(b.len());
+            b[at..end].fill(0);
+            b.resize(b.len() + 500, 0);
+            check(b, &format!("zeros at {at}"));
+        }
+        // Each kind of outcome happened.
+        assert!(outcomes.iter().all(|&n| n > 0), "{outcomes:?}");
+    }
+
+    #[test]
+    fn a_zero_tail_ends_replay_but_not_the_damage_check() {
+        let record = RECORD_HEAD + 8;
+        let f = two_batches();
+        let mut bytes = bytes_of(f.as_ref());
+        let logged = bytes.len();
+        // A preallocated tail of zeros, as a mapped log leaves.
+        bytes.resize(logged + (3 << 20), 0);
+        for chunk in [100, 4096, REPLAY_CHUNK] {
+            let recs = replay_with(&MemFile::from_bytes(bytes.clone()), chunk).unwrap();
+            assert_eq!(recs.len(), 7, "chunk {chunk}");
+        }
+        // An all-zero header never verifies, so stopping there is exact.
+        assert_ne!(crc32c::crc32c(&[0u8; RECORD_HEAD - 4]), 0);
+        // Synced record 2 zeroed (a device that never wrote its page): the
+        // intact records after it, appended after the sync that covered
+        // it, show it was synced. Zero skipping must not hide them.
+        let mut b = bytes.clone();
+        let at = HEADER_LEN as usize + 2 * record;
+        b[at..at + record].fill(0);
+        for chunk in [1, 30, 100, 4096, REPLAY_CHUNK] {
+            assert_eq!(
+                replay_with(&MemFile::from_bytes(b.clone()), chunk),
+                Err(true),
+                "chunk {chunk}"
+            );
+        }
+        // A vouching record far out in a zero tail is found too.
+        let mut b = bytes.clone();
+        let far = logged + (2 << 20) + 13;
+        let mut rec = Vec::new();
+        encode_record(&mut rec, 7, logged as u64, b"x");
+        b[far..far + rec.len()].copy_from_slice(&rec);
+        b[HEADER_LEN as usize + 5 * record] ^= 1;
+        for chunk in [100, 4096, REPLAY_CHUNK] {
+            assert_eq!(
+                replay_with(&MemFile::from_bytes(b.clone()), chunk),
+                Err(true),
+                "chunk {chunk}"
+            );
+        }
+    }
+
+    /// A file holding an older log of `n` records (numbered from 1, of
+    /// varied sizes, synced), for a new log to take over.
+    fn file_with_old_log(n: u64) -> Arc<dyn StorageFile> {
+        let f = mem();
+        let old = Wal::create(f.clone(), "old", None, 1).unwrap();
+        for seq in 1..=n {
+            old.append(seq, &vec![seq as u8; 1 + (seq as usize * 7) % 90])
+                .unwrap();
+        }
+        old.sync().unwrap();
+        f
+    }
+
+    #[test]
+    fn a_log_that_takes_over_a_file_replays_only_its_own_records() {
+        for new_records in [0u64, 1, 5, 40] {
+            let f = file_with_old_log(200);
+            let old_len = f.len().unwrap();
+            let wal = Wal::reuse(f.clone(), "wal", None, 201).unwrap();
+            let mut want = Vec::new();
+            for i in 0..new_records {
+                let payload = vec![0xA0 ^ i as u8; 3 + i as usize];
+                wal.append(201 + i, &payload).unwrap();
+                want.push(Record {
+                    seq: 201 + i,
+                    payload,
+                });
+            }
+            wal.sync().unwrap();
+            // The old records are still there, past the new ones.
+            assert_eq!(f.len().unwrap(), old_len);
+            for chunk in CHUNKS {
+                assert_eq!(
+                    replay_with(f.as_ref(), chunk),
+                    Ok(want.clone()),
+                    "{new_records} records, chunk {chunk}"
+                );
+            }
+            assert_eq!(reference_read(f.as_ref(), "wal").unwrap(), want);
+        }
+    }
+
+    #[test]
+    fn damage_to_a_log_in_a_taken_over_file_is_judged_as_in_a_new_one() {
+        // Every truncation and flipped byte of the new log's part gives the
+        // same verdict at every chunk size and as the reference, and never
+        // a record of the old log.
+        let f = file_with_old_log(60);
+        let wal = Wal::reuse(f.clone(), "wal", None, 61).unwrap();
+        for i in 0..8u64 {
+            wal.append(61 + 2 * i, &vec![i as u8; 5 + 9 * i as usize])
+                .unwrap();
+            if i == 3 {
+                wal.sync().unwrap();
+            }
+        }
+        wal.flush().unwrap();
+        let new_end = wal.end() as usize;
+        let bytes = bytes_of(f.as_ref());
+        let mut outcomes = [0usize; 3];
+        let mut check = |b: Vec<u8>, what: &str| match judged_alike(b, what) {
+            Ok(r) => {
+                assert!(r.iter().all(|r| r.seq >= 61), "{what}: an old record");
+                outcomes[usize::from(r.len() != 8)] += 1;
+            }
+            Err(_) => outcomes[2] += 1,
+        };
+        for at in 0..new_end {
+            let mut b = bytes.clone();
+            b[at] ^= 0x10;
+            check(b, &format!("flip at {at}"));
+        }
+        for cut in (HEADER_LEN as usize..new_end + 200).step_by(3) {
+            check(bytes[..cut].to_vec(), &format!("cut at {cut}"));
+        }
+        assert!(outcomes.iter().all(|&n| n > 0), "{outcomes:?}");
+    }
+
+    #[test]
+    fn a_version_1_log_still_replays() {
+        // The previous format: a 32-byte header without a first sequence
+        // number, then the same records.
+        let mut b = Vec::new();
+        b.extend_from_slice(MAGIC);
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&[0; 4]);
+        b.extend_from_slice(&slot(V1_HEADER_LEN));
+        let mut want = Vec::new();
+        for seq in 0..20u64 {
+            let payload = vec![seq as u8; 1 + seq as usize];
+            encode_record(&mut b, seq, V1_HEADER_LEN, &payload);
+            want.push(Record { seq, payload });
+        }
+        b.resize(b.len() + 1000, 0);
+        let f = MemFile::from_bytes(b);
+        for chunk in CHUNKS {
+            assert_eq!(replay_with(&f, chunk), Ok(want.clone()), "chunk {chunk}");
+        }
+        assert_eq!(reference_read(&f, "wal").unwrap(), want);
+    }
+
+    #[test]
+    fn a_damaged_first_sequence_number_is_corruption() {
+        let f = file_with_old_log(10);
+        let wal = Wal::reuse(f.clone(), "wal", None, 11).unwrap();
+        wal.append(11, b"new").unwrap();
+        wal.sync().unwrap();
+        for at in FIRST_AT..FIRST_AT + 12 {
+            let mut b = bytes_of(f.as_ref());
+            b[at] ^= 0x04;
+            let e = Wal::read(&MemFile::from_bytes(b), "wal").unwrap_err();
+            assert!(e.is_corruption(), "flip at {at}: {e}");
+            assert!(e.to_string().contains("first sequence number"), "{e}");
+        }
+        // A header cut short of its second half is a torn header.
+        let b = bytes_of(f.as_ref())[..40].to_vec();
+        assert!(Wal::read(&MemFile::from_bytes(b), "wal")
+            .unwrap_err()
+            .is_corruption());
+    }
+
+    #[test]
+    fn only_a_log_this_process_wrote_may_give_its_file_to_another() {
+        let f = file_with_old_log(3);
+        assert!(Wal::create(mem(), "a", None, 1).unwrap().reusable());
+        assert!(Wal::reuse(f.clone(), "b", None, 4).unwrap().reusable());
+        let len = f.len().unwrap();
+        assert!(!Wal::detached(f, "c", len).reusable());
+    }
+
+    #[test]
+    fn a_mapped_log_takes_over_a_file_in_place() {
+        let (dir, file, wal) = mapped_wal(1 << 20);
+        for i in 1..=5000u64 {
+            wal.append(i, &[i as u8; 100]).unwrap();
+        }
+        wal.sync().unwrap();
+        let len = file.len().unwrap();
+        drop(wal);
+        let path = dir.path().join("wal");
+        let wal = Wal::reuse(file.clone(), "wal", Some((&path, 1 << 20)), 5001).unwrap();
+        assert!(wal.mapped.is_some());
+        for i in 5001..=5010u64 {
+            wal.append(i, &[i as u8; 100]).unwrap();
+        }
+        wal.sync().unwrap();
+        // Nothing truncated or reallocated: the same file, written in place.
+        assert_eq!(file.len().unwrap(), len);
+        let recs = Wal::read(file.as_ref(), "wal").unwrap();
+        let seqs: Vec<u64> = recs.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, (5001..=5010).collect::<Vec<_>>());
+    }
+
+    /// A log on a real file in a new directory, mapped with room for
+    /// `capacity` bytes at first.
+    fn mapped_wal(capacity: u64) -> (tempfile::TempDir, Arc<dyn StorageFile>, Wal) {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = flexspace::FileStorage::open(dir.path(), true).unwrap();
+        let file = flexspace::Storage::open_file(&storage, "wal", true).unwrap();
+        let path = dir.path().join("wal");
+        let wal = Wal::create(file.clone(), "wal", Some((&path, capacity)), 0).unwrap();
+        (dir, file, wal)
+    }
+
+    #[test]
+    fn a_mapped_log_replays_through_its_zero_tail() {
+        let (_dir, file, wal) = mapped_wal(1 << 20);
+        assert!(wal.mapped.is_some());
+        for i in 0..1000u64 {
+            wal.append(i, &i.to_le_bytes()).unwrap();
+        }
+        wal.sync().unwrap();
+        // Preallocated well past the records.
+        assert!(file.len().unwrap() > wal.end() + (512 << 10));
+        let recs = Wal::read(file.as_ref(), "wal").unwrap();
+        assert_eq!(recs.len(), 1000);
+        assert!(recs.iter().enumerate().all(|(i, r)| r.seq == i as u64));
+    }
+
+    #[test]
+    fn a_mapped_log_is_written_back_every_few_mib_and_replays_whole() {
+        let (_dir, file, wal) = mapped_wal(1 << 20);
+        let payload = [7u8; 1000];
+        let (mut requests, mut last_mark) = (0, HEADER_LEN);
+        for i in 0..12_000u64 {
+            let end = wal.append(i, &payload).unwrap();
+            if wal.write_back_due(end) {
+                wal.write_back(end);
+                // A second request for the same stretch does nothing.
+                wal.write_back(end);
+                let mark = wal.written_back.load(Ordering::Relaxed);
+                assert_eq!(mark, writeback::stop_at(end));
+                assert!(mark - last_mark >= writeback::WRITEBACK_BYTES - 4096);
+                last_mark = mark;
+                requests += 1;
+            }
+        }
+        // 12 MB of records: two requests (at 4 and 8 MiB).
+        assert_eq!(requests, 2);
+        wal.sync().unwrap();
+        let recs = Wal::read(file.as_ref(), "wal").unwrap();
+        assert_eq!(recs.len(), 12_000);
+        assert!(recs.iter().all(|r| r.payload == payload));
+        // Buffered logs are never due.
+        let buffered = Wal::create(Arc::new(MemFile::new()), "wal", None, 0).unwrap();
+        let end = buffered.append(0, &[0u8; 5 << 20]).unwrap();
+        assert!(!buffered.write_back_due(end));
+    }
+
+    #[test]
+    fn a_full_disk_refuses_the_append_and_keeps_the_log() {
+        let (_dir, file, wal) = mapped_wal(1);
+        let Some(m) = &wal.mapped else {
+            panic!("the log is not mapped");
+        };
+        let cap = file.len().unwrap();
+        m.log.lock().fail_past(Some(cap));
+        let payload = [9u8; 1000];
+        let mut n = 0;
+        let err = loop {
+            match wal.append(n, &payload) {
+                Ok(_) => n += 1,
+                Err(e) => break e,
+            }
+        };
+        assert!(n > 0);
+        match &err {
+            Error::Io { file, source } => {
+                assert_eq!(file.to_str(), Some("wal"));
+                assert_eq!(source.raw_os_error(), Some(libc::ENOSPC));
+            }
+            e => panic!("unexpected error {e}"),
+        }
+        // What was appended before can still be made durable, and is all
+        // there.
+        wal.sync().unwrap();
+        assert_eq!(Wal::read(file.as_ref(), "wal").unwrap().len() as u64, n);
+        // Space again: appends go on.
+        m.log.lock().fail_past(None);
+        wal.append(n, &payload).unwrap();
+        wal.sync().unwrap();
+        assert_eq!(Wal::read(file.as_ref(), "wal").unwrap().len() as u64, n + 1);
+    }
+}

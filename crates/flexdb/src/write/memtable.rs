@@ -1,0 +1,1495 @@
+//! The MemTable: the newest writes until the committer merges them into the
+//! space.
+//!
+//! Every write is kept as its own version in an arena (`arena`), linked to
+//! the previous version of its key. A hash table maps each key to its newest
+//! version, so a point write or read costs one or two cache misses instead
+//! of the twenty a skip list needs on a big table (docs/DESIGN.md has the
+//! measurements). Ordered access (iterators, the committer) uses a sorted
+//! *view*: the newest version of each key as of some number of writes,
+//! built on demand by sorting and kept as three sorted runs (a large main
+//! run, a middle run and a small tail), so that interleaved writes and
+//! scans re-sort only the tail and copy the main run only when the middle
+//! run outgrows `MID_MAX` keys.
+//!
+//! A reader at snapshot `s` follows a key's versions from the newest until
+//! one has a sequence number `<= s`. Writers publish a sequence number only
+//! after every version up to it is inserted, which makes a `WriteBatch`
+//! visible all at once (and leaves room for snapshots).
+//!
+//! Invariants:
+//! - One writer at a time (the `writer` mutex); readers never block writers
+//!   and are never blocked by them: the hash table and the write order
+//!   (`write_order`) are read without a lock.
+//! - The current view is loaded without a lock; one reader at a time
+//!   (`build`) extends and publishes it. A reader that finds the view stale
+//!   while another builds it does not wait: it sorts the writes the view
+//!   lacks into a private view of its own (unless those are many, as in a
+//!   table frozen and not yet sorted, where building once beats sorting in
+//!   every reader).
+//! - A hash slot is published (`Release`) only after its entry is complete,
+//!   and always names the newest version of its key; a table is replaced
+//!   only by a complete copy, and replaced tables are kept until the
+//!   MemTable drops, so a reader holding one never sees freed memory.
+//! - Versions are never removed while the table lives; a deletion is a
+//!   version without a value (a tombstone) so it can hide the pair in the
+//!   space until it is committed.
+//! - Every key summary of a table skips the same prefix (`hint`): given
+//!   when the table is made, or fixed by the first summary made, and never
+//!   changed after, since summaries under different prefixes do not
+//!   compare. Fixing it reads the writer's state under the writer lock:
+//!   the one time a reader (the first to sort) may wait for a writer.
+
+use std::cmp::Ordering as CmpOrdering;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use arc_swap::{ArcSwap, Guard};
+use parking_lot::Mutex;
+
+pub use crate::write::arena::EntryRef;
+use crate::write::arena::{Arena, EntryPtr};
+use crate::write::chunk_pool::ChunkPool;
+use crate::write::write_order::WriteOrder;
+
+/// A value version: `None` is a deletion.
+pub type Version = Option<Box<[u8]>>;
+
+/// Entries the sorted tail of a view may hold before it is merged into the
+/// middle run...
+const TAIL_MAX: usize = 128;
+/// ...and entries the middle run may hold before it is merged into the main
+/// run. A write seen by a scan then costs about `TAIL_MAX / 2 + MID_MAX /
+/// TAIL_MAX + main / MID_MAX` entries merged, where one tail over the main
+/// run cost `TAIL_MAX / 2 + main / TAIL_MAX` (docs/DESIGN.md, "Scans: the
+/// misses of several intervals overlap").
+const MID_MAX: usize = 8192;
+/// Unsorted writes a reader sorts into a private view rather than wait for
+/// the reader building the shared one.
+const PRIVATE_MAX: usize = 1 << 14;
+const INITIAL_SLOTS: usize = 1 << 10;
+/// Keys a table made without a hint must hold for its first summary to take
+/// their shared prefix as its hint (see [`MemTable::hint`]).
+const HINT_MIN_KEYS: usize = 256;
+/// Bytes counted per entry on top of the arena (hash slot and view slot).
+const INDEX_OVERHEAD: usize = 32;
+/// How far ahead of itself [`MemTable::newest`] asks for entries to be
+/// loaded into the CPU cache...
+const NEWEST_PREFETCH_AHEAD: usize = 16;
+/// ...and how many of each entry's first bytes (header, key and the start
+/// of the value).
+const NEWEST_PREFETCH_BYTES: usize = 192;
+/// How many hash slots ahead of itself the sort of a whole table asks for
+/// the entry a slot names...
+const SLOTS_PREFETCH_AHEAD: usize = 16;
+/// ...and how many of its first bytes (header and key, for the summary).
+const SLOTS_PREFETCH_BYTES: usize = 64;
+
+/// The hash table: open addressing, linear probing. A slot holds the top 16
+/// bits of the key's hash and a 48-bit entry pointer; 0 is empty.
+struct Table {
+    mask: usize,
+    slots: Box<[AtomicU64]>,
+}
+
+fn pack(hash: u32, e: EntryPtr) -> u64 {
+    (u64::from(hash >> 16) << 48) | (e.as_ptr() as u64 & ((1 << 48) - 1))
+}
+
+fn unpack(slot: u64) -> Option<EntryPtr> {
+    EntryPtr::from_raw((slot & ((1 << 48) - 1)) as *mut _)
+}
+
+fn hash(key: &[u8]) -> u32 {
+    crc32c::crc32c(key)
+}
+
+impl Table {
+    fn new(slots: usize) -> Table {
+        Table {
+            mask: slots - 1,
+            slots: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// The slot holding `key` or, if none does, the empty slot where it
+    /// goes, and the entry found.
+    fn probe(&self, key: &[u8], h: u32) -> (usize, Option<EntryPtr>) {
+        let tag = u64::from(h >> 16);
+        let mut i = h as usize & self.mask;
+        loop {
+            let s = self.slots[i].load(Ordering::Acquire);
+            let Some(e) = unpack(s) else {
+                return (i, None);
+            };
+            // SAFETY: published entries live as long as the MemTable that
+            // owns this table (tables never outlive it).
+            if s >> 48 == tag && unsafe { e.key() } == key {
+                return (i, Some(e));
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+}
+
+/// A sorted run: the newest version of each key, in key order, each with
+/// the key's first sixteen bytes for cheap comparisons.
+type Run = Vec<(u128, EntryPtr)>;
+
+/// The newest version of each key among the first `upto` entries, sorted:
+/// a main run, a middle run and a small tail run, each newer than the one
+/// before it (the newer wins on equal keys).
+pub(crate) struct SortedRuns {
+    main: Arc<Run>,
+    mid: Arc<Run>,
+    tail: Run,
+    upto: usize,
+}
+
+/// Positions in a view's main, middle and tail runs.
+type Pos = [usize; 3];
+
+impl SortedRuns {
+    fn empty() -> SortedRuns {
+        SortedRuns {
+            main: Arc::new(Vec::new()),
+            mid: Arc::new(Vec::new()),
+            tail: Vec::new(),
+            upto: 0,
+        }
+    }
+
+    /// The runs, oldest first.
+    fn runs(&self) -> [&Run; 3] {
+        [&self.main, &self.mid, &self.tail]
+    }
+}
+
+struct InsertSide {
+    arena: Arena,
+    /// Entries written.
+    written: usize,
+    /// Distinct keys (slots in use).
+    keys: usize,
+    /// The first key written and how much of it every key written shares.
+    first: Vec<u8>,
+    shared: usize,
+}
+
+/// A loaded view: the published one, or a reader's private one.
+pub(crate) type SortedRunsRef = Guard<Arc<SortedRuns>>;
+
+/// An ordered table of write versions: one writer at a time (the store's
+/// writer lock), any number of concurrent readers.
+pub struct MemTable {
+    /// The prefix the keys' summaries skip (see [`summary`]): given, or
+    /// else fixed by the first summary made ([`MemTable::hint`]).
+    hint: OnceLock<Box<[u8]>>,
+    writer: Mutex<InsertSide>,
+    table: AtomicPtr<Table>,
+    /// Tables replaced by bigger ones, freed when the MemTable drops.
+    // The boxes themselves must stay alive: readers hold pointers to them.
+    #[allow(clippy::vec_box)]
+    retired: Mutex<Vec<Box<Table>>>,
+    /// The write order, appended by the writer, copied by view builders.
+    order: WriteOrder,
+    /// Entries published.
+    len: AtomicUsize,
+    bytes: AtomicUsize,
+    /// The newest published sorted view.
+    view: ArcSwap<SortedRuns>,
+    /// Held by the one reader extending and publishing `view`.
+    build: Mutex<()>,
+}
+
+impl Default for MemTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for MemTable {
+    fn drop(&mut self) {
+        let t = *self.table.get_mut();
+        // SAFETY: the table was created by `Box::into_raw` and, with `&mut
+        // self`, no reader can hold it any more.
+        drop(unsafe { Box::from_raw(t) });
+    }
+}
+
+/// The first 16 bytes of a key as a big-endian number (zero padded): equal
+/// prefixes fall back to a full comparison.
+/// An order-preserving 128-bit summary of a key, given a prefix `hint`
+/// that most keys share: keys sorted by (summary, key) are sorted by key,
+/// whatever the hint. A key that starts with the hint gets tag 1 and the
+/// 15 bytes after the hint, so keys sharing a long prefix (`user000…`)
+/// still differ in their summaries and compare without touching their
+/// entries; other keys sort wholly below (tag 0) or above (tag 2) them,
+/// each tag ordered by the key's first 15 bytes.
+#[inline]
+fn summary(hint: &[u8], key: &[u8]) -> u128 {
+    let mut b = [0u8; 16];
+    let rest = match key.strip_prefix(hint) {
+        Some(rest) => {
+            b[0] = 1;
+            rest
+        }
+        None => {
+            b[0] = if key < hint { 0 } else { 2 };
+            key
+        }
+    };
+    let n = rest.len().min(15);
+    b[1..1 + n].copy_from_slice(&rest[..n]);
+    u128::from_be_bytes(b)
+}
+
+/// Length of the common prefix of `a` and `b`.
+fn common_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+impl MemTable {
+    /// An empty table (whose keys' prefix is found when it is first
+    /// sorted).
+    pub fn new() -> Self {
+        Self::with_hint(&[])
+    }
+
+    /// An empty table whose keys are expected to share `hint` (any hint is
+    /// correct; a shared one makes ordering cheaper).
+    pub fn with_hint(hint: &[u8]) -> Self {
+        Self::pooled(hint, None)
+    }
+
+    /// An empty table whose keys are expected to share `hint`, whose memory
+    /// comes from `pool` (when given) and goes back to it when the table
+    /// drops.
+    pub(crate) fn pooled(hint: &[u8], pool: Option<Arc<ChunkPool>>) -> Self {
+        MemTable {
+            hint: match hint {
+                [] => OnceLock::new(),
+                h => OnceLock::from(Box::from(h)),
+            },
+            writer: Mutex::new(InsertSide {
+                arena: Arena::with_pool(pool),
+                written: 0,
+                keys: 0,
+                first: Vec::new(),
+                shared: 0,
+            }),
+            table: AtomicPtr::new(Box::into_raw(Box::new(Table::new(INITIAL_SLOTS)))),
+            retired: Mutex::new(Vec::new()),
+            order: WriteOrder::default(),
+            len: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
+            view: ArcSwap::from_pointee(SortedRuns::empty()),
+            build: Mutex::new(()),
+        }
+    }
+
+    fn table(&self) -> &Table {
+        // SAFETY: the pointer always names a live table: the current one is
+        // freed only on drop, replaced ones are kept in `retired` until then.
+        unsafe { &*self.table.load(Ordering::Acquire) }
+    }
+
+    /// An entry of this table, borrowed for the table's lifetime.
+    fn entry(&self, e: EntryPtr) -> EntryRef<'_> {
+        // SAFETY: every `EntryPtr` this table hands around points into its
+        // own arena, which lives as long as `self`.
+        unsafe { e.get() }
+    }
+
+    /// The previous version of `e`'s key.
+    fn prev(&self, e: EntryPtr) -> Option<EntryPtr> {
+        // SAFETY: as in `entry`.
+        EntryPtr::from_raw(unsafe { e.header() }.prev.cast_mut())
+    }
+
+    /// Checks what the module docs promise, panicking with what is wrong
+    /// (takes the writer lock, so no write runs meanwhile): the published
+    /// length and byte count match the writer's; every entry in the write
+    /// order is linked to the previous write of its key, whose sequence
+    /// number is lower, or to nothing if it is the key's first; the hash
+    /// table names exactly the newest version of every key, one slot a key,
+    /// at most half full; the published sorted view covers no more than
+    /// was written, and each of its runs holds distinct keys in strictly
+    /// increasing order.
+    #[cfg(any(test, debug_assertions))]
+    pub fn check_invariants(&self) {
+        let w = self.writer.lock();
+        let written = w.written;
+        assert_eq!(
+            self.len(),
+            written,
+            "memtable: len is not the entries written"
+        );
+        assert_eq!(
+            self.bytes.load(Ordering::Relaxed),
+            w.arena.used() + written * INDEX_OVERHEAD,
+            "memtable: the byte count is not the arena's and the index's"
+        );
+        let mut newest: std::collections::HashMap<&[u8], EntryPtr> =
+            std::collections::HashMap::new();
+        for (i, e) in self.order.copy(0, written).into_iter().enumerate() {
+            let entry = self.entry(e);
+            let before = newest.get(entry.key).copied();
+            match self.prev(e) {
+                Some(p) => {
+                    let older = self.entry(p);
+                    assert_eq!(
+                        before,
+                        Some(p),
+                        "memtable: entry {i} is not linked to its key's previous write"
+                    );
+                    assert!(
+                        older.seq < entry.seq,
+                        "memtable: entry {i} (seq {}) is not newer than its previous version (seq {})",
+                        entry.seq,
+                        older.seq
+                    );
+                }
+                None => assert!(
+                    before.is_none(),
+                    "memtable: entry {i} is not linked to its key's earlier version"
+                ),
+            }
+            newest.insert(entry.key, e);
+        }
+        assert_eq!(
+            newest.len(),
+            w.keys,
+            "memtable: the distinct key count is off"
+        );
+        let table = self.table();
+        let used = table
+            .slots
+            .iter()
+            .filter(|s| s.load(Ordering::Acquire) != 0)
+            .count();
+        assert_eq!(
+            used, w.keys,
+            "memtable: hash slots in use are not one a key"
+        );
+        assert!(
+            w.keys * 2 <= table.slots.len(),
+            "memtable: the hash table is more than half full"
+        );
+        for (key, e) in &newest {
+            assert_eq!(
+                table.probe(key, hash(key)).1,
+                Some(*e),
+                "memtable: the hash table does not name the newest version of a key"
+            );
+        }
+        drop(w);
+        let v = self.view.load();
+        assert!(
+            v.upto <= written,
+            "memtable: the view covers unwritten entries"
+        );
+        for run in v.runs() {
+            for pair in run.windows(2) {
+                assert_eq!(
+                    self.cmp_key(&pair[0], &pair[1]),
+                    CmpOrdering::Less,
+                    "memtable: a sorted run is not in strictly increasing key order"
+                );
+            }
+        }
+    }
+
+    /// Records a write of `key` at `seq` (a deletion when `value` is `None`).
+    pub fn insert(&self, key: &[u8], seq: u64, value: Option<&[u8]>) {
+        self.insert_hashed(key, hash(key), seq, value);
+    }
+
+    /// [`MemTable::insert`] with the key's hash as [`MemTable::warm`]
+    /// returned it (a function of the key alone, so any table's `warm`
+    /// will do).
+    pub fn insert_hashed(&self, key: &[u8], h: u32, seq: u64, value: Option<&[u8]>) {
+        debug_assert_eq!(h, hash(key));
+        let mut w = self.writer.lock();
+        if w.written == 0 {
+            w.first = key.to_vec();
+            w.shared = key.len();
+        } else if w.shared > 0 {
+            w.shared = w.shared.min(common_len(&w.first, key));
+        }
+        let table = self.table();
+        let (slot, found) = table.probe(key, h);
+        let e = w.arena.push(key, seq, value, found, h);
+        self.order.set(w.written, e);
+        w.written += 1;
+        table.slots[slot].store(pack(h, e), Ordering::Release);
+        if found.is_none() {
+            w.keys += 1;
+            if w.keys * 2 > table.slots.len() {
+                self.grow(table);
+            }
+        }
+        self.bytes.store(
+            w.arena.used() + w.written * INDEX_OVERHEAD,
+            Ordering::Relaxed,
+        );
+        self.len.store(w.written, Ordering::Release);
+    }
+
+    /// Brings what an insert of `key` will read (its hash slot and the
+    /// key's newest entry) into this core's cache, without a lock, so that
+    /// the insert, which runs under the store's writer lock, does not wait
+    /// for memory there. Only a hint: the table may change meanwhile.
+    /// Returns the key's hash, for [`MemTable::insert_hashed`].
+    pub fn warm(&self, key: &[u8]) -> u32 {
+        let h = hash(key);
+        let _ = std::hint::black_box(self.table().probe(key, h));
+        h
+    }
+
+    /// Replaces the table by one twice its size (writer only).
+    fn grow(&self, old: &Table) {
+        let new = Table::new(old.slots.len() * 2);
+        for s in old.slots.iter() {
+            let v = s.load(Ordering::Relaxed);
+            if let Some(e) = unpack(v) {
+                // SAFETY: `e` is a published entry of this table's arena.
+                let h = unsafe { e.header() }.hash;
+                let mut i = h as usize & new.mask;
+                while new.slots[i].load(Ordering::Relaxed) != 0 {
+                    i = (i + 1) & new.mask;
+                }
+                new.slots[i].store(v, Ordering::Relaxed);
+            }
+        }
+        let old_ptr = self
+            .table
+            .swap(Box::into_raw(Box::new(new)), Ordering::AcqRel);
+        // SAFETY: `old_ptr` came from `Box::into_raw`; readers that still
+        // hold it keep working because the box is retired, not freed.
+        self.retired.lock().push(unsafe { Box::from_raw(old_ptr) });
+    }
+
+    /// The newest version of `key` with a sequence number `<= snapshot`:
+    /// `Some(None)` for a deletion, `None` when the table has no version.
+    pub fn get(&self, key: &[u8], snapshot: u64) -> Option<Version> {
+        let (_, found) = self.table().probe(key, hash(key));
+        let e = self.visible(found?, snapshot)?;
+        Some(self.entry(e).value.map(Box::from))
+    }
+
+    /// The newest version at or after `e` with a sequence number
+    /// `<= snapshot`.
+    fn visible(&self, mut e: EntryPtr, snapshot: u64) -> Option<EntryPtr> {
+        while self.entry(e).seq > snapshot {
+            e = self.prev(e)?;
+        }
+        Some(e)
+    }
+
+    /// The prefix every summary of this table skips. A table made without
+    /// one (the first after an open) takes, when its first summary is
+    /// made, the prefix its keys share by then if it holds `HINT_MIN_KEYS`
+    /// keys or more (fewer say little about the keys to come), else none.
+    /// Fixed from then on: summaries made under different hints do not
+    /// compare.
+    fn hint(&self) -> &[u8] {
+        self.hint.get_or_init(|| {
+            let w = self.writer.lock();
+            if w.keys >= HINT_MIN_KEYS {
+                w.first[..w.shared].into()
+            } else {
+                Box::default()
+            }
+        })
+    }
+
+    /// The prefix every key written so far shares (a hint for the next
+    /// table).
+    pub fn shared_prefix(&self) -> Vec<u8> {
+        let w = self.writer.lock();
+        w.first[..w.shared].to_vec()
+    }
+
+    /// Approximate memory held, in bytes.
+    pub fn approximate_bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Number of versions.
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// Whether the table holds no write.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Orders `(prefix, entry)` by key ascending, then newest first.
+    fn cmp_entries(&self, a: &(u128, EntryPtr), b: &(u128, EntryPtr)) -> CmpOrdering {
+        a.0.cmp(&b.0).then_with(|| {
+            let (x, y) = (self.entry(a.1), self.entry(b.1));
+            x.key.cmp(y.key).then_with(|| y.seq.cmp(&x.seq))
+        })
+    }
+
+    /// The newest version of each key among `entries`, sorted by key.
+    fn sort_newest(&self, entries: &[EntryPtr]) -> Run {
+        if entries.is_empty() {
+            // (No summary: the first one made fixes the hint.)
+            return Vec::new();
+        }
+        let hint = self.hint();
+        let mut run: Run = entries
+            .iter()
+            .map(|&e| (summary(hint, self.entry(e).key), e))
+            .collect();
+        run.sort_unstable_by(|a, b| self.cmp_entries(a, b));
+        run.dedup_by(|later, first| {
+            first.0 == later.0 && self.entry(first.1).key == self.entry(later.1).key
+        });
+        run
+    }
+
+    /// Merges two sorted runs; on equal keys `newer` wins.
+    fn merge_runs(&self, older: &Run, newer: &Run) -> Run {
+        let mut out = Vec::with_capacity(older.len() + newer.len());
+        let (mut i, mut j) = (0, 0);
+        while i < older.len() && j < newer.len() {
+            match self.cmp_key(&older[i], &newer[j]) {
+                CmpOrdering::Less => {
+                    out.push(older[i]);
+                    i += 1;
+                }
+                CmpOrdering::Greater => {
+                    out.push(newer[j]);
+                    j += 1;
+                }
+                CmpOrdering::Equal => {
+                    out.push(newer[j]);
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        out.extend_from_slice(&older[i..]);
+        out.extend_from_slice(&newer[j..]);
+        out
+    }
+
+    fn cmp_key(&self, a: &(u128, EntryPtr), b: &(u128, EntryPtr)) -> CmpOrdering {
+        a.0.cmp(&b.0)
+            .then_with(|| self.entry(a.1).key.cmp(self.entry(b.1).key))
+    }
+
+    /// The next key of the view's runs merged, from positions `pos`,
+    /// moving them past it: going forward, the smallest key at the
+    /// positions; backward, the largest key just below them. On equal keys
+    /// the newest run's entry wins and every run holding the key moves.
+    /// `None` when all are exhausted.
+    fn step(&self, v: &SortedRuns, pos: &mut Pos, forward: bool) -> Option<EntryPtr> {
+        let runs = v.runs();
+        let mut best: Option<(u128, EntryPtr)> = None;
+        // The runs whose entry at their position holds `best`'s key.
+        let mut tied = [false; 3];
+        for (r, run) in runs.iter().enumerate() {
+            let at = if forward {
+                run.get(pos[r]).copied()
+            } else {
+                pos[r].checked_sub(1).map(|k| run[k])
+            };
+            let Some(c) = at else { continue };
+            let Some(b) = best else {
+                best = Some(c);
+                tied[r] = true;
+                continue;
+            };
+            match self.cmp_key(&c, &b) {
+                CmpOrdering::Equal => {
+                    best = Some(c);
+                    tied[r] = true;
+                }
+                o if (o == CmpOrdering::Less) == forward => {
+                    best = Some(c);
+                    tied = [false; 3];
+                    tied[r] = true;
+                }
+                _ => {}
+            }
+        }
+        for (p, _) in pos.iter_mut().zip(tied).filter(|(_, t)| *t) {
+            if forward {
+                *p += 1
+            } else {
+                *p -= 1
+            }
+        }
+        best.map(|b| b.1)
+    }
+
+    /// A sorted view of every entry written so far, and how long the call
+    /// waited, if it did: only when many writes are unsorted (a table just
+    /// frozen) and another reader is sorting them.
+    pub(crate) fn sorted_runs(&self) -> (SortedRunsRef, Option<Duration>) {
+        let cur = self.view.load();
+        // Read the length after the view: a view covering more than it
+        // (published meanwhile) is as good, since readers filter by
+        // snapshot.
+        let upto = self.len();
+        if cur.upto >= upto {
+            return (cur, None);
+        }
+        let mut waited = None;
+        let builder = if upto - cur.upto > PRIVATE_MAX {
+            Some(lock_timed(&self.build, &mut waited))
+        } else {
+            self.build.try_lock()
+        };
+        let Some(_builder) = builder else {
+            // Another reader is publishing a view: sort what this one lacks
+            // into a private view instead of waiting for it.
+            let v = self.extended(&cur, upto, false);
+            return (Guard::from_inner(Arc::new(v)), waited);
+        };
+        let cur = self.view.load_full();
+        let upto = self.len();
+        if cur.upto >= upto {
+            return (Guard::from_inner(cur), waited);
+        }
+        let v = Arc::new(self.extended(&cur, upto, true));
+        self.view.store(v.clone());
+        (Guard::from_inner(v), waited)
+    }
+
+    /// `cur` extended to the first `upto` entries. Only the writes since
+    /// `cur` need sorting: its tail holds the ones before them already and
+    /// takes them by a linear merge, so a scan after each write costs
+    /// O(tail), not a sort of the whole tail. When `fold` (a view to
+    /// publish; a private one is used once), a tail grown past `TAIL_MAX`
+    /// is merged into the middle run, and a middle run grown past
+    /// `MID_MAX` into the main run.
+    fn extended(&self, cur: &SortedRuns, upto: usize, fold: bool) -> SortedRuns {
+        let new = self.order.copy(cur.upto, upto);
+        let fresh = self.sort_newest(&new);
+        let tail = if cur.tail.is_empty() {
+            fresh
+        } else {
+            self.merge_runs(&cur.tail, &fresh)
+        };
+        let (mut main, mut mid) = (cur.main.clone(), cur.mid.clone());
+        if tail.len() <= TAIL_MAX || !fold {
+            return SortedRuns {
+                main,
+                mid,
+                tail,
+                upto,
+            };
+        }
+        let merged = if mid.is_empty() {
+            tail
+        } else {
+            self.merge_runs(&mid, &tail)
+        };
+        if merged.len() <= MID_MAX {
+            mid = Arc::new(merged);
+        } else {
+            main = Arc::new(self.merge_runs(&main, &merged));
+            mid = Arc::new(Vec::new());
+        }
+        SortedRuns {
+            main,
+            mid,
+            tail: Vec::new(),
+            upto,
+        }
+    }
+
+    /// Index of the first element of `run` at or after (after, when
+    /// `exclusive`) `key`.
+    fn lower(&self, run: &Run, key: &[u8], exclusive: bool) -> usize {
+        if run.is_empty() {
+            // (No summary: the first one made fixes the hint.)
+            return 0;
+        }
+        let p = summary(self.hint(), key);
+        run.partition_point(|x| match x.0.cmp(&p) {
+            CmpOrdering::Less => true,
+            CmpOrdering::Greater => false,
+            CmpOrdering::Equal => {
+                let k = self.entry(x.1).key;
+                if exclusive {
+                    k <= key
+                } else {
+                    k < key
+                }
+            }
+        })
+    }
+
+    fn start(&self, run: &Run, from: Bound<&[u8]>) -> usize {
+        match from {
+            Bound::Included(k) => self.lower(run, k, false),
+            Bound::Excluded(k) => self.lower(run, k, true),
+            Bound::Unbounded => 0,
+        }
+    }
+
+    fn end(&self, run: &Run, from: Bound<&[u8]>) -> usize {
+        match from {
+            Bound::Included(k) => self.lower(run, k, true),
+            Bound::Excluded(k) => self.lower(run, k, false),
+            Bound::Unbounded => run.len(),
+        }
+    }
+
+    /// Up to `max` keys after `from` (in key order, visible at `snapshot`),
+    /// each with its newest visible version, stopping at `end`. Used by
+    /// iterators, which refill in chunks. Returns how long it waited for
+    /// the table's locks, if it did.
+    pub fn scan_forward(
+        &self,
+        from: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        snapshot: u64,
+        max: usize,
+        out: &mut Vec<(Box<[u8]>, Version)>,
+    ) -> Option<Duration> {
+        let (v, waited) = self.sorted_runs();
+        let mut pos = v.runs().map(|r| self.start(r, from));
+        let mut taken = 0;
+        while taken < max {
+            let Some(pick) = self.step(&v, &mut pos, true) else {
+                break;
+            };
+            let key = self.entry(pick).key;
+            if !within_end(key, end) {
+                break;
+            }
+            if let Some(e) = self.visible(pick, snapshot) {
+                out.push((key.into(), self.entry(e).value.map(Box::from)));
+                taken += 1;
+            }
+        }
+        waited
+    }
+
+    /// Like [`MemTable::scan_forward`] in reverse: up to `max` keys before
+    /// `from`, in descending order, stopping at `end` (a lower bound).
+    pub fn scan_backward(
+        &self,
+        from: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        snapshot: u64,
+        max: usize,
+        out: &mut Vec<(Box<[u8]>, Version)>,
+    ) -> Option<Duration> {
+        let (v, waited) = self.sorted_runs();
+        let mut pos = v.runs().map(|r| self.end(r, from));
+        let mut taken = 0;
+        while taken < max {
+            let Some(pick) = self.step(&v, &mut pos, false) else {
+                break;
+            };
+            let key = self.entry(pick).key;
+            if !within_start(key, end) {
+                break;
+            }
+            if let Some(e) = self.visible(pick, snapshot) {
+                out.push((key.into(), self.entry(e).value.map(Box::from)));
+                taken += 1;
+            }
+        }
+        waited
+    }
+
+    /// The newest version of every key, in key order, borrowed from the
+    /// table (for the committer, on a frozen table).
+    ///
+    /// Built from the hash table, which names exactly the newest version of
+    /// each key, so only distinct keys are sorted (not every version), unless
+    /// a view of the whole table exists already.
+    pub fn newest(&self) -> impl Iterator<Item = EntryRef<'_>> + '_ {
+        let v = self.newest_view();
+        let mut pos: Pos = [0; 3];
+        std::iter::from_fn(move || {
+            let p = self.step(&v, &mut pos, true)?;
+            // The entries lie in the arena in write order, not key order:
+            // each is a cache miss unless asked for ahead of the walk.
+            if let Some(&(_, ahead)) = v.main.get(pos[0] + NEWEST_PREFETCH_AHEAD) {
+                flexsys::prefetch::at(ahead.as_ptr().cast(), NEWEST_PREFETCH_BYTES);
+            }
+            Some(self.entry(p))
+        })
+    }
+
+    /// Sorts the table for [`MemTable::newest`] ahead of time (on a frozen
+    /// table: writes made after it are sorted again by `newest`).
+    pub fn prepare_newest(&self) {
+        self.newest_view();
+    }
+
+    /// How many of the table's entries its sorted view covers.
+    #[cfg(test)]
+    pub(crate) fn sorted_upto(&self) -> usize {
+        self.view.load().upto
+    }
+
+    /// The view `newest` walks: the current one if it covers every entry,
+    /// else one sorted from the hash table (and kept).
+    fn newest_view(&self) -> Arc<SortedRuns> {
+        let upto = self.len();
+        let current = self.view.load_full();
+        if current.upto >= upto {
+            current
+        } else {
+            // Every entry below `upto` was in its slot before `len` said so;
+            // a slot may name a newer version since, which readers of the
+            // view skip by snapshot as usual.
+            //
+            // The slots name entries anywhere in the arena: each key read
+            // for its summary is a cache miss unless asked for ahead. The
+            // run is sized once (a table of a million keys would otherwise
+            // be copied as it doubles).
+            let slots = &self.table().slots;
+            let hint = self.hint();
+            let mut run: Run = Vec::with_capacity(upto.min(slots.len()));
+            for (i, slot) in slots.iter().enumerate() {
+                if let Some(ahead) = slots
+                    .get(i + SLOTS_PREFETCH_AHEAD)
+                    .and_then(|s| unpack(s.load(Ordering::Relaxed)))
+                {
+                    flexsys::prefetch::at(ahead.as_ptr().cast(), SLOTS_PREFETCH_BYTES);
+                }
+                if let Some(e) = unpack(slot.load(Ordering::Acquire)) {
+                    run.push((summary(hint, self.entry(e).key), e));
+                }
+            }
+            run.sort_unstable_by(|a, b| self.cmp_key(a, b));
+            let v = Arc::new(SortedRuns {
+                main: Arc::new(run),
+                upto,
+                ..SortedRuns::empty()
+            });
+            let _builder = self.build.lock();
+            if self.view.load().upto < upto {
+                self.view.store(v.clone());
+            }
+            v
+        }
+    }
+}
+
+/// Takes `m`, adding the time it waited to `waited` when it was not free.
+fn lock_timed<'m, T>(
+    m: &'m Mutex<T>,
+    waited: &mut Option<Duration>,
+) -> parking_lot::MutexGuard<'m, T> {
+    if let Some(g) = m.try_lock() {
+        return g;
+    }
+    let t = std::time::Instant::now();
+    let g = m.lock();
+    *waited = Some(waited.unwrap_or_default() + t.elapsed());
+    g
+}
+
+/// Whether `k` lies before the upper bound `end`.
+pub fn within_end(k: &[u8], end: Bound<&[u8]>) -> bool {
+    match end {
+        Bound::Included(e) => k <= e,
+        Bound::Excluded(e) => k < e,
+        Bound::Unbounded => true,
+    }
+}
+
+/// Whether `k` lies after the lower bound `start`.
+pub fn within_start(k: &[u8], start: Bound<&[u8]>) -> bool {
+    match start {
+        Bound::Included(s) => k >= s,
+        Bound::Excluded(s) => k > s,
+        Bound::Unbounded => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use std::collections::BTreeMap;
+
+    proptest::proptest! {
+        /// Summaries never contradict key order, whatever the hint.
+        #[test]
+        fn summaries_preserve_key_order(
+            hint in proptest::collection::vec(0u8..4, 0..6),
+            a in proptest::collection::vec(0u8..4, 0..24),
+            b in proptest::collection::vec(0u8..4, 0..24),
+        ) {
+            let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+            proptest::prop_assert!(summary(&hint, &lo) <= summary(&hint, &hi));
+        }
+    }
+
+    #[test]
+    fn tables_sorted_under_any_hint_agree() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let keys: Vec<Vec<u8>> = (0..2000)
+            .map(|_| {
+                let n = rng.gen_range(0..12);
+                (0..n).map(|_| rng.gen_range(b'a'..b'e')).collect()
+            })
+            .collect();
+        let mut expected: Vec<Vec<u8>> = keys.clone();
+        expected.sort();
+        expected.dedup();
+        for hint in [&b""[..], b"a", b"ab", b"c", b"zz", b"abcdabcd"] {
+            let t = MemTable::with_hint(hint);
+            for (i, k) in keys.iter().enumerate() {
+                t.insert(k, i as u64 + 1, Some(k));
+            }
+            let got: Vec<Vec<u8>> = t.newest().map(|e| e.key.to_vec()).collect();
+            assert_eq!(got, expected, "hint {hint:?}");
+        }
+    }
+
+    #[test]
+    fn a_table_sorted_ahead_walks_the_same_versions_and_resorts_later_writes() {
+        let t = MemTable::new();
+        for i in 0..500u64 {
+            let k = format!("k{:03}", (i * 7) % 300);
+            t.insert(k.as_bytes(), i + 1, Some(&i.to_le_bytes()));
+        }
+        t.prepare_newest();
+        let prepared = t.view.load_full();
+        assert_eq!(prepared.upto, 500);
+        let walk = |t: &MemTable| -> Vec<(Vec<u8>, u64)> {
+            t.newest()
+                .map(|e| {
+                    (
+                        e.key.to_vec(),
+                        u64::from_le_bytes(e.value.unwrap().try_into().unwrap()),
+                    )
+                })
+                .collect()
+        };
+        let first = walk(&t);
+        // `newest` took the prepared order instead of sorting again.
+        assert!(Arc::ptr_eq(&prepared, &t.view.load_full()));
+        assert_eq!(first.len(), 300);
+        assert!(first.windows(2).all(|w| w[0].0 < w[1].0));
+        // Each key's newest version: i with (i * 7) % 300 == key, largest.
+        for (k, i) in &first {
+            let want = (0..500u64)
+                .filter(|j| format!("k{:03}", (j * 7) % 300).as_bytes() == &k[..])
+                .max();
+            assert_eq!(Some(*i), want);
+        }
+        // A write after the preparation is sorted in by the next walk.
+        t.insert(b"k000", 1000, Some(&1000u64.to_le_bytes()));
+        let second = walk(&t);
+        assert_eq!(second[0], (b"k000".to_vec(), 1000));
+    }
+
+    #[test]
+    fn a_table_made_without_a_hint_takes_its_keys_prefix_at_its_first_sort() {
+        // Few keys: the first summary fixes no hint.
+        let t = MemTable::new();
+        for i in 0..HINT_MIN_KEYS as u64 - 1 {
+            t.insert(format!("user{i:012}").as_bytes(), i + 1, Some(b"v"));
+        }
+        t.prepare_newest();
+        assert_eq!(t.hint(), b"");
+        // Enough keys: their shared prefix, kept though later keys do not
+        // share it, and the order stays right.
+        let t = MemTable::new();
+        let n = 3 * HINT_MIN_KEYS as u64;
+        for i in 0..n {
+            t.insert(
+                format!("user{:012}", i * 7 % n).as_bytes(),
+                i + 1,
+                Some(b"v"),
+            );
+        }
+        // A scan of the empty view before any write fixes nothing either.
+        let fresh = MemTable::new();
+        let mut out = Vec::new();
+        fresh.scan_forward(Bound::Included(b"user"), Bound::Unbounded, 1, 8, &mut out);
+        assert!(out.is_empty() && fresh.hint.get().is_none());
+        t.prepare_newest();
+        assert_eq!(t.hint(), b"user000000000");
+        t.insert(b"a", n + 1, Some(b"v"));
+        t.insert(b"zz", n + 2, Some(b"v"));
+        assert_eq!(t.hint(), b"user000000000");
+        let keys: Vec<Vec<u8>> = t.newest().map(|e| e.key.to_vec()).collect();
+        let mut want: Vec<Vec<u8>> = (0..n)
+            .map(|i| format!("user{i:012}").into_bytes())
+            .collect();
+        want.insert(0, b"a".to_vec());
+        want.push(b"zz".to_vec());
+        assert_eq!(keys, want);
+        // A given hint is kept whatever the keys.
+        let t = MemTable::with_hint(b"x");
+        t.insert(b"user1", 1, Some(b"v"));
+        t.prepare_newest();
+        assert_eq!(t.hint(), b"x");
+    }
+
+    #[test]
+    fn the_shared_prefix_of_written_keys_is_the_next_hint() {
+        let t = MemTable::new();
+        assert_eq!(t.shared_prefix(), b"");
+        t.insert(b"user0001", 1, Some(b"v"));
+        assert_eq!(t.shared_prefix(), b"user0001");
+        t.insert(b"user0042", 2, Some(b"v"));
+        t.insert(b"user0050", 3, None);
+        assert_eq!(t.shared_prefix(), b"user00");
+        t.insert(b"x", 4, Some(b"v"));
+        assert_eq!(t.shared_prefix(), b"");
+    }
+
+    fn v(s: &str) -> Version {
+        Some(s.as_bytes().into())
+    }
+
+    #[test]
+    fn snapshots_see_the_newest_version_at_or_below_them() {
+        let t = MemTable::new();
+        t.insert(b"k", 3, Some(b"three"));
+        t.insert(b"k", 5, Some(b"five"));
+        t.insert(b"j", 6, Some(b"j6"));
+        t.insert(b"k", 9, None);
+        t.insert(b"l", 10, Some(b"l10"));
+        assert_eq!(t.get(b"k", 2), None);
+        assert_eq!(t.get(b"k", 3), Some(v("three")));
+        assert_eq!(t.get(b"k", 8), Some(v("five")));
+        assert_eq!(t.get(b"k", 9), Some(None));
+        assert_eq!(t.get(b"k", u64::MAX), Some(None));
+        assert_eq!(t.get(b"kk", u64::MAX), None);
+        assert_eq!(t.get(b"j", 5), None);
+        assert_eq!(t.len(), 5);
+        let newest: Vec<_> = t
+            .newest()
+            .map(|e| (Box::<[u8]>::from(e.key), e.value.map(Box::from)))
+            .collect();
+        assert_eq!(
+            newest,
+            vec![
+                (b"j".to_vec().into(), v("j6")),
+                (b"k".to_vec().into(), None),
+                (b"l".to_vec().into(), v("l10")),
+            ]
+        );
+    }
+
+    /// Every key of `t` a forward scan at the newest snapshot sees.
+    fn scanned(t: &MemTable) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let waited = t.scan_forward(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            u64::MAX,
+            usize::MAX,
+            &mut out,
+        );
+        assert_eq!(waited, None, "a reader waited");
+        out.into_iter().map(|(k, _)| k.into_vec()).collect()
+    }
+
+    #[test]
+    fn a_reader_finding_the_view_being_built_sorts_a_private_one() {
+        let t = MemTable::new();
+        for i in 0..100u32 {
+            t.insert(format!("k{i:04}").as_bytes(), u64::from(i) + 1, Some(b"v"));
+        }
+        assert_eq!(scanned(&t).len(), 100);
+        assert_eq!(t.sorted_upto(), 100);
+        // Another reader is building: writes since are still seen, in
+        // order, without waiting, and the private view is not published.
+        let builder = t.build.lock();
+        for i in (100..300u32).rev() {
+            t.insert(format!("k{i:04}").as_bytes(), u64::from(i) + 1, Some(b"v"));
+        }
+        let keys = scanned(&t);
+        let expected: Vec<Vec<u8>> = (0..300u32)
+            .map(|i| format!("k{i:04}").into_bytes())
+            .collect();
+        assert_eq!(keys, expected);
+        assert_eq!(t.sorted_upto(), 100);
+        drop(builder);
+        assert_eq!(scanned(&t), expected);
+        assert_eq!(t.sorted_upto(), 300);
+    }
+
+    #[test]
+    fn many_unsorted_writes_wait_for_the_reader_building_the_view() {
+        let t = MemTable::new();
+        let n = PRIVATE_MAX as u32 + 10;
+        for i in 0..n {
+            t.insert(&i.to_be_bytes(), u64::from(i) + 1, Some(b"v"));
+        }
+        let builder = t.build.lock();
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                let mut out = Vec::new();
+                let waited =
+                    t.scan_forward(Bound::Unbounded, Bound::Unbounded, u64::MAX, 3, &mut out);
+                (waited, out.len())
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            drop(builder);
+            let (waited, found) = reader.join().unwrap();
+            assert_eq!(found, 3);
+            assert!(
+                waited.is_some_and(|w| w >= Duration::from_millis(40)),
+                "{waited:?}"
+            );
+        });
+        assert_eq!(t.sorted_upto(), n as usize);
+    }
+
+    #[test]
+    fn scans_respect_bounds_snapshots_and_limits() {
+        let t = MemTable::new();
+        for (i, k) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+            t.insert(k.as_bytes(), i as u64 + 1, Some(k.as_bytes()));
+        }
+        for (i, k) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+            t.insert(k.as_bytes(), i as u64 + 10, None);
+        }
+        let keys = |out: &Vec<(Box<[u8]>, Version)>| {
+            out.iter()
+                .map(|(k, v)| (String::from_utf8(k.to_vec()).unwrap(), v.is_some()))
+                .collect::<Vec<_>>()
+        };
+        let mut out = Vec::new();
+        t.scan_forward(
+            Bound::Excluded(b"a"),
+            Bound::Included(b"d"),
+            100,
+            10,
+            &mut out,
+        );
+        assert_eq!(
+            keys(&out),
+            vec![
+                ("b".into(), false),
+                ("c".into(), false),
+                ("d".into(), false)
+            ]
+        );
+        out.clear();
+        t.scan_forward(Bound::Unbounded, Bound::Unbounded, 3, 2, &mut out);
+        assert_eq!(keys(&out), vec![("a".into(), true), ("b".into(), true)]);
+        out.clear();
+        t.scan_forward(Bound::Included(b"c"), Bound::Unbounded, 3, 10, &mut out);
+        assert_eq!(keys(&out), vec![("c".into(), true)]);
+        out.clear();
+        t.scan_backward(Bound::Unbounded, Bound::Excluded(b"a"), 12, 10, &mut out);
+        assert_eq!(
+            keys(&out),
+            vec![
+                ("e".into(), true),
+                ("d".into(), true),
+                ("c".into(), false),
+                ("b".into(), false)
+            ]
+        );
+        out.clear();
+        t.scan_backward(Bound::Excluded(b"d"), Bound::Unbounded, 100, 2, &mut out);
+        assert_eq!(keys(&out), vec![("c".into(), false), ("b".into(), false)]);
+        out.clear();
+        t.scan_backward(Bound::Included(b"b"), Bound::Unbounded, 1, 5, &mut out);
+        assert_eq!(keys(&out), vec![("a".into(), true)]);
+    }
+
+    #[test]
+    fn views_match_a_model_while_writes_interleave_with_scans() {
+        let mut rng = StdRng::seed_from_u64(11);
+        let t = MemTable::new();
+        let mut model: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        for seq in 1..30_000u64 {
+            // Keys sharing long prefixes exercise the full comparisons.
+            let k = format!("prefix-{:05}", rng.gen_range(0..5000)).into_bytes();
+            let val = rng.gen_bool(0.8).then(|| seq.to_le_bytes().to_vec());
+            t.insert(&k, seq, val.as_deref());
+            model.insert(k, val);
+            if seq % 997 == 0 || rng.gen_ratio(1, 300) {
+                t.check_invariants();
+                let from = format!("prefix-{:05}", rng.gen_range(0..5000)).into_bytes();
+                let mut out = Vec::new();
+                t.scan_forward(
+                    Bound::Included(&from),
+                    Bound::Unbounded,
+                    u64::MAX,
+                    40,
+                    &mut out,
+                );
+                let want: Vec<_> = model
+                    .range(from.clone()..)
+                    .take(40)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                let got: Vec<_> = out
+                    .into_iter()
+                    .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                    .collect();
+                assert_eq!(got, want);
+                let mut out = Vec::new();
+                t.scan_backward(
+                    Bound::Excluded(&from),
+                    Bound::Unbounded,
+                    u64::MAX,
+                    40,
+                    &mut out,
+                );
+                let want: Vec<_> = model
+                    .range(..from)
+                    .rev()
+                    .take(40)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                let got: Vec<_> = out
+                    .into_iter()
+                    .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                    .collect();
+                assert_eq!(got, want);
+            }
+        }
+        let got: Vec<_> = t
+            .newest()
+            .map(|e| (e.key.to_vec(), e.value.map(<[u8]>::to_vec)))
+            .collect();
+        let want: Vec<_> = model.into_iter().collect();
+        assert_eq!(got, want);
+        t.check_invariants();
+        assert!(t.approximate_bytes() > 30_000 * 16);
+    }
+
+    /// Scans often enough that tails fold into the middle run, over enough
+    /// keys that the middle run folds into the main run, so the same key can
+    /// sit in all three runs at once: the newest version must win either way.
+    #[test]
+    fn three_runs_fold_and_the_newest_version_wins_both_ways() {
+        let mut rng = StdRng::seed_from_u64(12);
+        let t = MemTable::new();
+        let mut model: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        let key = |n: u32| format!("k{n:06}").into_bytes();
+        let mut mains = std::collections::HashSet::new();
+        for seq in 1..60_000u64 {
+            // Half the writes to a few hundred hot keys, half over 40,000.
+            let n = if rng.gen_bool(0.5) {
+                rng.gen_range(0..300)
+            } else {
+                rng.gen_range(0..40_000)
+            };
+            let val = rng.gen_bool(0.9).then(|| seq.to_le_bytes().to_vec());
+            t.insert(&key(n), seq, val.as_deref());
+            model.insert(key(n), val);
+            if seq % 97 == 0 {
+                let from = key(rng.gen_range(0..40_000));
+                let forward = rng.gen_bool(0.5);
+                let mut out = Vec::new();
+                let want: Vec<_> = if forward {
+                    t.scan_forward(
+                        Bound::Included(&from),
+                        Bound::Unbounded,
+                        u64::MAX,
+                        30,
+                        &mut out,
+                    );
+                    model.range(from.clone()..).take(30).collect()
+                } else {
+                    t.scan_backward(
+                        Bound::Included(&from),
+                        Bound::Unbounded,
+                        u64::MAX,
+                        30,
+                        &mut out,
+                    );
+                    model.range(..=from.clone()).rev().take(30).collect()
+                };
+                let got: Vec<_> = out
+                    .into_iter()
+                    .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                    .collect();
+                let want: Vec<_> = want
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert_eq!(got, want, "seq {seq}, forward {forward}");
+                let v = t.view.load();
+                assert!(v.tail.len() <= TAIL_MAX && v.mid.len() <= MID_MAX);
+                mains.insert(Arc::as_ptr(&v.main) as usize);
+            }
+        }
+        // The main run was rebuilt several times (the middle run overflowed).
+        assert!(mains.len() > 2, "{} main runs", mains.len());
+        let got: Vec<_> = t
+            .newest()
+            .map(|e| (e.key.to_vec(), e.value.map(<[u8]>::to_vec)))
+            .collect();
+        assert_eq!(got, model.into_iter().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn readers_run_while_the_writer_inserts() {
+        let t = Arc::new(MemTable::new());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|r| {
+                let t = t.clone();
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut rng = StdRng::seed_from_u64(r);
+                    let mut rounds = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        // Values name their own key, so any torn or stale
+                        // read would show.
+                        let k = rng.gen_range(0..20_000u32).to_be_bytes();
+                        if let Some(Some(v)) = t.get(&k, u64::MAX) {
+                            assert_eq!(&v[..4], &k);
+                        }
+                        if rounds.is_multiple_of(64) {
+                            let mut out = Vec::new();
+                            t.scan_forward(
+                                Bound::Included(&k),
+                                Bound::Unbounded,
+                                u64::MAX,
+                                64,
+                                &mut out,
+                            );
+                            for w in out.windows(2) {
+                                assert!(w[0].0 < w[1].0);
+                            }
+                            for (k, v) in &out {
+                                assert_eq!(&v.as_ref().unwrap()[..4], &k[..]);
+                            }
+                        }
+                        rounds += 1;
+                    }
+                    rounds
+                })
+            })
+            .collect();
+        let mut rng = StdRng::seed_from_u64(9);
+        let mut distinct = std::collections::HashSet::new();
+        for seq in 1..200_000u64 {
+            let k = rng.gen_range(0..20_000u32).to_be_bytes();
+            distinct.insert(k);
+            let mut v = k.to_vec();
+            v.extend_from_slice(&seq.to_le_bytes());
+            t.insert(&k, seq, Some(&v));
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in readers {
+            assert!(r.join().unwrap() > 0);
+        }
+        assert_eq!(t.len(), 199_999);
+        assert_eq!(t.newest().count(), distinct.len());
+    }
+
+    /// Every version of a key in the model below: (seq, value).
+    type Versions = Vec<(u64, Option<Vec<u8>>)>;
+
+    /// A MemTable operation of the model test below.
+    #[derive(Clone, Debug)]
+    enum Op {
+        Put(u8, u8),
+        Delete(u8),
+        Get(u8, u64),
+        Scan(u8, bool),
+        Newest,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (any::<u8>(), any::<u8>()).prop_map(|(k, v)| Op::Put(k % 64, v)),
+            1 => any::<u8>().prop_map(|k| Op::Delete(k % 64)),
+            2 => (any::<u8>(), 0u64..400).prop_map(|(k, s)| Op::Get(k % 64, s)),
+            1 => (any::<u8>(), any::<bool>()).prop_map(|(k, f)| Op::Scan(k % 64, f)),
+            1 => Just(Op::Newest),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Any sequence of writes, reads and scans keeps the MemTable's
+        /// invariants (checked after every operation) and matches a model
+        /// of every version.
+        #[test]
+        fn any_operations_keep_the_invariants(
+            hint in proptest::collection::vec(b'a'..b'c', 0..3),
+            ops in proptest::collection::vec(op(), 1..300),
+        ) {
+            let t = MemTable::with_hint(&hint);
+            // Every version of every key: (seq, value).
+            let mut model: BTreeMap<Vec<u8>, Versions> = BTreeMap::new();
+            let key = |k: u8| format!("ab{}-{k:03}", k % 3).into_bytes();
+            let mut seq = 0u64;
+            for op in ops {
+                match op {
+                    Op::Put(k, v) => {
+                        seq += 1;
+                        t.insert(&key(k), seq, Some(&[v]));
+                        model.entry(key(k)).or_default().push((seq, Some(vec![v])));
+                    }
+                    Op::Delete(k) => {
+                        seq += 1;
+                        t.insert(&key(k), seq, None);
+                        model.entry(key(k)).or_default().push((seq, None));
+                    }
+                    Op::Get(k, at) => {
+                        let want = model.get(&key(k)).and_then(|vs| {
+                            vs.iter().rev().find(|(s, _)| *s <= at).map(|(_, v)| v.clone())
+                        });
+                        let got = t.get(&key(k), at).map(|v| v.map(|v| v.to_vec()));
+                        proptest::prop_assert_eq!(got, want);
+                    }
+                    Op::Scan(k, forward) => {
+                        let from = key(k);
+                        let mut out = Vec::new();
+                        let newest = |(k, vs): (&Vec<u8>, &Versions)| {
+                            (k.clone(), vs.last().and_then(|v| v.1.clone()))
+                        };
+                        let want: Vec<_> = if forward {
+                            t.scan_forward(Bound::Included(&from), Bound::Unbounded, u64::MAX, 10, &mut out);
+                            model.range(from.clone()..).take(10).map(newest).collect()
+                        } else {
+                            t.scan_backward(Bound::Excluded(&from), Bound::Unbounded, u64::MAX, 10, &mut out);
+                            model.range(..from.clone()).rev().take(10).map(newest).collect()
+                        };
+                        let got: Vec<_> = out
+                            .into_iter()
+                            .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                            .collect();
+                        proptest::prop_assert_eq!(got, want);
+                    }
+                    Op::Newest => {
+                        let got: Vec<_> = t.newest().map(|e| (e.key.to_vec(), e.seq)).collect();
+                        let want: Vec<_> = model
+                            .iter()
+                            .map(|(k, vs)| (k.clone(), vs.last().map_or(0, |v| v.0)))
+                            .collect();
+                        proptest::prop_assert_eq!(got, want);
+                    }
+                }
+                t.check_invariants();
+            }
+        }
+    }
+
+    /// A broken invariant is reported, not passed over.
+    #[test]
+    #[should_panic(expected = "memtable: len is not the entries written")]
+    fn a_wrong_length_fails_the_check() {
+        let t = MemTable::new();
+        t.insert(b"k", 1, Some(b"v"));
+        t.len.store(2, Ordering::Release);
+        t.check_invariants();
+    }
+}

@@ -1,0 +1,118 @@
+//! The MemTables of an open store: the active one and its log, which only
+//! writers touch (`WriteHead`), and the list readers consult (`MemTables`),
+//! the frozen ones waiting for the committer oldest first.
+//!
+//! Invariants: at most `MAX_FROZEN` MemTables are frozen at once (writers
+//! stall beyond); frozen generations are consecutive, oldest first, and
+//! below the active one's; a frozen MemTable's log takes no more appends.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::{ArcSwap, Guard};
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::wal::Wal;
+use crate::write::memtable::MemTable;
+
+/// Frozen MemTables allowed to wait for the committer before writers stall.
+pub(crate) const MAX_FROZEN: usize = 3;
+/// A MemTable that takes no more writes, waiting for the committer.
+#[derive(Clone)]
+pub(crate) struct FrozenMemTable {
+    pub mem: Arc<MemTable>,
+    pub wal: Arc<Wal>,
+    pub gen: u64,
+}
+
+/// The MemTables readers consult, newest first.
+#[derive(Clone)]
+pub(crate) struct MemTables {
+    pub active: Arc<MemTable>,
+    /// Oldest first.
+    pub frozen: VecDeque<FrozenMemTable>,
+}
+
+/// What only writers touch.
+pub(crate) struct WriteHead {
+    pub next_seq: u64,
+    pub active: Arc<MemTable>,
+    pub wal: Arc<Wal>,
+    pub gen: u64,
+}
+
+/// The write side of an open store: the writer lock and what it guards,
+/// the list of MemTables readers consult, the newest visible sequence
+/// number, and the wakeup of writers stalled on a full backlog.
+pub(crate) struct WriteSide {
+    writer: Mutex<WriteHead>,
+    mems: ArcSwap<MemTables>,
+    visible: AtomicU64,
+    /// Wakes writers stalled on a full backlog (waited on under `writer`).
+    stall_cv: Condvar,
+}
+
+impl WriteSide {
+    /// The write side of a store whose writer is `head`, with `frozen`
+    /// waiting for the committer and writes up to `visible` visible.
+    pub fn new(head: WriteHead, frozen: VecDeque<FrozenMemTable>, visible: u64) -> WriteSide {
+        WriteSide {
+            mems: ArcSwap::from_pointee(MemTables {
+                active: head.active.clone(),
+                frozen,
+            }),
+            writer: Mutex::new(head),
+            visible: AtomicU64::new(visible),
+            stall_cv: Condvar::new(),
+        }
+    }
+
+    /// The writer lock.
+    pub fn lock(&self) -> MutexGuard<'_, WriteHead> {
+        self.writer.lock()
+    }
+
+    /// The writer lock, spinning briefly before it parks (the put path).
+    #[inline]
+    pub fn lock_spinning(&self) -> MutexGuard<'_, WriteHead> {
+        flexsys::lock_wait::lock_spinning(&self.writer)
+    }
+
+    /// The MemTables, for one read (never waits).
+    #[inline]
+    pub fn mems(&self) -> Guard<Arc<MemTables>> {
+        self.mems.load()
+    }
+
+    /// Replaces the list of MemTables by `change` of it; returns the list
+    /// it replaced. Readers load the old list or the new one, never wait.
+    pub fn replace_mems(&self, change: impl Fn(&MemTables) -> MemTables) -> Arc<MemTables> {
+        self.mems.rcu(|m| change(m))
+    }
+
+    /// The newest sequence number readers may see (`Acquire`).
+    #[inline]
+    pub fn visible(&self) -> u64 {
+        self.visible.load(Ordering::Acquire)
+    }
+
+    /// Makes writes up to `seq` visible (under the writer lock).
+    #[inline]
+    pub fn set_visible(&self, seq: u64) {
+        self.visible.store(seq, Ordering::Release);
+    }
+
+    /// Stalls a writer holding `w` until woken or `timeout` passes.
+    pub fn stall(&self, w: &mut MutexGuard<'_, WriteHead>, timeout: Duration) {
+        self.stall_cv.wait_for(w, timeout);
+    }
+
+    /// Wakes stalled writers; with `under_lock`, under the writer lock, so
+    /// that the wakeup cannot fall between a writer's check and its wait.
+    pub fn wake_stalled(&self, under_lock: bool) {
+        let _w = under_lock.then(|| self.writer.lock());
+        self.stall_cv.notify_all();
+    }
+}
