@@ -187,6 +187,10 @@ fn diagnostics_run_on_tiny_sizes() {
     ]);
     assert!(out.contains("built 2000 extents"), "{out}");
     assert_eq!(out.lines().count(), 3, "{out}");
+    let out = flexbench_ok(&["diag", "sparse-index", "--pairs", "5000"]);
+    assert!(!out.is_empty());
+    let out = flexbench_ok(&["diag", "memtable-walk", "--pairs", "5000"]);
+    assert!(!out.is_empty());
 }
 
 /// `--trace` sends the engines' diagnostic events to stderr, and nothing

@@ -21,7 +21,7 @@ mod store;
 
 /// mimalloc instead of the system allocator: glibc's per-thread arenas
 /// grow and shrink with an mprotect per step under the store's allocation
-/// pattern (measured in docs/DESIGN.md); the library itself stays
+/// pattern (measured in docs/experiments/2026-11-26-memtable-first-table-prefix.md); the library itself stays
 /// allocator-agnostic.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -17,7 +17,7 @@
 //! Concurrency: every method takes `&self`. Reads translate offsets under
 //! a short read lock and copy without it ([`FlexSpace::plan_read`]);
 //! commits, checkpoints and garbage collection do their I/O without the
-//! exclusive lock (docs/DESIGN.md, "FlexSpace").
+//! exclusive lock (docs/DESIGN.md, "Concurrency and lock order").
 
 mod error;
 mod grace;

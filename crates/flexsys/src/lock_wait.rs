@@ -4,8 +4,8 @@
 //! The committer holds the sparse index (`state`) exclusively for one group
 //! of updates at a time, a few microseconds, and takes it again a few
 //! microseconds later. Two ways of waiting for such a lock turned out to
-//! cost readers milliseconds (measured in docs/DESIGN.md, "Readers that
-//! spin, a committer that polls"):
+//! cost readers milliseconds (measured in
+//! docs/experiments/2026-11-24-reader-waits-and-lock-polling.md):
 //!
 //! - A reader that parks sleeps in the kernel; when the committer lets go,
 //!   the reader is runnable but, on a machine whose cores are all busy,
@@ -91,7 +91,8 @@ impl Backoff {
 /// that can wait (the prefetcher): it polls, yielding and then sleeping
 /// between polls. A parked reader must be woken by the writer's unlock, a
 /// system call inside the committer's loop (5% of its time in a 10 M load,
-/// measured in docs/DESIGN.md); a polling one costs the writer nothing.
+/// measured in docs/experiments/2026-11-24-reader-waits-and-lock-polling.md);
+/// a polling one costs the writer nothing.
 pub fn read_polling<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     if let Some(g) = lock.try_read() {
         return g;
@@ -137,8 +138,8 @@ const WRITER_SPIN: Duration = Duration::from_micros(4);
 /// under a microsecond, so a writer that finds it held nearly always gets
 /// it by spinning; parking instead (as `lock` does after a few rounds)
 /// costs both writers a system call and a context switch each time, about
-/// a quarter of the writers' time with two of them (docs/DESIGN.md, "The
-/// writers' own limit, and three changes to their path"). After the spin
+/// a quarter of the writers' time with two of them (docs/experiments/
+/// 2026-11-26-writers-path.md). After the spin
 /// it parks as usual, so a holder that was preempted costs the waiter no
 /// more than that.
 pub fn lock_spinning<T>(lock: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -14,8 +14,8 @@
 //!   huge page (2 MiB) of nodes, start on a huge-page boundary and are
 //!   advised `MADV_HUGEPAGE`: a random descent into a big tree then misses
 //!   one TLB entry per 2 MiB of nodes instead of one per 4 KiB, which is
-//!   much of the cost of a random insert (measured in docs/DESIGN.md, "The
-//!   random-insert path"). On Linux they are fresh anonymous mappings of
+//!   much of the cost of a random insert (measured in
+//!   docs/experiments/2026-11-23-flextree-insert-path.md). On Linux they are fresh anonymous mappings of
 //!   their own (`mapped`): memory recycled by an allocator may already be
 //!   backed by small pages, which the advice does not change.
 //! - Every block is owned by `blocks` and freed (its nodes dropped, its

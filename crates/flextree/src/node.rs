@@ -176,7 +176,7 @@ impl Leaf {
     /// span)` when `rel` is at or past the end.
     ///
     /// The scan adds up four lengths per step and branches once per step,
-    /// then settles the entry inside the step (measured in docs/DESIGN.md).
+    /// then settles the entry inside the step (measured in docs/experiments/2026-11-23-flextree-insert-path.md).
     #[inline]
     pub fn locate(&self, rel: u64) -> (usize, u64) {
         let lens = &self.len[..self.count.min(LEAF_CAP)];
@@ -277,7 +277,7 @@ impl Internal {
     /// A binary search with a fixed number of steps over the whole array:
     /// `shift[0] == 0 <= rel` and the unused slots hold `u64::MAX`, so no
     /// step depends on `count`, each is a compare and a conditional move,
-    /// and the steps unroll (measured in docs/DESIGN.md).
+    /// and the steps unroll (measured in docs/experiments/2026-11-23-flextree-insert-path.md).
     #[inline]
     pub fn child_index(&self, rel: u64) -> usize {
         let mut base = 0usize;
@@ -344,7 +344,7 @@ impl Internal {
 /// Descending the tree is a chain of dependent cache misses: the search in
 /// a node cannot start before the node arrives. Prefetching all the lines
 /// the next node's visit will touch as soon as its id is known turns their
-/// misses into parallel ones (measured in docs/DESIGN.md). Lines are
+/// misses into parallel ones (measured in docs/experiments/2026-11-23-flextree-insert-path.md). Lines are
 /// counted from the aligned line that holds the first byte, so a node that
 /// does not start on a line boundary is still covered to its last byte.
 #[inline(always)]

@@ -719,7 +719,7 @@ impl FlexTree {
     /// insertion lands at the child's end) keeps three quarters on the left,
     /// so sequential appends leave nodes 3/4 full: dense (about 23 bytes an
     /// extent) yet with room for later random inserts before they split
-    /// again (measured in docs/DESIGN.md).
+    /// again (measured in docs/experiments/2026-11-23-flextree-append-splits.md).
     fn split_child(&mut self, parent: u32, idx: usize, child_is_leaf: bool, at_end: bool) {
         let child = self.internals[parent as usize].child[idx];
         let (base, new_id) = if child_is_leaf {

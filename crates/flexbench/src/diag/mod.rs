@@ -9,6 +9,7 @@
 //! figures on stdout and returns an error instead of panicking on I/O.
 
 mod commit;
+mod internals;
 mod log_replay;
 mod scattered_copy;
 mod tree_insert;
@@ -33,6 +34,12 @@ pub enum Diag {
     /// 300-byte copies at random places of a large cached file, plain,
     /// prefetched, by pread, and after other work.
     ScatteredCopy(scattered_copy::Args),
+    /// FlexDB's sparse index alone: memory per interval and per pair after
+    /// a random-order load and after a bulk build, and the time of a find.
+    SparseIndex(internals::SparseArgs),
+    /// FlexDB's MemTable alone: the committer's walk over the newest
+    /// version of every key of a full table.
+    MemtableWalk(internals::WalkArgs),
 }
 
 /// Runs one diagnostic.
@@ -42,6 +49,8 @@ pub fn run(diag: &Diag) -> Result<(), Box<dyn std::error::Error>> {
         Diag::TreeInsert(a) => tree_insert::run(a),
         Diag::LogReplay(a) => log_replay::run(a),
         Diag::ScatteredCopy(a) => scattered_copy::run(a),
+        Diag::SparseIndex(a) => internals::sparse_index(a),
+        Diag::MemtableWalk(a) => internals::memtable_walk(a),
     }
 }
 

@@ -37,7 +37,7 @@ const ROOM_VICTIMS: usize = 16;
 /// segments' worth), and most victims it takes. A round walks the whole
 /// index once whatever it moves, so nearly empty victims are taken many at
 /// a time: a fixed four victims a round spent 24 ms walking a 10 M-pair
-/// index per 0–5 KiB moved (measured in docs/DESIGN.md).
+/// index per 0–5 KiB moved (measured in docs/experiments/2026-11-24-flexspace-gc-rounds-by-bytes.md).
 const GARBAGE_BYTES: u64 = 4 * SEGMENT_SIZE;
 const GARBAGE_VICTIMS: usize = 256;
 /// Most rounds one `maintain` call runs.
@@ -46,7 +46,7 @@ const MAX_ROUNDS: usize = 64;
 const GRACE_WAIT: Duration = Duration::from_secs(5);
 
 /// Free segments kept beyond what mutations need: 1/256 of the data file,
-/// between 1 and the paper's 64 (see docs/DESIGN.md).
+/// between 1 and the paper's 64 (see docs/experiments/2026-11-23-flexspace-gc-reserve-and-thresholds.md).
 pub fn reserve_segments(count: usize) -> u64 {
     (count as u64 / 256).clamp(1, 64)
 }
