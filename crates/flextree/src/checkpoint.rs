@@ -34,6 +34,7 @@ use crate::error::{Error, Result};
 use crate::extent::{MAX_ADDR, MAX_SPACE};
 use std::sync::atomic::Ordering;
 
+use crate::file_pages::FilePages;
 use crate::node::{addr_of, DiskState, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
 use crate::storage::StorageFile;
 use crate::tree::{FlexTree, MAX_HEIGHT};
@@ -64,31 +65,6 @@ pub struct Checkpoint {
     pub version: u64,
     /// The metadata blob passed to [`FlexTree::checkpoint`].
     pub meta: Vec<u8>,
-}
-
-/// The tree's relation to its tree file (behind `FlexTree::persist`).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Persist {
-    /// Whether the tree was loaded from, or checkpointed into, a file.
-    pub bound: bool,
-    /// Pages the file holds (header slots included).
-    pub page_count: u32,
-    /// Pages the committed version does not reference.
-    pub free: Vec<u32>,
-    /// Pages the committed version references and the tree no longer uses.
-    pub released: Vec<u32>,
-}
-
-impl Persist {
-    pub fn release(&mut self, page: u32) {
-        if page != 0 {
-            self.released.push(page);
-        }
-    }
-
-    pub fn memory_usage(&self) -> usize {
-        (self.free.capacity() + self.released.capacity()) * 4
-    }
 }
 
 fn corrupt(msg: impl Into<String>) -> Error {

@@ -26,6 +26,7 @@ mod checkpoint;
 mod cursor;
 mod error;
 mod extent;
+mod file_pages;
 mod invariants;
 mod node;
 mod storage;

@@ -15,9 +15,9 @@
 //!   multiple of the merge boundary strictly inside it.
 
 use crate::arena::Arena;
-use crate::checkpoint::Persist;
 use crate::error::{Error, Result};
 use crate::extent::{Extent, Piece, MAX_ADDR, MAX_SPACE};
+use crate::file_pages::FilePages;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -76,7 +76,7 @@ pub struct FlexTree {
     pub(crate) version: AtomicU64,
     /// Free and released pages of the tree file. A checkpoint holds this lock
     /// from start to end, which serializes checkpoints.
-    pub(crate) persist: Mutex<Persist>,
+    pub(crate) persist: Mutex<FilePages>,
 }
 
 impl Clone for FlexTree {
@@ -158,7 +158,7 @@ impl FlexTree {
             merge_limit: 0,
             merge_boundary: 0,
             version: AtomicU64::new(0),
-            persist: Mutex::new(Persist::default()),
+            persist: Mutex::new(FilePages::default()),
         }
     }
 
