@@ -34,7 +34,6 @@ use crate::error::{Error, Result};
 use crate::extent::{MAX_ADDR, MAX_SPACE};
 use std::sync::atomic::Ordering;
 
-use crate::file_pages::FilePages;
 use crate::node::{addr_of, DiskState, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
 use crate::storage::StorageFile;
 use crate::tree::{FlexTree, MAX_HEIGHT};
