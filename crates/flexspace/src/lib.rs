@@ -19,6 +19,8 @@
 //! commits, checkpoints and garbage collection do their I/O without the
 //! exclusive lock (docs/DESIGN.md, "Concurrency and lock order").
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod error;
 mod grace;
 mod log;

@@ -9,6 +9,8 @@
 //! through its documented result; prefetch and huge-page advice are hints
 //! only.
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod counter;
 pub mod huge_pages;
 pub mod lock_wait;

@@ -21,6 +21,8 @@
 //! assert_eq!(tree.lookup(60).unwrap(), Some(60));
 //! ```
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod arena;
 mod checkpoint;
 mod cursor;
