@@ -105,5 +105,6 @@ pub use db::Db;
 pub use error::{Error, Result};
 pub use options::{Options, WriteOptions};
 pub use read::iter::{Iter, KeyValue};
+pub use read::snapshot::Snapshot;
 pub use recovery::check::CheckReport;
 pub use stats::Stats;

@@ -225,6 +225,7 @@ impl Store {
             let mut m = MemTables::clone(m);
             m.frozen.push_back(frozen.clone());
             m.active = active.clone();
+            m.active_gen = gen;
             m
         });
         let committer_busy = !before.frozen.is_empty();
