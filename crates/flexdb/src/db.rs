@@ -23,6 +23,7 @@ use crate::read::snapshot::{own_range, prefix_range, ReadPoint, Snapshot};
 use crate::recovery::check::CheckReport;
 use crate::stats::Stats;
 use crate::store::Store;
+use crate::txn::{Isolation, Transaction};
 
 /// An open FlexDB store. `Send + Sync`: share it between threads with an
 /// `Arc`. Dropping it closes the store (errors on that path are ignored;
@@ -200,6 +201,50 @@ impl Db {
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             point: ReadPoint::take(&self.shared, true),
+        }
+    }
+
+    /// Begins an optimistic transaction at `isolation` (see
+    /// [`Transaction`]): it reads a snapshot taken now, buffers its writes,
+    /// and at commit writes them atomically or fails with
+    /// [`Error::Conflict`].
+    pub fn transaction(&self, isolation: Isolation) -> Transaction {
+        Transaction::begin(&self.shared, isolation)
+    }
+
+    /// Atomically sets `key` to `new` (`None`: removes it) if its value is
+    /// `expected` (`None`: absent); returns whether it did. Retries
+    /// internally on conflicts with concurrent writes. Writes with the
+    /// store's default sync setting.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = flexdb::Db::open(dir.path(), flexdb::Options::new().create_if_missing(true)).unwrap();
+    /// assert!(db.compare_and_swap("lock", None, Some(b"me")).unwrap());
+    /// assert!(!db.compare_and_swap("lock", None, Some(b"you")).unwrap());
+    /// assert!(db.compare_and_swap("lock", Some(b"me"), None).unwrap());
+    /// ```
+    pub fn compare_and_swap(
+        &self,
+        key: impl AsRef<[u8]>,
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool> {
+        let key = key.as_ref();
+        loop {
+            let mut t = self.transaction(Isolation::Serializable);
+            if t.get(key)?.as_deref() != expected {
+                return Ok(false);
+            }
+            match new {
+                Some(v) => t.put(key, v)?,
+                None => t.delete(key)?,
+            }
+            match t.commit() {
+                Ok(()) => return Ok(true),
+                Err(Error::Conflict) => continue,
+                Err(e) => return Err(e),
+            }
         }
     }
 

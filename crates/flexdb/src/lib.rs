@@ -96,6 +96,7 @@ mod recovery;
 mod stats;
 mod store;
 mod threads;
+mod txn;
 mod wal;
 mod write;
 
@@ -108,3 +109,4 @@ pub use read::iter::{Iter, KeyValue};
 pub use read::snapshot::Snapshot;
 pub use recovery::check::CheckReport;
 pub use stats::Stats;
+pub use txn::{Isolation, Transaction};

@@ -482,7 +482,6 @@ impl MemTable {
 
     /// The sequence number of the newest version of `key` in the table, if
     /// it has one (for a transaction's validation, under the writer lock).
-    #[allow(dead_code)] // Transactions (next).
     pub fn newest_seq(&self, key: &[u8]) -> Option<u64> {
         let (_, found) = self.table().probe(key, hash(key));
         Some(self.entry(found?).seq)
@@ -491,7 +490,6 @@ impl MemTable {
     /// Whether a key between `from` and `end` has a version with a
     /// sequence number above `after` (for a transaction's validation,
     /// under the writer lock, so the sorted view covers every write).
-    #[allow(dead_code)] // Transactions (next).
     pub fn changed_in_range(&self, from: Bound<&[u8]>, end: Bound<&[u8]>, after: u64) -> bool {
         let (v, _) = self.sorted_runs();
         let mut pos = v.runs().map(|r| self.start(r, from));
