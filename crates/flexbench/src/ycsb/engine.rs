@@ -60,6 +60,22 @@ pub trait Engine: Send + Sync {
     /// Reads up to `n` pairs from the last key `<= start` down, in
     /// descending order (`--scan-reverse`); returns how many it read.
     fn scan_back(&self, start: &[u8], n: usize) -> Result<usize>;
+    /// One transfer: in one optimistic transaction (serializable if
+    /// `serializable`, else snapshot isolation), reads `a` and `b` and
+    /// writes `new_a` to `a` and `new_b` to `b`. `Ok(true)` if it
+    /// committed, `Ok(false)` if it aborted on a conflict (nothing
+    /// written). Engines without transactions refuse.
+    fn transfer(
+        &self,
+        a: &[u8],
+        b: &[u8],
+        new_a: &[u8],
+        new_b: &[u8],
+        serializable: bool,
+    ) -> Result<bool> {
+        let _ = (a, b, new_a, new_b, serializable);
+        Err("this engine runs no transactions in flexbench (workloads t, ts)".into())
+    }
     /// Moves buffered writes to the engine's main structure (memtables to
     /// the space or to tables) and makes them durable.
     fn flush(&self) -> Result<()>;

@@ -65,7 +65,9 @@ pub struct YcsbArgs {
     #[arg(long, value_enum, default_value = "zipf")]
     pub dist: Dist,
     /// Comma-separated workloads: load, a, b, c, d, e, f, put (alias w:
-    /// 100% put). The load always runs first.
+    /// 100% put), t (transfers: a transaction reads two keys and writes
+    /// both, snapshot isolation), ts (the same, serializable). The load
+    /// always runs first.
     #[arg(long, value_delimiter = ',', default_value = "load,a,b,c,d,e,f")]
     pub workloads: Vec<String>,
     /// Comma-separated client thread counts; each workload runs at each.
@@ -493,10 +495,14 @@ fn run_engine(
         r.cpu_us_per_op = cpu
             .filter(|_| r.ops > 0)
             .map(|c| c.as_secs_f64() * 1e6 / r.ops as f64);
+        let aborts = r
+            .abort_rate
+            .map(|rate| format!(", {} aborts ({:.2}%)", r.aborts, rate * 100.0))
+            .unwrap_or_default();
         log(
             name,
             &format!(
-                "{}: {} ops in {:.2} s = {:.4} Mops/s, p99 {:.1} us (flush {:.2} s, cpu {:.2} us/op)",
+                "{}: {} ops in {:.2} s = {:.4} Mops/s, p99 {:.1} us{aborts} (flush {:.2} s, cpu {:.2} us/op)",
                 w.name(),
                 r.ops,
                 r.seconds,
@@ -623,6 +629,9 @@ fn workload_result(
         latency,
         read_misses: o.read_misses,
         scanned_pairs: o.scanned,
+        aborts: o.aborts,
+        abort_rate: matches!(w, Workload::T | Workload::Ts)
+            .then(|| o.aborts as f64 / (o.ops + o.aborts).max(1) as f64),
         user_bytes_written: o.user_bytes,
         device_bytes_written: device,
         process_bytes_written: process,
