@@ -287,3 +287,49 @@ fn transaction_workloads_report_aborts() {
     let table = String::from_utf8(out.stdout).unwrap();
     assert!(table.contains("# transactions"), "{table}");
 }
+
+/// `--hold-snapshot` keeps a snapshot through each timed phase: the JSON
+/// says so and reports the memory held for it.
+#[test]
+fn a_held_snapshot_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = flexbench(
+        &[
+            "ycsb",
+            "--records",
+            "2000",
+            "--seconds",
+            "0.2",
+            "--workloads",
+            "put",
+            "--memtable-mb",
+            "1",
+            "--cache-mb",
+            "8",
+            "--no-reopen",
+            "--hold-snapshot",
+            "--json",
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut puts = 0;
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        match v["workload"].as_str() {
+            Some("put") => {
+                puts += 1;
+                assert_eq!(v["snapshot_held"], true, "{line}");
+                // 1 MiB MemTables filled for 0.2 s: the snapshot pins some.
+                assert!(v["snapshot_held_bytes"].as_u64().unwrap() > 0, "{line}");
+            }
+            Some("load") => assert_eq!(v["snapshot_held"], false, "{line}"),
+            _ => {}
+        }
+    }
+    assert_eq!(puts, 1);
+}

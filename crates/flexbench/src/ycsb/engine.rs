@@ -42,6 +42,9 @@ pub struct EngineStats {
     /// Hits over lookups of the engine's cache since the previous call (or
     /// open); `None` when the engine does not count them or had none.
     pub cache_hit_ratio: Option<f64>,
+    /// Bytes of memory held only because a live snapshot needs them
+    /// (flexdb: MemTables and published views pinned by snapshots).
+    pub snapshot_held_bytes: Option<u64>,
 }
 
 /// A key-value store under test. Shared between the client threads.
@@ -75,6 +78,11 @@ pub trait Engine: Send + Sync {
     ) -> Result<bool> {
         let _ = (a, b, new_a, new_b, serializable);
         Err("this engine runs no transactions in flexbench (workloads t, ts)".into())
+    }
+    /// Takes a point-in-time view that lives until the returned value is
+    /// dropped (`--hold-snapshot`); `None` for engines without one here.
+    fn pin_snapshot(&self) -> Result<Option<Box<dyn std::any::Any + Send>>> {
+        Ok(None)
     }
     /// Moves buffered writes to the engine's main structure (memtables to
     /// the space or to tables) and makes them durable.

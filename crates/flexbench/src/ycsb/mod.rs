@@ -96,6 +96,11 @@ pub struct YcsbArgs {
     /// memory mapping (`flexdb::Options::mmap_reads` off).
     #[arg(long)]
     pub pread: bool,
+    /// Hold a snapshot (taken before the phase) through every timed phase
+    /// and its settling flush: what a long-lived reader costs the writers,
+    /// the disk and the memory (`snapshot_held_bytes` in the JSON).
+    #[arg(long)]
+    pub hold_snapshot: bool,
     /// Pairs read by a scan of workload e.
     #[arg(long, default_value_t = 50)]
     pub scan_len: usize,
@@ -299,6 +304,7 @@ impl YcsbArgs {
             ("--keep", self.keep),
             ("--no-reopen", self.no_reopen),
             ("--scan-reverse", self.scan_reverse),
+            ("--hold-snapshot", self.hold_snapshot),
         ] {
             if on {
                 a.push(flag.into());
@@ -463,6 +469,13 @@ fn run_engine(
         let proc0 = sys::process_bytes_written();
         let cpu0 = sys::process_cpu();
         log(name, &format!("{} with {threads} thread(s)...", w.name()));
+        // `--hold-snapshot`: a view of the state before the phase, held
+        // through it and its settling flush, dropped once it is measured.
+        let pinned = if args.hold_snapshot && w != Workload::Load {
+            guarded(name, || engine.pin_snapshot())?
+        } else {
+            None
+        };
         let outcome = guarded(name, || match w {
             Workload::Load => runner::load(engine.as_ref(), &setup, threads),
             _ => runner::timed(engine.as_ref(), &setup, w, threads, args.seconds),
@@ -512,6 +525,8 @@ fn run_engine(
                 r.cpu_us_per_op.unwrap_or(f64::NAN)
             ),
         );
+        r.snapshot_held = pinned.is_some();
+        drop(pinned);
         emit(Record::Workload(Box::new(r)));
     }
     let mut reopen = ReopenResult {
@@ -644,6 +659,8 @@ fn workload_result(
         index_bytes: stats.index_bytes,
         extent_index_bytes: stats.extent_index_bytes,
         cache_hit_ratio: stats.cache_hit_ratio,
+        snapshot_held_bytes: stats.snapshot_held_bytes,
+        snapshot_held: false,
         vm_rss_bytes: sys::proc_status_bytes("VmRSS"),
         vm_hwm_bytes: sys::proc_status_bytes("VmHWM"),
         rss_anon_bytes: sys::proc_status_bytes("RssAnon"),

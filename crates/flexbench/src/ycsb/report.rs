@@ -136,6 +136,12 @@ pub struct WorkloadResult {
     /// (flexdb's interval cache; null for engines that do not report it).
     #[serde(default)]
     pub cache_hit_ratio: Option<f64>,
+    /// Memory held only for live snapshots after the workload (flexdb).
+    #[serde(default)]
+    pub snapshot_held_bytes: Option<u64>,
+    /// Whether a snapshot was held through the workload (`--hold-snapshot`).
+    #[serde(default)]
+    pub snapshot_held: bool,
     /// Resident memory of the process after the workload.
     pub vm_rss_bytes: Option<u64>,
     /// Peak resident memory of the process since the engine was opened.

@@ -98,6 +98,9 @@ impl Engine for FlexDbEngine {
             Err(e) => Err(err(e)),
         }
     }
+    fn pin_snapshot(&self) -> Result<Option<Box<dyn std::any::Any + Send>>> {
+        Ok(Some(Box::new(self.db.snapshot())))
+    }
     fn flush(&self) -> Result<()> {
         self.db.flush().map_err(err)
     }
@@ -122,6 +125,7 @@ impl Engine for FlexDbEngine {
             index_bytes: Some(s.sparse_index_bytes),
             extent_index_bytes: Some(s.extent_index_bytes),
             cache_hit_ratio,
+            snapshot_held_bytes: Some(s.snapshot_held_bytes),
         }
     }
 }
