@@ -424,4 +424,29 @@ mod tests {
         );
         db.check().unwrap();
     }
+
+    /// The committer does not wait for a view a snapshot pins (it would
+    /// at every commit for as long as the snapshot lives), and drops it
+    /// once the snapshot lets go.
+    #[test]
+    fn a_pinned_view_is_not_waited_for_and_goes_with_its_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::new().create_if_missing(true)).unwrap();
+        db.put("a", "1").unwrap();
+        db.flush().unwrap();
+        let snap = db.snapshot();
+        db.put("a", "2").unwrap();
+        db.flush().unwrap();
+        let views = &db.shared().views;
+        assert!(!views.is_current(&snap.point.view));
+        // Nothing unpinned is left to wait for: returns at once, false.
+        assert!(!views.reap(Duration::from_secs(30)));
+        assert_eq!(views.retired_len(), 1);
+        drop(snap);
+        let t = Instant::now();
+        while views.retired_len() > 0 {
+            assert!(t.elapsed() < Duration::from_secs(10), "never dropped");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }

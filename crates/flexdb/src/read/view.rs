@@ -379,6 +379,12 @@ impl ViewPublisher {
             })
     }
 
+    /// Replaced views not dropped yet.
+    #[cfg(test)]
+    pub fn retired_len(&self) -> usize {
+        self.retired.lock().len()
+    }
+
     /// Whether a dropped view's extent index is kept for the next view.
     #[cfg(test)]
     pub fn has_spare_index(&self) -> bool {
