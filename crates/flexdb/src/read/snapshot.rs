@@ -75,7 +75,7 @@ impl ReadPoint {
     /// `Store::snapshots` (explicit snapshots and transactions).
     pub fn take(store: &Arc<Store>, register: bool) -> Arc<ReadPoint> {
         let (l, seq, view) = loop {
-            let l = store.writes.mems_full();
+            let l = store.writes.mems();
             let seq = store.writes.visible();
             if store.writes.mems().active_gen != l.active_gen {
                 continue;
