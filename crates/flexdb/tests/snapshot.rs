@@ -297,3 +297,26 @@ fn every_scan_sees_exactly_one_token() {
     assert!(db.stats().commits > 20);
     db.close().unwrap();
 }
+
+/// Snapshots, transactions and iterators hold no borrow of the store and
+/// move between threads.
+#[test]
+fn handles_are_static_and_thread_safe() {
+    fn send_sync_static<T: Send + Sync + 'static>() {}
+    fn send_static<T: Send + 'static>() {}
+    send_sync_static::<Snapshot>();
+    send_sync_static::<flexdb::Transaction>();
+    send_static::<flexdb::Iter<'static>>();
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::new().create_if_missing(true)).unwrap();
+    db.put("a", "1").unwrap();
+    let (snap, it) = (db.snapshot(), db.iter());
+    db.put("a", "2").unwrap();
+    let seen = std::thread::spawn(move || {
+        let got: Vec<_> = it.map(|kv| kv.unwrap().1).collect();
+        (snap.get("a").unwrap(), got)
+    })
+    .join()
+    .unwrap();
+    assert_eq!(seen, (Some(b"1".to_vec()), vec![b"1".to_vec()]));
+}

@@ -25,12 +25,19 @@
 //!   still consults (the one being committed) or that began after the
 //!   reader did: a get or scan sees each key at a state no older than when
 //!   it began.
+//! - A view records the newest MemTable generation its space may hold
+//!   (`gen`) and, before the committer forwards any word of a later commit
+//!   into it, that commit's newest generation (`forwarded_gen`): snapshots
+//!   (`read::snapshot`) use a view only if it holds nothing of their active
+//!   generation, and a forwarded word only under the same condition.
 //! - The committer drops a replaced view itself once no reader holds it,
 //!   so no reader pays for freeing one, and its snapshot stops holding
 //!   freed space back. It keeps one dropped view's copy of the extent
 //!   index (`spare_index`, no longer a snapshot) and copies the next view
 //!   into it: writing memory touched before costs a fraction of faulting
-//!   in fresh memory (docs/DESIGN.md).
+//!   in fresh memory (docs/DESIGN.md). It never waits for a view a
+//!   snapshot or iterator pins (`pins`): those ask it to reap when they
+//!   let go.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -377,6 +384,12 @@ impl ViewPublisher {
                     e + v.space.index_bytes(),
                 )
             })
+    }
+
+    /// Replaced views not dropped yet.
+    #[cfg(test)]
+    pub fn retired_len(&self) -> usize {
+        self.retired.lock().len()
     }
 
     /// Whether a dropped view's extent index is kept for the next view.
