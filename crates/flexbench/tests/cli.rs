@@ -187,6 +187,11 @@ fn diagnostics_run_on_tiny_sizes() {
     ]);
     assert!(out.contains("built 2000 extents"), "{out}");
     assert_eq!(out.lines().count(), 3, "{out}");
+    let out = flexbench_ok(&[
+        "diag", "snapshot", "--pairs", "2000", "--ops", "1000", "--rounds", "1",
+    ]);
+    assert!(out.contains("snapshot taken and dropped"), "{out}");
+    assert!(out.contains("(1000 live)"), "{out}");
     let out = flexbench_ok(&["diag", "sparse-index", "--pairs", "5000"]);
     assert!(!out.is_empty());
     let out = flexbench_ok(&["diag", "memtable-walk", "--pairs", "5000"]);

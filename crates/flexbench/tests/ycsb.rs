@@ -234,3 +234,102 @@ fn repeat_reports_every_run_and_their_medians() {
     let out = flexbench(&["ycsb", "--repeat", "0"], dir.path());
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The transaction workloads report committed transactions as operations
+/// and their aborts and abort rate, in JSON and in the table.
+#[test]
+fn transaction_workloads_report_aborts() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "ycsb",
+        "--records",
+        "2000",
+        "--seconds",
+        "0.2",
+        "--workloads",
+        "t,ts",
+        "--threads",
+        "1,2",
+        "--cache-mb",
+        "8",
+        "--no-reopen",
+    ];
+    let out = flexbench(&[&args[..], &["--json"]].concat(), dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut seen = BTreeSet::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let w = v["workload"].as_str().unwrap_or_default().to_string();
+        if w != "t" && w != "ts" {
+            continue;
+        }
+        let ops = v["ops"].as_u64().unwrap();
+        let aborts = v["aborts"].as_u64().unwrap();
+        let rate = v["abort_rate"].as_f64().unwrap();
+        assert!(ops > 0, "{line}");
+        assert!(
+            (rate - aborts as f64 / (ops + aborts) as f64).abs() < 1e-9,
+            "{line}"
+        );
+        assert!(
+            v["latency"]["transfer"]["count"].as_u64().unwrap() == ops,
+            "{line}"
+        );
+        seen.insert((w, v["threads"].as_u64().unwrap()));
+    }
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    let out = flexbench(&args, dir.path());
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("# transactions"), "{table}");
+}
+
+/// `--hold-snapshot` keeps a snapshot through each timed phase: the JSON
+/// says so and reports the memory held for it.
+#[test]
+fn a_held_snapshot_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = flexbench(
+        &[
+            "ycsb",
+            "--records",
+            "2000",
+            "--seconds",
+            "0.2",
+            "--workloads",
+            "put",
+            "--memtable-mb",
+            "1",
+            "--cache-mb",
+            "8",
+            "--no-reopen",
+            "--hold-snapshot",
+            "--json",
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut puts = 0;
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        match v["workload"].as_str() {
+            Some("put") => {
+                puts += 1;
+                assert_eq!(v["snapshot_held"], true, "{line}");
+                // 1 MiB MemTables filled for 0.2 s: the snapshot pins some.
+                assert!(v["snapshot_held_bytes"].as_u64().unwrap() > 0, "{line}");
+            }
+            Some("load") => assert_eq!(v["snapshot_held"], false, "{line}"),
+            _ => {}
+        }
+    }
+    assert_eq!(puts, 1);
+}

@@ -75,6 +75,8 @@ impl CliError {
             E::Locked(_) => Code::Locked,
             E::Corrupt { .. } => Code::Corrupt,
             E::Io { .. } | E::NoSpace(_) | E::Stopped(_) | E::AlreadyExists(_) => Code::Io,
+            // Only transactions conflict; the command line runs none.
+            E::Conflict => Code::Io,
             E::KeyTooLarge { .. }
             | E::ValueTooLarge { .. }
             | E::BatchTooLarge { .. }

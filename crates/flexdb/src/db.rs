@@ -19,9 +19,11 @@ use crate::error::space_err;
 use crate::error::{Error, Result};
 use crate::options::{Options, WriteOptions};
 use crate::read::iter::Iter;
+use crate::read::snapshot::{own_range, prefix_range, ReadPoint, Snapshot};
 use crate::recovery::check::CheckReport;
 use crate::stats::Stats;
 use crate::store::Store;
+use crate::txn::{Isolation, Transaction};
 
 /// An open FlexDB store. `Send + Sync`: share it between threads with an
 /// `Arc`. Dropping it closes the store (errors on that path are ignored;
@@ -152,7 +154,9 @@ impl Db {
     }
 
     /// Iterates over the pairs whose keys lie in `range`, in key order;
-    /// `.rev()` iterates in reverse. Bounds may be unbounded.
+    /// `.rev()` iterates in reverse. Bounds may be unbounded. The iterator
+    /// reads the store as of this call (an implicit [`Snapshot`]): every
+    /// write acknowledged before it, whole batches, and nothing after.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -165,33 +169,83 @@ impl Db {
     /// let last = db.range::<&str, _>("b"..).next_back().unwrap().unwrap();
     /// assert_eq!(last.0, b"d");
     /// ```
-    pub fn range<K, R>(&self, range: R) -> Iter<'_>
+    pub fn range<K, R>(&self, range: R) -> Iter<'static>
     where
         K: AsRef<[u8]> + ?Sized,
         R: RangeBounds<K>,
     {
-        let own = |b: Bound<&K>| match b {
-            Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
-            Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
+        let (lo, hi) = own_range(range);
+        Iter::new(ReadPoint::take(&self.shared, false), lo, hi, None)
+    }
+
+    /// Iterates over every pair in key order (as of this call, as `range`).
+    pub fn iter(&self) -> Iter<'static> {
         Iter::new(
-            &self.shared,
-            own(range.start_bound()),
-            own(range.end_bound()),
+            ReadPoint::take(&self.shared, false),
+            Bound::Unbounded,
+            Bound::Unbounded,
+            None,
         )
     }
 
-    /// Iterates over every pair in key order.
-    pub fn iter(&self) -> Iter<'_> {
-        Iter::new(&self.shared, Bound::Unbounded, Bound::Unbounded)
+    /// Iterates over the pairs whose keys start with `prefix` (as of this
+    /// call, as `range`).
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter<'static> {
+        let (lo, hi) = prefix_range(prefix.as_ref());
+        Iter::new(ReadPoint::take(&self.shared, false), lo, hi, None)
     }
 
-    /// Iterates over the pairs whose keys start with `prefix`.
-    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter<'_> {
-        let p = prefix.as_ref().to_vec();
-        let end = prefix_successor(&p).map_or(Bound::Unbounded, Bound::Excluded);
-        Iter::new(&self.shared, Bound::Included(p), end)
+    /// A snapshot of the store: reads through it see exactly the writes
+    /// acknowledged before this call (whole batches), and none after, for
+    /// as long as it lives. O(1): no index is copied.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            point: ReadPoint::take(&self.shared, true),
+        }
+    }
+
+    /// Begins an optimistic transaction at `isolation` (see
+    /// [`Transaction`]): it reads a snapshot taken now, buffers its writes,
+    /// and at commit writes them atomically or fails with
+    /// [`Error::Conflict`].
+    pub fn transaction(&self, isolation: Isolation) -> Transaction {
+        Transaction::begin(&self.shared, isolation)
+    }
+
+    /// Atomically sets `key` to `new` (`None`: removes it) if its value is
+    /// `expected` (`None`: absent); returns whether it did. Retries
+    /// internally on conflicts with concurrent writes. Writes with the
+    /// store's default sync setting.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = flexdb::Db::open(dir.path(), flexdb::Options::new().create_if_missing(true)).unwrap();
+    /// assert!(db.compare_and_swap("lock", None, Some(b"me")).unwrap());
+    /// assert!(!db.compare_and_swap("lock", None, Some(b"you")).unwrap());
+    /// assert!(db.compare_and_swap("lock", Some(b"me"), None).unwrap());
+    /// ```
+    pub fn compare_and_swap(
+        &self,
+        key: impl AsRef<[u8]>,
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool> {
+        let key = key.as_ref();
+        loop {
+            let mut t = self.transaction(Isolation::Serializable);
+            if t.get(key)?.as_deref() != expected {
+                return Ok(false);
+            }
+            match new {
+                Some(v) => t.put(key, v)?,
+                None => t.delete(key)?,
+            }
+            match t.commit() {
+                Ok(()) => return Ok(true),
+                Err(Error::Conflict) => continue,
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Commits every write so far to the space and makes it durable there
@@ -226,6 +280,7 @@ impl Db {
         let sp = s.space.stats();
         let (sparse_bytes, view_extents) = s.views.index_memory(&s.index);
         let wal_live = s.writes.lock().wal.written_bytes();
+        let held = s.snapshots.holds(s);
         let (cache_hits, cache_lookups) = s.cache.counts();
         Stats {
             pairs,
@@ -257,6 +312,11 @@ impl Db {
             max_reader_wait: Duration::from_nanos(
                 s.counters.max_reader_wait_ns.load(Ordering::Relaxed),
             ),
+            snapshots_live: held.live,
+            snapshot_oldest_age: held.oldest_age,
+            snapshot_held_bytes: held.bytes,
+            snapshot_held_versions: held.versions,
+            space_held_bytes: sp.reclaimable_segments as u64 * flexspace::SEGMENT_SIZE,
         }
     }
 
@@ -335,7 +395,7 @@ impl Drop for Db {
 }
 
 /// The smallest key above every key starting with `prefix`, if any.
-fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut p = prefix.to_vec();
     while let Some(last) = p.pop() {
         if last < 0xff {

@@ -70,6 +70,12 @@ pub enum Error {
     /// write).
     #[error("the store stopped after an earlier error ({0}); reopen it")]
     Stopped(String),
+    /// A transaction (or `compare_and_swap`) could not commit without
+    /// breaking its isolation level: another write committed after it
+    /// began changed what it wrote (or, when serializable, what it read).
+    /// Nothing was written; run it again from the start.
+    #[error("transaction conflict: retry the transaction")]
+    Conflict,
     /// An option or argument is out of range.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -79,6 +85,12 @@ impl Error {
     /// Whether this error reports corruption (of any file).
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corrupt { .. })
+    }
+
+    /// Whether the operation may succeed if run again from the start
+    /// (a transaction conflict).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Conflict)
     }
 }
 

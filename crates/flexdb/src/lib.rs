@@ -15,9 +15,49 @@
 //! db.close().unwrap();
 //! ```
 //!
+//! # What each read sees
+//!
+//! Every write (`put`, `delete`, a `WriteBatch`, a transaction's commit) is
+//! atomic: a reader sees none or all of it.
+//!
+//! - [`Db::get`] / [`Db::contains`]: the newest value as of the call (every
+//!   write acknowledged before it; a concurrent write may or may not be
+//!   seen). Two gets are two different moments.
+//! - [`Db::range`], [`Db::iter`], [`Db::prefix`]: one consistent state, the
+//!   store as of the iterator's creation (an implicit snapshot), for the
+//!   whole scan, both directions and across `seek`s; nothing written after
+//!   it is seen, and every batch written before it is seen whole.
+//! - [`Db::snapshot`] → [`Snapshot`]: `get`, `contains`, `range`, `iter`,
+//!   `prefix` all read exactly the writes acknowledged before the snapshot
+//!   was taken, for as long as it lives (its iterators too).
+//! - [`Db::transaction`] → [`Transaction`]: reads are a snapshot taken at
+//!   its start with its own buffered writes merged in (read your own
+//!   writes, iterators included). Its commit is atomic and fails with
+//!   [`Error::Conflict`] (nothing written; retry) when a write committed
+//!   after its start touched a key it writes ([`Isolation::Snapshot`]:
+//!   first committer wins) or anything it read, point or range, phantoms
+//!   included ([`Isolation::Serializable`]).
+//! - [`Db::compare_and_swap`]: atomic against every other write.
+//!
+//! ```
+//! use flexdb::{Db, Isolation, Options};
+//! let dir = tempfile::tempdir().unwrap();
+//! let db = Db::open(dir.path(), Options::new().create_if_missing(true)).unwrap();
+//! db.put("x", "1").unwrap();
+//! let snap = db.snapshot();
+//! let mut t = db.transaction(Isolation::Serializable);
+//! t.put("y", "2").unwrap();
+//! assert_eq!(t.iter().count(), 2); // its own write merged in
+//! db.put("x", "3").unwrap();
+//! assert_eq!(snap.get("x").unwrap().as_deref(), Some(&b"1"[..]));
+//! // It scanned "x", which changed since it began: retry it.
+//! assert!(matches!(t.commit(), Err(flexdb::Error::Conflict)));
+//! ```
+//!
 //! Layout (each module opens with its invariants). The public API:
 //!
 //! - `db`: `Db`, the store's public face.
+//! - `txn`: `Transaction`, `Isolation`: optimistic transactions.
 //! - `options`, `error`, `stats`, `batch`: `Options` and `WriteOptions`,
 //!   `Error`, `Stats`, `WriteBatch` (and its log payload encoding).
 //! - `codec`: byte encodings shared by the space and the logs.
@@ -56,6 +96,8 @@
 //! - `read::iter`: `Iter`, range scans in both directions.
 //! - `read::walk_ahead`: prefetching the intervals a scan will visit.
 //! - `read::view`: `ViewPublisher`, the view readers read.
+//! - `read::snapshot`: `ReadPoint` (the consistent point iterators,
+//!   snapshots and transactions read), `Snapshot`, the live snapshots.
 //!
 //! Where pairs are, `index`:
 //! - `index` (mod): `CommitterIndex`, `PAIR_TAG`.
@@ -96,6 +138,7 @@ mod recovery;
 mod stats;
 mod store;
 mod threads;
+mod txn;
 mod wal;
 mod write;
 
@@ -105,5 +148,7 @@ pub use db::Db;
 pub use error::{Error, Result};
 pub use options::{Options, WriteOptions};
 pub use read::iter::{Iter, KeyValue};
+pub use read::snapshot::Snapshot;
 pub use recovery::check::CheckReport;
 pub use stats::Stats;
+pub use txn::{Isolation, Transaction};

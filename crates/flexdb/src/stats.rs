@@ -81,6 +81,26 @@ pub struct Stats {
     /// none; a scan may wait for a MemTable's locks (another scan sorting
     /// that table's newest writes, or a writer).
     pub max_reader_wait: Duration,
+    /// Live [`crate::Snapshot`]s and [`crate::Transaction`]s (iterators,
+    /// which hold an implicit snapshot while they live, are not counted).
+    pub snapshots_live: usize,
+    /// How long ago the oldest live snapshot or transaction was taken
+    /// (zero when there is none).
+    pub snapshot_oldest_age: Duration,
+    /// Memory that only live snapshots and transactions hold: MemTables
+    /// already committed (their old versions) and the copies of the
+    /// extent index of views since replaced (approximate, each counted
+    /// once; iterators' holds are not counted).
+    pub snapshot_held_bytes: u64,
+    /// Versions (writes) in the committed MemTables that only live
+    /// snapshots and transactions hold.
+    pub snapshot_held_versions: u64,
+    /// Bytes of the space's data file freed but not yet reusable: waiting
+    /// for the space's next commit, or for readers. A live snapshot or
+    /// iterator holds every segment freed after it was taken, so this
+    /// grows with what is written while one lives, and the data file grows
+    /// by as much instead of reusing them; it falls once they are dropped.
+    pub space_held_bytes: u64,
 }
 
 /// Counters (see `Stats`).

@@ -95,6 +95,8 @@ pub(crate) struct Store {
     pub counters: Counters,
     /// Memory of committed MemTables, kept for the next ones (`write::chunk_pool`).
     pub chunks: Arc<crate::write::chunk_pool::ChunkPool>,
+    /// The live snapshots and transactions, for `Stats` (`read::snapshot`).
+    pub snapshots: crate::read::snapshot::SnapshotRegistry,
     /// Files of committed logs, kept for the next logs (`wal::spare_logs`).
     pub spare_logs: crate::wal::spare_logs::SpareLogs,
     /// Debug events of `commit::TRACE_TARGET` are enabled (decided once at

@@ -12,6 +12,7 @@ mod commit;
 mod internals;
 mod log_replay;
 mod scattered_copy;
+mod snapshot;
 mod tree_insert;
 
 use clap::Subcommand;
@@ -34,6 +35,9 @@ pub enum Diag {
     /// 300-byte copies at random places of a large cached file, plain,
     /// prefetched, by pread, and after other work.
     ScatteredCopy(scattered_copy::Args),
+    /// What a point-in-time view costs: `Db::snapshot` and creating an
+    /// iterator, at a given store size.
+    Snapshot(snapshot::Args),
     /// FlexDB's sparse index alone: memory per interval and per pair after
     /// a random-order load and after a bulk build, and the time of a find.
     SparseIndex(internals::SparseArgs),
@@ -49,6 +53,7 @@ pub fn run(diag: &Diag) -> Result<(), Box<dyn std::error::Error>> {
         Diag::TreeInsert(a) => tree_insert::run(a),
         Diag::LogReplay(a) => log_replay::run(a),
         Diag::ScatteredCopy(a) => scattered_copy::run(a),
+        Diag::Snapshot(a) => snapshot::run(a),
         Diag::SparseIndex(a) => internals::sparse_index(a),
         Diag::MemtableWalk(a) => internals::memtable_walk(a),
     }

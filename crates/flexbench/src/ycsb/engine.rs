@@ -42,6 +42,9 @@ pub struct EngineStats {
     /// Hits over lookups of the engine's cache since the previous call (or
     /// open); `None` when the engine does not count them or had none.
     pub cache_hit_ratio: Option<f64>,
+    /// Bytes of memory held only because a live snapshot needs them
+    /// (flexdb: MemTables and published views pinned by snapshots).
+    pub snapshot_held_bytes: Option<u64>,
 }
 
 /// A key-value store under test. Shared between the client threads.
@@ -60,6 +63,27 @@ pub trait Engine: Send + Sync {
     /// Reads up to `n` pairs from the last key `<= start` down, in
     /// descending order (`--scan-reverse`); returns how many it read.
     fn scan_back(&self, start: &[u8], n: usize) -> Result<usize>;
+    /// One transfer: in one optimistic transaction (serializable if
+    /// `serializable`, else snapshot isolation), reads `a` and `b` and
+    /// writes `new_a` to `a` and `new_b` to `b`. `Ok(true)` if it
+    /// committed, `Ok(false)` if it aborted on a conflict (nothing
+    /// written). Engines without transactions refuse.
+    fn transfer(
+        &self,
+        a: &[u8],
+        b: &[u8],
+        new_a: &[u8],
+        new_b: &[u8],
+        serializable: bool,
+    ) -> Result<bool> {
+        let _ = (a, b, new_a, new_b, serializable);
+        Err("this engine runs no transactions in flexbench (workloads t, ts)".into())
+    }
+    /// Takes a point-in-time view that lives until the returned value is
+    /// dropped (`--hold-snapshot`); `None` for engines without one here.
+    fn pin_snapshot(&self) -> Result<Option<Box<dyn std::any::Any + Send>>> {
+        Ok(None)
+    }
     /// Moves buffered writes to the engine's main structure (memtables to
     /// the space or to tables) and makes them durable.
     fn flush(&self) -> Result<()>;

@@ -65,7 +65,9 @@ pub struct YcsbArgs {
     #[arg(long, value_enum, default_value = "zipf")]
     pub dist: Dist,
     /// Comma-separated workloads: load, a, b, c, d, e, f, put (alias w:
-    /// 100% put). The load always runs first.
+    /// 100% put), t (transfers: a transaction reads two keys and writes
+    /// both, snapshot isolation), ts (the same, serializable). The load
+    /// always runs first.
     #[arg(long, value_delimiter = ',', default_value = "load,a,b,c,d,e,f")]
     pub workloads: Vec<String>,
     /// Comma-separated client thread counts; each workload runs at each.
@@ -94,6 +96,11 @@ pub struct YcsbArgs {
     /// memory mapping (`flexdb::Options::mmap_reads` off).
     #[arg(long)]
     pub pread: bool,
+    /// Hold a snapshot (taken before the phase) through every timed phase
+    /// and its settling flush: what a long-lived reader costs the writers,
+    /// the disk and the memory (`snapshot_held_bytes` in the JSON).
+    #[arg(long)]
+    pub hold_snapshot: bool,
     /// Pairs read by a scan of workload e.
     #[arg(long, default_value_t = 50)]
     pub scan_len: usize,
@@ -297,6 +304,7 @@ impl YcsbArgs {
             ("--keep", self.keep),
             ("--no-reopen", self.no_reopen),
             ("--scan-reverse", self.scan_reverse),
+            ("--hold-snapshot", self.hold_snapshot),
         ] {
             if on {
                 a.push(flag.into());
@@ -461,6 +469,13 @@ fn run_engine(
         let proc0 = sys::process_bytes_written();
         let cpu0 = sys::process_cpu();
         log(name, &format!("{} with {threads} thread(s)...", w.name()));
+        // `--hold-snapshot`: a view of the state before the phase, held
+        // through it and its settling flush, dropped once it is measured.
+        let pinned = if args.hold_snapshot && w != Workload::Load {
+            guarded(name, || engine.pin_snapshot())?
+        } else {
+            None
+        };
         let outcome = guarded(name, || match w {
             Workload::Load => runner::load(engine.as_ref(), &setup, threads),
             _ => runner::timed(engine.as_ref(), &setup, w, threads, args.seconds),
@@ -493,10 +508,14 @@ fn run_engine(
         r.cpu_us_per_op = cpu
             .filter(|_| r.ops > 0)
             .map(|c| c.as_secs_f64() * 1e6 / r.ops as f64);
+        let aborts = r
+            .abort_rate
+            .map(|rate| format!(", {} aborts ({:.2}%)", r.aborts, rate * 100.0))
+            .unwrap_or_default();
         log(
             name,
             &format!(
-                "{}: {} ops in {:.2} s = {:.4} Mops/s, p99 {:.1} us (flush {:.2} s, cpu {:.2} us/op)",
+                "{}: {} ops in {:.2} s = {:.4} Mops/s, p99 {:.1} us{aborts} (flush {:.2} s, cpu {:.2} us/op)",
                 w.name(),
                 r.ops,
                 r.seconds,
@@ -506,6 +525,8 @@ fn run_engine(
                 r.cpu_us_per_op.unwrap_or(f64::NAN)
             ),
         );
+        r.snapshot_held = pinned.is_some();
+        drop(pinned);
         emit(Record::Workload(Box::new(r)));
     }
     let mut reopen = ReopenResult {
@@ -623,6 +644,9 @@ fn workload_result(
         latency,
         read_misses: o.read_misses,
         scanned_pairs: o.scanned,
+        aborts: o.aborts,
+        abort_rate: matches!(w, Workload::T | Workload::Ts)
+            .then(|| o.aborts as f64 / (o.ops + o.aborts).max(1) as f64),
         user_bytes_written: o.user_bytes,
         device_bytes_written: device,
         process_bytes_written: process,
@@ -635,6 +659,8 @@ fn workload_result(
         index_bytes: stats.index_bytes,
         extent_index_bytes: stats.extent_index_bytes,
         cache_hit_ratio: stats.cache_hit_ratio,
+        snapshot_held_bytes: stats.snapshot_held_bytes,
+        snapshot_held: false,
         vm_rss_bytes: sys::proc_status_bytes("VmRSS"),
         vm_hwm_bytes: sys::proc_status_bytes("VmHWM"),
         rss_anon_bytes: sys::proc_status_bytes("RssAnon"),

@@ -99,6 +99,14 @@ pub struct WorkloadResult {
     pub read_misses: u64,
     /// Pairs returned by scans.
     pub scanned_pairs: u64,
+    /// Transactions that aborted on a conflict (workloads t and ts; not
+    /// counted in `ops`).
+    #[serde(default)]
+    pub aborts: u64,
+    /// aborts / (ops + aborts) for the transaction workloads (null for the
+    /// others).
+    #[serde(default)]
+    pub abort_rate: Option<f64>,
     /// Key and value bytes the workload wrote.
     pub user_bytes_written: u64,
     /// Bytes written to the device during the workload and its settling
@@ -128,6 +136,12 @@ pub struct WorkloadResult {
     /// (flexdb's interval cache; null for engines that do not report it).
     #[serde(default)]
     pub cache_hit_ratio: Option<f64>,
+    /// Memory held only for live snapshots after the workload (flexdb).
+    #[serde(default)]
+    pub snapshot_held_bytes: Option<u64>,
+    /// Whether a snapshot was held through the workload (`--hold-snapshot`).
+    #[serde(default)]
+    pub snapshot_held: bool,
     /// Resident memory of the process after the workload.
     pub vm_rss_bytes: Option<u64>,
     /// Peak resident memory of the process since the engine was opened.
@@ -311,6 +325,24 @@ pub fn table(records: &[Record]) -> String {
                 l.p95_us,
                 l.p99_us,
                 l.max_us
+            );
+        }
+    }
+    if ws.iter().any(|w| w.abort_rate.is_some()) {
+        s += "\n# transactions (committed ones are the ops above)\n";
+        s += &format!(
+            "{:<8} {:>3} {:<8} {:>11} {:>11} {:>8}\n",
+            "workload", "thr", "engine", "committed", "aborted", "abort %"
+        );
+        for w in ws.iter().filter(|w| w.abort_rate.is_some()) {
+            s += &format!(
+                "{:<8} {:>3} {:<8} {:>11} {:>11} {:>8.2}\n",
+                w.workload,
+                w.threads,
+                w.engine,
+                w.ops,
+                w.aborts,
+                w.abort_rate.unwrap_or(0.0) * 100.0
             );
         }
     }

@@ -64,6 +64,9 @@ pub struct Outcome {
     pub scanned: u64,
     /// Key and value bytes written.
     pub user_bytes: u64,
+    /// Transactions that aborted on a conflict (not counted in `ops`; the
+    /// time they took is in the phase's).
+    pub aborts: u64,
 }
 
 impl Outcome {
@@ -75,6 +78,7 @@ impl Outcome {
             read_misses: 0,
             scanned: 0,
             user_bytes: 0,
+            aborts: 0,
         }
     }
 
@@ -91,6 +95,7 @@ impl Outcome {
         self.read_misses += other.read_misses;
         self.scanned += other.scanned;
         self.user_bytes += other.user_bytes;
+        self.aborts += other.aborts;
         for (mine, theirs) in self.hists.iter_mut().zip(other.hists) {
             if let Some(t) = theirs {
                 match mine {
@@ -247,6 +252,7 @@ pub fn timed(
         let mut rng = FastRng::stream(setup.seed, stream_id(workload, threads, t));
         let mut chooser = proto.clone().starting_at(n * t as u64 / threads as u64);
         let mut key = Vec::with_capacity(setup.keys.key_size());
+        let mut other = Vec::with_capacity(setup.keys.key_size());
         let pair = setup.dataset.pair_bytes();
         while !stop.load(Ordering::Relaxed) {
             let op = mix.pick(&mut rng);
@@ -256,6 +262,19 @@ pub fn timed(
                 _ => chooser.next(&mut rng, count),
             };
             setup.keys.write(index, &mut key);
+            if op == OpKind::Transfer {
+                // The second key of a transfer: another draw, not the
+                // first key again (a few tries; a tiny key space may give
+                // the same key, which is still a valid transaction).
+                let mut second = chooser.next(&mut rng, count);
+                for _ in 0..4 {
+                    if second != index {
+                        break;
+                    }
+                    second = chooser.next(&mut rng, count);
+                }
+                setup.keys.write(second, &mut other);
+            }
             let t0 = Instant::now();
             match op {
                 OpKind::Read => {
@@ -288,6 +307,17 @@ pub fn timed(
                     let value = setup.values.value(&mut rng);
                     engine.put(&key, value)?;
                     out.user_bytes += pair;
+                }
+                OpKind::Transfer => {
+                    let new_a = setup.values.value(&mut rng);
+                    let new_b = setup.values.value(&mut rng);
+                    let committed =
+                        engine.transfer(&key, &other, new_a, new_b, workload.serializable())?;
+                    if !committed {
+                        out.aborts += 1;
+                        continue;
+                    }
+                    out.user_bytes += 2 * pair;
                 }
             }
             out.record(op, t0.elapsed().as_nanos() as u64);
@@ -348,6 +378,8 @@ mod tests {
                 Workload::E,
                 Workload::F,
                 Workload::Put,
+                Workload::T,
+                Workload::Ts,
             ] {
                 let o = timed(e.as_ref(), &s, w, 2, 0.05).unwrap();
                 assert!(o.ops > 0, "{w:?}");
@@ -372,6 +404,32 @@ mod tests {
             assert!(count > 5000);
             assert_eq!(e.scan(b"", usize::MAX).unwrap() as u64, count);
         }
+    }
+
+    /// Transfers on flexdb commit or abort as whole transactions: the
+    /// committed ones wrote both keys, and the aborted ones are counted.
+    #[test]
+    fn transfers_run_on_flexdb_at_both_isolation_levels() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = small_config();
+        let e = open("flexdb", dir.path(), &cfg).unwrap();
+        let s = setup(2000, Dist::Zipf);
+        load(e.as_ref(), &s, 1).unwrap();
+        for w in [Workload::T, Workload::Ts] {
+            for threads in [1, 2] {
+                let o = timed(e.as_ref(), &s, w, threads, 0.1).unwrap();
+                assert!(o.ops > 0, "{w:?} {threads}");
+                assert_eq!(o.user_bytes, o.ops * 2 * 154, "{w:?} {threads}");
+                if threads == 1 {
+                    assert_eq!(o.aborts, 0, "one thread cannot conflict");
+                }
+            }
+        }
+        // Every key still has a value of the dataset's size.
+        for i in 0..2000 {
+            assert_eq!(e.get(&s.keys.key(i)).unwrap(), Some(127), "key {i}");
+        }
+        e.close().unwrap();
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The workloads: YCSB's core workloads A to F (Table 5 of the FlexSpace
-//! paper), the load phase and a 100%-put workload.
+//! paper), the load phase, a 100%-put workload and two transaction
+//! workloads (a transfer between two keys, under snapshot isolation or
+//! serializable).
 //!
 //! Invariants: the proportions of a mix add up to exactly 2^32 parts, so
 //! [`Mix::pick`] always returns an operation; workload D reads with the
@@ -28,10 +30,15 @@ pub enum Workload {
     F,
     /// 100% put (overwrites of existing keys by `--dist`).
     Put,
+    /// 100% transfers under snapshot isolation: a transaction reads two
+    /// keys drawn by `--dist` and writes both.
+    T,
+    /// The transfers of `T`, serializable.
+    Ts,
 }
 
 /// The workloads `--workloads` accepts, in their canonical order.
-pub const ALL: [Workload; 8] = [
+pub const ALL: [Workload; 10] = [
     Workload::Load,
     Workload::A,
     Workload::B,
@@ -40,6 +47,8 @@ pub const ALL: [Workload; 8] = [
     Workload::E,
     Workload::F,
     Workload::Put,
+    Workload::T,
+    Workload::Ts,
 ];
 
 impl Workload {
@@ -54,6 +63,8 @@ impl Workload {
             Workload::E => "e",
             Workload::F => "f",
             Workload::Put => "put",
+            Workload::T => "t",
+            Workload::Ts => "ts",
         }
     }
 
@@ -84,6 +95,7 @@ impl Workload {
             Workload::E => &[(Scan, 95), (Insert, 5)],
             Workload::F => &[(Read, 50), (Rmw, 50)],
             Workload::Put => &[(Put, 100)],
+            Workload::T | Workload::Ts => &[(Transfer, 100)],
         })
     }
 
@@ -93,6 +105,12 @@ impl Workload {
             Workload::D => Dist::Latest,
             _ => dist,
         }
+    }
+
+    /// Whether the workload's transactions are serializable (only the
+    /// transaction workloads run any).
+    pub fn serializable(self) -> bool {
+        self == Workload::Ts
     }
 
     /// Whether the workload writes.
@@ -116,16 +134,19 @@ pub enum OpKind {
     Rmw,
     /// Overwrite of an existing key (the `put` workload).
     Put,
+    /// A transaction that reads two existing keys and writes both.
+    Transfer,
 }
 
 /// Every operation kind.
-pub const OP_KINDS: [OpKind; 6] = [
+pub const OP_KINDS: [OpKind; 7] = [
     OpKind::Read,
     OpKind::Update,
     OpKind::Insert,
     OpKind::Scan,
     OpKind::Rmw,
     OpKind::Put,
+    OpKind::Transfer,
 ];
 
 impl OpKind {
@@ -138,6 +159,7 @@ impl OpKind {
             OpKind::Scan => "scan",
             OpKind::Rmw => "rmw",
             OpKind::Put => "put",
+            OpKind::Transfer => "transfer",
         }
     }
 
@@ -210,7 +232,7 @@ mod tests {
 
     #[test]
     fn mixes_match_table_5() {
-        let expect: [(Workload, &[(OpKind, f64)]); 8] = [
+        let expect: [(Workload, &[(OpKind, f64)]); 10] = [
             (Workload::Load, &[(OpKind::Insert, 1.0)]),
             (Workload::A, &[(OpKind::Read, 0.5), (OpKind::Update, 0.5)]),
             (Workload::B, &[(OpKind::Read, 0.95), (OpKind::Update, 0.05)]),
@@ -219,12 +241,14 @@ mod tests {
             (Workload::E, &[(OpKind::Scan, 0.95), (OpKind::Insert, 0.05)]),
             (Workload::F, &[(OpKind::Read, 0.5), (OpKind::Rmw, 0.5)]),
             (Workload::Put, &[(OpKind::Put, 1.0)]),
+            (Workload::T, &[(OpKind::Transfer, 1.0)]),
+            (Workload::Ts, &[(OpKind::Transfer, 1.0)]),
         ];
         for (w, parts) in expect {
             let mix = w.mix();
             let mut rng = FastRng::new(w as u64);
             let draws = 200_000;
-            let mut counts = [0u64; 6];
+            let mut counts = [0u64; OP_KINDS.len()];
             for _ in 0..draws {
                 counts[mix.pick(&mut rng).index()] += 1;
             }
@@ -243,5 +267,6 @@ mod tests {
         assert_eq!(Workload::A.request_dist(Dist::Uniform), Dist::Uniform);
         assert!(!Workload::C.writes());
         assert!(Workload::E.writes());
+        assert!(Workload::Ts.serializable() && !Workload::T.serializable());
     }
 }

@@ -42,8 +42,14 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         memtable_pool_bytes,
         memtable_pool_lazy_bytes,
         max_reader_wait,
+        snapshots_live,
+        snapshot_oldest_age,
+        snapshot_held_bytes,
+        snapshot_held_versions,
+        space_held_bytes,
     } = s;
     let wait_us = u64::try_from(max_reader_wait.as_micros()).unwrap_or(u64::MAX);
+    let age_us = u64::try_from(snapshot_oldest_age.as_micros()).unwrap_or(u64::MAX);
     vec![
         ("pairs", json!(pairs), false),
         ("space_bytes", json!(space_bytes), true),
@@ -80,6 +86,11 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
             true,
         ),
         ("max_reader_wait_us", json!(wait_us), false),
+        ("snapshots_live", json!(snapshots_live), false),
+        ("snapshot_oldest_age_us", json!(age_us), false),
+        ("snapshot_held_bytes", json!(snapshot_held_bytes), true),
+        ("snapshot_held_versions", json!(snapshot_held_versions), false),
+        ("space_held_bytes", json!(space_held_bytes), true),
     ]
 }
 
@@ -133,7 +144,7 @@ mod tests {
     fn json_has_every_field() {
         let v = to_json(&sample());
         let obj = v.as_object().unwrap();
-        assert_eq!(obj.len(), 27);
+        assert_eq!(obj.len(), 32);
         assert_eq!(v["pairs"], 3);
         assert_eq!(v["space_bytes"], 123_456);
         assert_eq!(v["cache_hit_ratio"], 0.5);
@@ -144,7 +155,7 @@ mod tests {
     fn table_lines() {
         let t = table(&sample());
         let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 27);
+        assert_eq!(lines.len(), 32);
         assert_eq!(lines[0], "pairs                     3");
         assert_eq!(lines[1], "space_bytes               123456 (123.5 kB)");
         assert!(t.contains("cache_hit_ratio           0.500\n"));

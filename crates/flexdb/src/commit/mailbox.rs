@@ -23,6 +23,8 @@ struct Mail {
     committed_gen: u64,
     /// Why the store stopped taking writes, if it did.
     stopped: Option<String>,
+    /// A snapshot let go of a replaced view: the committer should reap.
+    reap: bool,
 }
 
 /// The committer's mailbox (see the module docs).
@@ -49,6 +51,12 @@ impl MailboxGuard<'_> {
     /// Whether the store is shutting down.
     pub fn shutting_down(&self) -> bool {
         self.mail.shutdown
+    }
+
+    /// Whether a snapshot asked for replaced views to be reaped (and
+    /// clears the request).
+    pub fn take_reap(&mut self) -> bool {
+        std::mem::take(&mut self.mail.reap)
     }
 
     /// Sleeps until woken (the lock is let go of meanwhile).
@@ -111,6 +119,14 @@ impl CommitterMailbox {
         // Under the lock: the committer checks for work and sleeps under
         // it, so the wakeup cannot fall between the two.
         let _m = self.mail.lock();
+        self.work_cv.notify_all();
+    }
+
+    /// Asks the committer to drop the replaced views no reader holds (a
+    /// snapshot let go of one).
+    pub fn want_reap(&self) {
+        let mut m = self.mail.lock();
+        m.reap = true;
         self.work_cv.notify_all();
     }
 

@@ -125,6 +125,7 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
             match next {
                 n if !n.is_empty() => n,
                 _ if work.shutting_down() => return,
+                _ if work.take_reap() => continue,
                 _ => {
                     if views_left {
                         work.wait_for(VIEW_REAP_PERIOD);
@@ -174,6 +175,11 @@ fn commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
             frozen.mem.check_invariants();
         }
         frozen.wal.sync()?;
+    }
+    // Words this commit forwards into the view name content of the
+    // batch's generations (see `PublishedView::forwarded_gen`).
+    if let Some(last) = batch.last() {
+        shared.views.begin_forwarding(last.gen);
     }
     // Stream the newest versions in key order, one interval's group at a
     // time, borrowing keys and values from the tables. (Sorting happens
@@ -274,7 +280,9 @@ fn finish_commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
     .write(&shared.space)?;
     shared.space.sync().map_err(space_err)?;
     // Readers see the commit before the MemTables leave their list.
-    shared.views.publish(&shared.index, &shared.space)?;
+    shared
+        .views
+        .publish(&shared.index, &shared.space, last.gen)?;
     // Readers load the old list or the new one, never wait.
     shared.writes.replace_mems(|m| {
         let mut m = crate::write::MemTables::clone(m);

@@ -78,8 +78,20 @@ impl Store {
         reader: bool,
         plan: impl FnOnce(u64, u64) -> flexspace::Result<flexspace::ReadPlan<'p>>,
     ) -> Result<Fetch<'p>> {
+        let word = sparse.meta(f).cache.load(Ordering::Acquire);
+        self.cached_or_plan_word(sparse, f, word, reader, plan)
+    }
+
+    /// As `cached_or_plan`, with the interval's cache word loaded already.
+    fn cached_or_plan_word<'p>(
+        &self,
+        sparse: &SparseIndex,
+        f: &IntervalPos,
+        word: u64,
+        reader: bool,
+        plan: impl FnOnce(u64, u64) -> flexspace::Result<flexspace::ReadPlan<'p>>,
+    ) -> Result<Fetch<'p>> {
         let meta = sparse.meta(f);
-        let word = meta.cache.load(Ordering::Acquire);
         let r = CacheRef::unpack(word);
         let cached = if reader {
             self.cache.get_nowait(r)
@@ -170,6 +182,42 @@ impl Store {
         f: &IntervalPos,
     ) -> Result<Arc<IntervalData>> {
         self.fetch(&view.sparse, f, true, |o, n| view.space.plan_read(o, n))
+    }
+
+    /// The content of the interval at `f` in `view` as a snapshot whose
+    /// active generation is `active_gen` must see it: as `view_interval`
+    /// gives it, unless the interval's cache word was forwarded with
+    /// content of that generation or a later one
+    /// (`PublishedView::word_usable_at`); then read from the view's
+    /// snapshot of the space, and not cached (the view's word names
+    /// content newer readers want).
+    pub fn view_interval_at(
+        &self,
+        view: &PublishedView,
+        f: &IntervalPos,
+        active_gen: u64,
+    ) -> Result<Arc<IntervalData>> {
+        let word = view.sparse.meta(f).cache.load(Ordering::Acquire);
+        let plan = |o, n| view.space.plan_read(o, n);
+        if view.word_usable_at(word, active_gen) {
+            return match self.cached_or_plan_word(&view.sparse, f, word, true, plan)? {
+                Fetch::Cached(d) => Ok(d),
+                Fetch::Planned(p) => {
+                    let data = self.read_planned(&p)?;
+                    self.install(&view.sparse, f, &p, data, true)
+                }
+            };
+        }
+        let size = view.sparse.meta(f).size as usize;
+        let p = Planned {
+            plan: plan(f.offset, size as u64).map_err(space_err)?,
+            offset: f.offset,
+            size,
+            word,
+        };
+        let data = self.read_planned(&p)?;
+        check_key_range(&view.sparse, f, &data)?;
+        Ok(Arc::new(data))
     }
 
     /// The content of the interval at `f` in `sparse`, from the cache or

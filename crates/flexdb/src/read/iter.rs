@@ -8,25 +8,33 @@
 //! newest MemTable wins, deletions hide pairs) and buffered. Pairs from the
 //! space are buffered as references into the decoded interval they come
 //! from (shared, immutable), so a pair is copied once, into the `Vec`s the
-//! caller receives. The space is read from the view the committer last
-//! published (`view`), loaded anew for each chunk, so a scan never waits
-//! for the committer nor holds it back.
+//! caller receives. Every chunk reads the same point in the store's
+//! history (`read::snapshot::ReadPoint`), taken when the iterator was
+//! created: its MemTables at its sequence number, and the view it holds
+//! (the committer's later views are not looked at), so a scan never waits
+//! for the committer nor holds it back, and sees one state throughout.
+//! A transaction's iterator also merges the transaction's own writes
+//! (`overlay`), as the newest source.
 //!
 //! Invariants: every key buffered by the front is below every key buffered
 //! by the back and below the unfetched region (`lo`, `hi`); the front only
 //! moves up and the back only moves down (except by `seek`/`seek_back`);
-//! the two ends never cross; every key emitted lies in the range; each key
-//! is seen at a state no older than the iterator's creation.
+//! the two ends never cross; every key emitted lies in the range; every
+//! key is seen as of the iterator's point, and nothing written after it.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
+use std::marker::PhantomData;
 use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::error::Result;
 use crate::index::interval::IntervalData;
+use crate::read::snapshot::ReadPoint;
 use crate::read::walk_ahead::WalkAhead;
-use crate::store::Store;
-use crate::write::memtable::{within_end, within_start, MemTable, Version};
+use crate::write::memtable::{within_end, within_start, Version};
+
+/// A transaction's own writes: a value, or `None` for a deletion.
+pub(crate) type WriteSet = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
 /// A pair yielded by an iterator: `(key, value)`.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
@@ -82,17 +90,23 @@ impl Item {
     }
 }
 
-/// An iterator over the pairs of a key range, from [`crate::Db::range`].
-/// Forward with `next`, backward with `next_back` (`.rev()`); the two ends
-/// never cross. Each key is seen at a state no older than the iterator's
-/// creation; writes made after it may or may not be seen (a batch written
-/// after creation may be seen in part, as the committer moves it into the
-/// space key by key).
+/// An iterator over the pairs of a key range, from [`crate::Db::range`]
+/// (and `iter`, `prefix`, and the same methods of [`crate::Snapshot`] and
+/// [`crate::Transaction`]). Forward with `next`, backward with `next_back`
+/// (`.rev()`); the two ends never cross.
+///
+/// An iterator reads one consistent state: the store as of its creation
+/// (an implicit snapshot), or as of the snapshot or transaction it came
+/// from, with a transaction's own writes merged in. Writes made after it
+/// are never seen, and a batch written before it is seen whole. It holds
+/// no borrow of the store (the lifetime parameter is always `'static`,
+/// kept for source compatibility); while it lives it pins what a
+/// [`crate::Snapshot`] pins.
 pub struct Iter<'a> {
-    shared: &'a Store,
-    snapshot: u64,
-    /// Newest first.
-    mems: Vec<Arc<MemTable>>,
+    point: Arc<ReadPoint>,
+    /// A transaction's writes, merged in as the newest source.
+    overlay: Option<Arc<WriteSet>>,
+    _compat: PhantomData<&'a ()>,
     /// The range as asked for.
     range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
     /// What is left: `lo` rises as the front fetches, `hi` falls as the back
@@ -139,8 +153,39 @@ fn tighter<'b>(end: Bound<&'b [u8]>, cap: Option<&'b [u8]>, reverse: bool) -> Bo
     }
 }
 
-/// Whether no key lies between `lo` and `hi`.
-fn bounds_cross(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+/// Up to `CHUNK` of a transaction's writes between `lo` and `hi` (and
+/// within `cap`), ascending, or descending when `reverse`.
+fn overlay_chunk(
+    o: &WriteSet,
+    lo: &Bound<Vec<u8>>,
+    hi: &Bound<Vec<u8>>,
+    reverse: bool,
+    cap: Option<&[u8]>,
+) -> Chunk {
+    let (from, to) = if reverse {
+        (tighter(as_ref(lo), cap, true), as_ref(hi))
+    } else {
+        (as_ref(lo), tighter(as_ref(hi), cap, false))
+    };
+    let mut items = Vec::new();
+    if !refs_cross(from, to) {
+        let item = |(k, v): (&Vec<u8>, &Option<Vec<u8>>)| {
+            Item::Mem(k.as_slice().into(), v.as_deref().map(Box::from))
+        };
+        let r = o.range::<[u8], _>((from, to));
+        if reverse {
+            items.extend(r.rev().take(CHUNK).map(item));
+        } else {
+            items.extend(r.take(CHUNK).map(item));
+        }
+    }
+    let full = items.len() == CHUNK;
+    Chunk { items, full }
+}
+
+/// Whether no key lies between `lo` and `hi` (borrowed bounds; also
+/// guards `BTreeMap::range`, which panics on such bounds).
+fn refs_cross(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
     match (lo, hi) {
         (Bound::Unbounded, _) | (_, Bound::Unbounded) => false,
         (Bound::Included(a), Bound::Included(b)) => a > b,
@@ -149,27 +194,30 @@ fn bounds_cross(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
     }
 }
 
+/// Whether no key lies between `lo` and `hi`.
+fn bounds_cross(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+    refs_cross(as_ref(lo), as_ref(hi))
+}
+
 /// One source's chunk: its keys in order, and whether it may have more.
 struct Chunk {
     items: Vec<Item>,
     full: bool,
 }
 
-impl<'a> Iter<'a> {
-    pub(crate) fn new(shared: &'a Store, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Iter<'a> {
-        let snapshot = shared.writes.visible();
-        let mems = {
-            let m = shared.writes.mems();
-            let mut v = Vec::with_capacity(1 + m.frozen.len());
-            v.push(m.active.clone());
-            v.extend(m.frozen.iter().rev().map(|f| f.mem.clone()));
-            v
-        };
+impl Iter<'static> {
+    /// An iterator over `lo..hi` as of `point`, with `overlay` merged in.
+    pub(crate) fn new(
+        point: Arc<ReadPoint>,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        overlay: Option<Arc<WriteSet>>,
+    ) -> Iter<'static> {
         let empty = bounds_cross(&lo, &hi);
         Iter {
-            shared,
-            snapshot,
-            mems,
+            point,
+            overlay,
+            _compat: PhantomData,
             range: (lo.clone(), hi.clone()),
             lo,
             hi,
@@ -181,7 +229,9 @@ impl<'a> Iter<'a> {
             failed: false,
         }
     }
+}
 
+impl Iter<'_> {
     /// Moves the front of the iterator to the first key `>= key` (within the
     /// range); the next `next()` returns it.
     pub fn seek(&mut self, key: impl AsRef<[u8]>) {
@@ -227,20 +277,25 @@ impl<'a> Iter<'a> {
     /// full space chunk: nothing past it can be merged this round, so
     /// copying it would be wasted) as well as at the range's far end.
     fn mem_chunks(&self, reverse: bool, cap: Option<&[u8]>) -> Vec<Chunk> {
-        let mut chunks = Vec::with_capacity(self.mems.len() + 1);
-        for m in &self.mems {
+        let point = &*self.point;
+        let mut chunks = Vec::with_capacity(point.mems.len() + 2);
+        if let Some(o) = &self.overlay {
+            chunks.push(overlay_chunk(o, &self.lo, &self.hi, reverse, cap));
+        }
+        for m in &point.mems {
             let mut out = Vec::new();
             let waited = if reverse {
                 let end = tighter(as_ref(&self.lo), cap, true);
-                m.scan_backward(as_ref(&self.hi), end, self.snapshot, CHUNK, &mut out)
+                m.scan_backward(as_ref(&self.hi), end, point.seq, CHUNK, &mut out)
             } else {
                 let end = tighter(as_ref(&self.hi), cap, false);
-                m.scan_forward(as_ref(&self.lo), end, self.snapshot, CHUNK, &mut out)
+                m.scan_forward(as_ref(&self.lo), end, point.seq, CHUNK, &mut out)
             };
             if let Some(w) = waited {
-                self.shared
+                point
+                    .store
                     .counters
-                    .record_reader_wait(w, self.shared.trace);
+                    .record_reader_wait(w, point.store.trace);
             }
             let full = out.len() == CHUNK;
             let items = out.into_iter().map(|(k, v)| Item::Mem(k, v)).collect();
@@ -289,8 +344,8 @@ impl<'a> Iter<'a> {
 
     /// Up to `CHUNK` pairs of the space above `lo` (and within `hi`).
     fn space_forward(&mut self) -> Result<Chunk> {
-        let shared = self.shared;
-        let view = shared.views.load();
+        let point = &*self.point;
+        let (shared, view, gen) = (&*point.store, &*point.view, point.active_gen);
         let mut items = Vec::with_capacity(CHUNK);
         let start: &[u8] = match &self.lo {
             Bound::Included(k) | Bound::Excluded(k) => k,
@@ -306,7 +361,7 @@ impl<'a> Iter<'a> {
             k += 1;
             if view.sparse.meta(&f).size > 0 {
                 let d = self.held.len() as u32;
-                self.held.push(shared.view_interval(&view, &f)?);
+                self.held.push(shared.view_interval_at(view, &f, gen)?);
                 let data = &self.held[d as usize];
                 data.prefetch_head(PREFETCH_BYTES);
                 let i = match (&self.lo, first) {
@@ -347,8 +402,8 @@ impl<'a> Iter<'a> {
     /// Up to `CHUNK` pairs of the space below `hi` (and within `lo`), in
     /// descending order.
     fn space_backward(&mut self) -> Result<Chunk> {
-        let shared = self.shared;
-        let view = shared.views.load();
+        let point = &*self.point;
+        let (shared, view, gen) = (&*point.store, &*point.view, point.active_gen);
         let mut items = Vec::with_capacity(CHUNK);
         let mut f = match &self.hi {
             Bound::Included(k) | Bound::Excluded(k) => view.sparse.find(k),
@@ -362,7 +417,7 @@ impl<'a> Iter<'a> {
             k += 1;
             if view.sparse.meta(&f).size > 0 {
                 let d = self.held.len() as u32;
-                self.held.push(shared.view_interval(&view, &f)?);
+                self.held.push(shared.view_interval_at(view, &f, gen)?);
                 let data = &self.held[d as usize];
                 data.prefetch_tail(PREFETCH_BYTES);
                 let i = match (&self.hi, first) {

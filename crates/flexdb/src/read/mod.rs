@@ -10,6 +10,7 @@
 
 mod fetch;
 pub(crate) mod iter;
+pub(crate) mod snapshot;
 pub(crate) mod view;
 mod walk_ahead;
 

@@ -25,14 +25,21 @@
 //!   still consults (the one being committed) or that began after the
 //!   reader did: a get or scan sees each key at a state no older than when
 //!   it began.
+//! - A view records the newest MemTable generation its space may hold
+//!   (`gen`) and, before the committer forwards any word of a later commit
+//!   into it, that commit's newest generation (`forwarded_gen`): snapshots
+//!   (`read::snapshot`) use a view only if it holds nothing of their active
+//!   generation, and a forwarded word only under the same condition.
 //! - The committer drops a replaced view itself once no reader holds it,
 //!   so no reader pays for freeing one, and its snapshot stops holding
 //!   freed space back. It keeps one dropped view's copy of the extent
 //!   index (`spare_index`, no longer a snapshot) and copies the next view
 //!   into it: writing memory touched before costs a fraction of faulting
-//!   in fresh memory (docs/DESIGN.md).
+//!   in fresh memory (docs/DESIGN.md). It never waits for a view a
+//!   snapshot or iterator pins (`pins`): those ask it to reap when they
+//!   let go.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -51,14 +58,34 @@ pub(crate) const TRACE_TARGET: &str = "flexdb::view";
 pub(crate) struct PublishedView {
     pub sparse: SparseIndex,
     pub space: flexspace::Snapshot,
+    /// The newest MemTable generation whose writes the view's space may
+    /// hold, even in part (the commit's newest; at open, the newest
+    /// replayed, since a crash may have left part of a commit in the
+    /// space). A snapshot uses the view only when this is below its active
+    /// generation (`read::snapshot`).
+    pub gen: u64,
+    /// The newest generation whose content was forwarded into the view's
+    /// cache words (`forward`), set (`Release`) before any word of that
+    /// commit is forwarded: a reader that loaded a `FORWARDED` word
+    /// (`Acquire`) and then reads this sees at least the generation of the
+    /// content the word names.
+    pub forwarded_gen: AtomicU64,
+    /// Snapshots and iterators holding the view for longer than a read
+    /// (`read::snapshot::ReadPoint`): `reap` does not wait for them.
+    pub pins: AtomicUsize,
     /// Whether a reader has loaded the view (see [`ViewPublisher::forward`]).
     read: AtomicBool,
 }
 
 impl PublishedView {
-    /// A view of `sparse` over the space as it is now.
-    pub fn copy(sparse: &SparseIndex, space: &flexspace::FlexSpace) -> Result<PublishedView> {
-        Self::copy_reusing(sparse, space, None)
+    /// A view of `sparse` over the space as it is now, whose space holds
+    /// writes of generations up to `gen` at most.
+    pub fn copy(
+        sparse: &SparseIndex,
+        space: &flexspace::FlexSpace,
+        gen: u64,
+    ) -> Result<PublishedView> {
+        Self::copy_reusing(sparse, space, gen, None)
     }
 
     /// A view as `copy` makes, whose copy of the extent index is written
@@ -66,13 +93,27 @@ impl PublishedView {
     fn copy_reusing(
         sparse: &SparseIndex,
         space: &flexspace::FlexSpace,
+        gen: u64,
         spare: Option<flexspace::SpareIndex>,
     ) -> Result<PublishedView> {
         Ok(PublishedView {
             sparse: sparse.clone(),
             space: space.snapshot_reusing(spare).map_err(space_err)?,
+            gen,
+            forwarded_gen: AtomicU64::new(0),
+            pins: AtomicUsize::new(0),
             read: AtomicBool::new(false),
         })
+    }
+
+    /// Whether a snapshot whose active generation is `active_gen` may use
+    /// the cache word `word` it loaded (`Acquire`) from this view: any but
+    /// a forwarded word, which names content of the commit running since
+    /// the view was published, is usable only if that commit holds
+    /// nothing of `active_gen` or later.
+    #[inline]
+    pub fn word_usable_at(&self, word: u64, active_gen: u64) -> bool {
+        !CacheRef::forwarded(word) || self.forwarded_gen.load(Ordering::Acquire) < active_gen
     }
 }
 
@@ -141,10 +182,12 @@ impl ViewPublisher {
 
     /// Publishes the committer's index and the space as they are now (call
     /// from the committer, between groups).
+    /// `gen`: the newest generation the space holds writes of.
     pub fn publish(
         &self,
         index: &RwLock<CommitterIndex>,
         space: &flexspace::FlexSpace,
+        gen: u64,
     ) -> Result<()> {
         let t0 = Instant::now();
         self.carry_installs(index);
@@ -152,7 +195,7 @@ impl ViewPublisher {
         let spare = self.spare_index.lock().take();
         let view = {
             let st = index.read();
-            Arc::new(PublishedView::copy_reusing(&st.sparse, space, spare)?)
+            Arc::new(PublishedView::copy_reusing(&st.sparse, space, gen, spare)?)
         };
         let t2 = Instant::now();
         let old = self.current.swap(view);
@@ -168,6 +211,27 @@ impl ViewPublisher {
             );
         }
         Ok(())
+    }
+
+    /// The current view, held (for a snapshot).
+    pub fn load_full(&self) -> Arc<PublishedView> {
+        let view = self.load();
+        Arc::clone(&view)
+    }
+
+    /// Whether `view` is the current view.
+    pub fn is_current(&self, view: &Arc<PublishedView>) -> bool {
+        Arc::ptr_eq(&self.current.load(), view)
+    }
+
+    /// Called by the committer before a commit of generations up to `gen`
+    /// forwards anything into the current view (see
+    /// `PublishedView::forwarded_gen`).
+    pub fn begin_forwarding(&self, gen: u64) {
+        self.current
+            .load()
+            .forwarded_gen
+            .fetch_max(gen, Ordering::Release);
     }
 
     /// Notes that a reader replaced the cache word `seen` of the interval
@@ -258,7 +322,8 @@ impl ViewPublisher {
     }
 
     /// Drops replaced views no reader holds any more, waiting up to `wait`
-    /// for the last readers. Returns whether any is left.
+    /// for the last readers. Returns whether any is left that no snapshot
+    /// or iterator pins (pinned ones wake the committer when let go).
     pub fn reap(&self, wait: Duration) -> bool {
         let deadline = Instant::now() + wait;
         loop {
@@ -272,7 +337,10 @@ impl ViewPublisher {
                     true
                 }
             });
-            let left = !retired.is_empty();
+            // Views pinned by snapshots or iterators are not waited for:
+            // those may live long, and wake the committer when they let go
+            // (`CommitterMailbox::want_reap`).
+            let left = retired.iter().any(|v| v.pins.load(Ordering::Relaxed) == 0);
             drop(retired);
             // Freed here, outside the lock; one extent index is kept for the
             // next view to copy into (`publish`).
@@ -316,6 +384,12 @@ impl ViewPublisher {
                     e + v.space.index_bytes(),
                 )
             })
+    }
+
+    /// Replaced views not dropped yet.
+    #[cfg(test)]
+    pub fn retired_len(&self) -> usize {
+        self.retired.lock().len()
     }
 
     /// Whether a dropped view's extent index is kept for the next view.

@@ -200,7 +200,9 @@ fn assemble(
         writer.active = Arc::new(MemTable::pooled(&[], Some(chunks.clone())));
     }
     let visible = writer.next_seq - 1;
-    let view = PublishedView::copy(&sparse, &space)?;
+    // The space may hold part of any replayed generation (a crash can
+    // leave part of a commit in it): at most those below the active one.
+    let view = PublishedView::copy(&sparse, &space, writer.gen - 1)?;
     let trace_views = tracing::enabled!(target: crate::read::view::TRACE_TARGET, Level::DEBUG);
     Ok(Store {
         dir: dir.to_path_buf(),
@@ -219,6 +221,7 @@ fn assemble(
         counters: Counters::default(),
         trace: tracing::enabled!(target: crate::commit::TRACE_TARGET, Level::DEBUG),
         views: ViewPublisher::new(view, trace_views),
+        snapshots: Default::default(),
         chunks,
         // As many as one commit retires.
         spare_logs: crate::wal::spare_logs::SpareLogs::new(crate::write::MAX_FROZEN),

@@ -480,6 +480,31 @@ impl MemTable {
         Some(self.entry(e).value.map(Box::from))
     }
 
+    /// The sequence number of the newest version of `key` in the table, if
+    /// it has one (for a transaction's validation, under the writer lock).
+    pub fn newest_seq(&self, key: &[u8]) -> Option<u64> {
+        let (_, found) = self.table().probe(key, hash(key));
+        Some(self.entry(found?).seq)
+    }
+
+    /// Whether a key between `from` and `end` has a version with a
+    /// sequence number above `after` (for a transaction's validation,
+    /// under the writer lock, so the sorted view covers every write).
+    pub fn changed_in_range(&self, from: Bound<&[u8]>, end: Bound<&[u8]>, after: u64) -> bool {
+        let (v, _) = self.sorted_runs();
+        let mut pos = v.runs().map(|r| self.start(r, from));
+        while let Some(pick) = self.step(&v, &mut pos, true) {
+            let e = self.entry(pick);
+            if !within_end(e.key, end) {
+                return false;
+            }
+            if e.seq > after {
+                return true;
+            }
+        }
+        false
+    }
+
     /// The newest version at or after `e` with a sequence number
     /// `<= snapshot`.
     fn visible(&self, mut e: EntryPtr, snapshot: u64) -> Option<EntryPtr> {

@@ -31,6 +31,9 @@ pub(crate) struct FrozenMemTable {
 #[derive(Clone)]
 pub(crate) struct MemTables {
     pub active: Arc<MemTable>,
+    /// The active table's generation (snapshots compare it with a view's,
+    /// see `read::snapshot`).
+    pub active_gen: u64,
     /// Oldest first.
     pub frozen: VecDeque<FrozenMemTable>,
 }
@@ -61,6 +64,7 @@ impl WriteSide {
         WriteSide {
             mems: ArcSwap::from_pointee(MemTables {
                 active: head.active.clone(),
+                active_gen: head.gen,
                 frozen,
             }),
             writer: Mutex::new(head),
@@ -84,6 +88,12 @@ impl WriteSide {
     #[inline]
     pub fn mems(&self) -> Guard<Arc<MemTables>> {
         self.mems.load()
+    }
+
+    /// The MemTables, kept (for a snapshot).
+    #[inline]
+    pub fn mems_full(&self) -> Arc<MemTables> {
+        self.mems.load_full()
     }
 
     /// Replaces the list of MemTables by `change` of it; returns the list

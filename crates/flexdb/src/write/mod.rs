@@ -57,6 +57,18 @@ fn sort_ahead(mem: &Arc<MemTable>) {
 impl Store {
     /// Applies `batch` atomically; with `sync`, returns once it is durable.
     pub fn write(&self, batch: &WriteBatch, sync: bool) -> Result<()> {
+        self.write_checked(batch, sync, || Ok(()))
+    }
+
+    /// Applies `batch` atomically if `check`, run under the writer lock
+    /// (no other write runs between it and the batch), passes; with
+    /// `sync`, returns once it is durable. A failed check writes nothing.
+    pub fn write_checked(
+        &self,
+        batch: &WriteBatch,
+        sync: bool,
+        check: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
         self.check_stopped()?;
         for op in batch.ops() {
             match op {
@@ -67,7 +79,7 @@ impl Store {
         if batch.is_empty() {
             return if sync { self.sync() } else { Ok(()) };
         }
-        self.append(&batch.encode(), batch.len(), sync, |mem, seq| {
+        self.append(&batch.encode(), batch.len(), sync, check, |mem, seq| {
             for (i, op) in batch.ops().iter().enumerate() {
                 let s = seq + i as u64;
                 match op {
@@ -93,9 +105,13 @@ impl Store {
             // rather than under it (docs/DESIGN.md, "The writers' own
             // limit, and three changes to their path").
             let h = self.writes.mems().active.warm(key);
-            self.append(buf, 1, sync, |mem, seq| {
-                mem.insert_hashed(key, h, seq, value)
-            })
+            self.append(
+                buf,
+                1,
+                sync,
+                || Ok(()),
+                |mem, seq| mem.insert_hashed(key, h, seq, value),
+            )
         };
         // The thread's buffer, unless it is gone (a put from a thread-local
         // destructor) or in use: then a fresh one.
@@ -117,12 +133,15 @@ impl Store {
     /// Logs `payload` (a batch of `ops` operations) under the next sequence
     /// numbers, lets `apply` insert them into the active MemTable (the first
     /// at the sequence number given), and makes them visible; with `sync`,
-    /// returns once they are durable.
+    /// returns once they are durable. `check` runs first, under the writer
+    /// lock: when it fails, nothing is written.
+    #[inline]
     fn append(
         &self,
         payload: &[u8],
         ops: usize,
         sync: bool,
+        check: impl FnOnce() -> Result<()>,
         apply: impl FnOnce(&MemTable, u64),
     ) -> Result<()> {
         if payload.len() > MAX_RECORD {
@@ -133,6 +152,7 @@ impl Store {
         }
         let mut w = self.writes.lock_spinning();
         self.make_room(&mut w)?;
+        check()?;
         let seq = w.next_seq;
         let end = match w.wal.append(seq, payload) {
             Ok(end) => end,
@@ -225,6 +245,7 @@ impl Store {
             let mut m = MemTables::clone(m);
             m.frozen.push_back(frozen.clone());
             m.active = active.clone();
+            m.active_gen = gen;
             m
         });
         let committer_busy = !before.frozen.is_empty();

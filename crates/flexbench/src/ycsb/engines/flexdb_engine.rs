@@ -74,6 +74,33 @@ impl Engine for FlexDbEngine {
             .range::<[u8], _>((Bound::Unbounded, Bound::Included(start)));
         read_lent(it, n, true)
     }
+    fn transfer(
+        &self,
+        a: &[u8],
+        b: &[u8],
+        new_a: &[u8],
+        new_b: &[u8],
+        serializable: bool,
+    ) -> Result<bool> {
+        let isolation = if serializable {
+            flexdb::Isolation::Serializable
+        } else {
+            flexdb::Isolation::Snapshot
+        };
+        let mut txn = self.db.transaction(isolation);
+        std::hint::black_box(txn.get(a).map_err(err)?);
+        std::hint::black_box(txn.get(b).map_err(err)?);
+        txn.put(a, new_a).map_err(err)?;
+        txn.put(b, new_b).map_err(err)?;
+        match txn.commit() {
+            Ok(()) => Ok(true),
+            Err(flexdb::Error::Conflict) => Ok(false),
+            Err(e) => Err(err(e)),
+        }
+    }
+    fn pin_snapshot(&self) -> Result<Option<Box<dyn std::any::Any + Send>>> {
+        Ok(Some(Box::new(self.db.snapshot())))
+    }
     fn flush(&self) -> Result<()> {
         self.db.flush().map_err(err)
     }
@@ -98,6 +125,7 @@ impl Engine for FlexDbEngine {
             index_bytes: Some(s.sparse_index_bytes),
             extent_index_bytes: Some(s.extent_index_bytes),
             cache_hit_ratio,
+            snapshot_held_bytes: Some(s.snapshot_held_bytes),
         }
     }
 }

@@ -51,6 +51,14 @@ impl Engine for MemEngine {
             .take(n)
             .count())
     }
+    fn transfer(&self, a: &[u8], b: &[u8], new_a: &[u8], new_b: &[u8], _: bool) -> Result<bool> {
+        // One write lock for the whole transaction: serial, never aborts.
+        let mut map = self.map.write().map_err(poisoned)?;
+        std::hint::black_box((map.get(a).map(Vec::len), map.get(b).map(Vec::len)));
+        map.insert(a.to_vec(), new_a.to_vec());
+        map.insert(b.to_vec(), new_b.to_vec());
+        Ok(true)
+    }
     fn flush(&self) -> Result<()> {
         Ok(())
     }

@@ -123,6 +123,7 @@ impl Engine for RocksEngine {
                 .flatten(),
             extent_index_bytes: None,
             cache_hit_ratio: None,
+            snapshot_held_bytes: None,
         }
     }
 }

@@ -1,0 +1,278 @@
+//! Optimistic transactions: a snapshot to read, a buffer of writes, and for
+//! serializable ones a record of what was read; validated and written at
+//! commit, both under the writer lock, so no other write falls between.
+//!
+//! Validation asks whether a write committed after the transaction's point
+//! (a sequence number above its `seq`) touched a key it wrote (both
+//! levels: first committer wins) or a key or range it read (serializable;
+//! a range read also catches keys inserted into it, phantoms). Every write
+//! after the point lies in a MemTable of the point's active generation or
+//! a later one, each version with its sequence number: the point holds its
+//! active table, and the store's list holds the later ones until they are
+//! committed into the space (which keeps no sequence numbers). When a
+//! generation after the point's was committed and retired already, the
+//! history needed is gone and the commit fails with `Error::Conflict`
+//! whatever it touched (as RocksDB's optimistic transactions do when their
+//! MemTable history is too short): with MemTables of the default 512 MiB,
+//! a transaction must outlive two MemTables' worth of writes for that.
+//!
+//! Invariants: a transaction's reads are those of its point, with its own
+//! writes merged in; validation and the write of the buffer happen under
+//! one hold of the writer lock; a commit that fails writes nothing.
+
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::batch::WriteBatch;
+use crate::codec::check_sizes;
+use crate::error::{Error, Result};
+use crate::options::WriteOptions;
+use crate::read::iter::{Iter, WriteSet};
+use crate::read::snapshot::{own_range, prefix_range, ReadPoint};
+use crate::store::Store;
+use crate::write::memtable::MemTable;
+
+/// The isolation level of a [`Transaction`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// Snapshot isolation: reads see the state when the transaction began;
+    /// a commit fails if another transaction committed meanwhile wrote a
+    /// key this one writes (first committer wins). Write skew is allowed.
+    Snapshot,
+    /// Serializable: as `Snapshot`, and a commit also fails if anything
+    /// the transaction read (keys read with `get`/`contains`, and every
+    /// range it opened an iterator over, keys inserted into it included)
+    /// was changed by a write committed after it began. Committed
+    /// transactions are then equivalent to running one at a time in
+    /// commit order.
+    Serializable,
+}
+
+type Range = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// What a serializable transaction read from its snapshot.
+#[derive(Default)]
+struct ReadSet {
+    keys: Vec<Vec<u8>>,
+    ranges: Vec<Range>,
+}
+
+/// An optimistic transaction ([`crate::Db::transaction`]): reads see the
+/// store as of its start (a snapshot) with its own writes merged in (also
+/// in iterators, both ways); writes are buffered until `commit`, which
+/// writes them atomically (one batch: all or nothing, also across a
+/// crash, and as durable as the `WriteOptions` say) if no conflicting
+/// write committed meanwhile, and otherwise fails with
+/// [`Error::Conflict`] having written nothing. Dropping it (or
+/// `rollback`) discards the writes.
+///
+/// ```
+/// use flexdb::{Db, Error, Isolation, Options};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = Db::open(dir.path(), Options::new().create_if_missing(true)).unwrap();
+/// db.put("a", "10").unwrap();
+/// loop {
+///     let mut t = db.transaction(Isolation::Serializable);
+///     let a: u32 = String::from_utf8(t.get("a").unwrap().unwrap()).unwrap().parse().unwrap();
+///     t.put("a", (a - 3).to_string()).unwrap();
+///     t.put("b", "3").unwrap();
+///     match t.commit() {
+///         Ok(()) => break,
+///         Err(Error::Conflict) => continue, // someone else changed "a": retry
+///         Err(e) => panic!("{e}"),
+///     }
+/// }
+/// assert_eq!(db.get("a").unwrap().as_deref(), Some(&b"7"[..]));
+/// ```
+pub struct Transaction {
+    point: Arc<ReadPoint>,
+    isolation: Isolation,
+    writes: Arc<WriteSet>,
+    reads: Mutex<ReadSet>,
+}
+
+impl std::fmt::Debug for Transaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transaction")
+            .field("isolation", &self.isolation)
+            .field("seq", &self.point.seq)
+            .field("writes", &self.writes.len())
+            .finish()
+    }
+}
+
+impl Transaction {
+    pub(crate) fn begin(store: &Arc<Store>, isolation: Isolation) -> Transaction {
+        Transaction {
+            point: ReadPoint::take(store, true),
+            isolation,
+            writes: Arc::new(WriteSet::new()),
+            reads: Mutex::new(ReadSet::default()),
+        }
+    }
+
+    /// The isolation level it was begun with.
+    pub fn isolation(&self) -> Isolation {
+        self.isolation
+    }
+
+    /// The value of `key`: this transaction's own write if it made one,
+    /// else as of its start.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
+        if let Some(w) = self.writes.get(key) {
+            return Ok(w.clone());
+        }
+        let v = self.point.get(key)?;
+        if self.isolation == Isolation::Serializable {
+            self.reads.lock().keys.push(key.to_vec());
+        }
+        Ok(v)
+    }
+
+    /// Whether `key` is present (as `get` sees it).
+    pub fn contains(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        Ok(self.get(key)?.is_some())
+    }
+
+    /// The pairs whose keys lie in `range`, in key order (`.rev()` for
+    /// reverse): the store as of the transaction's start with its writes
+    /// so far merged in (later writes of the transaction are not seen by
+    /// this iterator). A serializable transaction records the whole range
+    /// as read.
+    pub fn range<K, R>(&self, range: R) -> Iter<'static>
+    where
+        K: AsRef<[u8]> + ?Sized,
+        R: RangeBounds<K>,
+    {
+        let (lo, hi) = own_range(range);
+        self.iter_over(lo, hi)
+    }
+
+    /// Every pair, as `range` sees them.
+    pub fn iter(&self) -> Iter<'static> {
+        self.iter_over(Bound::Unbounded, Bound::Unbounded)
+    }
+
+    /// The pairs whose keys start with `prefix`, as `range` sees them.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter<'static> {
+        let (lo, hi) = prefix_range(prefix.as_ref());
+        self.iter_over(lo, hi)
+    }
+
+    fn iter_over(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Iter<'static> {
+        if self.isolation == Isolation::Serializable {
+            self.reads.lock().ranges.push((lo.clone(), hi.clone()));
+        }
+        let overlay = (!self.writes.is_empty()).then(|| self.writes.clone());
+        Iter::new(self.point.clone(), lo, hi, overlay)
+    }
+
+    /// Sets `key` to `value` when the transaction commits.
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        check_sizes(key, Some(value))?;
+        // Copied only if an iterator still holds the writes so far.
+        Arc::make_mut(&mut self.writes).insert(key.to_vec(), Some(value.to_vec()));
+        Ok(())
+    }
+
+    /// Removes `key` when the transaction commits.
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        let key = key.as_ref();
+        check_sizes(key, None)?;
+        Arc::make_mut(&mut self.writes).insert(key.to_vec(), None);
+        Ok(())
+    }
+
+    /// Commits with the store's default sync setting (see `commit_opt`).
+    pub fn commit(self) -> Result<()> {
+        let opts = WriteOptions {
+            sync: self.point.store.opts.sync_writes,
+        };
+        self.commit_opt(&opts)
+    }
+
+    /// Validates the transaction and writes its writes as one batch, or
+    /// fails with [`Error::Conflict`] having written nothing. A read-only
+    /// transaction always commits (it read one consistent state).
+    pub fn commit_opt(self, opts: &WriteOptions) -> Result<()> {
+        if self.writes.is_empty() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::new();
+        for (k, v) in self.writes.iter() {
+            match v {
+                Some(v) => batch.put(k, v)?,
+                None => batch.delete(k)?,
+            };
+        }
+        let reads = std::mem::take(&mut *self.reads.lock());
+        let store = &self.point.store;
+        store.write_checked(&batch, opts.sync, || {
+            let keys = self.writes.keys().chain(&reads.keys);
+            store.validate(&self.point, keys, &reads.ranges)
+        })
+    }
+
+    /// Discards the transaction's writes (as dropping it does).
+    pub fn rollback(self) {}
+}
+
+impl Store {
+    /// Whether any of `keys` or `ranges` was written after `point` (call
+    /// under the writer lock): `Error::Conflict` if so, or if the history
+    /// needed to tell is gone (see the module docs).
+    fn validate<'k>(
+        &self,
+        point: &ReadPoint,
+        keys: impl Iterator<Item = &'k Vec<u8>>,
+        ranges: &[Range],
+    ) -> Result<()> {
+        let list = self.writes.mems();
+        let oldest = list.frozen.front().map_or(list.active_gen, |f| f.gen);
+        // The tables that may hold writes after the point: its active
+        // generation and every later one.
+        let mut tables: Vec<&MemTable> = Vec::with_capacity(2 + list.frozen.len());
+        if oldest > point.active_gen + 1 {
+            return Err(Error::Conflict);
+        }
+        if oldest == point.active_gen + 1 {
+            // Committed since; the point still holds it (frozen, whole).
+            tables.push(&point.mems[0]);
+        }
+        tables.extend(
+            list.frozen
+                .iter()
+                .filter(|f| f.gen >= point.active_gen)
+                .map(|f| &*f.mem),
+        );
+        tables.push(&list.active);
+        let after = point.seq;
+        for k in keys {
+            if tables
+                .iter()
+                .any(|t| t.newest_seq(k).is_some_and(|s| s > after))
+            {
+                return Err(Error::Conflict);
+            }
+        }
+        for (lo, hi) in ranges {
+            let (lo, hi) = (as_ref(lo), as_ref(hi));
+            if tables.iter().any(|t| t.changed_in_range(lo, hi, after)) {
+                return Err(Error::Conflict);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
