@@ -89,7 +89,11 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         ("snapshots_live", json!(snapshots_live), false),
         ("snapshot_oldest_age_us", json!(age_us), false),
         ("snapshot_held_bytes", json!(snapshot_held_bytes), true),
-        ("snapshot_held_versions", json!(snapshot_held_versions), false),
+        (
+            "snapshot_held_versions",
+            json!(snapshot_held_versions),
+            false,
+        ),
         ("space_held_bytes", json!(space_held_bytes), true),
     ]
 }
