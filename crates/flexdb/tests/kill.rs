@@ -12,9 +12,9 @@
 //! MemTables, so that the child's log passes the marks where it is written
 //! back early (`writeback`) before it dies.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 
 use flexdb::{Db, Options, WriteBatch, WriteOptions};
 use rand::{Rng, SeedableRng};
@@ -124,15 +124,7 @@ fn kill_rounds(name: &str, shape: Shape, targets: std::ops::Range<u64>) {
     for round in 0..6 {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
-        let mut proc = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", name, "--nocapture"])
-            .env(CHILD, &path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = proc.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
+        let (mut proc, mut lines) = common::spawn_child(name, CHILD, &path);
         let target = rng.gen_range(targets.clone());
         let mut acked: Option<u64> = None;
         for line in lines.by_ref() {

@@ -3,8 +3,10 @@
 //! commits, interval splits and merges, and cache evictions happen all the
 //! time.
 
+mod common;
+
+use common::{bound, range_ok};
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::sync::Arc;
 
 use flexdb::{Db, Options, WriteBatch};
@@ -39,25 +41,8 @@ fn value(rng: &mut StdRng) -> Vec<u8> {
     (0..n).map(|i| b.wrapping_add(i as u8)).collect()
 }
 
-fn bound(rng: &mut StdRng) -> Bound<Vec<u8>> {
-    match rng.gen_range(0..3) {
-        0 => Bound::Unbounded,
-        1 => Bound::Included(key(rng)),
-        _ => Bound::Excluded(key(rng)),
-    }
-}
-
-fn range_ok(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
-    match (lo, hi) {
-        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
-            a < b || (a == b && matches!((lo, hi), (Bound::Included(_), Bound::Included(_))))
-        }
-        _ => true,
-    }
-}
-
 fn check_range(db: &Db, model: &Model, rng: &mut StdRng) -> Result<(), TestCaseError> {
-    let (lo, hi) = (bound(rng), bound(rng));
+    let (lo, hi) = (bound(rng, key), bound(rng, key));
     if !range_ok(&lo, &hi) {
         return Ok(());
     }

@@ -4,8 +4,10 @@
 //! and the cache busy) and the atomic-scan test (batches move one token
 //! among 1,000 keys while scanners run; every scan sees exactly one).
 
+mod common;
+
+use common::{bound, range_ok};
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,23 +35,6 @@ fn value(rng: &mut StdRng, step: usize) -> Vec<u8> {
     v
 }
 
-fn bound(rng: &mut StdRng) -> Bound<Vec<u8>> {
-    match rng.gen_range(0..3) {
-        0 => Bound::Unbounded,
-        1 => Bound::Included(key(rng)),
-        _ => Bound::Excluded(key(rng)),
-    }
-}
-
-fn range_ok(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
-    match (lo, hi) {
-        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
-            a < b || (a == b && matches!((lo, hi), (Bound::Included(_), Bound::Included(_))))
-        }
-        _ => true,
-    }
-}
-
 /// Reads `snap` against `model` (the state when it was taken): a few gets
 /// and one range, forward, backward or from both ends.
 fn check_snapshot(snap: &Snapshot, model: &Model, rng: &mut StdRng) -> Result<(), TestCaseError> {
@@ -57,7 +42,7 @@ fn check_snapshot(snap: &Snapshot, model: &Model, rng: &mut StdRng) -> Result<()
         let k = key(rng);
         prop_assert_eq!(snap.get(&k).unwrap(), model.get(&k).cloned(), "get {:?}", k);
     }
-    let (lo, hi) = (bound(rng), bound(rng));
+    let (lo, hi) = (bound(rng, key), bound(rng, key));
     if !range_ok(&lo, &hi) {
         return Ok(());
     }

@@ -4,6 +4,8 @@
 //! concurrent transfers keep the total in every snapshot scan and every
 //! serializable read, also after crashes on the fault-injecting storage.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -564,8 +566,6 @@ fn bank_child(dir: &str) {
 /// process's death).
 #[test]
 fn bank_total_survives_sigkill() {
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
     let name = "bank_total_survives_sigkill";
     if let Ok(dir) = std::env::var(KILL_CHILD) {
         bank_child(&dir);
@@ -575,15 +575,7 @@ fn bank_total_survives_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bank");
     for round in 0..3 {
-        let mut proc = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", name, "--nocapture"])
-            .env(KILL_CHILD, &path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = proc.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
+        let (mut proc, mut lines) = common::spawn_child(name, KILL_CHILD, &path);
         let target = rng.gen_range(200..3000);
         let mut acked = Vec::new();
         for line in lines.by_ref() {

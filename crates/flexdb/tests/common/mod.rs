@@ -1,0 +1,52 @@
+//! Helpers shared by flexdb's integration tests: random range bounds for
+//! model tests, and a child process that reruns one test (SIGKILL tests).
+//!
+//! Invariant: nothing here checks the store; each helper only builds input
+//! or starts a process, so a test's assertions stay in the test.
+#![allow(dead_code)] // each test file uses a part
+
+use std::io::{BufRead, BufReader, Lines};
+use std::ops::Bound;
+use std::process::{Child, ChildStdout, Command, Stdio};
+
+use rand::rngs::StdRng;
+use rand::Rng;
+
+/// A random bound: unbounded, or included or excluded at a key `key` draws.
+pub fn bound(rng: &mut StdRng, key: impl Fn(&mut StdRng) -> Vec<u8>) -> Bound<Vec<u8>> {
+    match rng.gen_range(0..3) {
+        0 => Bound::Unbounded,
+        1 => Bound::Included(key(rng)),
+        _ => Bound::Excluded(key(rng)),
+    }
+}
+
+/// Whether `lo..hi` is a range `BTreeMap::range` accepts (it panics on a
+/// start above the end, or an empty range with an excluded end).
+pub fn range_ok(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+    match (lo, hi) {
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+            a < b || (a == b && matches!((lo, hi), (Bound::Included(_), Bound::Included(_))))
+        }
+        _ => true,
+    }
+}
+
+/// Starts this test binary again running only test `name`, with `var` set
+/// to `path` (the test then acts as the child), and returns it with the
+/// lines of its standard output.
+pub fn spawn_child(
+    name: &str,
+    var: &str,
+    path: &std::path::Path,
+) -> (Child, Lines<BufReader<ChildStdout>>) {
+    let mut proc = Command::new(std::env::current_exe().expect("test binary path"))
+        .args(["--exact", name, "--nocapture"])
+        .env(var, path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the child");
+    let stdout = proc.stdout.take().expect("piped stdout");
+    (proc, BufReader::new(stdout).lines())
+}
