@@ -31,6 +31,8 @@ pub struct Options {
     /// them as one), so the store's memory for writes is up to four times
     /// this. The memory of committed MemTables is kept for the next ones
     /// (within that bound) until the store has been idle for a second.
+    /// At least 1024 (`Db::open` refuses less with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument)).
     pub memtable_bytes: usize,
     /// Whether `put`, `delete` and `write` sync the write-ahead log before
     /// returning (default: false; per write with [`WriteOptions`]).

@@ -20,7 +20,7 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 fn opts() -> Options {
     Options::new()
         .create_if_missing(true)
-        .memtable_bytes(4096)
+        .memtable_bytes(1024)
         .cache_bytes(16 << 10)
 }
 

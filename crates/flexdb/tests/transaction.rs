@@ -19,7 +19,7 @@ use rand::{Rng, SeedableRng};
 fn small() -> Options {
     Options::new()
         .create_if_missing(true)
-        .memtable_bytes(4096)
+        .memtable_bytes(1024)
         .cache_bytes(32 << 10)
 }
 

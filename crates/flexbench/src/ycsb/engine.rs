@@ -25,6 +25,10 @@ pub struct EngineConfig {
     pub sync: bool,
     /// flexdb: read the data file with `pread`, not through a mapping.
     pub pread: bool,
+    /// The run includes transactions (workloads t, ts): peers open their
+    /// transactional flavour (RocksDB's `OptimisticTransactionDB`, fjall's
+    /// `OptimisticTxDatabase`) for the whole run. flexdb has one flavour.
+    pub transactions: bool,
 }
 
 /// Counters an engine may expose.
@@ -173,6 +177,7 @@ mod tests {
                 memtable_bytes: 4 << 20,
                 sync: false,
                 pread,
+                transactions: false,
             };
             let e = open(name, dir.path(), &cfg).unwrap();
             e.put(b"b", b"22").unwrap();

@@ -256,6 +256,9 @@ impl YcsbArgs {
             memtable_bytes: self.memtable_mb << 20,
             sync: self.sync,
             pread: self.pread,
+            transactions: self.workloads.iter().any(|w| {
+                matches!(Workload::parse(w), Ok(Workload::T) | Ok(Workload::Ts))
+            }),
         }
     }
 
@@ -793,6 +796,7 @@ pub fn crash_child(a: &CrashChildArgs) -> u8 {
             memtable_bytes: a.memtable_mb << 20,
             sync: a.sync,
             pread: a.pread,
+            transactions: false,
         };
         let engine = engine::open(&a.engine, &a.dir, &cfg)?;
         let perm = Permutation::new(a.records, a.seed);

@@ -113,11 +113,15 @@ fn in_dir(e: Error, dir: &Path) -> Error {
     }
 }
 
+/// The smallest MemTable `Options` accepts (tests run with it so that the
+/// committer runs between almost every pair of writes).
+const MIN_MEMTABLE_BYTES: usize = 1024;
+
 fn validate(opts: &Options) -> Result<()> {
-    if opts.memtable_bytes < 4096 {
-        return Err(Error::InvalidArgument(
-            "memtable_bytes must be at least 4096".into(),
-        ));
+    if opts.memtable_bytes < MIN_MEMTABLE_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "memtable_bytes must be at least {MIN_MEMTABLE_BYTES}"
+        )));
     }
     if opts.max_space_bytes < 8 * flexspace::SEGMENT_SIZE {
         return Err(Error::InvalidArgument(format!(

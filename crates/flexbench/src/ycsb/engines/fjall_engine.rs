@@ -1,17 +1,34 @@
 //! fjall (an LSM-tree in Rust): one keyspace, no compression, block cache
 //! of flexdb's cache size. Its journal is written to the OS on every write
 //! and synced only with `--sync` (fjall's default durability).
+//!
+//! A run with transactions (workloads t, ts) opens the database as an
+//! `OptimisticTxDatabase` (fjall's serializable snapshot isolation, its
+//! only optimistic level) and runs the transfers through it; the other
+//! operations use the plain handles inside it, as a plain run would.
 
 use std::path::Path;
 
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use fjall::{
+    Database, Keyspace, KeyspaceCreateOptions, OptimisticTxDatabase, OptimisticTxKeyspace,
+    PersistMode, Readable,
+};
 
 use crate::ycsb::engine::{Engine, EngineConfig, Result};
 
 struct FjallEngine {
     db: Database,
     ks: Keyspace,
+    /// The transactional handles, when the run has transactions.
+    tx: Option<(OptimisticTxDatabase, OptimisticTxKeyspace)>,
     sync: bool,
+}
+
+fn keyspace_options(cfg: &EngineConfig) -> KeyspaceCreateOptions {
+    KeyspaceCreateOptions::default()
+        .max_memtable_size(cfg.memtable_bytes as u64)
+        .data_block_compression_policy(fjall::config::CompressionPolicy::disabled())
+        .index_block_compression_policy(fjall::config::CompressionPolicy::disabled())
 }
 
 fn err(e: fjall::Error) -> String {
@@ -20,21 +37,32 @@ fn err(e: fjall::Error) -> String {
 
 /// Opens (creating if needed) a fjall database in `dir`.
 pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
+    if cfg.transactions {
+        let txdb = OptimisticTxDatabase::builder(dir)
+            .cache_size(cfg.cache_bytes as u64)
+            .open()
+            .map_err(err)?;
+        let txks = txdb
+            .keyspace("ycsb", || keyspace_options(cfg))
+            .map_err(err)?;
+        return Ok(Box::new(FjallEngine {
+            db: txdb.inner().clone(),
+            ks: txks.inner().clone(),
+            tx: Some((txdb, txks)),
+            sync: cfg.sync,
+        }));
+    }
     let db = Database::builder(dir)
         .cache_size(cfg.cache_bytes as u64)
         .open()
         .map_err(err)?;
     let ks = db
-        .keyspace("ycsb", || {
-            KeyspaceCreateOptions::default()
-                .max_memtable_size(cfg.memtable_bytes as u64)
-                .data_block_compression_policy(fjall::config::CompressionPolicy::disabled())
-                .index_block_compression_policy(fjall::config::CompressionPolicy::disabled())
-        })
+        .keyspace("ycsb", || keyspace_options(cfg))
         .map_err(err)?;
     Ok(Box::new(FjallEngine {
         db,
         ks,
+        tx: None,
         sync: cfg.sync,
     }))
 }
@@ -72,6 +100,22 @@ impl Engine for FjallEngine {
             count += 1;
         }
         Ok(count)
+    }
+    /// fjall has one optimistic level, serializable: both workloads run
+    /// the same transaction (its reads are tracked, its commit checks them).
+    fn transfer(&self, a: &[u8], b: &[u8], new_a: &[u8], new_b: &[u8], _: bool) -> Result<bool> {
+        let Some((txdb, txks)) = &self.tx else {
+            return Err("fjall: opened without transactions".into());
+        };
+        let mut tx = txdb.write_tx().map_err(err)?;
+        if self.sync {
+            tx = tx.durability(Some(PersistMode::SyncData));
+        }
+        std::hint::black_box(tx.get(txks, a).map_err(err)?);
+        std::hint::black_box(tx.get(txks, b).map_err(err)?);
+        tx.insert(txks, a, new_a);
+        tx.insert(txks, b, new_b);
+        Ok(tx.commit().map_err(err)?.is_ok())
     }
     fn flush(&self) -> Result<()> {
         self.ks.rotate_memtable_and_wait().map_err(err)?;

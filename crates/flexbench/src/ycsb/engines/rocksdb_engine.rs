@@ -1,17 +1,40 @@
 //! RocksDB (crate `rocksdb`), configured as RocksDB's tuning guide advises
 //! for flash (docs/BENCHMARKS.md lists every option set here), without
 //! compression, with a block cache of the size of flexdb's cache.
+//!
+//! A run with transactions (workloads t, ts) opens the same store as an
+//! `OptimisticTransactionDB` (RocksDB's optimistic concurrency control,
+//! the peer of flexdb's): every other operation then goes through that
+//! handle too.
 
 use std::path::Path;
 
 use rocksdb::{
-    BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions, WriteOptions, DB,
+    BlockBasedOptions, Cache, DBCompressionType, ErrorKind, OptimisticTransactionDB,
+    OptimisticTransactionOptions, Options, ReadOptions, WriteOptions, DB,
 };
 
 use crate::ycsb::engine::{Engine, EngineConfig, EngineStats, Result};
 
+/// The handle a run opened: plain, or with optimistic transactions.
+enum Handle {
+    Plain(DB),
+    Optimistic(OptimisticTransactionDB),
+}
+
+/// Runs `$body` with `$db` bound to whichever handle is open (the two
+/// share RocksDB's `DBCommon` methods but not a trait).
+macro_rules! with_db {
+    ($self:expr, $db:ident => $body:expr) => {
+        match &$self.db {
+            Handle::Plain($db) => $body,
+            Handle::Optimistic($db) => $body,
+        }
+    };
+}
+
 struct RocksEngine {
-    db: DB,
+    db: Handle,
     write: WriteOptions,
     _cache: Cache,
 }
@@ -50,7 +73,12 @@ pub fn options(cfg: &EngineConfig, cache: &Cache) -> Options {
 /// Opens (creating if needed) a RocksDB store in `dir`.
 pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
     let cache = Cache::new_lru_cache(cfg.cache_bytes.max(1 << 20));
-    let db = DB::open(&options(cfg, &cache), dir).map_err(err)?;
+    let opts = options(cfg, &cache);
+    let db = if cfg.transactions {
+        Handle::Optimistic(OptimisticTransactionDB::open(&opts, dir).map_err(err)?)
+    } else {
+        Handle::Plain(DB::open(&opts, dir).map_err(err)?)
+    };
     let mut write = WriteOptions::default();
     write.set_sync(cfg.sync);
     write.disable_wal(false);
@@ -65,36 +93,45 @@ impl RocksEngine {
     /// Reads up to `n` pairs with a raw iterator from the first key `>=
     /// start` up, or, when `reverse`, from the last key `<= start` down.
     fn read_from(&self, start: &[u8], n: usize, reverse: bool) -> Result<usize> {
-        let mut it = self.db.raw_iterator_opt(ReadOptions::default());
-        if reverse {
-            it.seek_for_prev(start);
-        } else {
-            it.seek(start);
-        }
-        let mut count = 0;
-        while count < n && it.valid() {
-            std::hint::black_box((it.key(), it.value()));
-            count += 1;
+        with_db!(self, db => {
+            let mut it = db.raw_iterator_opt(ReadOptions::default());
             if reverse {
-                it.prev();
+                it.seek_for_prev(start);
             } else {
-                it.next();
+                it.seek(start);
             }
-        }
-        it.status().map_err(err)?;
-        Ok(count)
+            let mut count = 0;
+            while count < n && it.valid() {
+                std::hint::black_box((it.key(), it.value()));
+                count += 1;
+                if reverse {
+                    it.prev();
+                } else {
+                    it.next();
+                }
+            }
+            it.status().map_err(err)?;
+            Ok(count)
+        })
     }
+}
+
+/// A commit RocksDB refused because of a conflict (`Busy`), or because
+/// its MemTable history was too short to check for one (`TryAgain`): the
+/// transaction wrote nothing and may be retried.
+fn is_conflict(e: &rocksdb::Error) -> bool {
+    matches!(e.kind(), ErrorKind::Busy | ErrorKind::TryAgain)
 }
 
 impl Engine for RocksEngine {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.db.put_opt(key, value, &self.write).map_err(err)
+        with_db!(self, db => db.put_opt(key, value, &self.write).map_err(err))
     }
     fn get(&self, key: &[u8]) -> Result<Option<usize>> {
-        Ok(self.db.get_pinned(key).map_err(err)?.map(|v| v.len()))
+        with_db!(self, db => Ok(db.get_pinned(key).map_err(err)?.map(|v| v.len())))
     }
     fn delete(&self, key: &[u8]) -> Result<()> {
-        self.db.delete_opt(key, &self.write).map_err(err)
+        with_db!(self, db => db.delete_opt(key, &self.write).map_err(err))
     }
     fn scan(&self, start: &[u8], n: usize) -> Result<usize> {
         self.read_from(start, n, false)
@@ -102,25 +139,65 @@ impl Engine for RocksEngine {
     fn scan_back(&self, start: &[u8], n: usize) -> Result<usize> {
         self.read_from(start, n, true)
     }
+    /// Snapshot isolation: the transaction reads at the snapshot taken
+    /// when it began, and its commit fails if a key it writes was written
+    /// after that. Serializable: the reads are also `get_for_update`, so
+    /// the keys read are checked too (here they are the keys written).
+    fn transfer(
+        &self,
+        a: &[u8],
+        b: &[u8],
+        new_a: &[u8],
+        new_b: &[u8],
+        serializable: bool,
+    ) -> Result<bool> {
+        let Handle::Optimistic(db) = &self.db else {
+            return Err("rocksdb: opened without transactions".into());
+        };
+        let mut topts = OptimisticTransactionOptions::default();
+        topts.set_snapshot(true);
+        let txn = db.transaction_opt(&self.write, &topts);
+        let snapshot = txn.snapshot();
+        let mut read = ReadOptions::default();
+        read.set_snapshot(&snapshot);
+        for key in [a, b] {
+            let value = if serializable {
+                txn.get_pinned_for_update_opt(key, true, &read)
+            } else {
+                txn.get_pinned_opt(key, &read)
+            };
+            std::hint::black_box(value.map_err(err)?.map(|v| v.len()));
+        }
+        txn.put(a, new_a).map_err(err)?;
+        txn.put(b, new_b).map_err(err)?;
+        drop(read);
+        drop(snapshot);
+        match txn.commit() {
+            Ok(()) => Ok(true),
+            Err(e) if is_conflict(&e) => Ok(false),
+            Err(e) => Err(err(e)),
+        }
+    }
     fn flush(&self) -> Result<()> {
-        self.db.flush().map_err(err)?;
-        self.db.flush_wal(true).map_err(err)
+        with_db!(self, db => {
+            db.flush().map_err(err)?;
+            db.flush_wal(true).map_err(err)
+        })
     }
     fn close(self: Box<Self>) -> Result<()> {
         // Dropping the DB closes it (and syncs nothing more: every write
         // is in the WAL, which recovery replays).
-        self.db.flush_wal(true).map_err(err)?;
+        with_db!(self, db => db.flush_wal(true).map_err(err))?;
         drop(self);
         Ok(())
     }
     fn stats(&self) -> EngineStats {
         EngineStats {
             max_reader_wait: None,
-            index_bytes: self
-                .db
+            index_bytes: with_db!(self, db => db
                 .property_int_value("rocksdb.estimate-table-readers-mem")
                 .ok()
-                .flatten(),
+                .flatten()),
             extent_index_bytes: None,
             cache_hit_ratio: None,
             snapshot_held_bytes: None,
