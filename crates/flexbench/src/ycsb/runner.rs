@@ -329,7 +329,7 @@ pub fn timed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ycsb::engine::{open, EngineConfig};
+    use crate::ycsb::engine::{compiled_in, open, EngineConfig};
 
     fn setup(records: u64, dist: Dist) -> Setup {
         let dataset = Dataset::parse("udb").unwrap();
@@ -407,30 +407,40 @@ mod tests {
         }
     }
 
-    /// Transfers on flexdb commit or abort as whole transactions: the
-    /// committed ones wrote both keys, and the aborted ones are counted.
+    /// Transfers commit or abort as whole transactions on every engine
+    /// that runs them (flexdb; the peers opened transactional when
+    /// compiled in): the committed ones wrote both keys, and the aborted
+    /// ones are counted.
     #[test]
-    fn transfers_run_on_flexdb_at_both_isolation_levels() {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = small_config();
-        let e = open("flexdb", dir.path(), &cfg).unwrap();
-        let s = setup(2000, Dist::Zipf);
-        load(e.as_ref(), &s, 1).unwrap();
-        for w in [Workload::T, Workload::Ts] {
-            for threads in [1, 2] {
-                let o = timed(e.as_ref(), &s, w, threads, 0.1).unwrap();
-                assert!(o.ops > 0, "{w:?} {threads}");
-                assert_eq!(o.user_bytes, o.ops * 2 * 154, "{w:?} {threads}");
-                if threads == 1 {
-                    assert_eq!(o.aborts, 0, "one thread cannot conflict");
+    fn transfers_run_at_both_isolation_levels() {
+        let engines = ["flexdb", "rocksdb", "fjall"]
+            .into_iter()
+            .filter(|n| compiled_in(n).is_ok());
+        for name in engines {
+            let dir = tempfile::tempdir().unwrap();
+            let cfg = EngineConfig {
+                transactions: true,
+                ..small_config()
+            };
+            let e = open(name, dir.path(), &cfg).unwrap();
+            let s = setup(2000, Dist::Zipf);
+            load(e.as_ref(), &s, 1).unwrap();
+            for w in [Workload::T, Workload::Ts] {
+                for threads in [1, 2] {
+                    let o = timed(e.as_ref(), &s, w, threads, 0.1).unwrap();
+                    assert!(o.ops > 0, "{name} {w:?} {threads}");
+                    assert_eq!(o.user_bytes, o.ops * 2 * 154, "{name} {w:?} {threads}");
+                    if threads == 1 {
+                        assert_eq!(o.aborts, 0, "{name}: one thread cannot conflict");
+                    }
                 }
             }
+            // Every key still has a value of the dataset's size.
+            for i in 0..2000 {
+                assert_eq!(e.get(&s.keys.key(i)).unwrap(), Some(127), "{name} key {i}");
+            }
+            e.close().unwrap();
         }
-        // Every key still has a value of the dataset's size.
-        for i in 0..2000 {
-            assert_eq!(e.get(&s.keys.key(i)).unwrap(), Some(127), "key {i}");
-        }
-        e.close().unwrap();
     }
 
     #[test]
