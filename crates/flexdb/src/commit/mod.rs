@@ -126,6 +126,14 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
                 n if !n.is_empty() => n,
                 _ if work.shutting_down() => return,
                 _ if work.take_reap() => continue,
+                _ if work.republish_wanted() => {
+                    drop(work);
+                    if let Err(e) = republish(shared) {
+                        shared.stop(format!("committer: {e}"));
+                        return;
+                    }
+                    continue;
+                }
                 _ => {
                     if views_left {
                         work.wait_for(VIEW_REAP_PERIOD);
@@ -156,6 +164,15 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
             }
         }
     }
+}
+
+/// Publishes a fresh view of the space (nothing new committed: `compact`
+/// moved data, and the old view holds the segments it emptied).
+fn republish(shared: &Store) -> Result<()> {
+    let gen = CommitPoint::read(&shared.space).committed_gen;
+    shared.views.publish(&shared.index, &shared.space, gen)?;
+    shared.mailbox.republished();
+    Ok(())
 }
 
 /// Commits the frozen MemTables of `batch` (oldest first, consecutive
