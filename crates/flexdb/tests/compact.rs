@@ -263,3 +263,40 @@ fn crashes_during_compaction_keep_every_flushed_write() {
         }
     }
 }
+
+/// A store left idle compacts on its own: its data file's garbage falls
+/// within seconds, and writes coming back work as before.
+#[test]
+fn an_idle_store_compacts_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(13);
+    let mut model = Model::new();
+    let db = Db::open(dir.path(), real_opts()).unwrap();
+    churn(&db, &mut model, &mut rng, 40_000, 6_000, 2048);
+    let doomed: Vec<Vec<u8>> = model
+        .keys()
+        .filter(|_| rng.gen_bool(0.5))
+        .cloned()
+        .collect();
+    for k in doomed {
+        db.delete(&k).unwrap();
+        model.remove(&k);
+    }
+    db.flush().unwrap();
+    let s0 = db.stats();
+    assert!(s0.disk_garbage_bytes > 8 << 20, "{s0:?}");
+    let t = std::time::Instant::now();
+    let limit = std::time::Duration::from_secs(30);
+    let target = s0.disk_live_bytes / 4 + 2 * flexspace::SEGMENT_SIZE;
+    while db.stats().disk_garbage_bytes > target {
+        assert!(t.elapsed() < limit, "idle compaction: {:?}", db.stats());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_holds(&db, &model);
+    churn(&db, &mut model, &mut rng, 2_000, 6_000, 2048);
+    db.flush().unwrap();
+    assert_holds(&db, &model);
+    db.close().unwrap();
+    let db = Db::open(dir.path(), real_opts()).unwrap();
+    assert_holds(&db, &model);
+}

@@ -583,6 +583,17 @@ impl FlexSpace {
         self.s.compact(&mut progress)
     }
 
+    /// One round of [`FlexSpace::compact`] (relocating the least utilized
+    /// segments that are not full, up to four segments' worth of live
+    /// bytes, then a commit): the live bytes relocated, `None` when no
+    /// segment is left to relocate (or no room to relocate into). For a
+    /// layer above that compacts in steps between its own work; follow the
+    /// last step with [`FlexSpace::checkpoint`] and
+    /// [`FlexSpace::punch_free_segments`].
+    pub fn compact_step(&self) -> Result<Option<u64>> {
+        self.s.compact_step()
+    }
+
     /// Gives free segments that may still hold blocks back to the file
     /// system (after readers released what a commit emptied, e.g. once the
     /// layer above dropped an old snapshot); returns the bytes freed.

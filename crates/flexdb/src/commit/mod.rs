@@ -23,6 +23,7 @@
 //! space as of the same commit point.
 
 mod group;
+mod idle_compact;
 pub(crate) mod mailbox;
 mod merge;
 mod newest_versions;
@@ -101,10 +102,12 @@ pub(crate) fn run(shared: Arc<Store>) {
 /// store shuts down or stops; hands each committed one to `retire`.
 fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMemTable>>) {
     let (mut release_pool, mut committed) = (false, false);
+    let mut idle = idle_compact::IdleCompaction::default();
     loop {
         // Views replaced by the last commit that readers still held (never
         // dropped under `work`: freeing one takes milliseconds).
         let views_left = shared.views.reap(Duration::ZERO);
+        idle.after_reap(shared, views_left);
         // Memory kept for MemTables to come, let go of once a wait of
         // `POOL_IDLE` found the store idle (`idle_after`; freed here for
         // the same reason).
@@ -134,16 +137,27 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
                     }
                     continue;
                 }
+                _ if idle.running() => {
+                    drop(work);
+                    if let Err(e) = idle.step(shared) {
+                        shared.stop(format!("committer: {e}"));
+                        return;
+                    }
+                    continue;
+                }
                 _ => {
                     if views_left {
                         work.wait_for(VIEW_REAP_PERIOD);
                     } else if std::mem::take(&mut committed)
                         || shared.chunks.kept_bytes() > 0
                         || shared.spare_logs.len() > 0
+                        || idle.armed()
                     {
                         // (Just after a commit the retiring thread may still
                         // be handing the MemTables' memory to the pool.)
                         release_pool = wait_found_idle(shared, &mut work);
+                        drop(work);
+                        idle.after_wait(shared, release_pool);
                     } else {
                         work.wait();
                     }
@@ -156,6 +170,7 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
             return;
         }
         committed = true;
+        idle.committed();
         // A send fails only if the retirer is gone, and then returns the
         // MemTable, dropped here (as is the batch without a retirer).
         if let Some(r) = retire {

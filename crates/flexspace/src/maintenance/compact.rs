@@ -130,6 +130,16 @@ impl SpaceInner {
         })
     }
 
+    /// See [`crate::FlexSpace::compact_step`].
+    pub(crate) fn compact_step(&self) -> Result<Option<u64>> {
+        self.check_usable()?;
+        let mut m = self.maint.lock();
+        if self.state.read().closed {
+            return Ok(None);
+        }
+        self.gc_round(&mut m, Goal::Compact)
+    }
+
     /// Commits what was emptied and waits (at most `wait`) for the readers
     /// of emptied segments, so that they become free.
     pub(crate) fn settle_freed(&self, wait: Duration) -> Result<()> {
