@@ -162,6 +162,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Collect the store's garbage and give freed disk space back; prints
+    /// the store's disk bytes before and after.
+    Compact {
+        /// The store's directory.
+        dir: PathBuf,
+        /// One JSON object instead of lines.
+        #[arg(long)]
+        json: bool,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// Interactive shell (reads commands line by line when stdin is not a
     /// terminal).
     Shell {

@@ -34,7 +34,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use cli::{Cli, Command};
-use commands::{check, decode_arg, dump, kv, load, scan, stats, stdout_err};
+use commands::{check, compact, decode_arg, dump, kv, load, scan, stats, stdout_err};
 use exit::{CliError, Code};
 use progress::Progress;
 use store::Mode;
@@ -185,6 +185,12 @@ fn run(command: Command) -> Result<Code, CliError> {
                 let res = check::print(&dir, &report, json, &mut out);
                 out.flush().map_err(stdout_err)?;
                 res
+            })?;
+            Code::Success
+        }
+        Command::Compact { dir, json, quiet } => {
+            with_store(&dir, Mode::Existing, |db| {
+                compact::compact(db, &dir, json, quiet, &mut out)
             })?;
             Code::Success
         }

@@ -140,7 +140,10 @@ fn stats_table_and_json() {
         serde_json::from_str(&flexdb(&["stats", &d, "--json"]).ok()).unwrap();
     assert_eq!(json["pairs"], 100);
     assert!(json["space_bytes"].as_u64().unwrap() >= 100 * 16);
-    assert_eq!(json.as_object().unwrap().len(), 32);
+    assert_eq!(json.as_object().unwrap().len(), 39);
+    assert!(
+        json["disk_total_bytes"].as_u64().unwrap() >= json["disk_live_bytes"].as_u64().unwrap()
+    );
 }
 
 #[test]
@@ -172,4 +175,42 @@ fn oversized_keys_exit_8_naming_the_store() {
     let big = "k".repeat(flexdb::MAX_KEY_LEN + 1);
     flexdb(&["put", &d, &big, "v"]).fails(code::BAD_INPUT, &[&d, "exceeds the limit"]);
     assert_eq!(flexdb(&["get", &d, "a"]).ok(), "1\n");
+}
+
+#[test]
+fn compact_gives_disk_back_and_keeps_every_pair() {
+    let (tmp, d) = store();
+    // Many overwrites of 4 KiB values, then most keys deleted.
+    let mut input = String::new();
+    for round in 0..6 {
+        for i in 0..800 {
+            let v = format!("{round}{}", "v".repeat(4000));
+            input.push_str(&format!("{{\"key\":\"k{i:04}\",\"value\":\"{v}\"}}\n"));
+        }
+    }
+    let file = tmp.path().join("in.jsonl");
+    std::fs::write(&file, input).unwrap();
+    flexdb(&["load", &d, p(&file), "--format", "jsonl", "-q"]).ok();
+    let dels: String = (0..800)
+        .filter(|i| i % 4 != 0)
+        .map(|i| format!("del k{i:04}\n"))
+        .collect();
+    flexdb_in(&["shell", &d], dels.as_bytes()).ok();
+    let out = flexdb(&["compact", &d, "--json"]).ok();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (before, after) = (
+        v["disk_bytes_before"].as_u64().unwrap(),
+        v["disk_bytes_after"].as_u64().unwrap(),
+    );
+    assert!(after < before, "{out}");
+    let text = flexdb(&["compact", &d]).ok();
+    assert!(text.starts_with("disk_bytes_before  "), "{text}");
+    assert!(text.contains("\ndisk_bytes_after   "), "{text}");
+    let scan = flexdb(&["scan", &d]).ok();
+    assert_eq!(scan.lines().count(), 200);
+    assert!(scan.lines().all(|l| l.contains("\t5vvvv")));
+    let stats = flexdb(&["stats", &d, "--json"]).ok();
+    let s: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert!(s["disk_total_bytes"].as_u64().unwrap() > 0);
+    flexdb(&["check", &d]).ok();
 }

@@ -11,7 +11,7 @@ use common::{code, flexdb, flexdb_in, p};
 fn help_and_version_succeed() {
     let help = flexdb(&["--help"]).ok();
     for cmd in [
-        "put", "get", "del", "scan", "load", "dump", "stats", "check", "shell",
+        "put", "get", "del", "scan", "load", "dump", "stats", "check", "compact", "shell",
     ] {
         assert!(help.contains(cmd), "{cmd} missing from --help");
     }
@@ -51,6 +51,7 @@ fn read_commands_on_a_missing_store_exit_3_and_create_nothing() {
         &["dump", d],
         &["stats", d],
         &["check", d],
+        &["compact", d],
         &["shell", d],
     ] {
         flexdb(args).fails(code::NO_STORE, &[d, "no FlexDB store here"]);

@@ -55,6 +55,7 @@ fn a_store_open_elsewhere_is_locked() {
         &["put", d, "k", "w"],
         &["dump", d],
         &["check", d],
+        &["compact", d],
     ] {
         flexdb(args).fails(code::LOCKED, &[d, "locked"]);
     }

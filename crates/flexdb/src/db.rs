@@ -254,6 +254,25 @@ impl Db {
         self.shared.flush()
     }
 
+    /// Commits every write to the space, collects the garbage of every
+    /// segment of the space's data file, checkpoints, and gives the freed
+    /// disk space back to the file system (spare logs and the memory kept
+    /// for MemTables are let go of too). Readers and writers go on
+    /// meanwhile; writers wait at most one garbage-collection round at a
+    /// time. Returns the store's disk bytes before and after.
+    pub fn compact(&self) -> Result<crate::CompactReport> {
+        self.compact_with_progress(|_| {})
+    }
+
+    /// [`Db::compact`], calling `progress` as the compaction goes (live
+    /// bytes relocated so far, out of the total to relocate).
+    pub fn compact_with_progress(
+        &self,
+        mut progress: impl FnMut(crate::CompactProgress),
+    ) -> Result<crate::CompactReport> {
+        crate::compact::compact(&self.shared, &mut progress)
+    }
+
     /// Makes every write so far durable (syncs the write-ahead log).
     pub fn sync(&self) -> Result<()> {
         self.shared.sync()
@@ -282,7 +301,16 @@ impl Db {
         let wal_live = s.writes.lock().wal.written_bytes();
         let held = s.snapshots.holds(s);
         let (cache_hits, cache_lookups) = s.cache.counts();
+        // A file that cannot be measured counts nothing (stats never fail).
+        let disk = crate::disk_usage::measure(&*s.storage, sp.live_bytes).unwrap_or_default();
         Stats {
+            disk_live_bytes: disk.live,
+            disk_garbage_bytes: disk.garbage,
+            disk_wal_bytes: disk.wal,
+            disk_checkpoint_bytes: disk.checkpoint,
+            disk_log_bytes: disk.log,
+            disk_other_bytes: disk.other,
+            disk_total_bytes: disk.total(),
             pairs,
             space_bytes: sp.len,
             memtable_bytes,

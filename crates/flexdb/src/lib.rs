@@ -126,10 +126,12 @@
 mod batch;
 mod codec;
 mod commit;
+mod compact;
 mod db;
 /// Measurements of internal structures, for `flexbench internals`.
 #[cfg(any(test, feature = "diagnostics"))]
 pub mod diagnostics;
+mod disk_usage;
 mod error;
 mod index;
 mod options;
@@ -144,6 +146,7 @@ mod write;
 
 pub use batch::{BatchOp, WriteBatch};
 pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
+pub use compact::{CompactProgress, CompactReport};
 pub use db::Db;
 pub use error::{Error, Result};
 pub use options::{Options, WriteOptions};

@@ -101,6 +101,25 @@ pub struct Stats {
     /// grows with what is written while one lives, and the data file grows
     /// by as much instead of reusing them; it falls once they are dropped.
     pub space_held_bytes: u64,
+    /// Disk bytes (allocated blocks, not file lengths, here and below) of
+    /// the pairs the space maps: its live bytes.
+    pub disk_live_bytes: u64,
+    /// The space's data file's allocation beyond the live bytes: garbage
+    /// in segments holding data, emptied segments not yet reusable, free
+    /// segments not yet given back, the open segment's unused tail.
+    pub disk_garbage_bytes: u64,
+    /// Every write-ahead log: the active one (preallocated), frozen ones
+    /// and spares kept for reuse.
+    pub disk_wal_bytes: u64,
+    /// Checkpoints: the space's tree file and the sparse index saved at
+    /// the last clean close.
+    pub disk_checkpoint_bytes: u64,
+    /// The space's logical log (cut at each checkpoint).
+    pub disk_log_bytes: u64,
+    /// Every other file (manifest, lock).
+    pub disk_other_bytes: u64,
+    /// Every file of the store: the sum of the six fields above.
+    pub disk_total_bytes: u64,
 }
 
 /// Counters (see `Stats`).

@@ -35,6 +35,7 @@ use crate::error::{io, Error, Result};
 use crate::grace::GraceReaders;
 use crate::log::LogOp;
 use crate::maintenance::background::{self, BackgroundMaintainer, Maintained};
+pub use crate::maintenance::compact::CompactReport;
 use crate::open::{self, SpaceFiles, DATA, LOG, TREE};
 use crate::options::{Options, SEGMENT_SIZE};
 use crate::read::{self, ReadPlan};
@@ -67,6 +68,19 @@ pub struct Stats {
     pub gc_relocated_bytes: u64,
     /// Log commits.
     pub commits: u64,
+    /// Bytes of the data file the file system holds (`st_blocks` × 512 on
+    /// real files): live bytes, garbage and free segments not yet punched.
+    pub data_allocated_bytes: u64,
+    /// `data_allocated_bytes` minus `live_bytes`.
+    pub garbage_bytes: u64,
+    /// Bytes of the tree file (checkpoints) the file system holds.
+    pub tree_allocated_bytes: u64,
+    /// Bytes of the log file the file system holds.
+    pub log_allocated_bytes: u64,
+    /// Free segments that may still hold blocks (waiting for a punch).
+    pub unpunched_segments: usize,
+    /// Bytes given back to the file system by punching free segments.
+    pub punched_bytes: u64,
     /// Tree checkpoints.
     pub checkpoints: u64,
     /// Extents in the index.
@@ -113,6 +127,8 @@ pub(crate) struct SpaceCounters {
     pub checkpoints: AtomicU64,
     pub gc_runs: AtomicU64,
     pub gc_relocated: AtomicU64,
+    /// Bytes given back by punches.
+    pub punched: AtomicU64,
     /// Mirror of `LogPosition::log_end`, readable without the mutex.
     pub log_end: AtomicU64,
 }
@@ -217,9 +233,15 @@ impl FlexSpace {
         );
         st.user_meta = o.user_meta;
         st.commit_id = (o.version, o.seq);
+        // Free segments the data file may still hold blocks of (a crash
+        // or an older build left them): punched below.
+        let data_len = o.files.data.len().map_err(io(DATA))?;
+        let on_file = data_len.div_ceil(SEGMENT_SIZE).min(u64::from(u32::MAX)) as u32;
+        st.seg.mark_unpunched_below(on_file);
+
         let counters = SpaceCounters::default();
         counters.log_end.store(o.log_end, Ordering::Relaxed);
-        Ok(FlexSpace {
+        let space = FlexSpace {
             s: Arc::new(SpaceInner {
                 state: TimedRwLock::new(st),
                 gate: Mutex::new(()),
@@ -239,7 +261,10 @@ impl FlexSpace {
                 bg_error: Mutex::new(None),
                 _storage: storage,
             }),
-        })
+        };
+        // Punching a segment that is a hole already costs one system call.
+        space.s.punch_free_segments(usize::MAX)?;
+        Ok(space)
     }
 
     /// Commits, checkpoints (unless nothing changed since the last
@@ -504,7 +529,14 @@ impl FlexSpace {
         let used = st.seg.in_use();
         let live = st.seg.live();
         let data_file_bytes = used as u64 * SEGMENT_SIZE;
+        let data_allocated_bytes = self.s.files.data.allocated_bytes().unwrap_or(0);
         Stats {
+            data_allocated_bytes,
+            garbage_bytes: data_allocated_bytes.saturating_sub(live),
+            tree_allocated_bytes: self.s.files.tree.allocated_bytes().unwrap_or(0),
+            log_allocated_bytes: self.s.files.log.allocated_bytes().unwrap_or(0),
+            unpunched_segments: st.seg.unpunched_count(),
+            punched_bytes: self.s.counters.punched.load(Ordering::Relaxed),
             len: st.tree.len(),
             data_bytes_written: self.s.files.data.written(),
             tree_bytes_written: self.s.files.tree.written(),
@@ -537,6 +569,37 @@ impl FlexSpace {
             write_lock_holds_over_100us: self.s.state.hold_stats().1,
             index_bytes: st.tree.node_memory_usage() as u64,
         }
+    }
+
+    /// Collects the garbage of every segment holding data that is not full
+    /// (least utilized first, in rounds like [`FlexSpace::maintain`]'s, so
+    /// mutations and commits go on between them), checkpoints (the log is
+    /// cut), waits briefly for readers of emptied segments, and gives every
+    /// free segment back to the file system. `progress(done, total)`
+    /// reports live bytes relocated out of those to relocate. The file
+    /// system's refusal to punch holes is not an error (nothing is given
+    /// back).
+    pub fn compact(&self, mut progress: impl FnMut(u64, u64)) -> Result<CompactReport> {
+        self.s.compact(&mut progress)
+    }
+
+    /// One round of [`FlexSpace::compact`] (relocating the least utilized
+    /// segments that are not full, up to four segments' worth of live
+    /// bytes, then a commit): the live bytes relocated, `None` when no
+    /// segment is left to relocate (or no room to relocate into). For a
+    /// layer above that compacts in steps between its own work; follow the
+    /// last step with [`FlexSpace::checkpoint`] and
+    /// [`FlexSpace::punch_free_segments`].
+    pub fn compact_step(&self) -> Result<Option<u64>> {
+        self.s.compact_step()
+    }
+
+    /// Gives free segments that may still hold blocks back to the file
+    /// system (after readers released what a commit emptied, e.g. once the
+    /// layer above dropped an old snapshot); returns the bytes freed.
+    pub fn punch_free_segments(&self) -> Result<u64> {
+        self.s.settle_freed(std::time::Duration::ZERO)?;
+        self.s.punch_free_segments(usize::MAX)
     }
 
     /// Verifies the space's metadata: every extent maps into the data file,

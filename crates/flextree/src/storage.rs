@@ -39,6 +39,19 @@ pub trait StorageFile: Send + Sync {
     fn drop_cache(&self) -> io::Result<()> {
         Ok(())
     }
+    /// Gives the blocks of `offset..offset + len` back to the file system
+    /// (the file keeps its length; the range reads as zeros afterwards) and
+    /// returns the bytes the file's allocation shrank by, or 0 where the
+    /// backend cannot punch holes (the default: it changes nothing).
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<u64> {
+        let _ = (offset, len);
+        Ok(0)
+    }
+    /// Bytes of storage the file occupies (a sparse file's holes excluded);
+    /// the default is its length.
+    fn allocated_bytes(&self) -> io::Result<u64> {
+        self.len()
+    }
 }
 
 /// Alignment of offsets, lengths and buffers for
@@ -146,6 +159,12 @@ impl<T: StorageFile + ?Sized> StorageFile for std::sync::Arc<T> {
     fn drop_cache(&self) -> io::Result<()> {
         (**self).drop_cache()
     }
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<u64> {
+        (**self).punch_hole(offset, len)
+    }
+    fn allocated_bytes(&self) -> io::Result<u64> {
+        (**self).allocated_bytes()
+    }
 }
 
 impl<T: StorageFile + ?Sized> StorageFile for Box<T> {
@@ -169,5 +188,11 @@ impl<T: StorageFile + ?Sized> StorageFile for Box<T> {
     }
     fn drop_cache(&self) -> io::Result<()> {
         (**self).drop_cache()
+    }
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<u64> {
+        (**self).punch_hole(offset, len)
+    }
+    fn allocated_bytes(&self) -> io::Result<u64> {
+        (**self).allocated_bytes()
     }
 }

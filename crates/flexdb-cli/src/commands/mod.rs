@@ -6,6 +6,7 @@
 //! regular output only to the writer it is given.
 
 pub mod check;
+pub mod compact;
 pub mod dump;
 pub mod kv;
 pub mod load;

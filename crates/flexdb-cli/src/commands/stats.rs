@@ -47,6 +47,13 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         snapshot_held_bytes,
         snapshot_held_versions,
         space_held_bytes,
+        disk_live_bytes,
+        disk_garbage_bytes,
+        disk_wal_bytes,
+        disk_checkpoint_bytes,
+        disk_log_bytes,
+        disk_other_bytes,
+        disk_total_bytes,
     } = s;
     let wait_us = u64::try_from(max_reader_wait.as_micros()).unwrap_or(u64::MAX);
     let age_us = u64::try_from(snapshot_oldest_age.as_micros()).unwrap_or(u64::MAX);
@@ -95,6 +102,13 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
             false,
         ),
         ("space_held_bytes", json!(space_held_bytes), true),
+        ("disk_live_bytes", json!(disk_live_bytes), true),
+        ("disk_garbage_bytes", json!(disk_garbage_bytes), true),
+        ("disk_wal_bytes", json!(disk_wal_bytes), true),
+        ("disk_checkpoint_bytes", json!(disk_checkpoint_bytes), true),
+        ("disk_log_bytes", json!(disk_log_bytes), true),
+        ("disk_other_bytes", json!(disk_other_bytes), true),
+        ("disk_total_bytes", json!(disk_total_bytes), true),
     ]
 }
 
@@ -148,7 +162,7 @@ mod tests {
     fn json_has_every_field() {
         let v = to_json(&sample());
         let obj = v.as_object().unwrap();
-        assert_eq!(obj.len(), 32);
+        assert_eq!(obj.len(), 39);
         assert_eq!(v["pairs"], 3);
         assert_eq!(v["space_bytes"], 123_456);
         assert_eq!(v["cache_hit_ratio"], 0.5);
@@ -159,7 +173,7 @@ mod tests {
     fn table_lines() {
         let t = table(&sample());
         let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 32);
+        assert_eq!(lines.len(), 39);
         assert_eq!(lines[0], "pairs                     3");
         assert_eq!(lines[1], "space_bytes               123456 (123.5 kB)");
         assert!(t.contains("cache_hit_ratio           0.500\n"));

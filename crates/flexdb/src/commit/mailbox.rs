@@ -25,6 +25,10 @@ struct Mail {
     stopped: Option<String>,
     /// A snapshot let go of a replaced view: the committer should reap.
     reap: bool,
+    /// Views asked for by `compact` (the space moved data: a fresh view
+    /// lets go of the old segments), and views published for them.
+    republish_asked: u64,
+    republished: u64,
 }
 
 /// The committer's mailbox (see the module docs).
@@ -57,6 +61,11 @@ impl MailboxGuard<'_> {
     /// clears the request).
     pub fn take_reap(&mut self) -> bool {
         std::mem::take(&mut self.mail.reap)
+    }
+
+    /// Whether a fresh view was asked for and not yet published.
+    pub fn republish_wanted(&self) -> bool {
+        self.mail.republished < self.mail.republish_asked
     }
 
     /// Sleeps until woken (the lock is let go of meanwhile).
@@ -128,6 +137,32 @@ impl CommitterMailbox {
         let mut m = self.mail.lock();
         m.reap = true;
         self.work_cv.notify_all();
+    }
+
+    /// Asks the committer for a fresh view of the space and waits until it
+    /// published one (or the store stopped).
+    pub fn republish(&self) -> Result<()> {
+        let mut m = self.mail.lock();
+        m.republish_asked += 1;
+        let want = m.republish_asked;
+        self.work_cv.notify_all();
+        loop {
+            if let Some(why) = &m.stopped {
+                return Err(Error::Stopped(why.clone()));
+            }
+            if m.republished >= want {
+                return Ok(());
+            }
+            self.flushed_cv.wait_for(&mut m, Duration::from_millis(100));
+        }
+    }
+
+    /// Records that a view asked for by `republish` is published (every
+    /// request made so far is answered by it).
+    pub fn republished(&self) {
+        let mut m = self.mail.lock();
+        m.republished = m.republish_asked;
+        self.flushed_cv.notify_all();
     }
 
     /// Tells the committer to finish once nothing is left to commit.

@@ -23,6 +23,7 @@
 //! space as of the same commit point.
 
 mod group;
+mod idle_compact;
 pub(crate) mod mailbox;
 mod merge;
 mod newest_versions;
@@ -101,10 +102,12 @@ pub(crate) fn run(shared: Arc<Store>) {
 /// store shuts down or stops; hands each committed one to `retire`.
 fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMemTable>>) {
     let (mut release_pool, mut committed) = (false, false);
+    let mut idle = idle_compact::IdleCompaction::default();
     loop {
         // Views replaced by the last commit that readers still held (never
         // dropped under `work`: freeing one takes milliseconds).
         let views_left = shared.views.reap(Duration::ZERO);
+        idle.after_reap(shared, views_left);
         // Memory kept for MemTables to come, let go of once a wait of
         // `POOL_IDLE` found the store idle (`idle_after`; freed here for
         // the same reason).
@@ -126,16 +129,35 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
                 n if !n.is_empty() => n,
                 _ if work.shutting_down() => return,
                 _ if work.take_reap() => continue,
+                _ if work.republish_wanted() => {
+                    drop(work);
+                    if let Err(e) = republish(shared) {
+                        shared.stop(format!("committer: {e}"));
+                        return;
+                    }
+                    continue;
+                }
+                _ if idle.running() => {
+                    drop(work);
+                    if let Err(e) = idle.step(shared) {
+                        shared.stop(format!("committer: {e}"));
+                        return;
+                    }
+                    continue;
+                }
                 _ => {
                     if views_left {
                         work.wait_for(VIEW_REAP_PERIOD);
                     } else if std::mem::take(&mut committed)
                         || shared.chunks.kept_bytes() > 0
                         || shared.spare_logs.len() > 0
+                        || idle.armed()
                     {
                         // (Just after a commit the retiring thread may still
                         // be handing the MemTables' memory to the pool.)
                         release_pool = wait_found_idle(shared, &mut work);
+                        drop(work);
+                        idle.after_wait(shared, release_pool);
                     } else {
                         work.wait();
                     }
@@ -148,6 +170,7 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
             return;
         }
         committed = true;
+        idle.committed();
         // A send fails only if the retirer is gone, and then returns the
         // MemTable, dropped here (as is the batch without a retirer).
         if let Some(r) = retire {
@@ -156,6 +179,15 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
             }
         }
     }
+}
+
+/// Publishes a fresh view of the space (nothing new committed: `compact`
+/// moved data, and the old view holds the segments it emptied).
+fn republish(shared: &Store) -> Result<()> {
+    let gen = CommitPoint::read(&shared.space).committed_gen;
+    shared.views.publish(&shared.index, &shared.space, gen)?;
+    shared.mailbox.republished();
+    Ok(())
 }
 
 /// Commits the frozen MemTables of `batch` (oldest first, consecutive

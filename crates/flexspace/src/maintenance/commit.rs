@@ -39,7 +39,15 @@ impl SpaceInner {
         if self.opts.auto_maintenance {
             self.checkpoint_if_due(&mut m)?;
         }
+        self.punch_after_commit();
         Ok(())
+    }
+
+    /// Gives a few free segments back to the file system (see
+    /// `compact`); a failed punch only leaves blocks allocated, so its
+    /// error is not the commit's.
+    pub(crate) fn punch_after_commit(&self) {
+        let _ = self.punch_free_segments(super::compact::PUNCH_PER_COMMIT);
     }
 
     pub(crate) fn checkpoint(&self) -> Result<()> {

@@ -52,9 +52,11 @@ pub fn reserve_segments(count: usize) -> u64 {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Goal {
+pub(crate) enum Goal {
     Room,
     Garbage,
+    /// `compact`: every segment holding data that is not full.
+    Compact,
 }
 
 fn room_wanted(st: &SpaceState) -> u64 {
@@ -125,11 +127,13 @@ impl SpaceInner {
                     break;
                 }
             };
-            if !self.gc_round(&mut m, goal)? {
+            if self.gc_round(&mut m, goal)?.is_none() {
                 break;
             }
         }
-        self.checkpoint_if_due(&mut m)
+        self.checkpoint_if_due(&mut m)?;
+        self.punch_after_commit();
+        Ok(())
     }
 
     /// See [`crate::FlexSpace::reserve`].
@@ -193,27 +197,27 @@ impl SpaceInner {
                 std::thread::sleep(Duration::from_micros(50));
                 continue;
             }
-            if stuck || !self.gc_round(&mut m, Goal::Room)? {
+            if stuck || self.gc_round(&mut m, Goal::Room)?.is_none() {
                 return Ok(());
             }
         }
     }
 
-    /// One garbage-collection round (see the module documentation); false
-    /// when it found nothing to relocate.
-    fn gc_round(&self, m: &mut LogPosition, goal: Goal) -> Result<bool> {
+    /// One garbage-collection round (see the module documentation): the
+    /// bytes it relocated, `None` when it found nothing to relocate.
+    pub(crate) fn gc_round(&self, m: &mut LogPosition, goal: Goal) -> Result<Option<u64>> {
         let gate = self.gate.lock();
         let pieces = {
             let mut st = self.state.write();
             st.release();
             let chosen = pick_victims(&st, goal, self.opts.gc_garbage_low);
             if chosen.is_empty() {
-                if goal == Goal::Room {
-                    st.gc_stuck_at = Some(st.seg.garbage().1);
-                } else {
-                    st.gc_active = false;
+                match goal {
+                    Goal::Room => st.gc_stuck_at = Some(st.seg.garbage().1),
+                    Goal::Garbage => st.gc_active = false,
+                    Goal::Compact => {}
                 }
-                return Ok(false);
+                return Ok(None);
             }
             if goal == Goal::Garbage {
                 st.gc_active = true;
@@ -249,7 +253,7 @@ impl SpaceInner {
         ctr.gc_relocated
             .fetch_add(moved, std::sync::atomic::Ordering::Relaxed);
         self.commit_locked(m)?;
-        Ok(true)
+        Ok(Some(moved))
     }
 
     /// Copies the bytes of `pieces` (logical offset, length, physical
@@ -367,7 +371,9 @@ fn pick_victims(st: &SpaceState, goal: Goal, low: f64) -> Vec<u32> {
     let room = st.available();
     let (limit, cap, most) = match goal {
         Goal::Room => (ROOM_VICTIMS, SEGMENT_SIZE / 32 * 30, room),
-        Goal::Garbage => (GARBAGE_VICTIMS, SEGMENT_SIZE - 1, room.min(GARBAGE_BYTES)),
+        Goal::Garbage | Goal::Compact => {
+            (GARBAGE_VICTIMS, SEGMENT_SIZE - 1, room.min(GARBAGE_BYTES))
+        }
     };
     let (mut n, mut garbage) = st.seg.garbage();
     let mut moving = 0u64;

@@ -15,6 +15,13 @@
 //! - `free` holds exactly the segments that can be allocated; allocation
 //!   takes the lowest one, so the data file stays compact.
 //! - The open segment (being filled) is never free, pending or quarantined.
+//! - `unpunched` ⊆ `free`: free segments whose blocks may still be on file
+//!   (freed since, or found at open); `punching` is a free segment whose
+//!   blocks are being given back with no lock held: it is not allocated
+//!   and does not count as free room until [`SegmentTable::end_punch`].
+//!   A free segment holds nothing a checkpoint plus the log's committed
+//!   batches reference (it became free only after the commit that emptied
+//!   it was durable), so punching it at any moment is crash-safe.
 
 use std::collections::BTreeSet;
 
@@ -30,6 +37,8 @@ pub struct SegmentTable {
     open: Option<u32>,
     live: u64,
     holding: usize,
+    unpunched: BTreeSet<u32>,
+    punching: Option<u32>,
 }
 
 /// Calls `f(segment, bytes)` for each segment that `addr..addr + len`
@@ -61,6 +70,40 @@ impl SegmentTable {
             open: None,
             live,
             holding,
+            unpunched: BTreeSet::new(),
+            punching: None,
+        }
+    }
+
+    /// Marks the free segments below `n` as possibly holding blocks (at
+    /// open: the data file's first `n` segments may hold old bytes).
+    pub fn mark_unpunched_below(&mut self, n: u32) {
+        let below: Vec<u32> = self.free.range(..n).copied().collect();
+        self.unpunched.extend(below);
+    }
+
+    /// Free segments that may still hold blocks on file.
+    pub fn unpunched_count(&self) -> usize {
+        self.unpunched.len()
+    }
+
+    /// Picks the highest free segment that may hold blocks, for a punch
+    /// done with no lock held; `None` when there is none, a punch is
+    /// running, or it would leave no free segment to allocate. The highest
+    /// first: allocation takes the lowest, which would be refilled soon.
+    pub fn start_punch(&mut self) -> Option<u32> {
+        if self.punching.is_some() || self.free.len() < 2 {
+            return None;
+        }
+        let s = self.unpunched.pop_last()?;
+        self.punching = Some(s);
+        Some(s)
+    }
+
+    /// The punch of `s` ended (done or failed: it is not retried).
+    pub fn end_punch(&mut self, s: u32) {
+        if self.punching == Some(s) {
+            self.punching = None;
         }
     }
 
@@ -79,9 +122,10 @@ impl SegmentTable {
         &self.valid
     }
 
-    /// Free segments.
+    /// Free segments that can be allocated now (a segment being punched
+    /// excluded).
     pub fn free_count(&self) -> usize {
-        self.free.len()
+        self.free.len() - usize::from(self.punching.is_some())
     }
 
     /// Segments waiting for a commit.
@@ -112,7 +156,13 @@ impl SegmentTable {
     /// Takes the lowest free segment and makes it the open one (closing
     /// the previous one).
     pub fn open_lowest_free(&mut self) -> Option<u32> {
-        let s = self.free.pop_first()?;
+        let s = self
+            .free
+            .iter()
+            .copied()
+            .find(|&s| self.punching != Some(s))?;
+        self.free.remove(&s);
+        self.unpunched.remove(&s);
         self.close_open();
         self.open = Some(s);
         Some(s)
@@ -194,6 +244,7 @@ impl SegmentTable {
         for s in out {
             if self.valid(s) == 0 && self.open != Some(s) {
                 self.free.insert(s);
+                self.unpunched.insert(s);
             }
         }
         n
@@ -282,6 +333,12 @@ impl SegmentTable {
         for &s in &self.free {
             put(s, 1, "free");
         }
+        for s in self.unpunched.iter().copied().chain(self.punching) {
+            assert!(
+                self.free.contains(&s),
+                "segments: segment {s} waits for or is in a punch but is not free"
+            );
+        }
         for &s in &self.pending {
             put(s, 2, "pending");
         }
@@ -316,6 +373,46 @@ impl SegmentTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Freed segments wait for a punch, highest first; the one being
+    /// punched is neither allocated nor counted as free room, and the last
+    /// free segment is never taken for a punch.
+    #[test]
+    fn freed_segments_are_punched_highest_first_and_not_allocated_meanwhile() {
+        let readers = GraceReaders::default();
+        let mut s = SegmentTable::new(vec![0; 4]);
+        s.mark_unpunched_below(2);
+        assert_eq!(s.unpunched_count(), 2);
+        assert_eq!(s.start_punch(), Some(1));
+        assert_eq!(s.start_punch(), None, "one punch at a time");
+        assert_eq!(s.free_count(), 3);
+        assert_eq!(s.open_lowest_free(), Some(0));
+        assert_eq!(s.open_lowest_free(), Some(2), "segment 1 is being punched");
+        s.check_invariants(false);
+        s.end_punch(1);
+        s.release(&readers);
+        assert_eq!(s.unpunched_count(), 0);
+        assert_eq!(s.free_count(), 2);
+        s.add(2 * SEGMENT_SIZE, 10);
+        assert_eq!(s.open_lowest_free(), Some(1));
+        s.remove(2 * SEGMENT_SIZE, 10);
+        let taken = s.take_pending();
+        s.quarantine(&taken);
+        s.release(&readers);
+        s.release(&readers);
+        // Segments 0 (closed empty) and 2 (emptied) were freed.
+        assert_eq!(s.unpunched_count(), 2);
+        assert_eq!(s.free_count(), 3);
+        assert_eq!(s.start_punch(), Some(2));
+        s.end_punch(2);
+        // Allocating a segment that waits for a punch takes it off the list.
+        assert_eq!(s.open_lowest_free(), Some(0));
+        assert_eq!(s.unpunched_count(), 0);
+        assert_eq!(s.start_punch(), None);
+        assert_eq!(s.open_lowest_free(), Some(2));
+        assert_eq!(s.free_count(), 1);
+        s.check_invariants(true);
+    }
 
     #[test]
     fn emptied_segments_wait_for_a_commit_and_the_readers() {

@@ -54,4 +54,10 @@ impl StorageFile for CountingFile {
     fn drop_cache(&self) -> io::Result<()> {
         self.inner.drop_cache()
     }
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<u64> {
+        self.inner.punch_hole(offset, len)
+    }
+    fn allocated_bytes(&self) -> io::Result<u64> {
+        self.inner.allocated_bytes()
+    }
 }

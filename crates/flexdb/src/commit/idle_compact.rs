@@ -1,0 +1,108 @@
+//! Idle compaction: when the store has taken no writes for
+//! `IDLE_WAITS` of the committer's `POOL_IDLE` waits in a row and the
+//! space's data file holds garbage worth it, the committer compacts the
+//! space one garbage-collection round at a time (`FlexSpace::compact_step`),
+//! looking for work between rounds; then it checkpoints, publishes a fresh
+//! view (the old one holds the emptied segments) and, once the old view is
+//! dropped, punches the freed segments.
+//!
+//! Invariants: a round runs only on the committer's thread with no
+//! MemTable waiting; compaction stops at once when a MemTable is frozen (a
+//! commit runs) or the active one grew since it started; it is armed again
+//! only by a commit, so a store left idle compacts once, not in a loop.
+
+use crate::error::{space_err, Result};
+use crate::store::Store;
+
+/// Idle waits in a row (of `POOL_IDLE` each) before compacting.
+pub(crate) const IDLE_WAITS: u32 = 3;
+
+/// Garbage (data file allocation beyond the live bytes) worth compacting:
+/// over this fraction of the live bytes...
+const WORTH_FRACTION: u64 = 8;
+/// ...and over this many segments.
+const WORTH_SEGMENTS: u64 = 2;
+
+/// The committer's idle-compaction state.
+#[derive(Default)]
+pub(crate) struct IdleCompaction {
+    /// A commit ran since the last compaction (or open).
+    armed: bool,
+    idle_waits: u32,
+    /// Compacting, and the active MemTable's bytes when it started.
+    running: Option<usize>,
+    /// A fresh view was published: punch once the old one is dropped.
+    punch_after_reap: bool,
+}
+
+impl IdleCompaction {
+    /// Whether the committer should keep timing idle waits for it.
+    pub fn armed(&self) -> bool {
+        self.armed
+    }
+
+    /// Whether a round is due (the committer has nothing to commit).
+    pub fn running(&self) -> bool {
+        self.running.is_some()
+    }
+
+    /// A commit ran: writes came back.
+    pub fn committed(&mut self) {
+        self.armed = true;
+        self.idle_waits = 0;
+        self.running = None;
+    }
+
+    /// After a `POOL_IDLE` wait that found the store `idle` or not.
+    pub fn after_wait(&mut self, shared: &Store, idle: bool) {
+        if !idle {
+            self.idle_waits = 0;
+            return;
+        }
+        self.idle_waits += 1;
+        if !self.armed || self.running.is_some() || self.idle_waits < IDLE_WAITS {
+            return;
+        }
+        let s = shared.space.stats();
+        let garbage = s.data_allocated_bytes.saturating_sub(s.live_bytes);
+        if garbage > s.live_bytes / WORTH_FRACTION
+            && garbage > WORTH_SEGMENTS * flexspace::SEGMENT_SIZE
+        {
+            self.running = Some(shared.writes.mems().active.approximate_bytes());
+        } else {
+            self.armed = false;
+        }
+    }
+
+    /// One round; at the end, checkpoint and publish a fresh view.
+    pub fn step(&mut self, shared: &Store) -> Result<()> {
+        let Some(start) = self.running else {
+            return Ok(());
+        };
+        if shared.writes.mems().active.approximate_bytes() != start {
+            // Writes came back: stop, and try again once idle again.
+            self.running = None;
+            self.idle_waits = 0;
+            return Ok(());
+        }
+        if shared.space.compact_step().map_err(space_err)?.is_some() {
+            return Ok(());
+        }
+        self.running = None;
+        self.armed = false;
+        shared.space.checkpoint().map_err(space_err)?;
+        super::republish(shared)?;
+        self.punch_after_reap = true;
+        Ok(())
+    }
+
+    /// After the committer reaped replaced views: punch what the old view
+    /// held once it is gone (`views_left`: some are still read).
+    pub fn after_reap(&mut self, shared: &Store, views_left: bool) {
+        if self.punch_after_reap && !views_left {
+            self.punch_after_reap = false;
+            // A failed punch only leaves blocks allocated.
+            let _ = shared.space.punch_free_segments();
+        }
+    }
+}

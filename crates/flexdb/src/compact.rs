@@ -1,0 +1,81 @@
+//! `Db::compact`: commit every MemTable, collect every segment's garbage
+//! in the space, and give the freed disk space back.
+//!
+//! Order: flush (every write so far is in the space); the space compacts
+//! in rounds on the caller's thread (the committer commits between them,
+//! writers go on); the committer publishes a fresh view (the old one holds
+//! the segments compaction emptied) and drops the old one once no reader
+//! holds it; the freed segments are punched; spare logs are removed and
+//! the MemTable pool released, as an idle committer does. Invariant: no
+//! step holds a lock of the store across I/O that writers or readers wait
+//! for longer than one garbage-collection round.
+
+use std::time::{Duration, Instant};
+
+use crate::disk_usage;
+use crate::error::{space_err, Result};
+use crate::store::Store;
+
+/// How long `compact` waits for readers of the replaced view to let go.
+const VIEW_WAIT: Duration = Duration::from_secs(2);
+
+/// Progress of a compaction: live bytes relocated so far, out of those to
+/// relocate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactProgress {
+    /// Bytes relocated so far.
+    pub done: u64,
+    /// Bytes to relocate in all (fixed when the compaction starts).
+    pub total: u64,
+}
+
+/// What a compaction did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactReport {
+    /// Disk bytes of the store (every file's allocation) before.
+    pub disk_bytes_before: u64,
+    /// Disk bytes of the store after.
+    pub disk_bytes_after: u64,
+    /// Live bytes relocated.
+    pub relocated_bytes: u64,
+    /// Bytes of the data file given back to the file system.
+    pub punched_bytes: u64,
+}
+
+/// See [`crate::Db::compact_with_progress`].
+pub(crate) fn compact(
+    shared: &Store,
+    progress: &mut dyn FnMut(CompactProgress),
+) -> Result<CompactReport> {
+    shared.check_stopped()?;
+    let usage =
+        |s: &Store| disk_usage::measure(&*s.storage, s.space.stats().live_bytes).map(|u| u.total());
+    let disk_bytes_before = usage(shared)?;
+    shared.flush()?;
+    let r = shared
+        .space
+        .compact(|done, total| progress(CompactProgress { done, total }))
+        .map_err(space_err)?;
+    shared.mailbox.republish()?;
+    let mut punched_bytes = r.punched_bytes;
+    let deadline = Instant::now() + VIEW_WAIT;
+    loop {
+        // The committer drops the old view once no reader holds it.
+        punched_bytes += shared.space.punch_free_segments().map_err(space_err)?;
+        if shared.space.stats().reclaimable_segments == 0 || Instant::now() >= deadline {
+            break;
+        }
+        shared.mailbox.want_reap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // A spare that cannot be removed holds nothing anyone needs; the next
+    // open removes it.
+    let _ = shared.spare_logs.remove_all(&*shared.storage);
+    shared.chunks.release();
+    Ok(CompactReport {
+        disk_bytes_before,
+        disk_bytes_after: usage(shared)?,
+        relocated_bytes: r.relocated_bytes,
+        punched_bytes,
+    })
+}

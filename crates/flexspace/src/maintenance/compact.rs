@@ -1,0 +1,166 @@
+//! Giving disk space back: punching free segments out of the data file,
+//! and `compact` (collect every segment's garbage, checkpoint, punch).
+//!
+//! Invariants:
+//! - Only free segments are punched, and a free segment holds nothing the
+//!   newest checkpoint plus the log's committed batches reference: it
+//!   became free only after the commit that emptied it was durable (and
+//!   the readers' grace period ended), and a checkpoint only ever records
+//!   a state at or after that commit. So a crash before, during or after a
+//!   punch recovers the same state, whether the punch reached the disk or
+//!   not; the data file is never read at recovery.
+//! - A punch runs with no lock held; the segment being punched is neither
+//!   allocated nor counted as free room meanwhile (see `segments`), and at
+//!   least one other free segment stays allocatable.
+//! - The file is never truncated: readers map it, and a mapped page past
+//!   the end would fault, while a punched page reads as zeros.
+//! - `compact` holds `maint` one round at a time (like `maintain`), so
+//!   commits and mutations interleave with it; a round holds the gate for
+//!   at most four segments' worth of copying.
+
+use std::time::{Duration, Instant};
+
+use crate::error::{io, Result};
+use crate::maintenance::gc::Goal;
+use crate::open::DATA;
+use crate::options::SEGMENT_SIZE;
+use crate::space::SpaceInner;
+use crate::storage::StorageFile;
+
+/// Free segments punched at the end of each commit.
+pub(crate) const PUNCH_PER_COMMIT: usize = 4;
+
+/// How long `compact` waits for readers to release emptied segments.
+const COMPACT_GRACE_WAIT: Duration = Duration::from_secs(2);
+
+/// What [`crate::FlexSpace::compact`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompactReport {
+    /// Live bytes relocated.
+    pub relocated_bytes: u64,
+    /// Allocated bytes of the data file before.
+    pub data_allocated_before: u64,
+    /// Allocated bytes of the data file after.
+    pub data_allocated_after: u64,
+    /// Bytes the punches gave back to the file system.
+    pub punched_bytes: u64,
+}
+
+impl SpaceInner {
+    /// Punches up to `max` free segments that may still hold blocks, one at
+    /// a time, each with no lock held; returns the bytes given back. A
+    /// failed punch is not retried (the segment stays usable).
+    pub(crate) fn punch_free_segments(&self, max: usize) -> Result<u64> {
+        let mut freed = 0u64;
+        for _ in 0..max {
+            let s = {
+                let mut st = self.state.write();
+                if st.poisoned || st.closed {
+                    break;
+                }
+                match st.seg.start_punch() {
+                    Some(s) => s,
+                    None => break,
+                }
+            };
+            let r = self
+                .files
+                .data
+                .punch_hole(u64::from(s) * SEGMENT_SIZE, SEGMENT_SIZE);
+            self.state.write().seg.end_punch(s);
+            let n = r.map_err(io(DATA))?;
+            freed += n;
+            self.counters
+                .punched
+                .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(freed)
+    }
+
+    /// See [`crate::FlexSpace::compact`].
+    pub(crate) fn compact(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<CompactReport> {
+        self.check_usable()?;
+        let data_allocated_before = self.files.data.allocated_bytes().map_err(io(DATA))?;
+        {
+            let mut m = self.maint.lock();
+            self.commit_locked(&mut m)?;
+        }
+        // The work: every segment holding data that is not full, as of now
+        // (later writes are not chased; each round takes at least one).
+        let (victims, total) = {
+            let st = self.state.read();
+            let v: Vec<u64> = st
+                .seg
+                .gc_candidates()
+                .into_iter()
+                .map(|s| st.seg.valid(s))
+                .filter(|&v| v < SEGMENT_SIZE)
+                .collect();
+            (v.len(), v.iter().sum::<u64>())
+        };
+        progress(0, total);
+        let mut done = 0u64;
+        for _ in 0..victims {
+            let moved = {
+                let mut m = self.maint.lock();
+                if self.state.read().closed {
+                    break;
+                }
+                self.gc_round(&mut m, Goal::Compact)?
+            };
+            let Some(moved) = moved else { break };
+            done = (done + moved).min(total);
+            progress(done, total);
+            if done >= total {
+                break;
+            }
+        }
+        {
+            let mut m = self.maint.lock();
+            self.checkpoint_locked(&mut m)?;
+        }
+        self.settle_freed(COMPACT_GRACE_WAIT)?;
+        let punched_bytes = self.punch_free_segments(usize::MAX)?;
+        progress(total, total);
+        Ok(CompactReport {
+            relocated_bytes: done,
+            data_allocated_before,
+            data_allocated_after: self.files.data.allocated_bytes().map_err(io(DATA))?,
+            punched_bytes,
+        })
+    }
+
+    /// See [`crate::FlexSpace::compact_step`].
+    pub(crate) fn compact_step(&self) -> Result<Option<u64>> {
+        self.check_usable()?;
+        let mut m = self.maint.lock();
+        if self.state.read().closed {
+            return Ok(None);
+        }
+        self.gc_round(&mut m, Goal::Compact)
+    }
+
+    /// Commits what was emptied and waits (at most `wait`) for the readers
+    /// of emptied segments, so that they become free.
+    pub(crate) fn settle_freed(&self, wait: Duration) -> Result<()> {
+        let deadline = Instant::now() + wait;
+        let mut commits = 0;
+        loop {
+            let (pending, quarantined) = {
+                let mut st = self.state.write();
+                st.release();
+                (st.seg.pending_count(), st.seg.quarantined())
+            };
+            if pending > 0 && commits < 4 {
+                commits += 1;
+                let mut m = self.maint.lock();
+                self.commit_locked(&mut m)?;
+                continue;
+            }
+            if quarantined == 0 || Instant::now() >= deadline {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
