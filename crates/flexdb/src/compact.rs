@@ -18,6 +18,8 @@ use crate::store::Store;
 
 /// How long `compact` waits for readers of the replaced view to let go.
 const VIEW_WAIT: Duration = Duration::from_secs(2);
+/// How long one fresh view is given before another is published.
+const REPUBLISH_AFTER: Duration = Duration::from_millis(50);
 
 /// Progress of a compaction: live bytes relocated so far, out of those to
 /// relocate.
@@ -56,17 +58,29 @@ pub(crate) fn compact(
         .space
         .compact(|done, total| progress(CompactProgress { done, total }))
         .map_err(space_err)?;
-    shared.mailbox.republish()?;
     let mut punched_bytes = r.punched_bytes;
     let deadline = Instant::now() + VIEW_WAIT;
     loop {
-        // The committer drops the old view once no reader holds it.
-        punched_bytes += shared.space.punch_free_segments().map_err(space_err)?;
+        // A fresh view lets go of the old one (the committer drops it once
+        // no reader holds it). Grace periods count by epoch, so segments
+        // emptied in the epoch a fresh view registered in wait for that
+        // view too: a second fresh view, registered later, frees them.
+        shared.mailbox.republish()?;
+        let republished = Instant::now();
+        loop {
+            punched_bytes += shared.space.punch_free_segments().map_err(space_err)?;
+            if shared.space.stats().reclaimable_segments == 0
+                || Instant::now() >= deadline
+                || republished.elapsed() >= REPUBLISH_AFTER
+            {
+                break;
+            }
+            shared.mailbox.want_reap();
+            std::thread::sleep(Duration::from_millis(5));
+        }
         if shared.space.stats().reclaimable_segments == 0 || Instant::now() >= deadline {
             break;
         }
-        shared.mailbox.want_reap();
-        std::thread::sleep(Duration::from_millis(5));
     }
     // A spare that cannot be removed holds nothing anyone needs; the next
     // open removes it.

@@ -221,13 +221,22 @@ fn every_scan_sees_exactly_one_token() {
     let stop = AtomicBool::new(false);
     let moves = AtomicU64::new(0);
     let scans = AtomicU64::new(0);
-    let limit = Duration::from_secs(6);
+    // The writer moves the token until enough moves and scans overlapped
+    // (a count of work, not a speed: a slow machine only takes longer);
+    // the time cap only stops a hung run.
+    let (min_moves, min_scans) = (1000u64, 50u64);
+    let cap = Duration::from_secs(600);
     std::thread::scope(|s| {
         s.spawn(|| {
             let mut rng = StdRng::seed_from_u64(7);
             let mut at = 0usize;
             let t = Instant::now();
-            while t.elapsed() < limit {
+            while moves.load(Ordering::Relaxed) < min_moves
+                || scans.load(Ordering::Relaxed) < min_scans
+            {
+                if t.elapsed() > cap {
+                    break;
+                }
                 let to = rng.gen_range(0..KEYS);
                 if to == at {
                     continue;
@@ -278,7 +287,10 @@ fn every_scan_sees_exactly_one_token() {
         }
     });
     let (moves, scans) = (moves.into_inner(), scans.into_inner());
-    assert!(moves > 1000 && scans > 50, "{moves} moves, {scans} scans");
+    assert!(
+        moves >= min_moves && scans >= min_scans,
+        "{moves} moves, {scans} scans in {cap:?}"
+    );
     assert!(db.stats().commits > 20);
     db.close().unwrap();
 }

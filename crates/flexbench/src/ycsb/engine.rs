@@ -28,6 +28,7 @@ pub struct EngineConfig {
     /// The run includes transactions (workloads t, ts): peers open their
     /// transactional flavour (RocksDB's `OptimisticTransactionDB`, fjall's
     /// `OptimisticTxDatabase`) for the whole run. flexdb has one flavour.
+    #[cfg_attr(not(any(feature = "rocksdb", feature = "fjall")), allow(dead_code))]
     pub transactions: bool,
 }
 

@@ -256,9 +256,10 @@ impl YcsbArgs {
             memtable_bytes: self.memtable_mb << 20,
             sync: self.sync,
             pread: self.pread,
-            transactions: self.workloads.iter().any(|w| {
-                matches!(Workload::parse(w), Ok(Workload::T) | Ok(Workload::Ts))
-            }),
+            transactions: self
+                .workloads
+                .iter()
+                .any(|w| matches!(Workload::parse(w), Ok(Workload::T) | Ok(Workload::Ts))),
         }
     }
 

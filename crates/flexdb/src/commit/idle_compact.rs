@@ -23,6 +23,9 @@ const WORTH_FRACTION: u64 = 8;
 /// ...and over this many segments.
 const WORTH_SEGMENTS: u64 = 2;
 
+/// Fresh views published after an idle compaction, at most.
+const REPUBLISH_ROUNDS: u8 = 3;
+
 /// The committer's idle-compaction state.
 #[derive(Default)]
 pub(crate) struct IdleCompaction {
@@ -31,8 +34,9 @@ pub(crate) struct IdleCompaction {
     idle_waits: u32,
     /// Compacting, and the active MemTable's bytes when it started.
     running: Option<usize>,
-    /// A fresh view was published: punch once the old one is dropped.
-    punch_after_reap: bool,
+    /// Fresh views still to publish, each followed by a punch once the
+    /// view before it is dropped (see `after_reap`).
+    punch_after_reap: u8,
 }
 
 impl IdleCompaction {
@@ -92,17 +96,26 @@ impl IdleCompaction {
         self.armed = false;
         shared.space.checkpoint().map_err(space_err)?;
         super::republish(shared)?;
-        self.punch_after_reap = true;
+        self.punch_after_reap = REPUBLISH_ROUNDS;
         Ok(())
     }
 
     /// After the committer reaped replaced views: punch what the old view
     /// held once it is gone (`views_left`: some are still read).
     pub fn after_reap(&mut self, shared: &Store, views_left: bool) {
-        if self.punch_after_reap && !views_left {
-            self.punch_after_reap = false;
-            // A failed punch only leaves blocks allocated.
-            let _ = shared.space.punch_free_segments();
+        if self.punch_after_reap == 0 || views_left {
+            return;
+        }
+        self.punch_after_reap -= 1;
+        // A failed punch only leaves blocks allocated.
+        let _ = shared.space.punch_free_segments();
+        // Segments emptied in the epoch the fresh view registered in wait
+        // for that view too (grace periods count by epoch): another fresh
+        // view, registered later, lets them go.
+        if self.punch_after_reap > 0 && shared.space.stats().reclaimable_segments > 0 {
+            let _ = super::republish(shared);
+        } else {
+            self.punch_after_reap = 0;
         }
     }
 }

@@ -56,9 +56,7 @@ pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
         .cache_size(cfg.cache_bytes as u64)
         .open()
         .map_err(err)?;
-    let ks = db
-        .keyspace("ycsb", || keyspace_options(cfg))
-        .map_err(err)?;
+    let ks = db.keyspace("ycsb", || keyspace_options(cfg)).map_err(err)?;
     Ok(Box::new(FjallEngine {
         db,
         ks,
