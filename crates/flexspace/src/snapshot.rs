@@ -9,7 +9,9 @@
 //!
 //! Invariants:
 //! - The copy is taken under the space's read lock, so it is one state
-//!   between mutations.
+//!   between mutations. It holds the same extents as the space's index, in
+//!   full nodes (a read-only copy needs no room for inserts), and never
+//!   waits for a running checkpoint.
 //! - No segment the copy maps into is reused while the snapshot lives: it
 //!   registered as a reader before any segment it maps could be freed, and
 //!   a freed segment waits for every such reader (`grace`). So the bytes a
@@ -43,6 +45,48 @@ impl SpareIndex {
     pub fn memory_bytes(&self) -> usize {
         self.0.node_memory_usage()
     }
+
+    /// Where the copy's memory goes.
+    pub fn index_memory(&self) -> IndexMemory {
+        IndexMemory::of(&self.0)
+    }
+}
+
+/// Where the memory of one extent index (the space's, a snapshot's copy or
+/// a spare) goes: nodes in the index, nodes on its free lists, arena slots
+/// never handed out; and how full its leaves are. For diagnostics.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct IndexMemory {
+    /// Bytes held (what `Stats::index_bytes` and
+    /// [`Snapshot::index_bytes`] count).
+    pub held_bytes: u64,
+    /// Bytes of the nodes in the index.
+    pub tree_bytes: u64,
+    /// Bytes of the nodes on the free lists.
+    pub free_bytes: u64,
+    /// Bytes of arena slots never handed out.
+    pub unused_bytes: u64,
+    /// Leaves in the index.
+    pub leaves: u64,
+    /// Leaf entries (extents and holes).
+    pub extents: u64,
+    /// Entries over the leaves' capacity.
+    pub leaf_fill: f64,
+}
+
+impl IndexMemory {
+    fn of(tree: &FlexTree) -> IndexMemory {
+        let m = tree.node_memory();
+        IndexMemory {
+            held_bytes: m.held_bytes,
+            tree_bytes: m.tree_bytes(),
+            free_bytes: m.free_bytes(),
+            unused_bytes: m.unused_slot_bytes,
+            leaves: m.leaves,
+            extents: m.extents,
+            leaf_fill: m.leaf_fill(),
+        }
+    }
 }
 
 /// A read-only view of a space as of one moment (see the module docs).
@@ -54,9 +98,18 @@ pub struct Snapshot {
 }
 
 impl FlexSpace {
+    /// Where the memory of the space's own extent index goes (takes the
+    /// read lock briefly; O(1)).
+    pub fn index_memory(&self) -> IndexMemory {
+        IndexMemory::of(&self.s.state.read().tree)
+    }
+
     /// A read-only copy of the space's index as it is now. Copying takes
-    /// time in proportion to the index (about 16 bytes an extent) and holds
-    /// the space's read lock meanwhile (mutations wait; readers do not).
+    /// time in proportion to the extents and holds the space's read lock
+    /// meanwhile (mutations wait; readers do not). The copy packs the
+    /// extents into full nodes (`FlexTree::copy_compacted_from`): about 16
+    /// bytes an extent, where the space's own index, which keeps room in
+    /// its nodes for inserts, holds more.
     pub fn snapshot(&self) -> Result<Snapshot> {
         self.snapshot_reusing(None)
     }
@@ -68,13 +121,11 @@ impl FlexSpace {
     pub fn snapshot_reusing(&self, spare: Option<SpareIndex>) -> Result<Snapshot> {
         let st = self.s.state.read();
         let guard = self.s.readers.enter_owned(st.seg.epoch());
-        let tree = match spare {
-            Some(SpareIndex(mut tree)) => {
-                tree.clone_from(&st.tree);
-                tree
-            }
-            None => st.tree.clone(),
+        let mut tree = match spare {
+            Some(SpareIndex(tree)) => tree,
+            None => FlexTree::new(),
         };
+        tree.copy_compacted_from(&st.tree);
         Ok(Snapshot {
             tree,
             resident: st.resident_table().to_vec(),
@@ -99,6 +150,11 @@ impl Snapshot {
     /// Bytes of memory the snapshot's copy of the extent index holds.
     pub fn index_bytes(&self) -> u64 {
         self.tree.node_memory_usage() as u64
+    }
+
+    /// Where the memory of the snapshot's copy of the extent index goes.
+    pub fn index_memory(&self) -> IndexMemory {
+        IndexMemory::of(&self.tree)
     }
 
     /// Whether the space was empty.

@@ -96,3 +96,42 @@ fn snapshots_keep_their_bytes_through_writes_and_garbage_collection() {
     drop(held);
     space.close().unwrap();
 }
+
+/// A snapshot's copy of the index holds the space's extents in full leaves:
+/// less memory than the space's own index, which keeps room for inserts;
+/// and a spare copied into again keeps its memory.
+#[test]
+fn a_snapshot_copies_the_index_into_full_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::new().create(true).max_data_size(48 * SEGMENT_SIZE);
+    let space = FlexSpace::open(dir.path(), opts).unwrap();
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut model = Vec::new();
+    // Small random inserts: many extents, leaves split to about half.
+    for i in 0..6000 {
+        let at = rng.gen_range(0..=model.len());
+        let data = vec![(i % 251) as u8; rng.gen_range(1..64)];
+        space.insert(at as u64, &data).unwrap();
+        model.splice(at..at, data);
+    }
+    let live = space.index_memory();
+    let snap = space.snapshot().unwrap();
+    let copy = snap.index_memory();
+    assert_eq!(copy.extents, live.extents);
+    assert!(live.leaves > 8, "the test needs a tree of many leaves");
+    assert!(copy.leaf_fill > 0.95, "copy fill {}", copy.leaf_fill);
+    assert!(
+        copy.tree_bytes < live.tree_bytes,
+        "copy {copy:?} live {live:?}"
+    );
+    assert_eq!(copy.free_bytes, 0);
+    assert_reads(&snap, &model, &mut rng);
+    // Copied again into its own memory: same bytes held, same reads.
+    let spare = snap.into_index();
+    let held = spare.memory_bytes();
+    let again = space.snapshot_reusing(Some(spare)).unwrap();
+    assert_eq!(again.index_bytes() as usize, held);
+    assert_reads(&again, &model, &mut rng);
+    drop(again);
+    space.close().unwrap();
+}

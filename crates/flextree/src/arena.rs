@@ -191,6 +191,18 @@ impl<T: Clone> Arena<T> {
         self.blocks.push(block);
     }
 
+    /// Slots held (handed out or not): the ids the blocks could hold.
+    pub fn slots(&self) -> usize {
+        self.runs.len() * RUN
+    }
+
+    /// Forgets every id but keeps the blocks (and the nodes in them, which
+    /// later pushes overwrite): the next ids are handed out from 0 again in
+    /// memory already touched.
+    pub fn reset(&mut self) {
+        self.len = 0;
+    }
+
     /// Drops every node.
     pub fn clear(&mut self) {
         self.runs.clear();
@@ -296,6 +308,12 @@ mod tests {
         assert_eq!(a.len(), 0);
         assert_eq!(a.push(1), 0);
         assert_eq!(a[0], 1);
+        // A reset keeps the blocks and hands out the ids again.
+        let slots = a.slots();
+        a.reset();
+        assert_eq!((a.len(), a.slots()), (0, slots));
+        assert_eq!(a.push(8), 0);
+        assert_eq!(a[0], 8);
     }
 
     /// A node of a realistic size: big arenas switch to huge-page blocks.

@@ -25,6 +25,7 @@
 
 mod arena;
 mod checkpoint;
+mod compact;
 mod cursor;
 mod error;
 mod extent;
@@ -38,6 +39,7 @@ mod tree;
 mod sanity_tests;
 
 pub use checkpoint::{Checkpoint, CHECKPOINT_BATCH_BYTES, MAX_META};
+pub use compact::NodeMemory;
 pub use cursor::Extents;
 pub use error::{Error, Result};
 pub use extent::{Extent, Piece, MAX_ADDR, MAX_EXTENT_LEN, MAX_SPACE};

@@ -27,6 +27,15 @@ use crate::node::{addr_of, pack, tag_of, with_tag, Internal, Leaf, INTERNAL_CAP,
 /// than memory can hold, so the limit is never reached in practice.
 pub(crate) const MAX_HEIGHT: usize = 24;
 
+/// The room (in entries) a sibling must have for a full leaf to share its
+/// entries with it instead of splitting (`share_with_sibling`): enough that
+/// both leaves keep room for the two entries an edit may add.
+const SHARE_MIN_ROOM: usize = 8;
+
+/// The most entries a leaf under half full may end up with when it merges
+/// with a sibling after a removal (`rebalance`): 3/4 full.
+const LEAF_SHARED_MAX: usize = LEAF_CAP * 3 / 4;
+
 /// A root-to-leaf path: the internal nodes visited and the child index taken.
 pub(crate) struct Path {
     pub steps: [(u32, usize); MAX_HEIGHT],
@@ -69,8 +78,8 @@ pub struct FlexTree {
     pub(crate) height: usize,
     pub(crate) total: u64,
     pub(crate) extents: u64,
-    merge_limit: u64,
-    merge_boundary: u64,
+    pub(crate) merge_limit: u64,
+    pub(crate) merge_boundary: u64,
     /// The last committed checkpoint version; written only by a checkpoint
     /// holding `persist` (or by `load`), readable without the lock.
     pub(crate) version: AtomicU64,
@@ -706,6 +715,11 @@ impl FlexTree {
     ) -> usize {
         let n = &self.internals[node as usize];
         let at_end = rel - n.shift[idx] == n.child_span(idx, span);
+        if child_is_leaf && !at_end {
+            if let Some(idx) = self.share_with_sibling(node, idx, rel) {
+                return idx;
+            }
+        }
         self.split_child(node, idx, child_is_leaf, at_end);
         let n = &self.internals[node as usize];
         if idx + 1 < n.count && rel >= n.shift[idx + 1] {
@@ -713,6 +727,78 @@ impl FlexTree {
         } else {
             idx
         }
+    }
+
+    /// Makes room in the full leaf `idx` of `parent` by moving entries to
+    /// the emptier of its siblings when that one has room
+    /// (`SHARE_MIN_ROOM` entries at least), so that the two end up equally
+    /// full; returns the index of the child that then holds `rel`, `None`
+    /// (nothing changed) when no sibling has room. Random inserts then
+    /// split a leaf only when its neighbours are full too, which keeps
+    /// leaves about 3/4 full instead of about 1/2 (a split halves).
+    /// Offsets stay as they are: the parent's shift of the right one of the
+    /// two leaves moves by the bytes that changed sides.
+    fn share_with_sibling(&mut self, parent: u32, idx: usize, rel: u64) -> Option<usize> {
+        let p = &self.internals[parent as usize];
+        let count_of = |i: usize| self.leaves[p.child[i] as usize].count;
+        let left = (idx > 0).then(|| (idx - 1, count_of(idx - 1)));
+        let right = (idx + 1 < p.count).then(|| (idx + 1, count_of(idx + 1)));
+        let (sib, sib_count) = match (left, right) {
+            (Some(l), Some(r)) => {
+                if r.1 < l.1 {
+                    r
+                } else {
+                    l
+                }
+            }
+            (Some(s), None) | (None, Some(s)) => s,
+            (None, None) => return None,
+        };
+        if sib_count + SHARE_MIN_ROOM > LEAF_CAP {
+            return None;
+        }
+        let (full, other) = (p.child[idx], p.child[sib]);
+        let c = self.leaves[full as usize].count;
+        let k = (c - sib_count) / 2;
+        let (from, to) = (full as usize, other as usize);
+        let mut moved = Leaf::new();
+        if sib > idx {
+            // The last `k` entries go to the front of the right sibling.
+            let src = &mut self.leaves[from];
+            moved.len[..k].copy_from_slice(&src.len[c - k..c]);
+            moved.word[..k].copy_from_slice(&src.word[c - k..c]);
+            src.count = c - k;
+            src.disk.mark_dirty();
+            let dst = &mut self.leaves[to];
+            dst.open_gap(0, k);
+            dst.len[..k].copy_from_slice(&moved.len[..k]);
+            dst.word[..k].copy_from_slice(&moved.word[..k]);
+            dst.disk.mark_dirty();
+            let bytes: u64 = moved.len[..k].iter().sum();
+            let p = &mut self.internals[parent as usize];
+            p.shift[sib] -= bytes;
+            p.disk.mark_dirty();
+        } else {
+            // The first `k` entries go to the end of the left sibling.
+            let src = &mut self.leaves[from];
+            moved.len[..k].copy_from_slice(&src.len[..k]);
+            moved.word[..k].copy_from_slice(&src.word[..k]);
+            src.close_gap(0, k);
+            src.disk.mark_dirty();
+            let dst = &mut self.leaves[to];
+            let d = dst.count;
+            dst.len[d..d + k].copy_from_slice(&moved.len[..k]);
+            dst.word[d..d + k].copy_from_slice(&moved.word[..k]);
+            dst.count = d + k;
+            dst.disk.mark_dirty();
+            let bytes: u64 = moved.len[..k].iter().sum();
+            let p = &mut self.internals[parent as usize];
+            p.shift[idx] += bytes;
+            p.disk.mark_dirty();
+        }
+        let p = &self.internals[parent as usize];
+        let (lo, hi) = (idx.min(sib), idx.max(sib));
+        Some(if rel >= p.shift[hi] { hi } else { lo })
     }
 
     /// Splits child `idx` of `parent` in two. An `at_end` split (the coming
@@ -817,7 +903,16 @@ impl FlexTree {
                     // The new first child started where the empty one did.
                     self.internals[parent as usize].shift[0] = 0;
                 }
-            } else if count < cap / 4 {
+            } else if count < cap / 4 || (child_is_leaf && count < cap / 2) {
+                // An underfull node merges when both fit; a leaf under half
+                // full merges when the two fill at most 3/4 of one (which
+                // leaves room for inserts), so leaves that collapses and
+                // in-place rewrites thinned do not stay half empty.
+                let max = if count < cap / 4 {
+                    cap - 2
+                } else {
+                    LEAF_SHARED_MAX
+                };
                 let pc = self.internals[parent as usize].count;
                 let left = if idx > 0 {
                     Some(idx - 1)
@@ -827,7 +922,7 @@ impl FlexTree {
                     None
                 };
                 if let Some(left) = left {
-                    self.try_merge_children(parent, left, child_is_leaf);
+                    self.try_merge_children(parent, left, child_is_leaf, max);
                 }
             }
         }
@@ -844,14 +939,15 @@ impl FlexTree {
         }
     }
 
-    /// Merges child `i + 1` of `parent` into child `i` when they fit in one.
-    fn try_merge_children(&mut self, parent: u32, i: usize, is_leaf: bool) {
+    /// Merges child `i + 1` of `parent` into child `i` when they fit in one
+    /// (leaves: when they hold at most `max_entries` together).
+    fn try_merge_children(&mut self, parent: u32, i: usize, is_leaf: bool, max_entries: usize) {
         let p = &self.internals[parent as usize];
         let (a, b) = (p.child[i], p.child[i + 1]);
         let delta = p.shift[i + 1] - p.shift[i];
         if is_leaf {
             let (ca, cb) = (self.leaves[a as usize].count, self.leaves[b as usize].count);
-            if ca + cb + 2 > LEAF_CAP {
+            if ca + cb > max_entries.min(LEAF_CAP - 2) {
                 return;
             }
             let right = self.leaves[b as usize].clone();

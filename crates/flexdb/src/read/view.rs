@@ -54,6 +54,13 @@ use crate::index::CommitterIndex;
 /// The tracing target of view publication.
 pub(crate) const TRACE_TARGET: &str = "flexdb::view";
 
+/// The tracing target of the extent indexes' memory breakdown (debug
+/// level; at most one event per `MEMORY_EVERY`, from `publish`).
+pub(crate) const MEMORY_TARGET: &str = "flexdb::index_memory";
+
+/// The shortest time between two memory breakdowns.
+const MEMORY_EVERY: Duration = Duration::from_secs(2);
+
 /// A published state for readers (see the module docs).
 pub(crate) struct PublishedView {
     pub sparse: SparseIndex,
@@ -152,6 +159,8 @@ pub(crate) struct ViewPublisher {
     /// Whether `publish` emits its timings (`TRACE_TARGET` at debug level,
     /// decided once at open).
     trace: bool,
+    /// When `publish` last emitted the memory breakdown (`MEMORY_TARGET`).
+    memory_logged: Mutex<Option<Instant>>,
 }
 
 impl ViewPublisher {
@@ -163,6 +172,7 @@ impl ViewPublisher {
             spare_index: Mutex::new(None),
             installs: Mutex::new(Vec::new()),
             trace,
+            memory_logged: Mutex::new(None),
         }
     }
 
@@ -210,7 +220,52 @@ impl ViewPublisher {
                 "view published"
             );
         }
+        if tracing::enabled!(target: MEMORY_TARGET, tracing::Level::DEBUG) {
+            self.log_memory(space, t2 - t1);
+        }
         Ok(())
+    }
+
+    /// Emits where the extent indexes' memory goes (the space's, the
+    /// current view's, the retired views', the spare), at most once per
+    /// `MEMORY_EVERY`. `copy`: how long the last view's copy took.
+    fn log_memory(&self, space: &flexspace::FlexSpace, copy: Duration) {
+        {
+            let mut last = self.memory_logged.lock();
+            if last.is_some_and(|t| t.elapsed() < MEMORY_EVERY) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        let live = space.index_memory();
+        let current = self.current.load().space.index_memory();
+        let retired: Vec<flexspace::IndexMemory> = self
+            .retired
+            .lock()
+            .iter()
+            .map(|v| v.space.index_memory())
+            .collect();
+        let spare = self.spare_index.lock().as_ref().map(|s| s.index_memory());
+        let mib = |b: u64| b as f64 / (1 << 20) as f64;
+        tracing::debug!(
+            target: MEMORY_TARGET,
+            extents = live.extents,
+            live_leaves = live.leaves,
+            live_fill = format_args!("{:.3}", live.leaf_fill),
+            live_held_mib = format_args!("{:.1}", mib(live.held_bytes)),
+            live_tree_mib = format_args!("{:.1}", mib(live.tree_bytes)),
+            live_free_mib = format_args!("{:.1}", mib(live.free_bytes)),
+            live_unused_mib = format_args!("{:.1}", mib(live.unused_bytes)),
+            view_held_mib = format_args!("{:.1}", mib(current.held_bytes)),
+            view_tree_mib = format_args!("{:.1}", mib(current.tree_bytes)),
+            view_fill = format_args!("{:.3}", current.leaf_fill),
+            retired = retired.len(),
+            retired_held_mib =
+                format_args!("{:.1}", mib(retired.iter().map(|m| m.held_bytes).sum())),
+            spare_held_mib = format_args!("{:.1}", mib(spare.map_or(0, |m| m.held_bytes))),
+            copy = ?copy,
+            "extent index memory"
+        );
     }
 
     /// The current view, held (for a snapshot).
