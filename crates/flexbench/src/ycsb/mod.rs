@@ -472,6 +472,7 @@ fn run_engine(
         let dev0 = counter.bytes_written();
         let proc0 = sys::process_bytes_written();
         let cpu0 = sys::process_cpu();
+        let rss_anon = sys::PeakSampler::start("RssAnon", sys::RSS_SAMPLE_PERIOD);
         log(name, &format!("{} with {threads} thread(s)...", w.name()));
         // `--hold-snapshot`: a view of the state before the phase, held
         // through it and its settling flush, dropped once it is measured.
@@ -490,6 +491,7 @@ fn run_engine(
         }
         sys::syncfs(&dir);
         let settle_secs = settle.elapsed().as_secs_f64();
+        let rss_anon_peak = rss_anon.finish();
         let cpu = cpu0
             .zip(sys::process_cpu())
             .map(|(a, b)| b.saturating_sub(a));
@@ -509,6 +511,7 @@ fn run_engine(
             ),
         );
         r.settle_seconds = settle_secs;
+        r.rss_anon_peak_bytes = rss_anon_peak;
         r.cpu_us_per_op = cpu
             .filter(|_| r.ops > 0)
             .map(|c| c.as_secs_f64() * 1e6 / r.ops as f64);
@@ -519,12 +522,14 @@ fn run_engine(
         log(
             name,
             &format!(
-                "{}: {} ops in {:.2} s = {:.4} Mops/s, p99 {:.1} us{aborts} (flush {:.2} s, cpu {:.2} us/op)",
+                "{}: {} ops in {:.2} s = {:.4} Mops/s, p99 {:.1} us, p99.9 {:.1} us, max {:.1} us{aborts} (flush {:.2} s, cpu {:.2} us/op)",
                 w.name(),
                 r.ops,
                 r.seconds,
                 r.mops,
                 r.p99_us,
+                r.p999_us,
+                r.max_us,
                 settle_secs,
                 r.cpu_us_per_op.unwrap_or(f64::NAN)
             ),
@@ -644,6 +649,7 @@ fn workload_result(
         p50_us: all.p50_us,
         p95_us: all.p95_us,
         p99_us: all.p99_us,
+        p999_us: all.p999_us,
         max_us: all.max_us,
         latency,
         read_misses: o.read_misses,
@@ -668,6 +674,7 @@ fn workload_result(
         vm_rss_bytes: sys::proc_status_bytes("VmRSS"),
         vm_hwm_bytes: sys::proc_status_bytes("VmHWM"),
         rss_anon_bytes: sys::proc_status_bytes("RssAnon"),
+        rss_anon_peak_bytes: None,
     }
 }
 

@@ -21,6 +21,9 @@ pub struct Latency {
     pub p95_us: f64,
     /// 99th percentile.
     pub p99_us: f64,
+    /// 99.9th percentile (0 in lines written before it was measured).
+    #[serde(default)]
+    pub p999_us: f64,
     /// Maximum.
     pub max_us: f64,
     /// Mean.
@@ -39,6 +42,7 @@ impl Latency {
             p50_us: us(h.value_at_quantile(0.50)),
             p95_us: us(h.value_at_quantile(0.95)),
             p99_us: us(h.value_at_quantile(0.99)),
+            p999_us: us(h.value_at_quantile(0.999)),
             max_us: us(h.max()),
             mean_us: h.mean() / 1000.0,
         }
@@ -91,6 +95,9 @@ pub struct WorkloadResult {
     pub p95_us: f64,
     /// See `p50_us`.
     pub p99_us: f64,
+    /// See `p50_us` (0 in lines written before it was measured).
+    #[serde(default)]
+    pub p999_us: f64,
     /// See `p50_us`.
     pub max_us: f64,
     /// Latency per operation kind (read, update, insert, scan, rmw, put).
@@ -152,6 +159,12 @@ pub struct WorkloadResult {
     /// reads and its write-ahead logs).
     #[serde(default)]
     pub rss_anon_bytes: Option<u64>,
+    /// The peak of `RssAnon` over the workload and its settling flush,
+    /// sampled every `sys::RSS_SAMPLE_PERIOD` by a thread of its own (so a
+    /// peak shorter than a period may be missed); null where the process
+    /// has no `/proc/self/status`.
+    #[serde(default)]
+    pub rss_anon_peak_bytes: Option<u64>,
 }
 
 /// Reopen times of one engine.
@@ -275,7 +288,7 @@ pub fn table(records: &[Record]) -> String {
         );
     }
     s += &format!(
-        "{:<8} {:>3} {:<8} {:>11} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}\n",
+        "{:<8} {:>3} {:<8} {:>11} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9}\n",
         "workload",
         "thr",
         "engine",
@@ -284,6 +297,7 @@ pub fn table(records: &[Record]) -> String {
         "x flexdb",
         "p50 us",
         "p99 us",
+        "p99.9 us",
         "max us",
         "misses"
     );
@@ -294,7 +308,7 @@ pub fn table(records: &[Record]) -> String {
             .map(|b| format!("{:.2}x", w.mops / b.mops.max(1e-12)))
             .unwrap_or_else(|| "-".into());
         s += &format!(
-            "{:<8} {:>3} {:<8} {:>11} {:>9.4} {:>9} {:>9.1} {:>9.1} {:>10.1} {:>9}\n",
+            "{:<8} {:>3} {:<8} {:>11} {:>9.4} {:>9} {:>9.1} {:>9.1} {:>10.1} {:>10.1} {:>9}\n",
             w.workload,
             w.threads,
             w.engine,
@@ -303,19 +317,20 @@ pub fn table(records: &[Record]) -> String {
             base,
             w.p50_us,
             w.p99_us,
+            w.p999_us,
             w.max_us,
             w.read_misses
         );
     }
     s += "\n# latency per operation kind (us)\n";
     s += &format!(
-        "{:<8} {:>3} {:<8} {:<7} {:>11} {:>9} {:>9} {:>9} {:>10}\n",
-        "workload", "thr", "engine", "op", "count", "p50", "p95", "p99", "max"
+        "{:<8} {:>3} {:<8} {:<7} {:>11} {:>9} {:>9} {:>9} {:>10} {:>10}\n",
+        "workload", "thr", "engine", "op", "count", "p50", "p95", "p99", "p99.9", "max"
     );
     for w in &ws {
         for (op, l) in &w.latency {
             s += &format!(
-                "{:<8} {:>3} {:<8} {:<7} {:>11} {:>9.1} {:>9.1} {:>9.1} {:>10.1}\n",
+                "{:<8} {:>3} {:<8} {:<7} {:>11} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>10.1}\n",
                 w.workload,
                 w.threads,
                 w.engine,
@@ -324,6 +339,7 @@ pub fn table(records: &[Record]) -> String {
                 l.p50_us,
                 l.p95_us,
                 l.p99_us,
+                l.p999_us,
                 l.max_us
             );
         }
@@ -348,7 +364,7 @@ pub fn table(records: &[Record]) -> String {
     }
     s += "\n# amplification and memory (after each workload; WA = device bytes / user bytes written)\n";
     s += &format!(
-        "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10} {:>6} {:>11} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}\n",
+        "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10} {:>6} {:>11} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>10}\n",
         "workload",
         "thr",
         "engine",
@@ -362,11 +378,12 @@ pub fn table(records: &[Record]) -> String {
         "extent MiB",
         "RSS MiB",
         "HWM MiB",
-        "anon MiB"
+        "anon MiB",
+        "anon peak"
     );
     for w in &ws {
         s += &format!(
-            "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10.1} {:>6.2} {:>11} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}\n",
+            "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10.1} {:>6.2} {:>11} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>10}\n",
             w.workload,
             w.threads,
             w.engine,
@@ -381,6 +398,7 @@ pub fn table(records: &[Record]) -> String {
             mib(w.vm_rss_bytes),
             mib(w.vm_hwm_bytes),
             mib(w.rss_anon_bytes),
+            mib(w.rss_anon_peak_bytes),
         );
     }
     let reopens = reopens(records);
@@ -420,6 +438,7 @@ mod tests {
                 p50_us: 1.0,
                 p95_us: 2.0,
                 p99_us: 3.0,
+                p999_us: 3.5,
                 max_us: 4.0,
                 mean_us: 1.5,
             },
@@ -463,6 +482,9 @@ mod tests {
         assert!(v["write_amp"].is_null());
         assert!(v["max_reader_wait_us"].is_null());
         assert_eq!(v["latency"]["read"]["p99_us"], 3.0);
+        assert_eq!(v["latency"]["read"]["p999_us"], 3.5);
+        assert!(v["p999_us"].is_number());
+        assert!(v["rss_anon_peak_bytes"].is_null());
         let back: Vec<Record> = text
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -497,6 +519,41 @@ mod tests {
     }
 
     #[test]
+    fn p999_sees_the_one_slow_operation_in_a_thousand_that_p99_misses() {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+        for _ in 0..9_980 {
+            h.record(10_000).unwrap();
+        }
+        // 20 of 10,000 (0.2%) take 50 ms: above p99.9, below p99.
+        for _ in 0..20 {
+            h.record(50_000_000).unwrap();
+        }
+        let l = Latency::of(&h);
+        assert!((l.p99_us - 10.0).abs() < 0.1, "{l:?}");
+        assert!((l.p999_us - 50_000.0).abs() < 50.0, "{l:?}");
+        assert!((l.max_us - 50_000.0).abs() < 50.0, "{l:?}");
+    }
+
+    #[test]
+    fn lines_written_before_p999_and_the_rss_peak_read_as_zero_and_null() {
+        let mut v =
+            serde_json::to_value(Record::Workload(Box::new(sample("flexdb", 0.5)))).unwrap();
+        let o = v.as_object_mut().unwrap();
+        o.remove("p999_us");
+        o.remove("rss_anon_peak_bytes");
+        o["latency"]["read"]
+            .as_object_mut()
+            .unwrap()
+            .remove("p999_us");
+        let Record::Workload(old) = serde_json::from_value(v).unwrap() else {
+            panic!("not a workload line");
+        };
+        assert_eq!(old.p999_us, 0.0);
+        assert_eq!(old.latency["read"].p999_us, 0.0);
+        assert_eq!(old.rss_anon_peak_bytes, None);
+    }
+
+    #[test]
     fn latency_of_a_histogram() {
         let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
         for v in 1..=1000u64 {
@@ -506,6 +563,7 @@ mod tests {
         assert_eq!(l.count, 1000);
         assert!((l.p50_us - 500.0).abs() < 1.0, "{l:?}");
         assert!((l.p99_us - 990.0).abs() < 1.0, "{l:?}");
+        assert!((l.p999_us - 999.0).abs() < 1.0, "{l:?}");
         assert!((l.max_us - 1000.0).abs() < 1.0, "{l:?}");
         assert_eq!(
             Latency::of(&Histogram::<u64>::new(3).unwrap()),

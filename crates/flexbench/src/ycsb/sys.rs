@@ -2,11 +2,86 @@
 //! directory: memory, bytes written, bytes on disk.
 //!
 //! Invariant: every probe returns `None` (or 0 for sizes) where the
-//! information is not available, never an error that stops a run.
+//! information is not available, never an error that stops a run. A
+//! [`PeakSampler`]'s peak is the largest of its samples, taken from its
+//! start to its finish, the first and last included.
 
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a [`PeakSampler`] reads `/proc/self/status`.
+pub const RSS_SAMPLE_PERIOD: Duration = Duration::from_millis(10);
+
+/// The peak of a `/proc/self/status` field (`RssAnon`) over a stretch of
+/// time, sampled by a thread of its own every [`RSS_SAMPLE_PERIOD`]: the
+/// kernel keeps a peak of the whole resident size (VmHWM) but not of its
+/// anonymous part, the memory the store holds rather than the page cache.
+pub struct PeakSampler {
+    field: &'static str,
+    /// The largest sample so far (0: none yet).
+    peak: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PeakSampler {
+    /// Starts sampling `field` every `period`.
+    pub fn start(field: &'static str, period: Duration) -> PeakSampler {
+        let peak = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let sample = move |peak: &AtomicU64| {
+            if let Some(v) = proc_status_bytes(field) {
+                peak.fetch_max(v, Ordering::Relaxed);
+            }
+        };
+        sample(&peak);
+        let thread = {
+            let (peak, stop) = (peak.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("flexbench-rss".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(period);
+                        sample(&peak);
+                    }
+                })
+                .ok()
+        };
+        PeakSampler {
+            field,
+            peak,
+            stop,
+            thread,
+        }
+    }
+
+    /// Stops sampling; the peak seen, with a last sample taken now (`None`
+    /// when no sample could be read).
+    pub fn finish(mut self) -> Option<u64> {
+        self.stop_thread();
+        if let Some(v) = proc_status_bytes(self.field) {
+            self.peak.fetch_max(v, Ordering::Relaxed);
+        }
+        Some(self.peak.load(Ordering::Relaxed)).filter(|&p| p > 0)
+    }
+
+    fn stop_thread(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for PeakSampler {
+    fn drop(&mut self) {
+        self.stop_thread();
+    }
+}
 
 /// A field of `/proc/self/status` in bytes (`VmRSS`, `VmHWM`, `RssAnon`).
 pub fn proc_status_bytes(field: &str) -> Option<u64> {
@@ -22,16 +97,15 @@ fn parse_status_kb(status: &str, field: &str) -> Option<u64> {
 }
 
 /// CPU time the process has used so far, user and system, every thread.
-pub fn process_cpu() -> Option<std::time::Duration> {
+pub fn process_cpu() -> Option<Duration> {
     // SAFETY: `getrusage` writes one `rusage` into the zeroed value we
     // pass and reads nothing else.
     let u = unsafe {
         let mut u: libc::rusage = std::mem::zeroed();
         (libc::getrusage(libc::RUSAGE_SELF, &mut u) == 0).then_some(u)
     }?;
-    let tv = |t: libc::timeval| {
-        std::time::Duration::new(t.tv_sec.max(0) as u64, (t.tv_usec.max(0) as u32) * 1000)
-    };
+    let tv =
+        |t: libc::timeval| Duration::new(t.tv_sec.max(0) as u64, (t.tv_usec.max(0) as u32) * 1000);
     Some(tv(u.ru_utime) + tv(u.ru_stime))
 }
 
@@ -95,12 +169,12 @@ mod tests {
         let before = process_cpu().expect("getrusage works on Linux");
         let mut x = 0u64;
         let t = std::time::Instant::now();
-        while t.elapsed() < std::time::Duration::from_millis(50) {
+        while t.elapsed() < Duration::from_millis(50) {
             x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
         }
         let after = process_cpu().expect("getrusage works on Linux");
         assert!(
-            after >= before + std::time::Duration::from_millis(20),
+            after >= before + Duration::from_millis(20),
             "{before:?} -> {after:?}"
         );
     }
@@ -112,6 +186,35 @@ mod tests {
         assert_eq!(parse_status_kb(s, "VmHWM"), Some(2048));
         assert_eq!(parse_status_kb(s, "VmSwap"), None);
         assert!(proc_status_bytes("VmRSS").unwrap_or(1) > 0);
+    }
+
+    #[test]
+    fn the_sampler_sees_a_large_allocation() {
+        const BIG: usize = 256 << 20;
+        let sampler = PeakSampler::start("RssAnon", RSS_SAMPLE_PERIOD);
+        let before = proc_status_bytes("RssAnon").expect("Linux has RssAnon");
+        // Touch every page so it is resident and hold it for several
+        // periods. (The allocator keeps the freed pages, so the figure
+        // after the drop would show them too: only the peak is checked.)
+        let mut v = vec![0u8; BIG];
+        for i in (0..BIG).step_by(4096) {
+            v[i] = 1;
+        }
+        std::hint::black_box(&v);
+        std::thread::sleep(RSS_SAMPLE_PERIOD * 10);
+        drop(v);
+        let peak = sampler.finish().expect("samples were read");
+        assert!(
+            peak >= before + (BIG as u64) * 9 / 10,
+            "peak {peak}, before {before}"
+        );
+    }
+
+    #[test]
+    fn a_sampler_of_a_missing_field_has_no_peak() {
+        let sampler = PeakSampler::start("NoSuchField", Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(sampler.finish(), None);
     }
 
     #[test]

@@ -332,9 +332,12 @@ fn finish_commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
         // new log may take its file over. A log that survives a crash here
         // is recognised as committed by its generation and removed on the
         // next open.
+        // The WAL's footprint stays within the MemTables' bound (see
+        // `spare_logs`): the active log and the frozen ones count.
+        let in_use = 1 + shared.writes.mems().frozen.len();
         shared
             .spare_logs
-            .retire(&*shared.storage, frozen.gen, &frozen.wal)?;
+            .retire(&*shared.storage, frozen.gen, &frozen.wal, in_use)?;
     }
     shared.counters.commits.fetch_add(1, Ordering::Relaxed);
     shared

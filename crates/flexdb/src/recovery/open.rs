@@ -201,7 +201,12 @@ fn assemble(
         opts.memtable_bytes.saturating_mul(crate::write::MAX_FROZEN),
     ));
     if writer.active.is_empty() {
-        writer.active = Arc::new(MemTable::pooled(&[], Some(chunks.clone())));
+        writer.active = Arc::new(MemTable::sized(
+            &[],
+            Some(chunks.clone()),
+            opts.memtable_bytes,
+            0,
+        ));
     }
     let visible = writer.next_seq - 1;
     // The space may hold part of any replayed generation (a crash can

@@ -13,9 +13,21 @@
 //! number its records carry, above every record the spare still holds:
 //! see `wal::Wal::reuse`), syncing it, and renaming the spare to its name.
 //!
+//! The WAL's footprint: a spare is kept only while the log files, the
+//! logs in use (the active one and the frozen ones) and the spares, number
+//! at most `keep + 1` (with `keep` = `MAX_FROZEN`: as many logs as
+//! MemTables may exist at once). So the WAL holds at most `MAX_FROZEN + 1`
+//! files of about `memtable_bytes` each (one more for a moment when a
+//! rotation races a commit), spares included; it used to keep up to
+//! `MAX_FROZEN` spares beside `MAX_FROZEN + 1` logs in use. A rotation
+//! still finds a spare whenever a commit retired a log since the last
+//! rotation: logs in use and spares together stay at the bound.
+//!
 //! Invariants: a spare holds only records committed to the space; at most
-//! `keep` spares exist; each name here is a file of the directory that
-//! nothing else uses (the pool hands a name out once).
+//! `keep` spares exist, and a log is kept as one only while spares and
+//! logs in use number at most `keep + 1` with it; each name here is a file
+//! of the directory that nothing else uses (the pool hands a name out
+//! once).
 
 use flexspace::Storage;
 use parking_lot::Mutex;
@@ -39,9 +51,10 @@ impl SpareLogs {
         }
     }
 
-    /// Whether one more spare may be kept.
-    pub fn has_room(&self) -> bool {
-        self.names.lock().len() < self.keep
+    /// Whether one more spare may be kept beside `in_use` logs in use.
+    pub fn has_room(&self, in_use: usize) -> bool {
+        let spares = self.names.lock().len();
+        spares < self.keep && spares + in_use <= self.keep
     }
 
     /// Adds the spare named `name` (already renamed so); returns false,
@@ -70,15 +83,16 @@ impl SpareLogs {
         self.names.lock().len()
     }
 
-    /// Lets go of `wal`, the log of committed generation `gen`: kept as a
-    /// spare for a new log to take over (`spare_logs`) when it may be
-    /// ([`Wal::reusable`]), or removed (also when enough are kept). A log
-    /// that a crash leaves under either name holds nothing the next open
-    /// replays (its generation is committed; a spare's name is a log's
-    /// temporary one).
-    pub fn retire(&self, storage: &dyn Storage, gen: u64, wal: &Wal) -> Result<()> {
+    /// Lets go of `wal`, the log of committed generation `gen`, with
+    /// `in_use` logs still in use (the active one and the frozen ones):
+    /// kept as a spare for a new log to take over (`spare_logs`) when it
+    /// may be ([`Wal::reusable`]) and the files stay within the bound, or
+    /// removed. A log that a crash leaves under either name holds nothing
+    /// the next open replays (its generation is committed; a spare's name
+    /// is a log's temporary one).
+    pub fn retire(&self, storage: &dyn Storage, gen: u64, wal: &Wal, in_use: usize) -> Result<()> {
         let name = wal_name(gen);
-        if wal.reusable() && self.has_room() {
+        if wal.reusable() && self.has_room(in_use) {
             let spare = wal_tmp_name(gen);
             match storage.rename(&name, &spare) {
                 Ok(()) if self.put(spare.clone()) => return Ok(()),
@@ -119,10 +133,10 @@ mod tests {
     #[test]
     fn keeps_at_most_its_limit_and_hands_each_spare_out_once() {
         let pool = SpareLogs::new(2);
-        assert!(pool.has_room());
+        assert!(pool.has_room(0));
         assert!(pool.put("a".into()));
         assert!(pool.put("b".into()));
-        assert!(!pool.has_room());
+        assert!(!pool.has_room(0));
         assert!(!pool.put("c".into()));
         assert_eq!(pool.len(), 2);
         let first = pool.take().unwrap();
@@ -132,5 +146,46 @@ mod tests {
         assert!(pool.put("d".into()));
         assert_eq!(pool.take_all(), vec!["d".to_string()]);
         assert_eq!(pool.len(), 0);
+    }
+
+    #[test]
+    fn spares_and_logs_in_use_stay_within_keep_plus_one() {
+        let pool = SpareLogs::new(3);
+        // The active log alone: room for 3 spares (4 files).
+        assert!(pool.has_room(1));
+        assert!(pool.put("a".into()));
+        assert!(pool.put("b".into()));
+        // Two spares and the active log: a third spare makes 4 files.
+        assert!(pool.has_room(1));
+        // Two spares, the active log and a frozen one: a third makes 5.
+        assert!(!pool.has_room(2));
+        assert!(!pool.has_room(3));
+        assert!(pool.put("c".into()));
+        // Never more than `keep` spares, whatever is in use.
+        assert!(!pool.has_room(0));
+    }
+
+    #[test]
+    fn retire_removes_a_log_beyond_the_bound_and_keeps_one_within() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = flexspace::FileStorage::open(dir.path(), true).unwrap();
+        let pool = SpareLogs::new(3);
+        let log = |gen: u64| {
+            let file = storage.open_file(&wal_name(gen), true).unwrap();
+            Wal::create(file, &wal_name(gen), None, gen * 100).unwrap()
+        };
+        let files = || {
+            let mut f = crate::wal::log_files::wal_file_names(&storage).unwrap();
+            f.sort();
+            f
+        };
+        // Two spares kept beside the active log and one frozen log...
+        pool.retire(&storage, 1, &log(1), 2).unwrap();
+        pool.retire(&storage, 2, &log(2), 2).unwrap();
+        assert_eq!(pool.len(), 2);
+        // ...and a third would make five files: removed.
+        pool.retire(&storage, 3, &log(3), 2).unwrap();
+        assert_eq!(pool.len(), 2);
+        assert_eq!(files(), vec![wal_tmp_name(1), wal_tmp_name(2)]);
     }
 }

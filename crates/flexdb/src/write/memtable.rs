@@ -52,6 +52,7 @@ use parking_lot::Mutex;
 pub use crate::write::arena::EntryRef;
 use crate::write::arena::{Arena, EntryPtr};
 use crate::write::chunk_pool::ChunkPool;
+use crate::write::hash_sizing::{grown_slots, slots_for};
 use crate::write::write_order::WriteOrder;
 
 /// A value version: `None` is a deletion.
@@ -69,7 +70,6 @@ const MID_MAX: usize = 8192;
 /// Unsorted writes a reader sorts into a private view rather than wait for
 /// the reader building the shared one.
 const PRIVATE_MAX: usize = 1 << 14;
-const INITIAL_SLOTS: usize = 1 << 10;
 /// Keys a table made without a hint must hold for its first summary to take
 /// their shared prefix as its hint (see [`MemTable::hint`]).
 const HINT_MIN_KEYS: usize = 256;
@@ -106,11 +106,26 @@ fn hash(key: &[u8]) -> u32 {
     crc32c::crc32c(key)
 }
 
+// `Table::new` relies on it.
+const _: () = assert!(
+    size_of::<u64>() == size_of::<AtomicU64>() && align_of::<u64>() == align_of::<AtomicU64>()
+);
+
 impl Table {
+    /// An empty table of `slots` slots (a power of two). The slots come
+    /// zeroed from the allocator (fresh pages for a big table, zeroed by
+    /// the kernel as they are first touched), not written one by one: a
+    /// table of millions of slots is made in microseconds.
     fn new(slots: usize) -> Table {
+        debug_assert!(slots.is_power_of_two());
+        let zeros: Box<[u64]> = vec![0u64; slots].into_boxed_slice();
+        // SAFETY: `AtomicU64` has the same size, alignment (asserted above)
+        // and bit validity as `u64`, so the boxed slice of zeros is a valid
+        // boxed slice of `AtomicU64` zeros with the same allocation layout.
+        let slots = unsafe { Box::from_raw(Box::into_raw(zeros) as *mut [AtomicU64]) };
         Table {
-            mask: slots - 1,
-            slots: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            mask: slots.len() - 1,
+            slots,
         }
     }
 
@@ -184,6 +199,9 @@ pub(crate) type SortedRunsRef = Guard<Arc<SortedRuns>>;
 /// An ordered table of write versions: one writer at a time (the store's
 /// writer lock), any number of concurrent readers.
 pub struct MemTable {
+    /// The bytes at which the table is frozen (0: unknown), for sizing its
+    /// hash table (`hash_sizing`).
+    expected_bytes: usize,
     /// The prefix the keys' summaries skip (see [`summary`]): given, or
     /// else fixed by the first summary made ([`MemTable::hint`]).
     hint: OnceLock<Box<[u8]>>,
@@ -268,7 +286,21 @@ impl MemTable {
     /// comes from `pool` (when given) and goes back to it when the table
     /// drops.
     pub(crate) fn pooled(hint: &[u8], pool: Option<Arc<ChunkPool>>) -> Self {
+        Self::sized(hint, pool, 0, 0)
+    }
+
+    /// [`MemTable::pooled`], for a table frozen at `expected_bytes` (0:
+    /// unknown) that will likely hold about `expected_keys` keys (0:
+    /// unknown): its hash table is sized for them (`hash_sizing`), so it
+    /// rarely grows under the writer lock.
+    pub(crate) fn sized(
+        hint: &[u8],
+        pool: Option<Arc<ChunkPool>>,
+        expected_bytes: usize,
+        expected_keys: usize,
+    ) -> Self {
         MemTable {
+            expected_bytes,
             hint: match hint {
                 [] => OnceLock::new(),
                 h => OnceLock::from(Box::from(h)),
@@ -280,7 +312,9 @@ impl MemTable {
                 first: Vec::new(),
                 shared: 0,
             }),
-            table: AtomicPtr::new(Box::into_raw(Box::new(Table::new(INITIAL_SLOTS)))),
+            table: AtomicPtr::new(Box::into_raw(Box::new(Table::new(slots_for(
+                expected_keys,
+            ))))),
             retired: Mutex::new(Vec::new()),
             order: WriteOrder::default(),
             len: AtomicUsize::new(0),
@@ -425,16 +459,15 @@ impl MemTable {
         self.order.set(w.written, e);
         w.written += 1;
         table.slots[slot].store(pack(h, e), Ordering::Release);
+        let bytes = w.arena.used() + w.written * INDEX_OVERHEAD;
         if found.is_none() {
             w.keys += 1;
             if w.keys * 2 > table.slots.len() {
-                self.grow(table);
+                let slots = grown_slots(table.slots.len(), w.keys, bytes, self.expected_bytes);
+                self.grow(table, slots);
             }
         }
-        self.bytes.store(
-            w.arena.used() + w.written * INDEX_OVERHEAD,
-            Ordering::Relaxed,
-        );
+        self.bytes.store(bytes, Ordering::Relaxed);
         self.len.store(w.written, Ordering::Release);
     }
 
@@ -449,9 +482,10 @@ impl MemTable {
         h
     }
 
-    /// Replaces the table by one twice its size (writer only).
-    fn grow(&self, old: &Table) {
-        let new = Table::new(old.slots.len() * 2);
+    /// Replaces the table by one of `slots` slots, more than twice the
+    /// keys (writer only).
+    fn grow(&self, old: &Table, slots: usize) {
+        let new = Table::new(slots);
         for s in old.slots.iter() {
             let v = s.load(Ordering::Relaxed);
             if let Some(e) = unpack(v) {
@@ -541,6 +575,17 @@ impl MemTable {
     /// Approximate memory held, in bytes.
     pub fn approximate_bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Distinct keys written (waits for a writer inserting).
+    pub fn keys(&self) -> usize {
+        self.writer.lock().keys
+    }
+
+    /// Slots of the hash table (tests of its sizing).
+    #[cfg(test)]
+    pub(crate) fn slots(&self) -> usize {
+        self.table().slots.len()
     }
 
     /// Number of versions.
@@ -945,6 +990,51 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
     use std::collections::BTreeMap;
+
+    #[test]
+    fn a_table_sized_for_its_bytes_stops_growing_early_and_reads_back() {
+        let expected = 8 << 20;
+        let mem = MemTable::sized(&[], None, expected, 0);
+        let key = |i: u64| format!("key{:010}", i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20);
+        let (mut i, mut slots_at_sixteenth) = (0u64, None);
+        while mem.approximate_bytes() < expected {
+            mem.insert(key(i).as_bytes(), i + 1, Some(b"value"));
+            i += 1;
+            if slots_at_sixteenth.is_none() && mem.approximate_bytes() >= expected / 16 {
+                slots_at_sixteenth = Some(mem.slots());
+            }
+        }
+        assert!(
+            i as usize * 2 <= mem.slots(),
+            "{i} keys in {} slots",
+            mem.slots()
+        );
+        // Past 1/16 of its bytes the table no longer grew (it projected
+        // its final size at its first growth past 1/32).
+        assert_eq!(slots_at_sixteenth, Some(mem.slots()));
+        for j in (0..i).step_by(97) {
+            assert_eq!(
+                mem.get(key(j).as_bytes(), u64::MAX),
+                Some(Some(Box::from(&b"value"[..]))),
+                "{j}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_table_hinted_with_its_keys_never_grows() {
+        let mem = MemTable::sized(&[], None, 0, 50_000);
+        let slots = mem.slots();
+        for i in 0..50_000u64 {
+            mem.insert(format!("k{i:08}").as_bytes(), i + 1, Some(b"v"));
+        }
+        assert_eq!(mem.slots(), slots);
+        assert_eq!(mem.keys(), 50_000);
+        assert_eq!(
+            mem.get(b"k00049999", u64::MAX),
+            Some(Some(Box::from(&b"v"[..])))
+        );
+    }
 
     proptest::proptest! {
         /// Summaries never contradict key order, whatever the hint.

@@ -15,6 +15,7 @@ use arc_swap::{ArcSwap, Guard};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::wal::Wal;
+use crate::write::backpressure::Backpressure;
 use crate::write::memtable::MemTable;
 
 /// Frozen MemTables allowed to wait for the committer before writers stall.
@@ -55,6 +56,11 @@ pub(crate) struct WriteSide {
     visible: AtomicU64,
     /// Wakes writers stalled on a full backlog (waited on under `writer`).
     stall_cv: Condvar,
+    /// Slows writers as the backlog nears the stall.
+    pub backpressure: Backpressure,
+    /// The newest generation whose log a thread was sent to sync ahead of
+    /// its rotation (see `Store::append`).
+    presynced_gen: AtomicU64,
 }
 
 impl WriteSide {
@@ -70,7 +76,26 @@ impl WriteSide {
             writer: Mutex::new(head),
             visible: AtomicU64::new(visible),
             stall_cv: Condvar::new(),
+            backpressure: Backpressure::default(),
+            presynced_gen: AtomicU64::new(0),
         }
+    }
+
+    /// Bytes waiting in MemTables: the frozen ones and the active one.
+    #[inline]
+    pub fn backlog_bytes(&self) -> usize {
+        let m = self.mems.load();
+        m.frozen
+            .iter()
+            .map(|f| f.mem.approximate_bytes())
+            .sum::<usize>()
+            + m.active.approximate_bytes()
+    }
+
+    /// Whether the caller is the first to claim the early sync of
+    /// generation `gen`'s log.
+    pub fn claim_presync(&self, gen: u64) -> bool {
+        self.presynced_gen.fetch_max(gen, Ordering::Relaxed) < gen
     }
 
     /// The writer lock.

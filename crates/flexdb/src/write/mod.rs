@@ -14,14 +14,16 @@
 //!   committer when it retires a committed MemTable.
 
 mod arena;
+mod backpressure;
 pub(crate) mod chunk_pool;
+mod hash_sizing;
 pub(crate) mod memtable;
 pub(crate) mod memtable_list;
 mod write_order;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::batch::{encode_single, BatchOp, WriteBatch};
 use crate::codec::check_sizes;
@@ -31,6 +33,44 @@ use crate::wal::log_files::new_wal;
 use crate::wal::MAX_RECORD;
 use memtable::MemTable;
 pub(crate) use memtable_list::{FrozenMemTable, MemTables, WriteHead, MAX_FROZEN};
+
+/// The `tracing` target of the write path's events: stalls, rotations
+/// and writes that held or waited for the writer lock over
+/// [`SLOW_WRITE`] (at debug level; nothing is timed without a subscriber).
+pub(crate) const TRACE_TARGET: &str = "flexdb::write";
+
+/// A write that takes longer than this is traced, with its parts.
+const SLOW_WRITE: Duration = Duration::from_millis(1);
+
+fn us(d: Duration) -> u64 {
+    d.as_micros() as u64
+}
+
+/// A log is synced by a thread of its own once its MemTable is this
+/// fraction full (`PRESYNC_AT_EIGHTHS` eighths), so that the sync at its
+/// rotation, under the writer lock, has only the rest to write.
+const PRESYNC_AT_EIGHTHS: usize = 7;
+/// MemTables smaller than this are not synced ahead (a thread per
+/// rotation of a tiny table would cost more than the sync it saves).
+const PRESYNC_MIN_MEMTABLE: usize = 16 << 20;
+
+/// Syncs `wal` on a thread of its own (see `PRESYNC_AT_EIGHTHS`). Best
+/// effort: a failed sync marks the log failed, and the next append or
+/// sync reports it; without the thread, the rotation syncs it all.
+fn presync(wal: Arc<crate::wal::Wal>) {
+    let _ = std::thread::Builder::new()
+        .name("flexdb-presync".into())
+        .spawn(move || {
+            let t = Instant::now();
+            let r = wal.sync();
+            tracing::debug!(
+                target: TRACE_TARGET,
+                took_us = us(t.elapsed()),
+                ok = r.is_ok(),
+                "log synced ahead of its rotation"
+            );
+        });
+}
 
 /// MemTables with fewer entries than this are left for the committer to
 /// sort: it takes it well under a millisecond.
@@ -150,9 +190,22 @@ impl Store {
                 max: MAX_RECORD,
             });
         }
+        let t0 = tracing::enabled!(target: TRACE_TARGET, tracing::Level::DEBUG).then(Instant::now);
+        // Smooth backpressure, before the writer lock (`backpressure`).
+        let table = self.opts.memtable_bytes;
+        let delay =
+            self.writes
+                .backpressure
+                .delay(payload.len(), self.writes.backlog_bytes(), table);
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
+        let t_paced = t0.map(|_| Instant::now());
         let mut w = self.writes.lock_spinning();
+        let t_locked = t0.map(|_| Instant::now());
         self.make_room(&mut w)?;
         check()?;
+        let t_room = t0.map(|_| Instant::now());
         let seq = w.next_seq;
         let end = match w.wal.append(seq, payload) {
             Ok(end) => end,
@@ -161,6 +214,7 @@ impl Store {
                 return Err(e);
             }
         };
+        let t_logged = t0.map(|_| Instant::now());
         apply(&w.active, seq);
         let last = seq + ops as u64 - 1;
         w.next_seq = last + 1;
@@ -169,7 +223,15 @@ impl Store {
         // under the writer lock), so no sync meets a log full of them.
         let write_back = w.wal.write_back_due(end);
         let wal = (sync || write_back).then(|| w.wal.clone());
+        let ahead = table >= PRESYNC_MIN_MEMTABLE
+            && w.active.approximate_bytes() >= table / 8 * PRESYNC_AT_EIGHTHS
+            && self.writes.claim_presync(w.gen);
+        let presync_wal = ahead.then(|| w.wal.clone());
         drop(w);
+        let t_unlocked = t0.map(|_| Instant::now());
+        if let Some(wal) = presync_wal {
+            presync(wal);
+        }
         if let Some(wal) = wal {
             if write_back {
                 wal.write_back(end);
@@ -179,6 +241,26 @@ impl Store {
                     self.stop(e.to_string());
                     return Err(e);
                 }
+            }
+        }
+        if let (Some(t0), Some(paced), Some(locked), Some(room), Some(logged), Some(unlocked)) =
+            (t0, t_paced, t_locked, t_room, t_logged, t_unlocked)
+        {
+            let total = t0.elapsed();
+            if total >= SLOW_WRITE {
+                tracing::debug!(
+                    target: TRACE_TARGET,
+                    total_us = us(total),
+                    paced_us = us(paced - t0),
+                    lock_wait_us = us(locked - paced),
+                    room_us = us(room - locked),
+                    log_append_us = us(logged - room),
+                    insert_us = us(unlocked - logged),
+                    after_lock_us = us(unlocked.elapsed()),
+                    write_back,
+                    sync,
+                    "slow write"
+                );
             }
         }
         Ok(())
@@ -193,7 +275,14 @@ impl Store {
             }
             // The committer wakes us after each commit; the timeout only
             // guards against a lost wakeup.
+            let t = Instant::now();
             self.writes.stall(w, Duration::from_millis(10));
+            tracing::debug!(
+                target: TRACE_TARGET,
+                waited_us = us(t.elapsed()),
+                frozen = self.writes.mems().frozen.len(),
+                "writer stalled: the committer's backlog is full"
+            );
             self.check_stopped()?;
         }
         Ok(())
@@ -206,8 +295,11 @@ impl Store {
         if w.active.is_empty() {
             return Ok(());
         }
+        let t0 = Instant::now();
+        let mut t_synced = t0;
         let r = (|| {
             w.wal.sync()?;
+            t_synced = Instant::now();
             let gen = w.gen + 1;
             let spare = self.spare_logs.take();
             let reused = spare.is_some();
@@ -222,18 +314,22 @@ impl Store {
             if reused {
                 self.counters.logs_reused.fetch_add(1, Ordering::Relaxed);
             }
-            Ok::<_, Error>((gen, wal))
+            Ok::<_, Error>((gen, wal, reused))
         })();
-        let (gen, wal) = match r {
+        let t_new_log = Instant::now();
+        let (gen, wal, reused) = match r {
             Ok(x) => x,
             Err(e) => {
                 self.stop(e.to_string());
                 return Err(e);
             }
         };
-        let active = Arc::new(MemTable::pooled(
+        // Sized for as many keys as the table it follows (`hash_sizing`).
+        let active = Arc::new(MemTable::sized(
             &w.active.shared_prefix(),
             Some(self.chunks.clone()),
+            self.opts.memtable_bytes,
+            w.active.keys(),
         ));
         let frozen = FrozenMemTable {
             mem: w.active.clone(),
@@ -256,6 +352,16 @@ impl Store {
         w.wal = wal;
         w.gen = gen;
         self.mailbox.wake_committer();
+        tracing::debug!(
+            target: TRACE_TARGET,
+            gen,
+            total_us = us(t0.elapsed()),
+            sync_old_log_us = us(t_synced - t0),
+            new_log_us = us(t_new_log - t_synced),
+            reused,
+            frozen = before.frozen.len() + 1,
+            "rotated"
+        );
         Ok(())
     }
 
@@ -294,9 +400,9 @@ mod tests {
         }
         sort_ahead(&mem);
         // The thread runs at the lowest priority: give it time.
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_secs(60);
         while mem.sorted_upto() < mem.len() {
-            assert!(std::time::Instant::now() < deadline, "never sorted");
+            assert!(Instant::now() < deadline, "never sorted");
             std::thread::sleep(Duration::from_millis(5));
         }
         let keys: Vec<_> = mem.newest().map(|e| e.key.to_vec()).collect();
