@@ -12,6 +12,7 @@
 use flexspace::Storage;
 
 use crate::error::{io_err, Result};
+use crate::wal::log_files::is_wal_file;
 
 /// A store's disk bytes, by what holds them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -55,7 +56,7 @@ pub(crate) fn measure(storage: &dyn Storage, live: u64) -> Result<DiskUsage> {
             }
             "tree" | "SPARSE" | "SPARSE.tmp" => u.checkpoint += bytes,
             "log" => u.log += bytes,
-            n if n.starts_with("wal-") => u.wal += bytes,
+            n if is_wal_file(n) => u.wal += bytes,
             _ => u.other += bytes,
         }
     }

@@ -40,19 +40,12 @@ pub fn parse_wal_name(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// The names of every write-ahead log file in `storage`, in name order:
-/// logs (active, frozen, or left by a crash), spares and logs being made
-/// (both named `wal_tmp_name`). The files the WAL's disk footprint is
-/// made of (for `Stats`).
-#[allow(dead_code)] // Called by the Stats code (issue 36), merged apart.
-pub(crate) fn wal_file_names(storage: &dyn Storage) -> std::io::Result<Vec<String>> {
-    let mut names: Vec<String> = storage
-        .list_files()?
-        .into_iter()
-        .filter(|n| parse_wal_name(n).is_some() || is_wal_tmp_name(n))
-        .collect();
-    names.sort();
-    Ok(names)
+/// Whether `name` is a write-ahead log file: a log (active, frozen, or
+/// left by a crash), a spare or a log being made (both named
+/// `wal_tmp_name`). The files the WAL's disk footprint is made of (for
+/// `Stats`).
+pub(crate) fn is_wal_file(name: &str) -> bool {
+    parse_wal_name(name).is_some() || is_wal_tmp_name(name)
 }
 
 /// Creates the write-ahead log of generation `gen` durably, its records
@@ -95,22 +88,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn wal_file_names_lists_logs_and_spares_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let storage = flexspace::FileStorage::open(dir.path(), true).unwrap();
-        for name in [
-            wal_name(7),
-            wal_tmp_name(3),
-            wal_name(12),
-            "data".to_string(),
-            "wal-7.log".to_string(),
-            "MANIFEST".to_string(),
-        ] {
-            storage.open_file(&name, true).unwrap();
+    fn wal_files_are_logs_and_spares_only() {
+        for name in [wal_name(7), wal_tmp_name(3), wal_name(12)] {
+            assert!(is_wal_file(&name), "{name}");
         }
-        assert_eq!(
-            wal_file_names(&storage).unwrap(),
-            vec![wal_tmp_name(3), wal_name(7), wal_name(12)]
-        );
+        for name in ["data", "wal-7.log", "MANIFEST", "tree", "SPARSE"] {
+            assert!(!is_wal_file(name), "{name}");
+        }
     }
 }

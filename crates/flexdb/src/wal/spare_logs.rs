@@ -175,7 +175,12 @@ mod tests {
             Wal::create(file, &wal_name(gen), None, gen * 100).unwrap()
         };
         let files = || {
-            let mut f = crate::wal::log_files::wal_file_names(&storage).unwrap();
+            let mut f: Vec<String> = storage
+                .list_files()
+                .unwrap()
+                .into_iter()
+                .filter(|n| crate::wal::log_files::is_wal_file(n))
+                .collect();
             f.sort();
             f
         };
