@@ -60,6 +60,16 @@ fn dir_blocks(dir: &Path) -> u64 {
         .sum()
 }
 
+/// Deletes each pair with probability `p`, then flushes.
+fn delete_some(db: &Db, model: &mut Model, rng: &mut StdRng, p: f64) {
+    let doomed: Vec<Vec<u8>> = model.keys().filter(|_| rng.gen_bool(p)).cloned().collect();
+    for k in doomed {
+        db.delete(&k).unwrap();
+        model.remove(&k);
+    }
+    db.flush().unwrap();
+}
+
 fn real_opts() -> Options {
     Options::new()
         .create_if_missing(true)
@@ -75,16 +85,7 @@ fn compaction_gives_disk_back_and_every_pair_reads_back() {
     let db = Db::open(dir.path(), real_opts()).unwrap();
     churn(&db, &mut model, &mut rng, 60_000, 6_000, 2048);
     // Delete most pairs: whole segments empty out.
-    let doomed: Vec<Vec<u8>> = model
-        .keys()
-        .filter(|_| rng.gen_bool(0.7))
-        .cloned()
-        .collect();
-    for k in doomed {
-        db.delete(&k).unwrap();
-        model.remove(&k);
-    }
-    db.flush().unwrap();
+    delete_some(&db, &mut model, &mut rng, 0.7);
     let data = dir.path().join("data");
     let before = blocks(&data);
     let s0 = db.stats();
@@ -273,16 +274,7 @@ fn an_idle_store_compacts_on_its_own() {
     let mut model = Model::new();
     let db = Db::open(dir.path(), real_opts()).unwrap();
     churn(&db, &mut model, &mut rng, 40_000, 6_000, 2048);
-    let doomed: Vec<Vec<u8>> = model
-        .keys()
-        .filter(|_| rng.gen_bool(0.5))
-        .cloned()
-        .collect();
-    for k in doomed {
-        db.delete(&k).unwrap();
-        model.remove(&k);
-    }
-    db.flush().unwrap();
+    delete_some(&db, &mut model, &mut rng, 0.5);
     let s0 = db.stats();
     assert!(s0.disk_garbage_bytes > 8 << 20, "{s0:?}");
     let t = std::time::Instant::now();

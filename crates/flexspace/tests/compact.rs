@@ -10,47 +10,11 @@ mod common;
 
 use std::sync::Arc;
 
+use common::blocks::{block, decode, hash, BLOCK};
 use common::content;
 use flexspace::{CrashModel, Fault, FaultStorage, FlexSpace, Options, SEGMENT_SIZE};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-const BLOCK: usize = 64 << 10;
-
-fn block(id: u32, ver: u32) -> Vec<u8> {
-    let mut w = [0u8; 8];
-    w[..4].copy_from_slice(&id.to_le_bytes());
-    w[4..].copy_from_slice(&ver.to_le_bytes());
-    w.repeat(BLOCK / 8)
-}
-
-fn hash(state: &[(u32, u32)]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &(a, b) in state {
-        for x in a.to_le_bytes().into_iter().chain(b.to_le_bytes()) {
-            h = (h ^ u64::from(x)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    h ^ state.len() as u64
-}
-
-fn decode(bytes: &[u8]) -> Option<Vec<(u32, u32)>> {
-    if !bytes.len().is_multiple_of(BLOCK) {
-        return None;
-    }
-    bytes
-        .chunks(BLOCK)
-        .map(|b| {
-            let w = &b[..8];
-            if !b.chunks(8).all(|c| c == w) {
-                return None;
-            }
-            let id = u32::from_le_bytes(w[..4].try_into().ok()?);
-            let ver = u32::from_le_bytes(w[4..].try_into().ok()?);
-            Some((id, ver))
-        })
-        .collect()
-}
 
 /// Inserts, overwrites and removes 64 KiB blocks; `compact_every` steps
 /// (0: never) compacts. Returns the model state.

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod blocking;
+pub mod blocks;
 
 use flexspace::{FlexSpace, Result};
 use rand::rngs::StdRng;
