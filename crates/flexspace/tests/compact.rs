@@ -10,7 +10,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::blocks::{block, decode, hash, BLOCK};
+use common::blocks::{decode, hash, random_step, BLOCK};
 use common::content;
 use flexspace::{CrashModel, Fault, FaultStorage, FlexSpace, Options, SEGMENT_SIZE};
 use rand::rngs::StdRng;
@@ -27,21 +27,7 @@ fn churn(
     let mut state: Vec<(u32, u32)> = Vec::new();
     let mut next_id = 0u32;
     for step in 0..steps {
-        let n = state.len();
-        let r = if n < 200 || (n < 240 && rng.gen_bool(0.2)) {
-            let i = rng.gen_range(0..=n);
-            state.insert(i, (next_id, 0));
-            next_id += 1;
-            space.insert((i * BLOCK) as u64, &block(next_id - 1, 0))
-        } else if rng.gen_bool(0.15) {
-            let i = rng.gen_range(0..n);
-            state.remove(i);
-            space.collapse((i * BLOCK) as u64, BLOCK as u64)
-        } else {
-            let i = rng.gen_range(0..n);
-            state[i].1 += 1;
-            space.write((i * BLOCK) as u64, &block(state[i].0, state[i].1))
-        };
+        let r = random_step(space, rng, &mut state, &mut next_id, (200, 240, 0.15));
         if r.is_err() || !after(space, step, &state) {
             break;
         }

@@ -13,7 +13,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::blocks::{block, decode, hash, BLOCK};
+use common::blocks::{decode, hash, random_step};
 use common::content;
 use flexspace::{CrashModel, Fault, FaultStorage, FlexSpace, Options, SEGMENT_SIZE};
 use rand::rngs::StdRng;
@@ -55,21 +55,7 @@ fn run(seed: u64, storage: Arc<FaultStorage>) -> Run {
     };
     let mut next_id = 0u32;
     for step in 0..700 {
-        let n = state.len();
-        let result = if n < 300 || (n < 340 && rng.gen_bool(0.2)) {
-            let i = rng.gen_range(0..=n);
-            state.insert(i, (next_id, 0));
-            next_id += 1;
-            space.insert((i * BLOCK) as u64, &block(next_id - 1, 0))
-        } else if rng.gen_bool(0.1) {
-            let i = rng.gen_range(0..n);
-            state.remove(i);
-            space.collapse((i * BLOCK) as u64, BLOCK as u64)
-        } else {
-            let i = rng.gen_range(0..n);
-            state[i].1 += 1;
-            space.write((i * BLOCK) as u64, &block(state[i].0, state[i].1))
-        };
+        let result = random_step(&space, &mut rng, &mut state, &mut next_id, (300, 340, 0.1));
         r.hashes.push(hash(&state));
         if result.is_err() {
             r.failed = true;

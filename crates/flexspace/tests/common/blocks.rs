@@ -43,3 +43,31 @@ pub fn decode(bytes: &[u8]) -> Option<Vec<(u32, u32)>> {
         })
         .collect()
 }
+
+/// One random step on a space of blocks mirrored by `state`: an insert
+/// while it holds fewer than `low` blocks (and sometimes below `high`),
+/// else a removal with probability `remove`, else an overwrite.
+pub fn random_step(
+    space: &flexspace::FlexSpace,
+    rng: &mut rand::rngs::StdRng,
+    state: &mut Vec<(u32, u32)>,
+    next_id: &mut u32,
+    (low, high, remove): (usize, usize, f64),
+) -> flexspace::Result<()> {
+    use rand::Rng;
+    let n = state.len();
+    if n < low || (n < high && rng.gen_bool(0.2)) {
+        let i = rng.gen_range(0..=n);
+        state.insert(i, (*next_id, 0));
+        *next_id += 1;
+        space.insert((i * BLOCK) as u64, &block(*next_id - 1, 0))
+    } else if rng.gen_bool(remove) {
+        let i = rng.gen_range(0..n);
+        state.remove(i);
+        space.collapse((i * BLOCK) as u64, BLOCK as u64)
+    } else {
+        let i = rng.gen_range(0..n);
+        state[i].1 += 1;
+        space.write((i * BLOCK) as u64, &block(state[i].0, state[i].1))
+    }
+}
