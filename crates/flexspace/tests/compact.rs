@@ -10,7 +10,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::blocks::{decode, hash, random_step, BLOCK};
+use common::blocks::{decode, hash, random_step};
 use common::content;
 use flexspace::{CrashModel, Fault, FaultStorage, FlexSpace, Options, SEGMENT_SIZE};
 use rand::rngs::StdRng;
