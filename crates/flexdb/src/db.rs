@@ -278,7 +278,9 @@ impl Db {
         self.shared.sync()
     }
 
-    /// A snapshot of the store's counters.
+    /// A snapshot of the store's counters. The `disk_*` figures read the
+    /// allocation of every file of the store's directory (one `stat` each),
+    /// so this is for monitoring, not for a hot loop.
     pub fn stats(&self) -> Stats {
         let s = &self.shared;
         let (memtable_bytes, committer_backlog, backlog_bytes) = {
@@ -301,7 +303,8 @@ impl Db {
         let wal_live = s.writes.lock().wal.written_bytes();
         let held = s.snapshots.holds(s);
         let (cache_hits, cache_lookups) = s.cache.counts();
-        // A file that cannot be measured counts nothing (stats never fail).
+        // If the directory cannot be measured the `disk_*` figures are zero
+        // (stats never fail).
         let disk = crate::disk_usage::measure(&*s.storage, sp.live_bytes).unwrap_or_default();
         Stats {
             disk_live_bytes: disk.live,
