@@ -309,6 +309,8 @@ impl Db {
         Stats {
             disk_live_bytes: disk.live,
             disk_garbage_bytes: disk.garbage,
+            disk_garbage_free_bytes: (sp.unpunched_segments as u64 * flexspace::SEGMENT_SIZE)
+                .min(disk.garbage),
             disk_wal_bytes: disk.wal,
             disk_checkpoint_bytes: disk.checkpoint,
             disk_log_bytes: disk.log,

@@ -52,6 +52,16 @@ pub struct Options {
     /// process with SIGBUS where `pread` would have returned an error.
     /// Set it to false where a failing device must give errors instead.
     pub mmap_reads: bool,
+    /// The space collects garbage when the garbage in its segments that
+    /// still hold live data passes this fraction of them (default: 0.6),
+    /// relocating the live bytes of the emptiest segments...
+    /// Lower keeps the data file closer to the live data's size and costs
+    /// more relocation writes (docs/DESIGN.md, "Space management").
+    pub gc_garbage_high: f64,
+    /// ...until the garbage is below this fraction (default: 0.5). Both in
+    /// (0, 1] with `low <= high`; 1 stops garbage-driven collection
+    /// (collection to make room for writes still runs).
+    pub gc_garbage_low: f64,
 }
 
 impl Default for Options {
@@ -64,6 +74,8 @@ impl Default for Options {
             sync_writes: false,
             max_space_bytes: 1 << 40,
             mmap_reads: cfg!(target_pointer_width = "64"),
+            gc_garbage_high: 0.6,
+            gc_garbage_low: 0.5,
         }
     }
 }
@@ -106,6 +118,12 @@ impl Options {
     /// Sets [`Options::mmap_reads`].
     pub fn mmap_reads(mut self, yes: bool) -> Self {
         self.mmap_reads = yes;
+        self
+    }
+    /// Sets [`Options::gc_garbage_high`] and [`Options::gc_garbage_low`].
+    pub fn gc_garbage(mut self, high: f64, low: f64) -> Self {
+        self.gc_garbage_high = high;
+        self.gc_garbage_low = low;
         self
     }
 }

@@ -108,6 +108,11 @@ pub struct Stats {
     /// in segments holding data, emptied segments not yet reusable, free
     /// segments not yet given back, the open segment's unused tail.
     pub disk_garbage_bytes: u64,
+    /// Of `disk_garbage_bytes`, at most this much is free segments not yet
+    /// given back (punched): room the space reuses before it grows, and
+    /// gives back to the file system a few segments per commit and all of
+    /// them when idle or compacted.
+    pub disk_garbage_free_bytes: u64,
     /// Every write-ahead log: the active one (preallocated), frozen ones
     /// and spares kept for reuse.
     pub disk_wal_bytes: u64,

@@ -162,6 +162,33 @@ fn errors_are_typed() {
 }
 
 #[test]
+fn nonsense_options_are_refused_before_anything_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let base = || Options::new().create_if_missing(true);
+    for opts in [
+        base().memtable_bytes(1023),
+        base().max_space_bytes(1 << 20),
+        base().gc_garbage(0.5, 0.6),
+        base().gc_garbage(1.5, 0.5),
+        base().gc_garbage(0.5, 0.0),
+        base().gc_garbage(f64::NAN, 0.5),
+    ] {
+        assert!(
+            matches!(
+                Db::open(&path, opts.clone()),
+                Err(Error::InvalidArgument(_))
+            ),
+            "{opts:?}"
+        );
+        assert!(!path.exists(), "{opts:?} created the store");
+    }
+    let db = Db::open(&path, base().gc_garbage(0.25, 0.2)).unwrap();
+    db.put(b"k", b"v").unwrap();
+    assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+}
+
+#[test]
 fn lent_pairs_match_copied_pairs_both_ways() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());

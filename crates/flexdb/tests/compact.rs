@@ -122,6 +122,38 @@ fn compaction_gives_disk_back_and_every_pair_reads_back() {
     assert!(db.check().is_ok());
 }
 
+/// Segments a commit empties are free once the flush that made the commit
+/// returns: the view published with it registered in a later grace epoch
+/// than they were freed in, and the view it replaced was the last reader
+/// holding them. (They used to wait for the next commit.) Also with
+/// garbage collection at low thresholds, whose rounds free segments
+/// between publishes.
+#[test]
+fn segments_emptied_by_a_commit_are_free_when_its_flush_returns() {
+    for (high, low) in [(0.6, 0.5), (0.25, 0.2)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = StdRng::seed_from_u64(13);
+        let mut model = Model::new();
+        let db = Db::open(dir.path(), real_opts().gc_garbage(high, low)).unwrap();
+        let mut emptied_some = false;
+        for round in 0..6 {
+            churn(&db, &mut model, &mut rng, 8_000, 3_000, 2048);
+            db.flush().unwrap();
+            let s = db.stats();
+            assert_eq!(
+                s.space_held_bytes, 0,
+                "gc {high}/{low}, round {round}: segments held after the flush: {s:?}"
+            );
+            emptied_some |= s.gc_relocated_bytes > 0 || s.disk_garbage_free_bytes > 0;
+        }
+        assert!(
+            emptied_some,
+            "gc {high}/{low}: the churn never freed a segment"
+        );
+        assert_holds(&db, &model);
+    }
+}
+
 #[test]
 fn the_disk_breakdown_adds_up_and_matches_the_directory() {
     let dir = tempfile::tempdir().unwrap();

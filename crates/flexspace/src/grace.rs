@@ -1,29 +1,46 @@
 //! Grace periods for physical space: a data-file segment that no longer
 //! holds live data is reused only after every read that translated offsets
 //! to physical addresses before it was freed has finished (an SRCU-like
-//! scheme with two reader counters indexed by the parity of an epoch).
+//! scheme with `SLOTS` reader counters indexed by the epoch modulo `SLOTS`).
 //!
 //! Invariants (the caller keeps the epoch, i.e. the [`Quarantine`], under
 //! a reader-writer lock):
 //! - A reader registers with [`GraceReaders::enter`] while holding the read side
-//!   of that lock, in counter `epoch & 1`; the epoch changes only under the
+//!   of that lock, in counter `epoch % SLOTS`; the epoch changes only under the
 //!   write side. So when the epoch moves from `e` to `e + 1`, every reader
-//!   of epoch `e` is already counted, and new ones count in the other slot.
-//! - The epoch moves from `e` to `e + 1` only when the counter of `e - 1`
-//!   (same slot as `e + 1`) is zero, so each slot counts readers of one
-//!   epoch at a time.
-//! - A segment quarantined in epoch `e` is released once the epoch is past
-//!   `e` and the counter of `e` has drained: every reader that could have
-//!   seen the segment mapped registered in epoch `e` or earlier.
+//!   of epoch `e` is already counted, and new ones count in the next slot.
+//! - The epoch moves from `e` to `e + 1` only when the counter of
+//!   `e + 1 - SLOTS` (the same slot as `e + 1`) is zero, so each slot counts
+//!   readers of one epoch at a time: at epoch `e`, the slot of each epoch in
+//!   `e + 1 - SLOTS ..= e` counts exactly that epoch's readers, and every
+//!   reader of an older epoch has finished.
+//! - A segment quarantined in epoch `q` is released once the epoch is past
+//!   `q` and the counters of every epoch up to `q` have drained: every
+//!   reader that could have seen the segment mapped registered in epoch `q`
+//!   or earlier.
+//!
+//! Why four slots and not two: the layer above keeps long-lived readers
+//! (flexdb's published views, one registered at each publish). With two
+//! slots, a segment freed while such a reader of the previous epoch lived
+//! could not move the epoch on, so the next reader registered in the
+//! segment's own epoch and held it for one more publish. Four let the
+//! epoch move past up to three epochs of live readers.
 
 use std::sync::Arc;
 
 use crate::sync::{AtomicU64, Ordering};
 
-/// The two reader counters.
+/// Reader counters: epoch `e`'s readers count in slot `e % SLOTS`.
+const SLOTS: u64 = 4;
+
+/// The reader counters.
 #[derive(Default)]
 pub struct GraceReaders {
-    active: [AtomicU64; 2],
+    active: [AtomicU64; SLOTS as usize],
+}
+
+fn slot(epoch: u64) -> usize {
+    (epoch % SLOTS) as usize
 }
 
 /// A registered reader; dropping it ends its read.
@@ -73,19 +90,19 @@ impl GraceReaders {
 
     /// Counts a reader in `epoch`'s slot, which it returns.
     fn register(&self, epoch: u64) -> usize {
-        let slot = (epoch & 1) as usize;
+        let slot = slot(epoch);
         self.active[slot].fetch_add(1, Ordering::Relaxed);
         slot
     }
 
     fn drained(&self, epoch: u64) -> bool {
-        self.active[(epoch & 1) as usize].load(Ordering::Acquire) == 0
+        self.active[slot(epoch)].load(Ordering::Acquire) == 0
     }
 
     /// Readers currently registered (both slots).
     #[cfg(all(test, not(loom)))]
     pub fn count(&self) -> u64 {
-        self.active[0].load(Ordering::Relaxed) + self.active[1].load(Ordering::Relaxed)
+        self.active.iter().map(|a| a.load(Ordering::Relaxed)).sum()
     }
 }
 
@@ -139,12 +156,15 @@ impl Quarantine {
     pub fn advance(&mut self, readers: &GraceReaders, out: &mut Vec<u32>) {
         loop {
             let e = self.epoch;
-            // Slot of e - 1 (and of e + 1): readers of epochs before e.
-            if !readers.drained(e.wrapping_add(1)) {
-                return;
-            }
+            // Readers of epochs before `e + 1 - SLOTS` have all finished;
+            // of the later ones before `e`, the oldest still counted bounds
+            // what may go.
+            let oldest_counted = e.saturating_sub(SLOTS - 1);
+            let safe_below = (oldest_counted..e)
+                .find(|&p| !readers.drained(p))
+                .unwrap_or(e);
             self.items.retain(|&(q, s)| {
-                if q < e {
+                if q < safe_below {
                     out.push(s);
                     false
                 } else {
@@ -152,10 +172,11 @@ impl Quarantine {
                 }
             });
             let waiting_now = self.items.iter().any(|&(q, _)| q == e);
-            if !waiting_now {
+            // New readers go to the slot of `e + 1`, once the readers of
+            // `e + 1 - SLOTS` it counted have finished.
+            if !waiting_now || !readers.drained(e + 1) {
                 return;
             }
-            // New readers go to the drained slot; the readers of e finish.
             self.epoch = e + 1;
         }
     }
@@ -195,6 +216,59 @@ mod tests {
         assert_eq!(released(&mut q, &r), vec![7]);
         drop(late);
         assert_eq!(r.count(), 0);
+    }
+
+    /// The pattern of flexdb's published views: one long reader at a
+    /// time, replaced after segments were freed in two successive epochs
+    /// (a collection round's commit, then the MemTable's). Once the old
+    /// reader is gone, both come out while the new reader lives: it
+    /// registered in a later epoch than either.
+    #[test]
+    fn a_replaced_long_reader_releases_two_epochs_of_segments() {
+        let r = GraceReaders::default();
+        let mut q = Quarantine::default();
+        let mut out = Vec::new();
+        let view = r.enter(q.epoch());
+        q.add(1);
+        q.advance(&r, &mut out);
+        q.add(2);
+        q.advance(&r, &mut out);
+        assert!(out.is_empty());
+        let next = r.enter(q.epoch());
+        drop(view);
+        q.advance(&r, &mut out);
+        assert_eq!(out, vec![1, 2]);
+        drop(next);
+    }
+
+    /// A reader of an old epoch holds the epoch back once every slot is
+    /// taken, and everything freed since; its finishing lets all of it go.
+    #[test]
+    fn a_reader_holds_at_most_slots_epochs_then_the_epoch_waits() {
+        let r = GraceReaders::default();
+        let mut q = Quarantine::default();
+        let mut out = Vec::new();
+        let old = r.enter(q.epoch());
+        let mut later = Vec::new();
+        for s in 0..10 {
+            q.add(s);
+            q.advance(&r, &mut out);
+            later.push(r.enter(q.epoch()));
+            later.remove(0);
+        }
+        assert!(out.is_empty());
+        assert_eq!(
+            q.epoch(),
+            SLOTS - 1,
+            "the epoch moved into the old reader's slot"
+        );
+        drop(old);
+        q.advance(&r, &mut out);
+        drop(later);
+        q.advance(&r, &mut out);
+        q.add(99);
+        q.advance(&r, &mut out);
+        assert_eq!(out, (0..10).chain([99]).collect::<Vec<_>>());
     }
 
     #[test]

@@ -594,6 +594,20 @@ impl FlexSpace {
         self.s.compact_step()
     }
 
+    /// Frees the emptied segments whose readers have all finished (see
+    /// `grace.rs`) and returns how many. Commits and maintenance do this
+    /// on their own; a layer above that keeps long-lived readers (views
+    /// registered with [`FlexSpace::snapshot`]) calls it right after it
+    /// drops one, so the segments that reader held are reused from the
+    /// next write on instead of after the next commit. O(segments waiting);
+    /// takes the write lock briefly.
+    pub fn release_freed(&self) -> usize {
+        let mut st = self.s.state.write();
+        let before = st.seg.quarantined();
+        st.release();
+        before - st.seg.quarantined()
+    }
+
     /// Gives free segments that may still hold blocks back to the file
     /// system (after readers released what a commit emptied, e.g. once the
     /// layer above dropped an old snapshot); returns the bytes freed.

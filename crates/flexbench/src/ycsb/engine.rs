@@ -25,6 +25,9 @@ pub struct EngineConfig {
     pub sync: bool,
     /// flexdb: read the data file with `pread`, not through a mapping.
     pub pread: bool,
+    /// flexdb: garbage-collection thresholds (high, low); `None`: the
+    /// store's defaults.
+    pub gc_garbage: Option<(f64, f64)>,
     /// The run includes transactions (workloads t, ts): peers open their
     /// transactional flavour (RocksDB's `OptimisticTransactionDB`, fjall's
     /// `OptimisticTxDatabase`) for the whole run. flexdb has one flavour.
@@ -50,6 +53,12 @@ pub struct EngineStats {
     /// Bytes of memory held only because a live snapshot needs them
     /// (flexdb: MemTables and published views pinned by snapshots).
     pub snapshot_held_bytes: Option<u64>,
+    /// The store's disk bytes by what they hold (flexdb: live data,
+    /// garbage, wal, checkpoint, log, other; see `flexdb::Stats`).
+    pub disk_parts: Option<std::collections::BTreeMap<String, u64>>,
+    /// Bytes the engine's garbage collection relocated since open
+    /// (flexdb's space).
+    pub gc_relocated_bytes: Option<u64>,
 }
 
 /// A key-value store under test. Shared between the client threads.
@@ -178,6 +187,7 @@ mod tests {
                 memtable_bytes: 4 << 20,
                 sync: false,
                 pread,
+                gc_garbage: None,
                 transactions: false,
             };
             let e = open(name, dir.path(), &cfg).unwrap();

@@ -92,6 +92,10 @@ pub struct YcsbArgs {
     /// per write, for every engine).
     #[arg(long)]
     pub sync: bool,
+    /// flexdb's garbage-collection thresholds `HIGH,LOW`
+    /// (`flexdb::Options::gc_garbage`; default: flexdb's).
+    #[arg(long, value_delimiter = ',')]
+    pub gc_garbage: Option<Vec<f64>>,
     /// flexdb reads its data file with `pread` instead of through a
     /// memory mapping (`flexdb::Options::mmap_reads` off).
     #[arg(long)]
@@ -240,6 +244,11 @@ impl YcsbArgs {
         if self.memtable_mb == 0 || self.memtable_mb > (1 << 20) {
             return Err("--memtable-mb must be between 1 and 1048576".into());
         }
+        if let Some(g) = &self.gc_garbage {
+            if !(g.len() == 2 && g[1] > 0.0 && g[1] <= g[0] && g[0] <= 1.0) {
+                return Err("--gc-garbage takes HIGH,LOW with 0 < LOW <= HIGH <= 1".into());
+            }
+        }
         // Room for the inserts of d and e: at most 1000x the records.
         KeyFormat::new(dataset.key_size, self.records.saturating_mul(1000))?;
         Ok(Plan {
@@ -256,6 +265,7 @@ impl YcsbArgs {
             memtable_bytes: self.memtable_mb << 20,
             sync: self.sync,
             pread: self.pread,
+            gc_garbage: self.gc_garbage.as_ref().map(|g| (g[0], g[1])),
             transactions: self
                 .workloads
                 .iter()
@@ -302,6 +312,10 @@ impl YcsbArgs {
             "--dir".into(),
             dir.display().to_string(),
         ];
+        if let Some(g) = &self.gc_garbage {
+            a.push("--gc-garbage".into());
+            a.push(format!("{},{}", g[0], g[1]));
+        }
         for (flag, on) in [
             ("--sync", self.sync),
             ("--pread", self.pread),
@@ -665,6 +679,8 @@ fn workload_result(
         disk_bytes: disk,
         logical_bytes: logical,
         space_amp: disk as f64 / logical.max(1) as f64,
+        disk_parts: stats.disk_parts,
+        gc_relocated_bytes: stats.gc_relocated_bytes,
         max_reader_wait_us: stats.max_reader_wait.map(|d| d.as_secs_f64() * 1e6),
         index_bytes: stats.index_bytes,
         extent_index_bytes: stats.extent_index_bytes,
@@ -804,6 +820,7 @@ pub fn crash_child(a: &CrashChildArgs) -> u8 {
             memtable_bytes: a.memtable_mb << 20,
             sync: a.sync,
             pread: a.pread,
+            gc_garbage: None,
             transactions: false,
         };
         let engine = engine::open(&a.engine, &a.dir, &cfg)?;

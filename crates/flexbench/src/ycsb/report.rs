@@ -132,6 +132,15 @@ pub struct WorkloadResult {
     pub logical_bytes: u64,
     /// disk_bytes / logical_bytes.
     pub space_amp: f64,
+    /// The store's disk bytes by what they hold, as the engine counts them
+    /// (flexdb: live, garbage, wal, checkpoint, log, other); null for
+    /// engines that do not split them.
+    #[serde(default)]
+    pub disk_parts: Option<BTreeMap<String, u64>>,
+    /// Bytes the engine's garbage collection relocated since the store was
+    /// opened (flexdb); null for engines that do not report it.
+    #[serde(default)]
+    pub gc_relocated_bytes: Option<u64>,
     /// The longest reader wait since the store was opened, in microseconds
     /// (flexdb only; null for engines that do not report it).
     pub max_reader_wait_us: Option<f64>,

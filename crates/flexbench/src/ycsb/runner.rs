@@ -354,6 +354,7 @@ mod tests {
             memtable_bytes: 4 << 20,
             sync: false,
             pread: false,
+            gc_garbage: None,
             transactions: false,
         }
     }

@@ -49,6 +49,7 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         space_held_bytes,
         disk_live_bytes,
         disk_garbage_bytes,
+        disk_garbage_free_bytes,
         disk_wal_bytes,
         disk_checkpoint_bytes,
         disk_log_bytes,
@@ -104,6 +105,11 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         ("space_held_bytes", json!(space_held_bytes), true),
         ("disk_live_bytes", json!(disk_live_bytes), true),
         ("disk_garbage_bytes", json!(disk_garbage_bytes), true),
+        (
+            "disk_garbage_free_bytes",
+            json!(disk_garbage_free_bytes),
+            true,
+        ),
         ("disk_wal_bytes", json!(disk_wal_bytes), true),
         ("disk_checkpoint_bytes", json!(disk_checkpoint_bytes), true),
         ("disk_log_bytes", json!(disk_log_bytes), true),
@@ -162,7 +168,7 @@ mod tests {
     fn json_has_every_field() {
         let v = to_json(&sample());
         let obj = v.as_object().unwrap();
-        assert_eq!(obj.len(), 39);
+        assert_eq!(obj.len(), 40);
         assert_eq!(v["pairs"], 3);
         assert_eq!(v["space_bytes"], 123_456);
         assert_eq!(v["cache_hit_ratio"], 0.5);
@@ -173,7 +179,7 @@ mod tests {
     fn table_lines() {
         let t = table(&sample());
         let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 39);
+        assert_eq!(lines.len(), 40);
         assert_eq!(lines[0], "pairs                     3");
         assert_eq!(lines[1], "space_bytes               123456 (123.5 kB)");
         assert!(t.contains("cache_hit_ratio           0.500\n"));

@@ -315,6 +315,10 @@ fn finish_commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
     shared
         .views
         .publish(&shared.index, &shared.space, last.gen)?;
+    // The view just retired held (in the space's grace epochs) the
+    // segments this commit and the collection rounds before it emptied:
+    // they are free now that it is gone, not one MemTable later.
+    shared.space.release_freed();
     // Readers load the old list or the new one, never wait.
     shared.writes.replace_mems(|m| {
         let mut m = crate::write::MemTables::clone(m);

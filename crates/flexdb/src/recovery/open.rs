@@ -49,6 +49,8 @@ use crate::write::{FrozenMemTable, WriteHead};
 
 /// Opens the store in `dir` on real files.
 pub(crate) fn open_dir(dir: &Path, opts: Options) -> Result<Store> {
+    // Before anything is created: nonsense options leave no directory.
+    validate(&opts)?;
     if !dir.exists() && !opts.create_if_missing {
         return Err(Error::NotFound(dir.to_path_buf()));
     }
@@ -129,6 +131,12 @@ fn validate(opts: &Options) -> Result<()> {
             8 * flexspace::SEGMENT_SIZE
         )));
     }
+    let (high, low) = (opts.gc_garbage_high, opts.gc_garbage_low);
+    if !(low > 0.0 && low <= high && high <= 1.0) {
+        return Err(Error::InvalidArgument(format!(
+            "gc_garbage needs 0 < low <= high <= 1 (got high {high}, low {low})"
+        )));
+    }
     Ok(())
 }
 
@@ -147,6 +155,7 @@ fn space_options(opts: &Options, create: bool) -> flexspace::Options {
         // Reads through a mapping where the options ask for it (see
         // `Options::mmap_reads`; storage without real files maps nothing).
         .mmap_reads(opts.mmap_reads)
+        .gc_garbage(opts.gc_garbage_high, opts.gc_garbage_low)
 }
 
 fn create(

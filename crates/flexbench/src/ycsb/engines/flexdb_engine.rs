@@ -13,12 +13,15 @@ struct FlexDbEngine {
 
 /// Opens (creating if needed) a FlexDB store in `dir`.
 pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
-    let opts = flexdb::Options::new()
+    let mut opts = flexdb::Options::new()
         .create_if_missing(true)
         .cache_bytes(cfg.cache_bytes)
         .memtable_bytes(cfg.memtable_bytes)
         .sync_writes(cfg.sync)
         .mmap_reads(!cfg.pread);
+    if let Some((high, low)) = cfg.gc_garbage {
+        opts = opts.gc_garbage(high, low);
+    }
     let db = flexdb::Db::open(dir, opts).map_err(|e| format!("flexdb: {e}"))?;
     Ok(Box::new(FlexDbEngine {
         db,
@@ -126,6 +129,22 @@ impl Engine for FlexDbEngine {
             extent_index_bytes: Some(s.extent_index_bytes),
             cache_hit_ratio,
             snapshot_held_bytes: Some(s.snapshot_held_bytes),
+            disk_parts: Some(
+                [
+                    ("live", s.disk_live_bytes),
+                    ("garbage", s.disk_garbage_bytes),
+                    ("garbage_free", s.disk_garbage_free_bytes),
+                    ("garbage_held", s.space_held_bytes),
+                    ("wal", s.disk_wal_bytes),
+                    ("checkpoint", s.disk_checkpoint_bytes),
+                    ("log", s.disk_log_bytes),
+                    ("other", s.disk_other_bytes),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            ),
+            gc_relocated_bytes: Some(s.gc_relocated_bytes),
         }
     }
 }
