@@ -20,6 +20,13 @@
 //!   written to as *pending*; only after the header is durable do they adopt
 //!   it and become clean, and only then are the free-page lists updated. A
 //!   failed checkpoint therefore changes nothing the next one depends on.
+//! - The header's page count is one past the highest page its version
+//!   references. Only after the header is durable is the file cut to that
+//!   length and are the whole 4 KiB blocks of free pages punched
+//!   (`free_page_map`): the committed version never references a punched
+//!   page, and a page that reads as zeros fails its checksum, so a load
+//!   never takes one for a node. A crash before the cut or a punch leaves
+//!   the blocks allocated, nothing else.
 //!
 //! Concurrency: `checkpoint` takes `&self`. While it runs, other threads may
 //! call the tree's read methods (`lookup`, `query`, `query_into`,
@@ -32,6 +39,7 @@
 
 use crate::error::{Error, Result};
 use crate::extent::{MAX_ADDR, MAX_SPACE};
+use crate::free_page_map::{give_back, FreePageMap};
 use std::sync::atomic::Ordering;
 
 use crate::node::{addr_of, DiskState, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
@@ -56,6 +64,26 @@ const LEAF_ENTRY: usize = 16;
 const INTERNAL_ENTRY: usize = 12;
 const KIND_LEAF: u8 = 1;
 const KIND_INTERNAL: u8 = 2;
+
+/// What one checkpoint wrote and gave back to the file system.
+#[derive(Debug)]
+pub struct CheckpointReport {
+    /// The checkpoint's version.
+    pub version: u64,
+    /// Node pages written (the nodes that changed since the last one).
+    pub pages_written: u64,
+    /// Node pages the new version references (every node of the tree).
+    pub node_pages: u64,
+    /// Pages the file keeps (header slots, nodes and free pages).
+    pub file_pages: u64,
+    /// Bytes the file's allocation shrank by through punched holes.
+    pub punched_bytes: u64,
+    /// Bytes cut off the file's free tail.
+    pub truncated_bytes: u64,
+    /// Why giving pages back stopped early (the checkpoint itself is
+    /// committed; the pages stay allocated until a later checkpoint).
+    pub give_back_error: Option<std::io::Error>,
+}
 
 /// What a loaded checkpoint carried besides the tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,8 +197,11 @@ struct PageAlloc<'a> {
     free: &'a [u32],
     /// Free pages handed out (from the end of `free`).
     used: usize,
-    /// Pages the file holds once the checkpoint commits.
+    /// Pages the file holds once the nodes are written.
     page_count: u32,
+    /// The committed pages of the nodes written (their images the new
+    /// version no longer references).
+    superseded: Vec<u32>,
 }
 
 impl PageAlloc<'_> {
@@ -184,6 +215,13 @@ impl PageAlloc<'_> {
             .checked_add(1)
             .ok_or_else(|| corrupt("tree file would exceed 2^32 pages"))?;
         Ok(p)
+    }
+
+    /// Notes the committed page of a node being written (0: none).
+    fn supersede(&mut self, page: u32) {
+        if page != 0 {
+            self.superseded.push(page);
+        }
     }
 }
 
@@ -247,7 +285,11 @@ impl FlexTree {
     /// in writes of at most [`CHECKPOINT_BATCH_BYTES`]; the file is synced,
     /// then the header (with `meta`, at most [`MAX_META`] bytes) is written
     /// to its slot and synced. Only then does the tree adopt the new pages
-    /// and mark its nodes clean. A tree that was neither loaded from nor
+    /// and mark its nodes clean, and give the pages that became free back
+    /// to the file system: the file is cut after the highest page in use and
+    /// the whole 4 KiB blocks of free pages are punched (a failure there
+    /// only leaves blocks allocated: it is in the report, not an error).
+    /// A tree that was neither loaded from nor
     /// checkpointed into a file may only checkpoint into an empty file;
     /// later checkpoints must go to the same file. On error the tree's
     /// contents are unchanged, the next checkpoint writes everything the
@@ -256,6 +298,15 @@ impl FlexTree {
     /// Runs through `&self`: readers may use the tree meanwhile (see the
     /// module documentation); a second checkpoint waits for this one.
     pub fn checkpoint(&self, file: &dyn StorageFile, meta: &[u8]) -> Result<u64> {
+        self.checkpoint_report(file, meta).map(|r| r.version)
+    }
+
+    /// [`FlexTree::checkpoint`], saying what it wrote and gave back.
+    pub fn checkpoint_report(
+        &self,
+        file: &dyn StorageFile,
+        meta: &[u8],
+    ) -> Result<CheckpointReport> {
         if meta.len() > MAX_META {
             return Err(Error::MetaTooLarge(meta.len()));
         }
@@ -271,41 +322,68 @@ impl FlexTree {
             persist.page_count = FIRST_NODE_PAGE;
             persist.free.clear();
             persist.released.clear();
+            persist.unpunched.clear();
         }
         persist.free.sort_unstable_by(|a, b| b.cmp(a));
         let version = self.version.load(Ordering::Relaxed) + 1;
+        let start_count = persist.page_count;
         let mut alloc = PageAlloc {
             free: &persist.free,
             used: 0,
             page_count: persist.page_count,
+            superseded: Vec::new(),
         };
         let mut out = PageWriter::new(file);
         let root_page = self.write_node(self.root, 0, version, &mut alloc, &mut out)?;
         out.flush()?;
         drop(out);
         file.sync()?;
+        // The pages the new version leaves free: free ones this checkpoint
+        // did not take, released ones, and the images rewritten nodes had.
+        let (used, written_end) = (alloc.used, alloc.page_count);
+        let mut freed = alloc.superseded;
+        freed.extend_from_slice(&persist.released);
+        let untaken = &persist.free[..persist.free.len() - used];
+        let mut map = FreePageMap::new(written_end);
+        map.insert_all(untaken);
+        map.insert_all(&freed);
+        let page_count = map.used_len(FIRST_NODE_PAGE);
         let header = Header {
             version,
             root_page,
             height: self.height,
             total: self.total,
             extents: self.extents,
-            page_count: alloc.page_count,
+            page_count,
             meta: meta.to_vec(),
         };
         file.write_all_at(page_offset((version % 2) as u32), &encode_header(&header))?;
         file.sync()?;
         // Committed: adopt the new pages; what the previous version alone
-        // referenced becomes free.
-        let (used, page_count) = (alloc.used, alloc.page_count);
-        let remaining = persist.free.len() - used;
-        persist.free.truncate(remaining);
-        let mut released = std::mem::take(&mut persist.released);
-        persist.free.append(&mut released);
-        self.commit_node(self.root, 0, &mut persist.free);
+        // referenced becomes free; the file keeps `page_count` pages.
+        persist.free.truncate(persist.free.len() - used);
+        persist.released.clear();
+        persist.free.extend_from_slice(&freed);
+        persist.free.retain(|&p| p < page_count);
+        self.commit_node(self.root, 0);
         persist.page_count = page_count;
         self.version.store(version, Ordering::Relaxed);
-        Ok(version)
+        persist.unpunched.append(&mut freed);
+        let given = give_back(file, &map, &persist.unpunched, page_count);
+        if given.error.is_none() {
+            persist.unpunched.clear();
+        } else {
+            persist.unpunched.retain(|&p| p < page_count);
+        }
+        Ok(CheckpointReport {
+            version,
+            pages_written: used as u64 + u64::from(written_end - start_count),
+            node_pages: u64::from(page_count - FIRST_NODE_PAGE) - persist.free.len() as u64,
+            file_pages: u64::from(page_count),
+            punched_bytes: given.punched_bytes,
+            truncated_bytes: given.truncated_bytes,
+            give_back_error: given.error,
+        })
     }
 
     /// Writes node `id` at `level` and its dirty descendants (post-order);
@@ -326,6 +404,7 @@ impl FlexTree {
             let page = alloc.alloc()?;
             encode_leaf(l, version, out.page(page)?);
             l.disk.set_pending(page);
+            alloc.supersede(l.disk.page());
             return Ok(page);
         }
         let n = &self.internals[id as usize];
@@ -345,12 +424,14 @@ impl FlexTree {
         }
         seal_node_page(b, KIND_INTERNAL, n.count, version);
         n.disk.set_pending(page);
+        alloc.supersede(n.disk.page());
         Ok(page)
     }
 
     /// After a durable header: every node `write_node` wrote (the same walk)
-    /// adopts its new page and becomes clean; old pages go to `free`.
-    fn commit_node(&self, id: u32, level: usize, free: &mut Vec<u32>) {
+    /// adopts its new page and becomes clean (its old page is among the
+    /// walk's `superseded`).
+    fn commit_node(&self, id: u32, level: usize) {
         let disk = if level == self.height {
             &self.leaves[id as usize].disk
         } else {
@@ -359,15 +440,12 @@ impl FlexTree {
                 return;
             }
             for &child in &n.child[..n.count] {
-                self.commit_node(child, level + 1, free);
+                self.commit_node(child, level + 1);
             }
             &n.disk
         };
         if disk.needs_write() {
-            let old = disk.commit();
-            if old != 0 {
-                free.push(old);
-            }
+            disk.commit();
         }
     }
 
@@ -430,6 +508,8 @@ impl FlexTree {
             .filter(|&p| !visited[p as usize])
             .rev()
             .collect();
+        // Whether they are holes is unknown: the next checkpoint punches.
+        persist.unpunched = persist.free.clone();
         Ok((
             tree,
             Checkpoint {
