@@ -18,7 +18,10 @@
 //!
 //! A checkpoint commits, then holds the gate (mutations wait, readers do
 //! not) to commit what slipped in and write the tree copy-on-write under
-//! the read lock; then, with only `maint` held, restarts the log under the
+//! the read lock (the tree then cuts its file's free tail and punches its
+//! free blocks, and the checkpoint's figures go out as a debug event,
+//! target `flexspace::checkpoint`); then, with only `maint` held, restarts
+//! the log under the
 //! new version: truncate and sync before writing the header, so old entries
 //! are never read under the new version.
 
@@ -30,6 +33,28 @@ use crate::open::{meta, DATA, LOG};
 use crate::segments::writers::flush;
 use crate::space::{LogPosition, SpaceInner};
 use crate::storage::StorageFile;
+
+/// Target of the checkpoint's tracing event.
+const TRACE_TARGET: &str = "flexspace::checkpoint";
+
+/// What a checkpoint wrote and gave back, as a debug event: how many node
+/// pages changed since the last one out of the tree's, and the tree file's
+/// pages, holes and time.
+fn trace_checkpoint(r: &flextree::CheckpointReport) {
+    tracing::debug!(
+        target: TRACE_TARGET,
+        version = r.version,
+        pages_written = r.pages_written,
+        node_pages = r.node_pages,
+        file_pages = r.file_pages,
+        punched_bytes = r.punched_bytes,
+        truncated_bytes = r.truncated_bytes,
+        write_us = r.write_time.as_micros() as u64,
+        give_back_us = r.give_back_time.as_micros() as u64,
+        give_back_error = r.give_back_error.as_ref().map(|e| e.to_string()),
+        "checkpoint"
+    );
+}
 
 impl SpaceInner {
     pub(crate) fn sync(&self) -> Result<()> {
@@ -144,10 +169,13 @@ impl SpaceInner {
             let st = self.state.read();
             let r = st
                 .tree
-                .checkpoint(self.files.tree.as_ref(), &meta(&st.user_meta));
+                .checkpoint_report(self.files.tree.as_ref(), &meta(&st.user_meta));
             drop(st);
             match r {
-                Ok(v) => v,
+                Ok(report) => {
+                    trace_checkpoint(&report);
+                    report.version
+                }
                 Err(e) => {
                     let e = crate::error::tree(e);
                     self.poison(&mut self.state.write(), &e);
