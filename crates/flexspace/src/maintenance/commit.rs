@@ -21,9 +21,8 @@
 //! the read lock (the tree then cuts its file's free tail and punches its
 //! free blocks, and the checkpoint's figures go out as a debug event,
 //! target `flexspace::checkpoint`); then, with only `maint` held, restarts
-//! the log under the
-//! new version: truncate and sync before writing the header, so old entries
-//! are never read under the new version.
+//! the log under the new version: truncate and sync before writing the
+//! header, so old entries are never read under the new version.
 
 use std::sync::atomic::Ordering;
 
