@@ -107,19 +107,24 @@ fn tree_run(seed: u64, storage: &FaultStorage) -> TreeRun {
         r.versions.push(t.extents_from(0).unwrap().collect());
         let first = storage.ops();
         let report = t.checkpoint_report(file.as_ref(), &round.to_le_bytes());
-        r.windows.push((first, storage.ops()));
+        // The window (pushed below) covers the give-back too.
         match report {
             Ok(rep) => {
                 assert_eq!(rep.version as usize, r.versions.len() - 1);
                 r.done = rep.version;
-                r.punched += rep.punched_bytes;
-                r.truncated += rep.truncated_bytes;
-                if rep.give_back_error.is_some() {
-                    break;
+                // Every third round the next checkpoint gives back.
+                if round % 3 != 2 {
+                    let g = rep.free_pages.give_back(file.as_ref());
+                    r.punched += g.punched_bytes;
+                    r.truncated += g.truncated_bytes;
+                    if g.error.is_some() {
+                        break;
+                    }
                 }
             }
             Err(_) => break,
         }
+        r.windows.push((first, storage.ops()));
     }
     r
 }

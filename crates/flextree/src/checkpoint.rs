@@ -23,7 +23,8 @@
 //! - The header's page count is one past the highest page its version
 //!   references. Only after the header is durable is the file cut to that
 //!   length and are the whole 4 KiB blocks of free pages punched
-//!   (`free_page_map`): the committed version never references a punched
+//!   (`free_page_map`; the caller may defer it, the next checkpoint does it
+//!   before taking a free page): the committed version never references a punched
 //!   page, and a page that reads as zeros fails its checksum, so a load
 //!   never takes one for a node. A crash before the cut or a punch leaves
 //!   the blocks allocated, nothing else.
@@ -39,9 +40,11 @@
 
 use crate::error::{Error, Result};
 use crate::extent::{MAX_ADDR, MAX_SPACE};
-use crate::free_page_map::{give_back, FreePageMap};
+use crate::free_page_map::FreePageMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+
+pub use crate::free_page_map::{FreePages, GiveBack};
 
 use crate::node::{addr_of, DiskState, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
 use crate::storage::StorageFile;
@@ -77,17 +80,12 @@ pub struct CheckpointReport {
     pub node_pages: u64,
     /// Pages the file keeps (header slots, nodes and free pages).
     pub file_pages: u64,
-    /// Bytes the file's allocation shrank by through punched holes.
-    pub punched_bytes: u64,
-    /// Bytes cut off the file's free tail.
-    pub truncated_bytes: u64,
-    /// Why giving pages back stopped early (the checkpoint itself is
-    /// committed; the pages stay allocated until a later checkpoint).
-    pub give_back_error: Option<std::io::Error>,
     /// Time spent writing and syncing the nodes and the header.
     pub write_time: Duration,
-    /// Time spent cutting and punching the file after the header.
-    pub give_back_time: Duration,
+    /// The pages this checkpoint freed, to give back to the file system
+    /// (see [`FreePages::give_back`]; the next checkpoint does it if the
+    /// caller does not).
+    pub free_pages: FreePages,
 }
 
 /// What a loaded checkpoint carried besides the tree.
@@ -293,20 +291,25 @@ impl FlexTree {
     /// and mark its nodes clean, and give the pages that became free back
     /// to the file system: the file is cut after the highest page in use and
     /// the whole 4 KiB blocks of free pages are punched (a failure there
-    /// only leaves blocks allocated: it is in the report, not an error).
-    /// A tree that was neither loaded from nor
-    /// checkpointed into a file may only checkpoint into an empty file;
-    /// later checkpoints must go to the same file. On error the tree's
+    /// only leaves blocks allocated, so it is not an error). A tree that
+    /// was neither loaded from nor checkpointed into a file may only
+    /// checkpoint into an empty file; later checkpoints must go to the
+    /// same file. On error the tree's
     /// contents are unchanged, the next checkpoint writes everything the
     /// failed one tried to, and the file still loads as the previous version.
     ///
     /// Runs through `&self`: readers may use the tree meanwhile (see the
     /// module documentation); a second checkpoint waits for this one.
     pub fn checkpoint(&self, file: &dyn StorageFile, meta: &[u8]) -> Result<u64> {
-        self.checkpoint_report(file, meta).map(|r| r.version)
+        let report = self.checkpoint_report(file, meta)?;
+        report.free_pages.give_back(file);
+        Ok(report.version)
     }
 
-    /// [`FlexTree::checkpoint`], saying what it wrote and gave back.
+    /// [`FlexTree::checkpoint`], saying what it wrote, without giving the
+    /// freed pages back: the caller does that with the report's
+    /// [`FreePages`] (on the same file) when it suits it, for example after
+    /// releasing locks that the punching should not hold up.
     pub fn checkpoint_report(
         &self,
         file: &dyn StorageFile,
@@ -329,6 +332,9 @@ impl FlexTree {
             persist.released.clear();
             persist.unpunched.clear();
         }
+        // What the last checkpoint left to give back goes before a free
+        // page is taken (its failure only leaves blocks allocated).
+        let _ = persist.give_back.drain(file);
         let started = Instant::now();
         persist.free.sort_unstable_by(|a, b| b.cmp(a));
         let version = self.version.load(Ordering::Relaxed) + 1;
@@ -375,23 +381,15 @@ impl FlexTree {
         persist.page_count = page_count;
         self.version.store(version, Ordering::Relaxed);
         persist.unpunched.append(&mut freed);
-        let written = Instant::now();
-        let given = give_back(file, &map, &persist.unpunched, page_count);
-        if given.error.is_none() {
-            persist.unpunched.clear();
-        } else {
-            persist.unpunched.retain(|&p| p < page_count);
-        }
+        let free_pages = persist.give_back.set(&map, &persist.unpunched, page_count);
+        persist.unpunched.clear();
         Ok(CheckpointReport {
             version,
             pages_written: used as u64 + u64::from(written_end - start_count),
             node_pages: u64::from(page_count - FIRST_NODE_PAGE) - persist.free.len() as u64,
             file_pages: u64::from(page_count),
-            punched_bytes: given.punched_bytes,
-            truncated_bytes: given.truncated_bytes,
-            give_back_error: given.error,
-            write_time: written - started,
-            give_back_time: written.elapsed(),
+            write_time: started.elapsed(),
+            free_pages,
         })
     }
 

@@ -13,6 +13,8 @@
 //! `unpunched` reads as zeros or shares its file-system block with a page in
 //! use.
 
+use crate::free_page_map::PendingGiveBack;
+
 /// The tree's relation to its tree file (behind `FlexTree::persist`).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FilePages {
@@ -27,6 +29,8 @@ pub(crate) struct FilePages {
     /// Free pages that may still occupy disk blocks: the next checkpoint
     /// punches the whole blocks among them that hold only free pages.
     pub unpunched: Vec<u32>,
+    /// What the last checkpoint left to give back to the file system.
+    pub give_back: PendingGiveBack,
 }
 
 impl FilePages {

@@ -8,7 +8,14 @@
 //! range covers whole [`HOLE_BLOCK`]-byte blocks whose every page is free
 //! and below the map's length, so it never touches a page the committed
 //! version references, the header slots (block 0 holds both) or the tail
-//! the file is truncated to.
+//! the file is truncated to. What a checkpoint leaves to give back waits in
+//! [`FreePages`] until its caller or the next checkpoint (before it takes
+//! a free page) gives it back.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use crate::checkpoint::PAGE_SIZE;
 use crate::storage::StorageFile;
@@ -98,44 +105,110 @@ impl FreePageMap {
 
 /// What giving free pages back to the file system did.
 #[derive(Debug, Default)]
-pub(crate) struct GiveBack {
+pub struct GiveBack {
     /// Bytes the file's allocation shrank by through punched holes.
     pub punched_bytes: u64,
-    /// Bytes cut off the file's tail.
+    /// Bytes cut off the file's free tail.
     pub truncated_bytes: u64,
-    /// The first failure; what failed leaves blocks allocated, nothing else.
+    /// The first failure; what failed leaves blocks allocated (until the
+    /// file is loaded again), nothing else.
     pub error: Option<std::io::Error>,
+    /// Time spent.
+    pub time: Duration,
 }
 
-/// Truncates `file` to `keep` pages and punches the whole free blocks
-/// `candidates` touch (see [`FreePageMap::punch_ranges`]). Run only after
-/// the header that frees those pages is durable.
-pub(crate) fn give_back(
-    file: &dyn StorageFile,
-    map: &FreePageMap,
-    candidates: &[u32],
-    keep: u32,
-) -> GiveBack {
-    let mut done = GiveBack::default();
-    let keep_bytes = u64::from(keep) * PAGE_SIZE as u64;
-    match file.len() {
-        Ok(len) if len > keep_bytes => match file.set_len(keep_bytes) {
-            Ok(()) => done.truncated_bytes = len - keep_bytes,
-            Err(e) => done.error = Some(e),
-        },
-        Ok(_) => {}
-        Err(e) => done.error = Some(e),
-    }
-    for (offset, len) in map.punch_ranges(candidates, keep) {
-        match file.punch_hole(offset, len) {
-            Ok(n) => done.punched_bytes += n,
-            Err(e) => {
-                done.error.get_or_insert(e);
-                break;
+/// What a committed checkpoint left to give back: byte ranges to punch
+/// and the length to cut the file to.
+#[derive(Debug, Default)]
+struct Pending {
+    punch: Vec<(u64, u64)>,
+    cut_to: Option<u64>,
+}
+
+impl Pending {
+    fn apply(&mut self, file: &dyn StorageFile) -> GiveBack {
+        let started = Instant::now();
+        let mut done = GiveBack::default();
+        if let Some(keep) = self.cut_to.take() {
+            match file.len() {
+                Ok(len) if len > keep => match file.set_len(keep) {
+                    Ok(()) => done.truncated_bytes = len - keep,
+                    Err(e) => done.error = Some(e),
+                },
+                Ok(_) => {}
+                Err(e) => done.error = Some(e),
             }
         }
+        for (offset, len) in std::mem::take(&mut self.punch) {
+            if done.error.is_some() {
+                break;
+            }
+            match file.punch_hole(offset, len) {
+                Ok(n) => done.punched_bytes += n,
+                Err(e) => done.error = Some(e),
+            }
+        }
+        done.time = started.elapsed();
+        done
     }
-    done
+}
+
+/// The free pages the last committed checkpoint of a tree left to give
+/// back to the file system, shared between the tree and the caller of
+/// [`FlexTree::checkpoint_report`](crate::FlexTree::checkpoint_report),
+/// which may give them back after releasing its own locks.
+///
+/// Safe whenever it runs: the next checkpoint gives back whatever is still
+/// pending before it takes any free page, under the same lock, so a page
+/// is never punched after a checkpoint wrote into it.
+#[derive(Clone, Debug)]
+pub struct FreePages {
+    pending: Arc<Mutex<Pending>>,
+}
+
+impl FreePages {
+    /// Truncates `file` (the tree's file) to the pages the committed
+    /// version needs and punches the whole free blocks; nothing when that
+    /// was done already.
+    pub fn give_back(&self, file: &dyn StorageFile) -> GiveBack {
+        self.pending.lock().apply(file)
+    }
+}
+
+/// A tree's [`FreePages`]; a copy of a tree starts with none pending (what
+/// the original had pending stays allocated until the file is loaded).
+#[derive(Debug, Default)]
+pub(crate) struct PendingGiveBack(FreePages);
+
+impl Default for FreePages {
+    fn default() -> Self {
+        FreePages {
+            pending: Arc::new(Mutex::new(Pending::default())),
+        }
+    }
+}
+
+impl Clone for PendingGiveBack {
+    fn clone(&self) -> Self {
+        PendingGiveBack::default()
+    }
+}
+
+impl PendingGiveBack {
+    /// Gives back what is still pending (before a checkpoint allocates).
+    pub fn drain(&self, file: &dyn StorageFile) -> GiveBack {
+        self.0.give_back(file)
+    }
+
+    /// Records what the checkpoint that just committed leaves free: the
+    /// file keeps `keep` pages, and the whole free blocks `candidates`
+    /// touch are punched. Returns the shared handle.
+    pub fn set(&self, map: &FreePageMap, candidates: &[u32], keep: u32) -> FreePages {
+        let mut p = self.0.pending.lock();
+        p.punch = map.punch_ranges(candidates, keep);
+        p.cut_to = Some(u64::from(keep) * PAGE_SIZE as u64);
+        self.0.clone()
+    }
 }
 
 #[cfg(test)]

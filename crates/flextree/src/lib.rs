@@ -39,7 +39,9 @@ mod tree;
 #[cfg(test)]
 mod sanity_tests;
 
-pub use checkpoint::{Checkpoint, CheckpointReport, CHECKPOINT_BATCH_BYTES, MAX_META};
+pub use checkpoint::{
+    Checkpoint, CheckpointReport, FreePages, GiveBack, CHECKPOINT_BATCH_BYTES, MAX_META,
+};
 pub use compact::NodeMemory;
 pub use cursor::Extents;
 pub use error::{Error, Result};

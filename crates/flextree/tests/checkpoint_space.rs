@@ -129,7 +129,8 @@ fn zipf_like_checkpoints_keep_about_one_tree_allocated() {
     for round in 1..=30 {
         zipf_updates(&mut t, &mut rng, n, 30_000, round);
         let r = t.checkpoint_report(&file, &[]).unwrap();
-        assert!(r.give_back_error.is_none(), "{r:?}");
+        let g = r.free_pages.give_back(&file);
+        assert!(g.error.is_none(), "{g:?}");
         assert!(
             r.pages_written * 10 >= r.node_pages * 8,
             "the pattern must dirty nearly every node: {r:?}"
@@ -162,9 +163,14 @@ fn a_shrinking_tree_cuts_the_file_tail() {
     // past the big one's pages, the second moves it to the file's head.
     t.collapse(1000, t.len() - 2000).unwrap();
     let r1 = t.checkpoint_report(&file, &[]).unwrap();
+    let g1 = r1.free_pages.give_back(&file);
     t.remap(0, 100, 7).unwrap();
     let r2 = t.checkpoint_report(&file, &[]).unwrap();
-    assert!(r2.truncated_bytes > 0, "{r1:?} {r2:?}");
+    let g2 = r2.free_pages.give_back(&file);
+    assert!(g2.truncated_bytes > 0, "{r1:?} {g1:?} {r2:?} {g2:?}");
+    // Nothing is left to give back.
+    let again = r2.free_pages.give_back(&file);
+    assert_eq!((again.punched_bytes, again.truncated_bytes), (0, 0));
     let len = file.len().unwrap();
     assert!(len * 20 < big, "file {big} -> {len} bytes ({r2:?})");
     assert_eq!(len, r2.file_pages * PAGE);
@@ -194,7 +200,8 @@ fn the_first_checkpoint_after_a_load_punches_the_free_pages() {
     let (mut loaded, _) = FlexTree::load(&copy).unwrap();
     loaded.remap(0, 100, 3).unwrap();
     let r = loaded.checkpoint_report(&copy, &[]).unwrap();
-    assert!(r.punched_bytes > 0, "{r:?}");
+    let g = r.free_pages.give_back(&copy);
+    assert!(g.punched_bytes > 0, "{r:?} {g:?}");
     let one_tree = r.node_pages * PAGE + BLOCK;
     assert!(
         copy.allocated_bytes().unwrap() as f64 <= 1.3 * one_tree as f64,
@@ -203,6 +210,39 @@ fn the_first_checkpoint_after_a_load_punches_the_free_pages() {
     );
     let (again, _) = FlexTree::load(&copy).unwrap();
     assert_eq!(snapshot(&again), snapshot(&loaded));
+}
+
+#[test]
+fn what_the_caller_does_not_give_back_the_next_checkpoint_does() {
+    let n = 30_000;
+    let mut rng = StdRng::seed_from_u64(9);
+    let file = SparseFile::default();
+    let mut t = tree_of(n);
+    let mut handles = Vec::new();
+    for round in 1..=6 {
+        zipf_updates(&mut t, &mut rng, n, 20_000, round);
+        // Dropped without giving back.
+        handles.push(t.checkpoint_report(&file, &[]).unwrap().free_pages);
+    }
+    let r = t.checkpoint_report(&file, &[]).unwrap();
+    // A late handle finds nothing to do: the checkpoints gave back first.
+    let late = handles[2].give_back(&file);
+    assert_eq!((late.punched_bytes, late.truncated_bytes), (0, 0));
+    // Only the last checkpoint's pages are still allocated.
+    let one_tree = r.node_pages * PAGE + BLOCK;
+    let allocated = file.allocated_bytes().unwrap();
+    assert!(
+        allocated as f64 <= 2.1 * one_tree as f64,
+        "{allocated} {r:?}"
+    );
+    r.free_pages.give_back(&file);
+    let allocated = file.allocated_bytes().unwrap();
+    assert!(
+        allocated as f64 <= 1.3 * one_tree as f64,
+        "{allocated} {r:?}"
+    );
+    let (loaded, _) = FlexTree::load(&file).unwrap();
+    assert_eq!(snapshot(&loaded), snapshot(&t));
 }
 
 #[test]
