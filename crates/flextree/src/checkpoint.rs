@@ -20,6 +20,14 @@
 //!   written to as *pending*; only after the header is durable do they adopt
 //!   it and become clean, and only then are the free-page lists updated. A
 //!   failed checkpoint therefore changes nothing the next one depends on.
+//! - The header's page count is one past the highest page its version
+//!   references. Only after the header is durable is the file cut to that
+//!   length and are the whole 4 KiB blocks of free pages punched
+//!   (`free_page_map`; the caller may defer it, the next checkpoint does it
+//!   before taking a free page): the committed version never references a punched
+//!   page, and a page that reads as zeros fails its checksum, so a load
+//!   never takes one for a node. A crash before the cut or a punch leaves
+//!   the blocks allocated, nothing else.
 //!
 //! Concurrency: `checkpoint` takes `&self`. While it runs, other threads may
 //! call the tree's read methods (`lookup`, `query`, `query_into`,
@@ -32,7 +40,11 @@
 
 use crate::error::{Error, Result};
 use crate::extent::{MAX_ADDR, MAX_SPACE};
+use crate::free_page_map::FreePageMap;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+pub use crate::free_page_map::{FreePages, GiveBack};
 
 use crate::node::{addr_of, DiskState, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
 use crate::storage::StorageFile;
@@ -56,6 +68,25 @@ const LEAF_ENTRY: usize = 16;
 const INTERNAL_ENTRY: usize = 12;
 const KIND_LEAF: u8 = 1;
 const KIND_INTERNAL: u8 = 2;
+
+/// What one checkpoint wrote and gave back to the file system.
+#[derive(Debug)]
+pub struct CheckpointReport {
+    /// The checkpoint's version.
+    pub version: u64,
+    /// Node pages written (the nodes that changed since the last one).
+    pub pages_written: u64,
+    /// Node pages the new version references (every node of the tree).
+    pub node_pages: u64,
+    /// Pages the file keeps (header slots, nodes and free pages).
+    pub file_pages: u64,
+    /// Time spent writing and syncing the nodes and the header.
+    pub write_time: Duration,
+    /// The pages this checkpoint freed, to give back to the file system
+    /// (see [`FreePages::give_back`]; the next checkpoint does it if the
+    /// caller does not).
+    pub free_pages: FreePages,
+}
 
 /// What a loaded checkpoint carried besides the tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,8 +200,11 @@ struct PageAlloc<'a> {
     free: &'a [u32],
     /// Free pages handed out (from the end of `free`).
     used: usize,
-    /// Pages the file holds once the checkpoint commits.
+    /// Pages the file holds once the nodes are written.
     page_count: u32,
+    /// The committed pages of the nodes written (their images the new
+    /// version no longer references).
+    superseded: Vec<u32>,
 }
 
 impl PageAlloc<'_> {
@@ -184,6 +218,13 @@ impl PageAlloc<'_> {
             .checked_add(1)
             .ok_or_else(|| corrupt("tree file would exceed 2^32 pages"))?;
         Ok(p)
+    }
+
+    /// Notes the committed page of a node being written (0: none).
+    fn supersede(&mut self, page: u32) {
+        if page != 0 {
+            self.superseded.push(page);
+        }
     }
 }
 
@@ -247,15 +288,33 @@ impl FlexTree {
     /// in writes of at most [`CHECKPOINT_BATCH_BYTES`]; the file is synced,
     /// then the header (with `meta`, at most [`MAX_META`] bytes) is written
     /// to its slot and synced. Only then does the tree adopt the new pages
-    /// and mark its nodes clean. A tree that was neither loaded from nor
-    /// checkpointed into a file may only checkpoint into an empty file;
-    /// later checkpoints must go to the same file. On error the tree's
+    /// and mark its nodes clean, and give the pages that became free back
+    /// to the file system: the file is cut after the highest page in use and
+    /// the whole 4 KiB blocks of free pages are punched (a failure there
+    /// only leaves blocks allocated, so it is not an error). A tree that
+    /// was neither loaded from nor checkpointed into a file may only
+    /// checkpoint into an empty file; later checkpoints must go to the
+    /// same file. On error the tree's
     /// contents are unchanged, the next checkpoint writes everything the
     /// failed one tried to, and the file still loads as the previous version.
     ///
     /// Runs through `&self`: readers may use the tree meanwhile (see the
     /// module documentation); a second checkpoint waits for this one.
     pub fn checkpoint(&self, file: &dyn StorageFile, meta: &[u8]) -> Result<u64> {
+        let report = self.checkpoint_report(file, meta)?;
+        report.free_pages.give_back(file);
+        Ok(report.version)
+    }
+
+    /// [`FlexTree::checkpoint`], saying what it wrote, without giving the
+    /// freed pages back: the caller does that with the report's
+    /// [`FreePages`] (on the same file) when it suits it, for example after
+    /// releasing locks that the punching should not hold up.
+    pub fn checkpoint_report(
+        &self,
+        file: &dyn StorageFile,
+        meta: &[u8],
+    ) -> Result<CheckpointReport> {
         if meta.len() > MAX_META {
             return Err(Error::MetaTooLarge(meta.len()));
         }
@@ -271,41 +330,67 @@ impl FlexTree {
             persist.page_count = FIRST_NODE_PAGE;
             persist.free.clear();
             persist.released.clear();
+            persist.unpunched.clear();
         }
+        // What the last checkpoint left to give back goes before a free
+        // page is taken (its failure only leaves blocks allocated).
+        let _ = persist.give_back.drain(file);
+        let started = Instant::now();
         persist.free.sort_unstable_by(|a, b| b.cmp(a));
         let version = self.version.load(Ordering::Relaxed) + 1;
+        let start_count = persist.page_count;
         let mut alloc = PageAlloc {
             free: &persist.free,
             used: 0,
             page_count: persist.page_count,
+            superseded: Vec::new(),
         };
         let mut out = PageWriter::new(file);
         let root_page = self.write_node(self.root, 0, version, &mut alloc, &mut out)?;
         out.flush()?;
         drop(out);
         file.sync()?;
+        // The pages the new version leaves free: free ones this checkpoint
+        // did not take, released ones, and the images rewritten nodes had.
+        let (used, written_end) = (alloc.used, alloc.page_count);
+        let mut freed = alloc.superseded;
+        freed.extend_from_slice(&persist.released);
+        let untaken = &persist.free[..persist.free.len() - used];
+        let mut map = FreePageMap::new(written_end);
+        map.insert_all(untaken);
+        map.insert_all(&freed);
+        let page_count = map.used_len(FIRST_NODE_PAGE);
         let header = Header {
             version,
             root_page,
             height: self.height,
             total: self.total,
             extents: self.extents,
-            page_count: alloc.page_count,
+            page_count,
             meta: meta.to_vec(),
         };
         file.write_all_at(page_offset((version % 2) as u32), &encode_header(&header))?;
         file.sync()?;
         // Committed: adopt the new pages; what the previous version alone
-        // referenced becomes free.
-        let (used, page_count) = (alloc.used, alloc.page_count);
-        let remaining = persist.free.len() - used;
-        persist.free.truncate(remaining);
-        let mut released = std::mem::take(&mut persist.released);
-        persist.free.append(&mut released);
-        self.commit_node(self.root, 0, &mut persist.free);
+        // referenced becomes free; the file keeps `page_count` pages.
+        persist.free.truncate(persist.free.len() - used);
+        persist.released.clear();
+        persist.free.extend_from_slice(&freed);
+        persist.free.retain(|&p| p < page_count);
+        self.commit_node(self.root, 0);
         persist.page_count = page_count;
         self.version.store(version, Ordering::Relaxed);
-        Ok(version)
+        persist.unpunched.append(&mut freed);
+        let free_pages = persist.give_back.set(&map, &persist.unpunched, page_count);
+        persist.unpunched.clear();
+        Ok(CheckpointReport {
+            version,
+            pages_written: used as u64 + u64::from(written_end - start_count),
+            node_pages: u64::from(page_count - FIRST_NODE_PAGE) - persist.free.len() as u64,
+            file_pages: u64::from(page_count),
+            write_time: started.elapsed(),
+            free_pages,
+        })
     }
 
     /// Writes node `id` at `level` and its dirty descendants (post-order);
@@ -326,6 +411,7 @@ impl FlexTree {
             let page = alloc.alloc()?;
             encode_leaf(l, version, out.page(page)?);
             l.disk.set_pending(page);
+            alloc.supersede(l.disk.page());
             return Ok(page);
         }
         let n = &self.internals[id as usize];
@@ -345,12 +431,14 @@ impl FlexTree {
         }
         seal_node_page(b, KIND_INTERNAL, n.count, version);
         n.disk.set_pending(page);
+        alloc.supersede(n.disk.page());
         Ok(page)
     }
 
     /// After a durable header: every node `write_node` wrote (the same walk)
-    /// adopts its new page and becomes clean; old pages go to `free`.
-    fn commit_node(&self, id: u32, level: usize, free: &mut Vec<u32>) {
+    /// adopts its new page and becomes clean (its old page is among the
+    /// walk's `superseded`).
+    fn commit_node(&self, id: u32, level: usize) {
         let disk = if level == self.height {
             &self.leaves[id as usize].disk
         } else {
@@ -359,15 +447,12 @@ impl FlexTree {
                 return;
             }
             for &child in &n.child[..n.count] {
-                self.commit_node(child, level + 1, free);
+                self.commit_node(child, level + 1);
             }
             &n.disk
         };
         if disk.needs_write() {
-            let old = disk.commit();
-            if old != 0 {
-                free.push(old);
-            }
+            disk.commit();
         }
     }
 
@@ -430,6 +515,8 @@ impl FlexTree {
             .filter(|&p| !visited[p as usize])
             .rev()
             .collect();
+        // Whether they are holes is unknown: the next checkpoint punches.
+        persist.unpunched = persist.free.clone();
         Ok((
             tree,
             Checkpoint {

@@ -7,7 +7,13 @@
 //!
 //! Invariants: a page is in at most one of `free` and `released`; page 0
 //! (a header slot, standing for "never written") is never released; pages in
-//! `released` become free only after the next header is durable.
+//! `released` become free only after the next header is durable; every page
+//! of `unpunched` is in `free` or was allocated since (a checkpoint filters
+//! it against the free pages before punching), and a free page not in
+//! `unpunched` reads as zeros or shares its file-system block with a page in
+//! use.
+
+use crate::free_page_map::PendingGiveBack;
 
 /// The tree's relation to its tree file (behind `FlexTree::persist`).
 #[derive(Clone, Debug, Default)]
@@ -20,6 +26,11 @@ pub(crate) struct FilePages {
     pub free: Vec<u32>,
     /// Pages the committed version references and the tree no longer uses.
     pub released: Vec<u32>,
+    /// Free pages that may still occupy disk blocks: the next checkpoint
+    /// punches the whole blocks among them that hold only free pages.
+    pub unpunched: Vec<u32>,
+    /// What the last checkpoint left to give back to the file system.
+    pub give_back: PendingGiveBack,
 }
 
 impl FilePages {
@@ -32,6 +43,6 @@ impl FilePages {
 
     /// Bytes the page lists hold.
     pub fn memory_usage(&self) -> usize {
-        (self.free.capacity() + self.released.capacity()) * 4
+        (self.free.capacity() + self.released.capacity() + self.unpunched.capacity()) * 4
     }
 }

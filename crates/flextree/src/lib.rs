@@ -30,6 +30,7 @@ mod cursor;
 mod error;
 mod extent;
 mod file_pages;
+mod free_page_map;
 mod invariants;
 mod node;
 mod storage;
@@ -38,7 +39,9 @@ mod tree;
 #[cfg(test)]
 mod sanity_tests;
 
-pub use checkpoint::{Checkpoint, CHECKPOINT_BATCH_BYTES, MAX_META};
+pub use checkpoint::{
+    Checkpoint, CheckpointReport, FreePages, GiveBack, CHECKPOINT_BATCH_BYTES, MAX_META,
+};
 pub use compact::NodeMemory;
 pub use cursor::Extents;
 pub use error::{Error, Result};
