@@ -88,6 +88,10 @@ pub struct YcsbArgs {
     /// with 1 GiB ones.
     #[arg(long, default_value_t = flexdb_memtable_mb())]
     pub memtable_mb: usize,
+    /// flexdb only: frozen MemTables that may wait for the committer
+    /// (`flexdb::Options::max_frozen_memtables`; default: flexdb's).
+    #[arg(long)]
+    pub max_frozen: Option<usize>,
     /// Sync the write-ahead log on every write (default: WAL on, no fsync
     /// per write, for every engine).
     #[arg(long)]
@@ -240,6 +244,9 @@ impl YcsbArgs {
         if self.memtable_mb == 0 || self.memtable_mb > (1 << 20) {
             return Err("--memtable-mb must be between 1 and 1048576".into());
         }
+        if self.max_frozen == Some(0) {
+            return Err("--max-frozen must be at least 1".into());
+        }
         // Room for the inserts of d and e: at most 1000x the records.
         KeyFormat::new(dataset.key_size, self.records.saturating_mul(1000))?;
         Ok(Plan {
@@ -254,6 +261,7 @@ impl YcsbArgs {
         EngineConfig {
             cache_bytes: self.cache_mb << 20,
             memtable_bytes: self.memtable_mb << 20,
+            max_frozen: self.max_frozen,
             sync: self.sync,
             pread: self.pread,
             transactions: self
@@ -302,6 +310,10 @@ impl YcsbArgs {
             "--dir".into(),
             dir.display().to_string(),
         ];
+        if let Some(n) = self.max_frozen {
+            a.push("--max-frozen".into());
+            a.push(n.to_string());
+        }
         for (flag, on) in [
             ("--sync", self.sync),
             ("--pread", self.pread),
@@ -671,6 +683,7 @@ fn workload_result(
         cache_hit_ratio: stats.cache_hit_ratio,
         snapshot_held_bytes: stats.snapshot_held_bytes,
         snapshot_held: false,
+        disk_wal_bytes: stats.disk_wal_bytes,
         vm_rss_bytes: sys::proc_status_bytes("VmRSS"),
         vm_hwm_bytes: sys::proc_status_bytes("VmHWM"),
         rss_anon_bytes: sys::proc_status_bytes("RssAnon"),
@@ -802,6 +815,7 @@ pub fn crash_child(a: &CrashChildArgs) -> u8 {
         let cfg = EngineConfig {
             cache_bytes: a.cache_mb << 20,
             memtable_bytes: a.memtable_mb << 20,
+            max_frozen: None,
             sync: a.sync,
             pread: a.pread,
             transactions: false,

@@ -13,12 +13,15 @@ struct FlexDbEngine {
 
 /// Opens (creating if needed) a FlexDB store in `dir`.
 pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
-    let opts = flexdb::Options::new()
+    let mut opts = flexdb::Options::new()
         .create_if_missing(true)
         .cache_bytes(cfg.cache_bytes)
         .memtable_bytes(cfg.memtable_bytes)
         .sync_writes(cfg.sync)
         .mmap_reads(!cfg.pread);
+    if let Some(n) = cfg.max_frozen {
+        opts = opts.max_frozen_memtables(n);
+    }
     let db = flexdb::Db::open(dir, opts).map_err(|e| format!("flexdb: {e}"))?;
     Ok(Box::new(FlexDbEngine {
         db,
@@ -126,6 +129,7 @@ impl Engine for FlexDbEngine {
             extent_index_bytes: Some(s.extent_index_bytes),
             cache_hit_ratio,
             snapshot_held_bytes: Some(s.snapshot_held_bytes),
+            disk_wal_bytes: Some(s.disk_wal_bytes),
         }
     }
 }

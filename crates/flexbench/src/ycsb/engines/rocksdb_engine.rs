@@ -201,6 +201,7 @@ impl Engine for RocksEngine {
             extent_index_bytes: None,
             cache_hit_ratio: None,
             snapshot_held_bytes: None,
+            disk_wal_bytes: None,
         }
     }
 }
