@@ -4,7 +4,8 @@
 //!
 //! Invariants: at most `max_frozen` MemTables
 //! (`Options::max_frozen_memtables`) are frozen at once (writers stall
-//! beyond); frozen generations are consecutive, oldest first, and
+//! beyond; an open that replays more logs than that freezes them all, and
+//! writers then stall until the committer is back within the bound); frozen generations are consecutive, oldest first, and
 //! below the active one's; a frozen MemTable's log takes no more appends.
 
 use std::collections::VecDeque;
