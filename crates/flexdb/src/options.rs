@@ -26,14 +26,24 @@ pub struct Options {
     pub cache_bytes: usize,
     /// Bytes of writes a MemTable takes before it is frozen and committed
     /// to the space (default: 512 MiB, measured: docs/DESIGN.md, "The
-    /// MemTable's size"). Up to four MemTables exist at once (the active
-    /// one and three frozen ones waiting for the committer, which commits
-    /// them as one), so the store's memory for writes is up to four times
-    /// this. The memory of committed MemTables is kept for the next ones
-    /// (within that bound) until the store has been idle for a second.
+    /// MemTable's size"). Up to `1 + max_frozen_memtables` MemTables exist
+    /// at once (the active one and the frozen ones waiting for the
+    /// committer, which commits them as one), so the store's memory for
+    /// writes is up to that many times this, and its write-ahead log holds
+    /// about as many files of this size. The memory of committed MemTables
+    /// is kept for the next ones (within that bound) until the store has
+    /// been idle for a second.
     /// At least 1024 (`Db::open` refuses less with
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument)).
     pub memtable_bytes: usize,
+    /// Frozen MemTables that may wait for the committer before writers
+    /// stall (default: 3). It bounds the memory of MemTables and the write-ahead
+    /// log's files (`1 + max_frozen_memtables` of each), and writes are slowed
+    /// once this many are frozen (smooth backpressure). Fewer saves memory
+    /// and disk; more rides out longer commits without slowing writers.
+    /// At least 1 (`Db::open` refuses 0 with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument)).
+    pub max_frozen_memtables: usize,
     /// Whether `put`, `delete` and `write` sync the write-ahead log before
     /// returning (default: false; per write with [`WriteOptions`]).
     pub sync_writes: bool,
@@ -71,6 +81,7 @@ impl Default for Options {
             error_if_exists: false,
             cache_bytes: 256 << 20,
             memtable_bytes: 512 << 20,
+            max_frozen_memtables: 3,
             sync_writes: false,
             max_space_bytes: 1 << 40,
             mmap_reads: cfg!(target_pointer_width = "64"),
@@ -103,6 +114,11 @@ impl Options {
     /// Sets [`Options::memtable_bytes`].
     pub fn memtable_bytes(mut self, bytes: usize) -> Self {
         self.memtable_bytes = bytes;
+        self
+    }
+    /// Sets [`Options::max_frozen_memtables`].
+    pub fn max_frozen_memtables(mut self, n: usize) -> Self {
+        self.max_frozen_memtables = n;
         self
     }
     /// Sets [`Options::sync_writes`].

@@ -21,6 +21,9 @@ pub struct EngineConfig {
     pub cache_bytes: usize,
     /// MemTable (write buffer) size in bytes (flexdb, RocksDB, fjall).
     pub memtable_bytes: usize,
+    /// flexdb: frozen MemTables that may wait for the committer (`None`:
+    /// flexdb's default).
+    pub max_frozen: Option<usize>,
     /// Sync the write-ahead log on every write.
     pub sync: bool,
     /// flexdb: read the data file with `pread`, not through a mapping.
@@ -59,6 +62,8 @@ pub struct EngineStats {
     /// Bytes the engine's garbage collection relocated since open
     /// (flexdb's space).
     pub gc_relocated_bytes: Option<u64>,
+    /// Bytes the write-ahead log's files take on disk (flexdb).
+    pub disk_wal_bytes: Option<u64>,
 }
 
 /// A key-value store under test. Shared between the client threads.
@@ -185,6 +190,7 @@ mod tests {
             let cfg = EngineConfig {
                 cache_bytes: 1 << 20,
                 memtable_bytes: 4 << 20,
+                max_frozen: None,
                 sync: false,
                 pread,
                 gc_garbage: None,

@@ -88,6 +88,10 @@ pub struct YcsbArgs {
     /// with 1 GiB ones.
     #[arg(long, default_value_t = flexdb_memtable_mb())]
     pub memtable_mb: usize,
+    /// flexdb only: frozen MemTables that may wait for the committer
+    /// (`flexdb::Options::max_frozen_memtables`; default: flexdb's).
+    #[arg(long)]
+    pub max_frozen: Option<usize>,
     /// Sync the write-ahead log on every write (default: WAL on, no fsync
     /// per write, for every engine).
     #[arg(long)]
@@ -249,6 +253,9 @@ impl YcsbArgs {
                 return Err("--gc-garbage takes HIGH,LOW with 0 < LOW <= HIGH <= 1".into());
             }
         }
+        if self.max_frozen == Some(0) {
+            return Err("--max-frozen must be at least 1".into());
+        }
         // Room for the inserts of d and e: at most 1000x the records.
         KeyFormat::new(dataset.key_size, self.records.saturating_mul(1000))?;
         Ok(Plan {
@@ -263,6 +270,7 @@ impl YcsbArgs {
         EngineConfig {
             cache_bytes: self.cache_mb << 20,
             memtable_bytes: self.memtable_mb << 20,
+            max_frozen: self.max_frozen,
             sync: self.sync,
             pread: self.pread,
             gc_garbage: self.gc_garbage.as_ref().map(|g| (g[0], g[1])),
@@ -315,6 +323,10 @@ impl YcsbArgs {
         if let Some(g) = &self.gc_garbage {
             a.push("--gc-garbage".into());
             a.push(format!("{},{}", g[0], g[1]));
+        }
+        if let Some(n) = self.max_frozen {
+            a.push("--max-frozen".into());
+            a.push(n.to_string());
         }
         for (flag, on) in [
             ("--sync", self.sync),
@@ -687,6 +699,7 @@ fn workload_result(
         cache_hit_ratio: stats.cache_hit_ratio,
         snapshot_held_bytes: stats.snapshot_held_bytes,
         snapshot_held: false,
+        disk_wal_bytes: stats.disk_wal_bytes,
         vm_rss_bytes: sys::proc_status_bytes("VmRSS"),
         vm_hwm_bytes: sys::proc_status_bytes("VmHWM"),
         rss_anon_bytes: sys::proc_status_bytes("RssAnon"),
@@ -818,6 +831,7 @@ pub fn crash_child(a: &CrashChildArgs) -> u8 {
         let cfg = EngineConfig {
             cache_bytes: a.cache_mb << 20,
             memtable_bytes: a.memtable_mb << 20,
+            max_frozen: None,
             sync: a.sync,
             pread: a.pread,
             gc_garbage: None,

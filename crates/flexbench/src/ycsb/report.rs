@@ -158,6 +158,10 @@ pub struct WorkloadResult {
     /// Whether a snapshot was held through the workload (`--hold-snapshot`).
     #[serde(default)]
     pub snapshot_held: bool,
+    /// Bytes the write-ahead log's files take on disk after the workload
+    /// (flexdb's `Stats::disk_wal_bytes`; null for other engines).
+    #[serde(default)]
+    pub disk_wal_bytes: Option<u64>,
     /// Resident memory of the process after the workload.
     pub vm_rss_bytes: Option<u64>,
     /// Peak resident memory of the process since the engine was opened.

@@ -352,6 +352,7 @@ mod tests {
         EngineConfig {
             cache_bytes: 1 << 20,
             memtable_bytes: 4 << 20,
+            max_frozen: None,
             sync: false,
             pread: false,
             gc_garbage: None,

@@ -357,7 +357,6 @@ fn finish_commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::POOL_IDLE;
-    use crate::write::MAX_FROZEN;
     use crate::{Db, Options};
     use std::collections::BTreeMap;
     use std::time::{Duration, Instant};
@@ -501,7 +500,7 @@ mod tests {
         assert!(stats.memtables_committed >= 4, "{stats:?}");
         assert!(stats.logs_reused >= 2, "{stats:?}");
         let kept = db.shared().spare_logs.len();
-        assert!(kept > 0 && kept <= MAX_FROZEN);
+        assert!(kept > 0 && kept <= db.shared().opts.max_frozen_memtables);
         let t = Instant::now();
         while !spares(dir.path()).is_empty() {
             assert!(t.elapsed() < POOL_IDLE * 4, "spare logs removed when idle");
@@ -554,7 +553,7 @@ mod tests {
     }
 
     /// Holds the committer inside its first commit (it waits for `index`)
-    /// while writes fill `MAX_FROZEN` MemTables, so that it must commit the
+    /// while writes fill `max_frozen_memtables` MemTables, so that it must commit the
     /// ones behind the first as one. Keys are overwritten and deleted
     /// across those MemTables, and most of the final versions lie in them,
     /// so the newest version of each key must win there.
@@ -572,7 +571,7 @@ mod tests {
         // a put or every fifth a delete, of a value naming the round) until
         // the backlog is full; writes never touch `index`.
         let mut writes = 0u32;
-        while db.shared().writes.mems().frozen.len() < MAX_FROZEN {
+        while db.shared().writes.mems().frozen.len() < db.shared().writes.max_frozen {
             let (round, i) = (writes / 600, writes % 600);
             let k = key((i * 7 + round) % 600);
             if (i + round) % 5 == 0 {

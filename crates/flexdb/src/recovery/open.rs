@@ -125,6 +125,11 @@ fn validate(opts: &Options) -> Result<()> {
             "memtable_bytes must be at least {MIN_MEMTABLE_BYTES}"
         )));
     }
+    if opts.max_frozen_memtables == 0 {
+        return Err(Error::InvalidArgument(
+            "max_frozen_memtables must be at least 1".into(),
+        ));
+    }
     if opts.max_space_bytes < 8 * flexspace::SEGMENT_SIZE {
         return Err(Error::InvalidArgument(format!(
             "max_space_bytes must be at least {}",
@@ -204,10 +209,11 @@ fn assemble(
     committed_gen: u64,
 ) -> Result<Store> {
     let mut writer = writer;
+    let max_frozen = opts.max_frozen_memtables;
     // Up to the MemTables a commit may retire at once: what a backlog of
     // them held before, so keeping it never raises the peak (see `write::chunk_pool`).
     let chunks = Arc::new(ChunkPool::new(
-        opts.memtable_bytes.saturating_mul(crate::write::MAX_FROZEN),
+        opts.memtable_bytes.saturating_mul(max_frozen),
     ));
     if writer.active.is_empty() {
         writer.active = Arc::new(MemTable::sized(
@@ -229,7 +235,7 @@ fn assemble(
         opts,
         storage,
         space,
-        writes: WriteSide::new(writer, frozen, visible),
+        writes: WriteSide::new(writer, frozen, visible, max_frozen),
         index: RwLock::new(CommitterIndex {
             sparse,
             pairs,
@@ -242,7 +248,7 @@ fn assemble(
         snapshots: Default::default(),
         chunks,
         // As many as one commit retires.
-        spare_logs: crate::wal::spare_logs::SpareLogs::new(crate::write::MAX_FROZEN),
+        spare_logs: crate::wal::spare_logs::SpareLogs::new(max_frozen),
     })
 }
 

@@ -9,8 +9,12 @@
 //! The file grows in bounded steps: a first mapping sized for the log the
 //! caller expects (at most [`FIRST_MAX`]), then one new mapping of
 //! [`STEP`] bytes at a time, each over a freshly preallocated stretch at the
-//! end of the file. A log therefore never holds more than one step beyond
-//! what it needs, and growing never remaps or copies what is written.
+//! end of the file. Growing never remaps or copies what is written. A step
+//! is planned under the caller's lock ([`MappedLog::plan_growth`]), carried
+//! out (preallocated, mapped) without it ([`Growth::prepare`]), and
+//! installed under it again ([`MappedLog::install`]), so that a thread can
+//! grow the log ahead of its writers (`wal::grow_ahead`); an append that
+//! finds no room grows it itself, all three steps at once.
 //!
 //! Invariants:
 //! - The file's blocks are allocated (`fallocate`) before they are mapped,
@@ -23,6 +27,9 @@
 //! - A failed growth (the disk is full) changes nothing: `end`, the
 //!   mappings and every byte written stay as they were, so what was
 //!   appended before can still be synced, and a later append may retry.
+//! - A stretch is installed only where the last mapping ends (`cap`);
+//!   one prepared for an end that has moved since is dropped (unmapped),
+//!   so two growths racing never leave a hole or an overlap.
 //! - Only this object writes the file while it lives (the store holds the
 //!   directory's lock), so the mappings are never changed behind its back.
 //! - `end <= cap`; `end` only grows; bytes past it are zero, or records of
@@ -33,6 +40,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
+use std::sync::Arc;
 
 use memmap2::{MmapMut, MmapOptions};
 
@@ -46,7 +54,7 @@ const ALIGN: u64 = 1 << 20;
 
 /// A preallocated, mapped log file.
 pub(crate) struct MappedLog {
-    file: File,
+    file: Arc<File>,
     /// `(start, mapping)` in file order, contiguous from offset 0.
     maps: Vec<(u64, MmapMut)>,
     /// The end of the last mapping (bytes preallocated and mapped).
@@ -58,6 +66,45 @@ pub(crate) struct MappedLog {
     /// Tests: preallocating past this length fails as a full disk would.
     #[cfg(test)]
     fail_past: Option<u64>,
+}
+
+/// One step of growth, planned under the log's lock
+/// ([`MappedLog::plan_growth`]), to carry out without it.
+pub(crate) struct Growth {
+    file: Arc<File>,
+    at: u64,
+    len: u64,
+    #[cfg(test)]
+    fail_past: Option<u64>,
+}
+
+/// A stretch of the file preallocated and mapped past the log's end,
+/// waiting to be installed ([`MappedLog::install`]).
+pub(crate) struct Stretch {
+    at: u64,
+    map: MmapMut,
+}
+
+impl Growth {
+    /// Preallocates the stretch, then maps it. Fails (with `ENOSPC` when
+    /// the disk is full) having installed nothing: the log is unchanged.
+    pub fn prepare(self) -> io::Result<Stretch> {
+        #[cfg(test)]
+        if self.fail_past.is_some_and(|l| self.at + self.len > l) {
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        preallocate(&self.file, self.at, self.len).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot preallocate {} more bytes of the log past {}: {e}",
+                    self.len, self.at
+                ),
+            )
+        })?;
+        let map = map(&self.file, self.at, self.len)?;
+        Ok(Stretch { at: self.at, map })
+    }
 }
 
 /// Allocates the file's blocks in `[at, at + len)` (extending it).
@@ -134,14 +181,21 @@ impl MappedLog {
         Self::open_with_step(path, end, capacity.min(FIRST_MAX), STEP)
     }
 
-    fn open_with_step(path: &Path, end: u64, first: u64, step: u64) -> io::Result<MappedLog> {
+    /// [`MappedLog::open`] with growth steps of `step` bytes (tests take
+    /// small ones).
+    pub(super) fn open_with_step(
+        path: &Path,
+        end: u64,
+        first: u64,
+        step: u64,
+    ) -> io::Result<MappedLog> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         let a = align();
         let first = round_up(first.max(end + 1), a);
         preallocate(&file, 0, first)?;
         let m = map(&file, 0, first)?;
         Ok(MappedLog {
-            file,
+            file: Arc::new(file),
             maps: vec![(0, m)],
             cap: first,
             end,
@@ -157,9 +211,13 @@ impl MappedLog {
     }
 
     /// Bytes preallocated (and mapped).
-    #[cfg(test)]
     pub fn capacity(&self) -> u64 {
         self.cap
+    }
+
+    /// Bytes each growth adds.
+    pub fn step(&self) -> u64 {
+        self.step
     }
 
     /// Appends `bytes`, growing the file by steps as needed. When growing
@@ -179,23 +237,34 @@ impl MappedLog {
 
     /// Adds one step at the end of the file: preallocated, then mapped.
     fn grow(&mut self) -> io::Result<()> {
-        #[cfg(test)]
-        if self.fail_past.is_some_and(|l| self.cap + self.step > l) {
-            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
-        }
-        preallocate(&self.file, self.cap, self.step).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "cannot preallocate {} more bytes of the log past {}: {e}",
-                    self.step, self.cap
-                ),
-            )
-        })?;
-        let m = map(&self.file, self.cap, self.step)?;
-        self.maps.push((self.cap, m));
-        self.cap += self.step;
+        let stretch = self.plan_growth().prepare()?;
+        self.install(stretch);
         Ok(())
+    }
+
+    /// The next step past the end of the last mapping, for the caller to
+    /// prepare without holding this object ([`Growth::prepare`]).
+    pub fn plan_growth(&self) -> Growth {
+        Growth {
+            file: self.file.clone(),
+            at: self.cap,
+            len: self.step,
+            #[cfg(test)]
+            fail_past: self.fail_past,
+        }
+    }
+
+    /// Adds `stretch` as the log's last mapping if it starts where the
+    /// last one ends; returns false, dropping it, when the log grew
+    /// meanwhile (its bytes were preallocated all the same, which changes
+    /// nothing a reader sees: they are zeros past `end`).
+    pub fn install(&mut self, stretch: Stretch) -> bool {
+        if stretch.at != self.cap {
+            return false;
+        }
+        self.cap += stretch.map.len() as u64;
+        self.maps.push((stretch.at, stretch.map));
+        true
     }
 
     /// Copies `bytes` to file offset `at` (`at + len <= cap`), across

@@ -51,6 +51,10 @@
 //!   `end` is durable. Concurrent callers share fsyncs: whoever holds the
 //!   I/O lock writes everything buffered so far and syncs once for all
 //!   (group commit); the others find their records durable and return.
+//! - A mapped log grows ahead of its writers, on a thread the write path
+//!   starts once less than half a growth step is left
+//!   ([`Wal::claim_grow_ahead`], `grow_ahead`); an append that finds no
+//!   room still grows the log itself.
 //! - A mapped log asks the kernel to start writing each stretch of
 //!   `writeback::WRITEBACK_BYTES` to the device as it fills
 //!   ([`Wal::write_back`]): a hint that no durability rule relies on.
@@ -68,6 +72,7 @@
 //!   its file to another ([`Wal::reusable`]).
 
 mod format;
+mod grow_ahead;
 pub(crate) mod log_files;
 mod mapped;
 mod replay;
@@ -111,6 +116,7 @@ struct Buffer {
 struct Mapped {
     log: Mutex<mapped::MappedLog>,
     sync_file: std::fs::File,
+    ahead: grow_ahead::GrowAhead,
 }
 
 /// A write-ahead log on one file.
@@ -178,6 +184,7 @@ impl Wal {
             let log = mapped::MappedLog::open(path, HEADER_LEN, capacity).ok()?;
             let sync_file = std::fs::OpenOptions::new().write(true).open(path).ok()?;
             Some(Mapped {
+                ahead: grow_ahead::GrowAhead::new(&log, capacity),
                 log: Mutex::new(log),
                 sync_file,
             })
@@ -253,7 +260,9 @@ impl Wal {
             let mut log = m.log.lock();
             // A failed append is a failed growth (a full disk) and leaves
             // the log as it was: what it holds can still be synced.
-            log.append(&b.bytes).map_err(|e| io_err(&self.name, e))?;
+            let appended = log.append(&b.bytes);
+            m.ahead.note(&log);
+            appended.map_err(|e| io_err(&self.name, e))?;
             self.written_bytes
                 .fetch_add(b.bytes.len() as u64, Ordering::Relaxed);
             return Ok(log.end());
@@ -371,6 +380,24 @@ impl Wal {
         }
         // A hint: a failure changes nothing the sync would not report.
         let _ = writeback::start(&m.sync_file, from, stop - from);
+    }
+
+    /// Whether the log, written up to `end` (as [`Wal::append`] returned),
+    /// should grow ahead of its writers now (a mapped log with less than
+    /// half a growth step left); if so the growth is claimed, and the
+    /// caller must run [`Wal::grow_ahead`], off the writer lock. A few
+    /// relaxed loads when not due.
+    pub fn claim_grow_ahead(&self, end: u64) -> bool {
+        self.mapped.as_ref().is_some_and(|m| m.ahead.claim(end))
+    }
+
+    /// Grows the log by a step ahead of need (`grow_ahead`), after
+    /// [`Wal::claim_grow_ahead`]. A failure changes nothing: the append
+    /// that needs the room grows the log itself and reports it.
+    pub fn grow_ahead(&self) {
+        if let Some(m) = &self.mapped {
+            m.ahead.run(&m.log);
+        }
     }
 
     /// Makes every appended record durable.
@@ -1159,5 +1186,36 @@ mod tests {
         wal.append(n, &payload).unwrap();
         wal.sync().unwrap();
         assert_eq!(Wal::read(file.as_ref(), "wal").unwrap().len() as u64, n + 1);
+    }
+
+    #[test]
+    fn a_mapped_log_grows_ahead_of_its_appends_and_replays_whole() {
+        // Expected to need 100 MiB: 65 MiB mapped at first, a step of
+        // 64 MiB ahead once less than 32 MiB is left.
+        let (_dir, file, wal) = mapped_wal(100 << 20);
+        let Some(m) = &wal.mapped else {
+            panic!("the log is not mapped");
+        };
+        let first = m.log.lock().capacity();
+        let payload = [3u8; 4000];
+        let (mut n, mut claims) = (0u64, 0);
+        while claims == 0 || n < 20_000 {
+            let cap = m.log.lock().capacity();
+            let end = wal.append(n, &payload).unwrap();
+            n += 1;
+            assert_eq!(m.log.lock().capacity(), cap, "an append grew the log");
+            if wal.claim_grow_ahead(end) {
+                assert!(end + mapped::STEP / 2 >= first && end < first);
+                wal.grow_ahead();
+                assert_eq!(m.log.lock().capacity(), first + mapped::STEP);
+                claims += 1;
+            }
+        }
+        // Past the size expected: no second step ahead.
+        assert_eq!(claims, 1);
+        wal.sync().unwrap();
+        let recs = Wal::read(file.as_ref(), "wal").unwrap();
+        assert_eq!(recs.len() as u64, n);
+        assert!(recs.iter().all(|r| r.payload == payload));
     }
 }

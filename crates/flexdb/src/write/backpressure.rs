@@ -3,18 +3,21 @@
 //! they rarely reach it and no one write waits long.
 //!
 //! The backlog is the bytes of the frozen MemTables and the active one.
-//! Below `SOFT_TABLES` MemTables' worth, writes are not delayed. Above it,
-//! writes share a rate (bytes of log records per second) that falls
-//! exponentially with the backlog, from `FAST_RATE` to `SLOW_RATE` at
-//! the hard limit (`MAX_FROZEN` frozen tables and a full active one, where
-//! writers stall until a commit). The rate is a token bucket: each write
+//! The limits scale with `max_frozen` (`Options::max_frozen_memtables`):
+//! below `max_frozen` MemTables' worth (the soft limit: the committer is a
+//! whole backlog behind), writes are not delayed. Above it, writes share a
+//! rate (bytes of log records per second) that falls exponentially with
+//! the backlog, from `FAST_RATE` to `SLOW_RATE` at the hard limit
+//! (`max_frozen` frozen tables and a full active one, where writers stall
+//! until a commit), so the last table before the stall fills ever more
+//! slowly. The rate is a token bucket: each write
 //! books the next stretch of time its bytes take at the rate; a writer
 //! whose stretch starts `MIN_SLEEP` or more ahead of now sleeps until then
 //! (at most `MAX_SLEEP`), before it takes the writer lock. This is
 //! RocksDB's delayed write rate, driven by the backlog alone.
 //!
-//! Invariants: no write is delayed while the backlog is below
-//! `SOFT_TABLES` tables; a writer never sleeps here holding the writer
+//! Invariants: no write is delayed while the backlog is below the soft
+//! limit; a writer never sleeps here holding the writer
 //! lock; one sleep is at most `MAX_SLEEP`; the rate only falls as the
 //! backlog grows; debt booked while slowed is dropped once the backlog
 //! falls below the soft limit (a commit), so it never delays later writes.
@@ -22,14 +25,6 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::write::memtable_list::MAX_FROZEN;
-
-/// Backlog, in MemTables, past which writes are slowed: `MAX_FROZEN`
-/// frozen ones (the committer is a whole backlog behind), so the last
-/// table before the stall fills ever more slowly.
-const SOFT_TABLES: f64 = MAX_FROZEN as f64;
-/// Backlog, in MemTables, at which writers stall.
-const HARD_TABLES: f64 = MAX_FROZEN as f64 + 1.0;
 /// The rate just past the soft limit: above what two writers reach, so
 /// the first slowing is slight.
 const FAST_RATE: f64 = 512.0 * 1024.0 * 1024.0;
@@ -43,6 +38,8 @@ pub(crate) const MAX_SLEEP: Duration = Duration::from_millis(10);
 
 /// The delayed write rate of a store.
 pub(crate) struct Backpressure {
+    /// Backlog, in MemTables, past which writes are slowed.
+    soft_tables: f64,
     epoch: Instant,
     /// When (nanoseconds after `epoch`) the next booked stretch starts.
     next: AtomicU64,
@@ -51,9 +48,12 @@ pub(crate) struct Backpressure {
     slowed: AtomicBool,
 }
 
-impl Default for Backpressure {
-    fn default() -> Self {
+impl Backpressure {
+    /// The delayed write rate of a store that lets `max_frozen` MemTables
+    /// wait for the committer (at least 1).
+    pub fn new(max_frozen: usize) -> Self {
         Backpressure {
+            soft_tables: max_frozen.max(1) as f64,
             epoch: Instant::now(),
             next: AtomicU64::new(0),
             slowed: AtomicBool::new(false),
@@ -62,13 +62,14 @@ impl Default for Backpressure {
 }
 
 /// The rate writes may go at with `backlog` bytes waiting in MemTables of
-/// `table` bytes; `None`: as fast as they come.
-pub(crate) fn rate(backlog: usize, table: usize) -> Option<f64> {
+/// `table` bytes, slowed past `soft_tables` tables and down to the slow
+/// rate one table later; `None`: as fast as they come.
+pub(crate) fn rate(backlog: usize, table: usize, soft_tables: f64) -> Option<f64> {
     let tables = backlog as f64 / table.max(1) as f64;
-    if tables <= SOFT_TABLES {
+    if tables <= soft_tables {
         return None;
     }
-    let p = ((tables - SOFT_TABLES) / (HARD_TABLES - SOFT_TABLES)).min(1.0);
+    let p = (tables - soft_tables).min(1.0);
     Some(FAST_RATE * (SLOW_RATE / FAST_RATE).powf(p))
 }
 
@@ -77,7 +78,7 @@ impl Backpressure {
     /// lock, `backlog` bytes waiting in MemTables of `table` bytes; books
     /// its stretch at the rate.
     pub fn delay(&self, bytes: usize, backlog: usize, table: usize) -> Duration {
-        let Some(rate) = rate(backlog, table) else {
+        let Some(rate) = rate(backlog, table, self.soft_tables) else {
             if self.slowed.load(Ordering::Relaxed) {
                 self.slowed.store(false, Ordering::Relaxed);
                 self.next.store(0, Ordering::Relaxed);
@@ -119,9 +120,9 @@ mod tests {
 
     #[test]
     fn no_delay_below_the_soft_limit() {
-        let bp = Backpressure::default();
+        let bp = Backpressure::new(3);
         for backlog in [0, TABLE, 3 * TABLE] {
-            assert_eq!(rate(backlog, TABLE), None);
+            assert_eq!(rate(backlog, TABLE, 3.0), None);
             for _ in 0..10_000 {
                 assert_eq!(bp.delay(1 << 20, backlog, TABLE), Duration::ZERO);
             }
@@ -132,20 +133,20 @@ mod tests {
     fn the_rate_falls_with_the_backlog_to_the_slow_rate() {
         let mut last = f64::INFINITY;
         for eighth in 1..=8 {
-            let r = rate(3 * TABLE + eighth * TABLE / 8, TABLE).unwrap();
+            let r = rate(3 * TABLE + eighth * TABLE / 8, TABLE, 3.0).unwrap();
             assert!(r < last, "{eighth}: {r} after {last}");
             last = r;
         }
         assert!((last - SLOW_RATE).abs() < 1.0, "{last}");
         // Past the hard limit (an active table a little over) it stays.
-        assert_eq!(rate(5 * TABLE, TABLE), Some(SLOW_RATE));
+        assert_eq!(rate(5 * TABLE, TABLE, 3.0), Some(SLOW_RATE));
     }
 
     #[test]
     fn writes_past_the_soft_limit_are_held_to_the_rate() {
-        let bp = Backpressure::default();
+        let bp = Backpressure::new(3);
         let backlog = 3 * TABLE + TABLE / 2;
-        let r = rate(backlog, TABLE).unwrap();
+        let r = rate(backlog, TABLE, 3.0).unwrap();
         // 1 MiB a write: each costs 1 MiB / r seconds of booked time.
         let writes = 20;
         let booked: Duration = (0..writes).map(|_| bp.delay(1 << 20, backlog, TABLE)).sum();
@@ -163,7 +164,7 @@ mod tests {
 
     #[test]
     fn a_commit_drops_the_debt() {
-        let bp = Backpressure::default();
+        let bp = Backpressure::new(3);
         let full = 4 * TABLE;
         for _ in 0..100 {
             bp.delay(1 << 20, full, TABLE);
@@ -176,8 +177,25 @@ mod tests {
     }
 
     #[test]
+    fn the_limits_scale_with_the_frozen_bound() {
+        for max_frozen in 1..=4usize {
+            let bp = Backpressure::new(max_frozen);
+            let soft = max_frozen * TABLE;
+            assert_eq!(bp.delay(1 << 20, soft, TABLE), Duration::ZERO);
+            assert_eq!(rate(soft, TABLE, bp.soft_tables), None);
+            let half = rate(soft + TABLE / 2, TABLE, bp.soft_tables).unwrap();
+            assert!(half < FAST_RATE && half > SLOW_RATE, "{half}");
+            // The hard limit: every frozen table and a full active one.
+            let hard = rate(soft + TABLE, TABLE, bp.soft_tables).unwrap();
+            assert!((hard - SLOW_RATE).abs() < 1.0, "{max_frozen}: {hard}");
+        }
+        // A bound of 0 (refused by `Db::open`) behaves as 1.
+        assert_eq!(Backpressure::new(0).soft_tables, 1.0);
+    }
+
+    #[test]
     fn a_sleep_is_capped() {
-        let bp = Backpressure::default();
+        let bp = Backpressure::new(3);
         for _ in 0..1000 {
             assert!(bp.delay(1 << 20, 4 * TABLE, TABLE) <= MAX_SLEEP);
         }

@@ -2,8 +2,10 @@
 //! writers touch (`WriteHead`), and the list readers consult (`MemTables`),
 //! the frozen ones waiting for the committer oldest first.
 //!
-//! Invariants: at most `MAX_FROZEN` MemTables are frozen at once (writers
-//! stall beyond); frozen generations are consecutive, oldest first, and
+//! Invariants: at most `max_frozen` MemTables
+//! (`Options::max_frozen_memtables`) are frozen at once (writers stall
+//! beyond; an open that replays more logs than that freezes them all, and
+//! writers then stall until the committer is back within the bound); frozen generations are consecutive, oldest first, and
 //! below the active one's; a frozen MemTable's log takes no more appends.
 
 use std::collections::VecDeque;
@@ -18,8 +20,6 @@ use crate::wal::Wal;
 use crate::write::backpressure::Backpressure;
 use crate::write::memtable::MemTable;
 
-/// Frozen MemTables allowed to wait for the committer before writers stall.
-pub(crate) const MAX_FROZEN: usize = 3;
 /// A MemTable that takes no more writes, waiting for the committer.
 #[derive(Clone)]
 pub(crate) struct FrozenMemTable {
@@ -61,12 +61,22 @@ pub(crate) struct WriteSide {
     /// The newest generation whose log a thread was sent to sync ahead of
     /// its rotation (see `Store::append`).
     presynced_gen: AtomicU64,
+    /// Frozen MemTables allowed to wait for the committer before writers
+    /// stall (`Options::max_frozen_memtables`, at least 1).
+    pub max_frozen: usize,
 }
 
 impl WriteSide {
     /// The write side of a store whose writer is `head`, with `frozen`
-    /// waiting for the committer and writes up to `visible` visible.
-    pub fn new(head: WriteHead, frozen: VecDeque<FrozenMemTable>, visible: u64) -> WriteSide {
+    /// waiting for the committer and writes up to `visible` visible, which
+    /// lets at most `max_frozen` MemTables wait for the committer.
+    pub fn new(
+        head: WriteHead,
+        frozen: VecDeque<FrozenMemTable>,
+        visible: u64,
+        max_frozen: usize,
+    ) -> WriteSide {
+        let max_frozen = max_frozen.max(1);
         WriteSide {
             mems: ArcSwap::from_pointee(MemTables {
                 active: head.active.clone(),
@@ -76,8 +86,9 @@ impl WriteSide {
             writer: Mutex::new(head),
             visible: AtomicU64::new(visible),
             stall_cv: Condvar::new(),
-            backpressure: Backpressure::default(),
+            backpressure: Backpressure::new(max_frozen),
             presynced_gen: AtomicU64::new(0),
+            max_frozen,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The write path: a write is logged (`wal`), then inserted into the active
 //! MemTable and made visible; a full MemTable is frozen (rotation) for the
-//! committer, behind at most `MAX_FROZEN` others, with a new log.
+//! committer, behind at most `Options::max_frozen_memtables` others, with
+//! a new log.
 //!
 //! Invariants:
 //! - Writers are serialized by the writer lock (`WriteHead`); sequence
@@ -32,7 +33,7 @@ use crate::store::Store;
 use crate::wal::log_files::new_wal;
 use crate::wal::MAX_RECORD;
 use memtable::MemTable;
-pub(crate) use memtable_list::{FrozenMemTable, MemTables, WriteHead, MAX_FROZEN};
+pub(crate) use memtable_list::{FrozenMemTable, MemTables, WriteHead};
 
 /// The `tracing` target of the write path's events: stalls, rotations
 /// and writes that held or waited for the writer lock over
@@ -70,6 +71,27 @@ fn presync(wal: Arc<crate::wal::Wal>) {
                 "log synced ahead of its rotation"
             );
         });
+}
+
+/// Grows `wal` ahead of its writers on a thread of its own (see
+/// `wal::grow_ahead`); on this thread, after the writer lock, when no
+/// thread can be started.
+fn grow_ahead(wal: Arc<crate::wal::Wal>) {
+    let on_thread = wal.clone();
+    let spawned = std::thread::Builder::new()
+        .name("flexdb-grow-log".into())
+        .spawn(move || {
+            let t = Instant::now();
+            on_thread.grow_ahead();
+            tracing::debug!(
+                target: TRACE_TARGET,
+                took_us = us(t.elapsed()),
+                "log grown ahead of its writers"
+            );
+        });
+    if spawned.is_err() {
+        wal.grow_ahead();
+    }
 }
 
 /// MemTables with fewer entries than this are left for the committer to
@@ -227,10 +249,14 @@ impl Store {
             && w.active.approximate_bytes() >= table / 8 * PRESYNC_AT_EIGHTHS
             && self.writes.claim_presync(w.gen);
         let presync_wal = ahead.then(|| w.wal.clone());
+        let grow_wal = w.wal.claim_grow_ahead(end).then(|| w.wal.clone());
         drop(w);
         let t_unlocked = t0.map(|_| Instant::now());
         if let Some(wal) = presync_wal {
             presync(wal);
+        }
+        if let Some(wal) = grow_wal {
+            grow_ahead(wal);
         }
         if let Some(wal) = wal {
             if write_back {
@@ -270,7 +296,7 @@ impl Store {
     /// full.
     fn make_room(&self, w: &mut parking_lot::MutexGuard<'_, WriteHead>) -> Result<()> {
         while w.active.approximate_bytes() >= self.opts.memtable_bytes {
-            if self.writes.mems().frozen.len() < MAX_FROZEN {
+            if self.writes.mems().frozen.len() < self.writes.max_frozen {
                 return self.rotate(w);
             }
             // The committer wakes us after each commit; the timeout only
@@ -331,6 +357,7 @@ impl Store {
             self.opts.memtable_bytes,
             w.active.keys(),
         ));
+        let t_table = Instant::now();
         let frozen = FrozenMemTable {
             mem: w.active.clone(),
             wal: w.wal.clone(),
@@ -358,6 +385,8 @@ impl Store {
             total_us = us(t0.elapsed()),
             sync_old_log_us = us(t_synced - t0),
             new_log_us = us(t_new_log - t_synced),
+            new_table_us = us(t_table - t_new_log),
+            publish_us = us(t_table.elapsed()),
             reused,
             frozen = before.frozen.len() + 1,
             "rotated"

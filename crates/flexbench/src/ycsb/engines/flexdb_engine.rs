@@ -22,6 +22,9 @@ pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
     if let Some((high, low)) = cfg.gc_garbage {
         opts = opts.gc_garbage(high, low);
     }
+    if let Some(n) = cfg.max_frozen {
+        opts = opts.max_frozen_memtables(n);
+    }
     let db = flexdb::Db::open(dir, opts).map_err(|e| format!("flexdb: {e}"))?;
     Ok(Box::new(FlexDbEngine {
         db,
@@ -145,6 +148,7 @@ impl Engine for FlexDbEngine {
                 .collect(),
             ),
             gc_relocated_bytes: Some(s.gc_relocated_bytes),
+            disk_wal_bytes: Some(s.disk_wal_bytes),
         }
     }
 }

@@ -203,6 +203,7 @@ impl Engine for RocksEngine {
             snapshot_held_bytes: None,
             disk_parts: None,
             gc_relocated_bytes: None,
+            disk_wal_bytes: None,
         }
     }
 }
