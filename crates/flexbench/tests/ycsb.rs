@@ -333,3 +333,73 @@ fn a_held_snapshot_is_reported() {
     }
     assert_eq!(puts, 1);
 }
+
+/// The `idle` and `compact` phases run no operations, take their time
+/// (`--idle-seconds`; one `Db::compact`) and report the store's disk by
+/// part like every phase; nonsense for `--idle-seconds` is refused.
+#[test]
+fn idle_and_compact_phases_report_the_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = flexbench(
+        &[
+            "ycsb",
+            "--records",
+            "5000",
+            "--seconds",
+            "0.3",
+            "--workloads",
+            "put,idle,compact",
+            "--idle-seconds",
+            "0.5",
+            "--memtable-mb",
+            "1",
+            "--cache-mb",
+            "8",
+            "--gc-garbage",
+            "0.3,0.25",
+            "--no-reopen",
+            "--json",
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let mut seen = Vec::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v["kind"] != "workload" {
+            continue;
+        }
+        let w = v["workload"].as_str().unwrap().to_string();
+        let parts = v["disk_parts"].as_object().expect("flexdb splits its disk");
+        for k in [
+            "live",
+            "garbage",
+            "garbage_free",
+            "garbage_held",
+            "wal",
+            "checkpoint",
+        ] {
+            assert!(parts[k].is_u64(), "{k} missing: {line}");
+        }
+        assert!(v["gc_relocated_bytes"].is_u64(), "{line}");
+        if w == "idle" || w == "compact" {
+            assert_eq!(v["ops"], 0, "{line}");
+            assert!(v["space_amp"].as_f64().unwrap() > 0.0, "{line}");
+        }
+        if w == "idle" {
+            assert!(v["seconds"].as_f64().unwrap() >= 0.5, "{line}");
+        }
+        seen.push(w);
+    }
+    assert_eq!(seen, ["load", "put", "idle", "compact"]);
+    assert!(
+        flexbench(
+            &["ycsb", "--workloads", "idle", "--idle-seconds", "-1"],
+            dir.path()
+        )
+        .status
+        .code()
+            == Some(2)
+    );
+}

@@ -5,8 +5,9 @@
 //! in rounds on the caller's thread (the committer commits between them,
 //! writers go on); the committer publishes a fresh view (the old one holds
 //! the segments compaction emptied) and drops the old one once no reader
-//! holds it; the freed segments are punched; spare logs are removed and
-//! the MemTable pool released, as an idle committer does. Invariant: no
+//! holds it; the freed segments are punched; spare logs are removed, the
+//! active log's tail past its records punched and the MemTable pool
+//! released, as an idle committer does. Invariant: no
 //! step holds a lock of the store across I/O that writers or readers wait
 //! for longer than one garbage-collection round.
 
@@ -86,6 +87,9 @@ pub(crate) fn compact(
     // open removes it.
     let _ = shared.spare_logs.remove_all(&*shared.storage);
     shared.chunks.release();
+    // The active log's blocks past its records (best effort, likewise).
+    let wal = shared.writes.lock().wal.clone();
+    let _ = wal.trim_tail();
     Ok(CompactReport {
         disk_bytes_before,
         disk_bytes_after: usage(shared)?,

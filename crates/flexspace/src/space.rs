@@ -168,6 +168,10 @@ pub(crate) struct SpaceInner {
     pub(crate) bg: Arc<BackgroundMaintainer>,
     /// An error of background maintenance, for the next caller.
     pub(crate) bg_error: Mutex<Option<Error>>,
+    /// The thread giving the last checkpoint's free tree pages back
+    /// (`maintenance/commit.rs`), joined before the next one starts and
+    /// at close.
+    pub(crate) give_back: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub(crate) _storage: Arc<dyn Storage>,
 }
 
@@ -259,6 +263,7 @@ impl FlexSpace {
                 counters,
                 bg: Arc::new(BackgroundMaintainer::default()),
                 bg_error: Mutex::new(None),
+                give_back: Mutex::new(None),
                 _storage: storage,
             }),
         };

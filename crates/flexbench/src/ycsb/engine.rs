@@ -106,6 +106,11 @@ pub trait Engine: Send + Sync {
     /// Moves buffered writes to the engine's main structure (memtables to
     /// the space or to tables) and makes them durable.
     fn flush(&self) -> Result<()>;
+    /// Rewrites the store until its garbage is gone and gives the space
+    /// back (the `compact` phase); engines without one here refuse.
+    fn compact(&self) -> Result<()> {
+        Err("this engine runs no full compaction in flexbench (phase compact)".into())
+    }
     /// Closes the store cleanly.
     fn close(self: Box<Self>) -> Result<()>;
     /// The engine's counters.

@@ -79,6 +79,9 @@ pub struct YcsbArgs {
     /// Seconds per workload (the load runs to completion).
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
+    /// Seconds the `idle` phase leaves the store alone before measuring it.
+    #[arg(long, default_value_t = 30.0)]
+    pub idle_seconds: f64,
     /// Cache size in MiB (flexdb interval cache, RocksDB block cache,
     /// fjall block cache).
     #[arg(long, default_value_t = 256)]
@@ -224,6 +227,9 @@ impl YcsbArgs {
         if !self.seconds.is_finite() || self.seconds <= 0.0 || self.seconds > 1e6 {
             return Err("--seconds must be positive".into());
         }
+        if !self.idle_seconds.is_finite() || self.idle_seconds < 0.0 || self.idle_seconds > 1e6 {
+            return Err("--idle-seconds must be at least 0".into());
+        }
         if self.threads.is_empty() || self.threads.iter().any(|&t| t == 0 || t > 1024) {
             return Err("--threads must be between 1 and 1024".into());
         }
@@ -307,6 +313,8 @@ impl YcsbArgs {
             self.load_threads.to_string(),
             "--seconds".into(),
             self.seconds.to_string(),
+            "--idle-seconds".into(),
+            self.idle_seconds.to_string(),
             "--cache-mb".into(),
             self.cache_mb.to_string(),
             "--memtable-mb".into(),
@@ -509,6 +517,22 @@ fn run_engine(
         };
         let outcome = guarded(name, || match w {
             Workload::Load => runner::load(engine.as_ref(), &setup, threads),
+            Workload::Idle => {
+                let t = Instant::now();
+                std::thread::sleep(Duration::from_secs_f64(args.idle_seconds));
+                Ok(Outcome {
+                    seconds: t.elapsed().as_secs_f64(),
+                    ..Outcome::new()
+                })
+            }
+            Workload::Compact => {
+                let t = Instant::now();
+                engine.compact()?;
+                Ok(Outcome {
+                    seconds: t.elapsed().as_secs_f64(),
+                    ..Outcome::new()
+                })
+            }
             _ => runner::timed(engine.as_ref(), &setup, w, threads, args.seconds),
         })?;
         let settle = Instant::now();

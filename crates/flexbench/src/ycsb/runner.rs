@@ -70,7 +70,8 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    fn new() -> Outcome {
+    /// No operations yet.
+    pub fn new() -> Outcome {
         Outcome {
             ops: 0,
             seconds: 0.0,

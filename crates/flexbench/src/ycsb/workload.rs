@@ -35,7 +35,16 @@ pub enum Workload {
     T,
     /// The transfers of `T`, serializable.
     Ts,
+    /// No operations: the store is left alone for `--idle-seconds`, then
+    /// measured (what an idle store gives back on its own).
+    Idle,
+    /// One call of the engine's full compaction (flexdb: `Db::compact`),
+    /// timed, then measured.
+    Compact,
 }
+
+/// Phases that run no operation mix, which `--workloads` also accepts.
+pub const MAINTENANCE: [Workload; 2] = [Workload::Idle, Workload::Compact];
 
 /// The workloads `--workloads` accepts, in their canonical order.
 pub const ALL: [Workload; 10] = [
@@ -65,6 +74,8 @@ impl Workload {
             Workload::Put => "put",
             Workload::T => "t",
             Workload::Ts => "ts",
+            Workload::Idle => "idle",
+            Workload::Compact => "compact",
         }
     }
 
@@ -74,8 +85,9 @@ impl Workload {
         if s == "w" {
             return Ok(Workload::Put);
         }
-        ALL.iter().copied().find(|w| w.name() == s).ok_or_else(|| {
-            let names: Vec<_> = ALL.iter().map(|w| w.name()).collect();
+        let known = || ALL.iter().chain(&MAINTENANCE).copied();
+        known().find(|w| w.name() == s).ok_or_else(|| {
+            let names: Vec<_> = known().map(|w| w.name()).collect();
             format!(
                 "unknown workload '{s}' (expected one of {}, or w for put)",
                 names.join(", ")
@@ -83,10 +95,12 @@ impl Workload {
         })
     }
 
-    /// The operation mix (`Load` is all inserts).
+    /// The operation mix (`Load` is all inserts; the maintenance phases,
+    /// which run no operation, have an empty one that is never drawn from).
     pub fn mix(self) -> Mix {
         use OpKind::*;
         Mix::new(match self {
+            Workload::Idle | Workload::Compact => &[],
             Workload::Load => &[(Insert, 100)],
             Workload::A => &[(Read, 50), (Update, 50)],
             Workload::B => &[(Read, 95), (Update, 5)],
@@ -115,7 +129,7 @@ impl Workload {
 
     /// Whether the workload writes.
     pub fn writes(self) -> bool {
-        !matches!(self, Workload::C)
+        !matches!(self, Workload::C | Workload::Idle | Workload::Compact)
     }
 }
 
@@ -222,7 +236,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for w in ALL {
+        for w in ALL.into_iter().chain(MAINTENANCE) {
             assert_eq!(Workload::parse(w.name()), Ok(w));
         }
         assert_eq!(Workload::parse("W"), Ok(Workload::Put));

@@ -2,9 +2,10 @@
 //! `IDLE_WAITS` of the committer's `POOL_IDLE` waits in a row and the
 //! space's data file holds garbage worth it, the committer compacts the
 //! space one garbage-collection round at a time (`FlexSpace::compact_step`),
-//! looking for work between rounds; then it checkpoints, publishes a fresh
-//! view (the old one holds the emptied segments) and, once the old view is
-//! dropped, punches the freed segments.
+//! looking for work between rounds, publishing a fresh view every
+//! `REPUBLISH_EVERY` rounds (the old one holds the emptied segments) and
+//! punching the freed segments once the old view is dropped; at the end it
+//! checkpoints and does the same once more.
 //!
 //! Invariants: a round runs only on the committer's thread with no
 //! MemTable waiting; compaction stops at once when a MemTable is frozen (a
@@ -26,6 +27,12 @@ const WORTH_SEGMENTS: u64 = 2;
 /// Fresh views published after an idle compaction, at most.
 const REPUBLISH_ROUNDS: u8 = 3;
 
+/// Rounds between fresh views while compacting: the current view holds
+/// every segment the rounds empty (grace periods), so without one the
+/// disk comes back only at the end (at 10 M pairs, after more than the
+/// 30 s of an idle phase); each costs a copy of the extent index.
+const REPUBLISH_EVERY: u32 = 16;
+
 /// The committer's idle-compaction state.
 #[derive(Default)]
 pub(crate) struct IdleCompaction {
@@ -37,6 +44,8 @@ pub(crate) struct IdleCompaction {
     /// Fresh views still to publish, each followed by a punch once the
     /// view before it is dropped (see `after_reap`).
     punch_after_reap: u8,
+    /// Rounds run since the last fresh view.
+    rounds: u32,
 }
 
 impl IdleCompaction {
@@ -90,8 +99,17 @@ impl IdleCompaction {
             return Ok(());
         }
         if shared.space.compact_step().map_err(space_err)?.is_some() {
+            self.rounds += 1;
+            if self.rounds >= REPUBLISH_EVERY {
+                // Give back what the rounds so far emptied (punched in
+                // `after_reap` once the old view is gone).
+                self.rounds = 0;
+                super::republish(shared)?;
+                self.punch_after_reap = self.punch_after_reap.max(1);
+            }
             return Ok(());
         }
+        self.rounds = 0;
         self.running = None;
         self.armed = false;
         shared.space.checkpoint().map_err(space_err)?;

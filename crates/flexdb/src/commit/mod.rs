@@ -107,6 +107,8 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
         // Views replaced by the last commit that readers still held (never
         // dropped under `work`: freeing one takes milliseconds).
         let views_left = shared.views.reap(Duration::ZERO);
+        // What the views dropped here held in the space's grace epochs.
+        shared.space.release_freed();
         idle.after_reap(shared, views_left);
         // Memory kept for MemTables to come, let go of once a wait of
         // `POOL_IDLE` found the store idle (`idle_after`; freed here for
@@ -117,6 +119,11 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
             // spare that cannot be removed holds nothing anyone needs; the
             // next open removes it.
             let _ = shared.spare_logs.remove_all(&*shared.storage);
+            // And the active log's blocks past its records (a taken-over
+            // spare's older records, the preallocation). Best effort, as
+            // above: what is not given back is only disk space.
+            let wal = shared.writes.lock().wal.clone();
+            let _ = wal.trim_tail();
         }
         let batch: Vec<FrozenMemTable> = {
             let mut work = shared.mailbox.lock();
@@ -315,10 +322,6 @@ fn finish_commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
     shared
         .views
         .publish(&shared.index, &shared.space, last.gen)?;
-    // The view just retired held (in the space's grace epochs) the
-    // segments this commit and the collection rounds before it emptied:
-    // they are free now that it is gone, not one MemTable later.
-    shared.space.release_freed();
     // Readers load the old list or the new one, never wait.
     shared.writes.replace_mems(|m| {
         let mut m = crate::write::MemTables::clone(m);

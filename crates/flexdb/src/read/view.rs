@@ -211,6 +211,11 @@ impl ViewPublisher {
         let old = self.current.swap(view);
         self.retired.lock().push(old);
         self.reap(RETIRE_WAIT);
+        // The view just retired, once dropped, was the last reader of the
+        // segments the commit before this publish (and the collection
+        // rounds before that) emptied: they are free from now on, not one
+        // publish later (the new view registered in a later grace epoch).
+        space.release_freed();
         if self.trace {
             tracing::debug!(
                 target: TRACE_TARGET,

@@ -102,6 +102,13 @@ pub struct Record {
     pub payload: Vec<u8>,
 }
 
+/// What [`Wal::trim_tail`] leaves allocated past the records, the bytes it
+/// punches under one hold of the append locks, and the alignment of its
+/// bound (file-system blocks).
+const TRIM_MARGIN: u64 = 4 << 20;
+const TRIM_CHUNK: u64 = 4 << 20;
+const TRIM_ALIGN: u64 = 4096;
+
 struct Buffer {
     /// Encoded records not yet handed to the file.
     bytes: Vec<u8>,
@@ -237,6 +244,44 @@ impl Wal {
     /// again: a later log in the same file could take them for its own.
     pub fn reusable(&self) -> bool {
         self.own
+    }
+
+    /// Gives back the file's blocks past what the log has mapped and the
+    /// step it may be growing into (a log that took over a spare's file
+    /// still holds the older log's records there, which replay ignores),
+    /// and past its records and `TRIM_MARGIN`: an idle store's log then
+    /// holds about its records and its preallocation on disk. The mapped
+    /// range and the next step stay allocated, so an append through the
+    /// mapping never faults on a hole (on a full disk that would be
+    /// SIGBUS, where a growth's `fallocate` gives the error). Punches
+    /// `TRIM_CHUNK` at a time from the file's end down, each under the
+    /// append locks, so a writer waits for one chunk at most and a growth
+    /// meanwhile moves the bound up. Returns the bytes freed; logs that
+    /// are not mapped (other storage backends) are left alone.
+    pub fn trim_tail(&self) -> Result<u64> {
+        let Some(m) = &self.mapped else {
+            return Ok(0);
+        };
+        let mut top = self.file.len().map_err(|e| io_err(&self.name, e))?;
+        let mut freed = 0;
+        loop {
+            let _appends = self.buf.lock();
+            let keep = {
+                let log = m.log.lock();
+                (log.end() + TRIM_MARGIN)
+                    .max(log.capacity() + log.step())
+                    .next_multiple_of(TRIM_ALIGN)
+            };
+            if top <= keep {
+                return Ok(freed);
+            }
+            let from = top.saturating_sub(TRIM_CHUNK).max(keep);
+            freed += self
+                .file
+                .punch_hole(from, top - from)
+                .map_err(|e| io_err(&self.name, e))?;
+            top = from;
+        }
     }
 
     /// Appends one record (buffered) and returns the file offset where it
@@ -1095,6 +1140,60 @@ mod tests {
         let recs = Wal::read(file.as_ref(), "wal").unwrap();
         let seqs: Vec<u64> = recs.iter().map(|r| r.seq).collect();
         assert_eq!(seqs, (5001..=5010).collect::<Vec<_>>());
+    }
+
+    /// A log that took over a bigger log's file gives back the blocks past
+    /// its records and margin (the older records, the preallocation), keeps
+    /// its own, and replays exactly them; appends after the trim land in
+    /// the punched range and replay too.
+    #[test]
+    fn trimming_a_taken_over_log_frees_its_tail_and_keeps_its_records() {
+        const OLD: u64 = 200_000;
+        let (dir, file, wal) = mapped_wal(1 << 20);
+        for i in 1..=OLD {
+            wal.append(i, &[i as u8; 500]).unwrap();
+        }
+        wal.sync().unwrap();
+        drop(wal);
+        let path = dir.path().join("wal");
+        let wal = Wal::reuse(file.clone(), "wal", Some((&path, 1 << 20)), OLD + 1).unwrap();
+        for i in OLD + 1..=OLD + 100 {
+            wal.append(i, &[i as u8; 500]).unwrap();
+        }
+        wal.sync().unwrap();
+        let before = file.allocated_bytes().unwrap();
+        assert!(before >= 95 << 20, "the older log's blocks: {before}");
+        let freed = wal.trim_tail().unwrap();
+        let after = file.allocated_bytes().unwrap();
+        assert!(
+            freed > 0 && after < before,
+            "{before} -> {after}, freed {freed}"
+        );
+        // What stays: the mapping (1 MiB) and the step it may grow into.
+        let (cap, step) = {
+            let log = wal.mapped.as_ref().unwrap().log.lock();
+            (log.capacity(), log.step())
+        };
+        assert!(
+            after <= cap + step + TRIM_ALIGN,
+            "{after} allocated for a mapping of {cap} and a step of {step}"
+        );
+        // A second trim finds nothing more to give back.
+        assert_eq!(wal.trim_tail().unwrap(), 0);
+        // Appends past the mapping and the step, into the punched range
+        // (the growths allocate it again); then every record replays.
+        // (Replayed before these appends, the older records left inside
+        // the step would be searched byte by byte: minutes in a test.)
+        for i in OLD + 101..=OLD + 180_000 {
+            wal.append(i, &[i as u8; 500]).unwrap();
+        }
+        wal.sync().unwrap();
+        let seqs: Vec<u64> = Wal::read(file.as_ref(), "wal")
+            .unwrap()
+            .iter()
+            .map(|r| r.seq)
+            .collect();
+        assert_eq!(seqs, (OLD + 1..=OLD + 180_000).collect::<Vec<_>>());
     }
 
     /// A log on a real file in a new directory, mapped with room for

@@ -110,6 +110,9 @@ impl Engine for FlexDbEngine {
     fn flush(&self) -> Result<()> {
         self.db.flush().map_err(err)
     }
+    fn compact(&self) -> Result<()> {
+        self.db.compact().map(drop).map_err(err)
+    }
     fn close(self: Box<Self>) -> Result<()> {
         self.db.close().map_err(err)
     }
