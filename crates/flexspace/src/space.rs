@@ -487,7 +487,9 @@ impl FlexSpace {
 
     /// Commits, then writes a checkpoint of the tree and restarts the log,
     /// unless nothing changed since the last checkpoint. Mutations wait
-    /// while the tree is written; readers do not.
+    /// while the tree is written; readers do not. Returns once the tree
+    /// file's pages the new checkpoint left free are given back (cut and
+    /// punched; the checkpoints maintenance runs leave that to a thread).
     pub fn checkpoint(&self) -> Result<()> {
         self.s.checkpoint()
     }

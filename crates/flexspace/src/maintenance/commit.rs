@@ -24,7 +24,7 @@
 //! the tree file's freed pages back (cuts its free tail, punches its free
 //! blocks; the figures go out as a debug event, target
 //! `flexspace::checkpoint`). At most one such thread runs: the next
-//! checkpoint and `close` join it.
+//! checkpoint, `close` and an explicit `checkpoint()` join it.
 
 use std::sync::atomic::Ordering;
 
@@ -79,7 +79,11 @@ impl SpaceInner {
     pub(crate) fn checkpoint(&self) -> Result<()> {
         self.check_usable()?;
         let mut m = self.maint.lock();
-        self.checkpoint_locked(&mut m)
+        self.checkpoint_locked(&mut m)?;
+        // An explicit checkpoint returns with the tree file's free pages
+        // given back (the ones maintenance runs leave that to the thread).
+        self.join_give_back();
+        Ok(())
     }
 
     /// The commit automatic maintenance runs after a mutation.
