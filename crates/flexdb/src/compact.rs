@@ -63,9 +63,9 @@ pub(crate) fn compact(
     let deadline = Instant::now() + VIEW_WAIT;
     loop {
         // A fresh view lets go of the old one (the committer drops it once
-        // no reader holds it). Grace periods count by epoch, so segments
-        // emptied in the epoch a fresh view registered in wait for that
-        // view too: a second fresh view, registered later, frees them.
+        // no reader holds it, and the segments it held are free); readers
+        // of older views may hold some longer, so this repeats until none
+        // is left or the wait is over.
         shared.mailbox.republish()?;
         let republished = Instant::now();
         loop {

@@ -127,9 +127,9 @@ impl IdleCompaction {
         self.punch_after_reap -= 1;
         // A failed punch only leaves blocks allocated.
         let _ = shared.space.punch_free_segments();
-        // Segments emptied in the epoch the fresh view registered in wait
-        // for that view too (grace periods count by epoch): another fresh
-        // view, registered later, lets them go.
+        // Segments a reader other than the views still held (an iterator
+        // or snapshot of the old state) are let go by another fresh view
+        // once that reader is gone.
         if self.punch_after_reap > 0 && shared.space.stats().reclaimable_segments > 0 {
             let _ = super::republish(shared);
         } else {
