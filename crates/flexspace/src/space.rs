@@ -172,6 +172,11 @@ pub(crate) struct SpaceInner {
     /// (`maintenance/commit.rs`), joined before the next one starts and
     /// at close.
     pub(crate) give_back: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The thread punching free segments out of the data file
+    /// (`maintenance/compact.rs`), joined at close and drop.
+    pub(crate) punch_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// This space, for the threads it starts.
+    pub(crate) this: std::sync::Weak<SpaceInner>,
     pub(crate) _storage: Arc<dyn Storage>,
 }
 
@@ -246,7 +251,7 @@ impl FlexSpace {
         let counters = SpaceCounters::default();
         counters.log_end.store(o.log_end, Ordering::Relaxed);
         let space = FlexSpace {
-            s: Arc::new(SpaceInner {
+            s: Arc::new_cyclic(|this| SpaceInner {
                 state: TimedRwLock::new(st),
                 gate: Mutex::new(()),
                 maint: Mutex::new(LogPosition {
@@ -264,6 +269,8 @@ impl FlexSpace {
                 bg: Arc::new(BackgroundMaintainer::default()),
                 bg_error: Mutex::new(None),
                 give_back: Mutex::new(None),
+                punch_thread: Mutex::new(None),
+                this: this.clone(),
                 _storage: storage,
             }),
         };
@@ -614,10 +621,16 @@ impl FlexSpace {
         if self.s.state.read().seg.quarantined() == 0 {
             return 0;
         }
-        let mut st = self.s.state.write();
-        let before = st.seg.quarantined();
-        st.release();
-        before - st.seg.quarantined()
+        let released = {
+            let mut st = self.s.state.write();
+            let before = st.seg.quarantined();
+            st.release();
+            before - st.seg.quarantined()
+        };
+        if released > 0 {
+            self.s.punch_soon();
+        }
+        released
     }
 
     /// Gives free segments that may still hold blocks back to the file
@@ -625,6 +638,8 @@ impl FlexSpace {
     /// layer above dropped an old snapshot); returns the bytes freed.
     pub fn punch_free_segments(&self) -> Result<u64> {
         self.s.settle_freed(std::time::Duration::ZERO)?;
+        // One punch runs at a time: the thread's would stop this one short.
+        self.s.join_punch_thread();
         self.s.punch_free_segments(usize::MAX)
     }
 
@@ -815,6 +830,7 @@ impl Drop for FlexSpace {
         // directory may be reopened right away): the maintainer exits, and
         // sealed segments still being written finish first.
         self.s.bg.stop();
+        self.s.join_punch_thread();
         self.s.writer.wait_idle();
     }
 }

@@ -88,6 +88,48 @@ fn compaction_gives_blocks_back_and_every_byte_reads_back() {
     assert_eq!(space.check().unwrap(), Vec::<String>::new());
 }
 
+/// Without `compact` or an explicit punch: the segments garbage
+/// collection frees are given back to the file system after the commits
+/// that free them (on the space's punching thread), so the data file holds
+/// little beyond its segments in use.
+#[test]
+fn commits_give_freed_segments_back_without_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(11);
+    let opts = Options::new()
+        .create(true)
+        .max_data_size(64 * SEGMENT_SIZE)
+        .commit_log_bytes(16 << 10)
+        .checkpoint_log_bytes(256 << 10)
+        .gc_garbage(0.3, 0.2);
+    let space = FlexSpace::open(dir.path(), opts).unwrap();
+    let state = churn(&space, &mut rng, 3000, |_, _, _| true);
+    space.sync().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let s = loop {
+        let s = space.stats();
+        if s.unpunched_segments <= 1 || std::time::Instant::now() > deadline {
+            break s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(s.gc_runs > 0 && s.punched_bytes > 4 * SEGMENT_SIZE, "{s:?}");
+    assert!(
+        s.unpunched_segments <= 1,
+        "free segments left allocated: {s:?}"
+    );
+    if s.punched_bytes > 0 {
+        // Segments in use, the last free one start_punch keeps, and the
+        // one a punch may be finishing.
+        assert!(
+            s.data_allocated_bytes <= s.data_file_bytes + 2 * SEGMENT_SIZE,
+            "{s:?}"
+        );
+    }
+    assert_eq!(decode(&content(&space)).unwrap(), state);
+    space.close().unwrap();
+}
+
 struct Run {
     hashes: Vec<u64>,
     floor: usize,

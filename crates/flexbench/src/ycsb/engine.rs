@@ -64,6 +64,10 @@ pub struct EngineStats {
     pub gc_relocated_bytes: Option<u64>,
     /// Bytes the write-ahead log's files take on disk (flexdb).
     pub disk_wal_bytes: Option<u64>,
+    /// Bytes written since open by what wrote them (flexdb: wal, data,
+    /// tree, log; `gc_relocated` and `defragmented_intervals` as counts of
+    /// what the data writes include).
+    pub written_parts: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 /// A key-value store under test. Shared between the client threads.

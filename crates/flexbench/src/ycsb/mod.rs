@@ -717,6 +717,7 @@ fn workload_result(
         space_amp: disk as f64 / logical.max(1) as f64,
         disk_parts: stats.disk_parts,
         gc_relocated_bytes: stats.gc_relocated_bytes,
+        written_parts: stats.written_parts,
         max_reader_wait_us: stats.max_reader_wait.map(|d| d.as_secs_f64() * 1e6),
         index_bytes: stats.index_bytes,
         extent_index_bytes: stats.extent_index_bytes,

@@ -141,6 +141,12 @@ pub struct WorkloadResult {
     /// opened (flexdb); null for engines that do not report it.
     #[serde(default)]
     pub gc_relocated_bytes: Option<u64>,
+    /// Bytes the engine wrote since the store was opened, by what wrote
+    /// them (flexdb: wal, data, tree, log, and of the data writes
+    /// gc_relocated bytes and defragmented_intervals); null for engines
+    /// that do not split them. Differences between phases give a phase's.
+    #[serde(default)]
+    pub written_parts: Option<BTreeMap<String, u64>>,
     /// The longest reader wait since the store was opened, in microseconds
     /// (flexdb only; null for engines that do not report it).
     pub max_reader_wait_us: Option<f64>,

@@ -69,11 +69,11 @@ impl SpaceInner {
         Ok(())
     }
 
-    /// Gives a few free segments back to the file system (see
-    /// `compact`); a failed punch only leaves blocks allocated, so its
-    /// error is not the commit's.
+    /// Gives the free segments back to the file system, on a thread (see
+    /// `compact::punch_soon`); a failed punch only leaves blocks
+    /// allocated, so its error is not the commit's.
     pub(crate) fn punch_after_commit(&self) {
-        let _ = self.punch_free_segments(super::compact::PUNCH_PER_COMMIT);
+        self.punch_soon();
     }
 
     pub(crate) fn checkpoint(&self) -> Result<()> {
@@ -254,6 +254,8 @@ impl SpaceInner {
             // Under `maint`: background maintenance after this sees it.
             self.state.write().closed = true;
         }
+        // Stops at its next segment: the space is closed.
+        self.join_punch_thread();
         self.bg.stop();
         Ok(())
     }

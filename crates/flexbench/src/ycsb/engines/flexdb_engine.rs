@@ -152,6 +152,19 @@ impl Engine for FlexDbEngine {
             ),
             gc_relocated_bytes: Some(s.gc_relocated_bytes),
             disk_wal_bytes: Some(s.disk_wal_bytes),
+            written_parts: Some(
+                [
+                    ("wal", s.wal_bytes_written),
+                    ("data", s.data_bytes_written),
+                    ("tree", s.tree_bytes_written),
+                    ("log", s.log_bytes_written),
+                    ("gc_relocated", s.gc_relocated_bytes),
+                    ("defragmented_intervals", s.defragmented_intervals),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            ),
         }
     }
 }

@@ -204,6 +204,7 @@ impl Engine for RocksEngine {
             disk_parts: None,
             gc_relocated_bytes: None,
             disk_wal_bytes: None,
+            written_parts: None,
         }
     }
 }
