@@ -54,12 +54,13 @@ pub(crate) fn compact(
     let usage =
         |s: &Store| disk_usage::measure(&*s.storage, s.space.stats().live_bytes).map(|u| u.total());
     let disk_bytes_before = usage(shared)?;
+    // Every punch counts, the space's punching thread's too.
+    let punched_before = shared.space.stats().punched_bytes;
     shared.flush()?;
     let r = shared
         .space
         .compact(|done, total| progress(CompactProgress { done, total }))
         .map_err(space_err)?;
-    let mut punched_bytes = r.punched_bytes;
     let deadline = Instant::now() + VIEW_WAIT;
     loop {
         // A fresh view lets go of the old one (the committer drops it once
@@ -69,7 +70,7 @@ pub(crate) fn compact(
         shared.mailbox.republish()?;
         let republished = Instant::now();
         loop {
-            punched_bytes += shared.space.punch_free_segments().map_err(space_err)?;
+            shared.space.punch_free_segments().map_err(space_err)?;
             if shared.space.stats().reclaimable_segments == 0
                 || Instant::now() >= deadline
                 || republished.elapsed() >= REPUBLISH_AFTER
@@ -90,10 +91,11 @@ pub(crate) fn compact(
     // The active log's blocks past its records (best effort, likewise).
     let wal = shared.writes.lock().wal.clone();
     let _ = wal.trim_tail();
+    shared.space.wait_punched();
     Ok(CompactReport {
         disk_bytes_before,
         disk_bytes_after: usage(shared)?,
         relocated_bytes: r.relocated_bytes,
-        punched_bytes,
+        punched_bytes: shared.space.stats().punched_bytes - punched_before,
     })
 }

@@ -249,9 +249,13 @@ impl Db {
     }
 
     /// Commits every write so far to the space and makes it durable there
-    /// (the write-ahead log it came from is then retired).
+    /// (the write-ahead log it came from is then retired); returns once
+    /// the data file's segments the commits freed are given back to the
+    /// file system, so that the store's disk bytes are settled.
     pub fn flush(&self) -> Result<()> {
-        self.shared.flush()
+        self.shared.flush()?;
+        self.shared.space.wait_punched();
+        Ok(())
     }
 
     /// Commits every write to the space, collects the garbage of every

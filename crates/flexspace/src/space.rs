@@ -174,7 +174,7 @@ pub(crate) struct SpaceInner {
     pub(crate) give_back: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The thread punching free segments out of the data file
     /// (`maintenance/compact.rs`), joined at close and drop.
-    pub(crate) punch_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    pub(crate) punch_thread: Mutex<crate::maintenance::compact::PunchThread>,
     /// This space, for the threads it starts.
     pub(crate) this: std::sync::Weak<SpaceInner>,
     pub(crate) _storage: Arc<dyn Storage>,
@@ -269,7 +269,7 @@ impl FlexSpace {
                 bg: Arc::new(BackgroundMaintainer::default()),
                 bg_error: Mutex::new(None),
                 give_back: Mutex::new(None),
-                punch_thread: Mutex::new(None),
+                punch_thread: Mutex::default(),
                 this: this.clone(),
                 _storage: storage,
             }),
@@ -641,6 +641,15 @@ impl FlexSpace {
         // One punch runs at a time: the thread's would stop this one short.
         self.s.join_punch_thread();
         self.s.punch_free_segments(usize::MAX)
+    }
+
+    /// Waits until the free segments that commits and released readers
+    /// left are given back to the file system (they are punched on a
+    /// thread of the space's own, see [`FlexSpace::punch_free_segments`]):
+    /// for a layer above that settles the store's disk footprint, e.g. at
+    /// the end of a flush.
+    pub fn wait_punched(&self) {
+        self.s.join_punch_thread();
     }
 
     /// Verifies the space's metadata: every extent maps into the data file,

@@ -18,6 +18,7 @@
 //!   commits and mutations interleave with it; a round holds the gate for
 //!   at most four segments' worth of copying.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::error::{io, Result};
@@ -29,6 +30,16 @@ use crate::storage::StorageFile;
 
 /// How long `compact` waits for readers to release emptied segments.
 const COMPACT_GRACE_WAIT: Duration = Duration::from_secs(2);
+
+/// The thread that punches free segments (`SpaceInner::punch_soon`).
+/// `running` is cleared by the thread itself, under the lock, when it
+/// finds `again` unset: a request made while it runs is never lost.
+#[derive(Default)]
+pub(crate) struct PunchThread {
+    handle: Option<std::thread::JoinHandle<()>>,
+    running: bool,
+    again: bool,
+}
 
 /// What [`crate::FlexSpace::compact`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -45,13 +56,13 @@ pub struct CompactReport {
 
 impl SpaceInner {
     /// Has a thread punch every free segment that may still hold blocks
-    /// (commits and released views call this), unless one is at it: 2.5
-    /// ms of `fallocate` a segment on ext4, 0.5 s for the 190 segments one
-    /// garbage collection frees at 10 M pairs, which held up the committer
-    /// (and so the writers) when they were punched on its thread, four a
-    /// commit, and left hundreds of MiB allocated at the end of a phase.
-    /// Nothing to punch costs a read lock. A thread that cannot be
-    /// started leaves the segments to the next call.
+    /// (commits and released views call this), or the running one go on
+    /// once more: 2.5 ms of `fallocate` a segment on ext4, 0.5 s for the
+    /// 190 segments one garbage collection frees at 10 M pairs, which held
+    /// up the committer (and so the writers) when they were punched on its
+    /// thread, four a commit, and left hundreds of MiB allocated at the end
+    /// of a phase. Nothing to punch costs a read lock. A thread that cannot
+    /// be started leaves the segments to the next call.
     pub(crate) fn punch_soon(&self) {
         {
             let st = self.state.read();
@@ -60,27 +71,38 @@ impl SpaceInner {
             }
         }
         let mut slot = self.punch_thread.lock();
-        if slot.as_ref().is_some_and(|h| !h.is_finished()) {
+        if slot.running {
+            slot.again = true;
             return;
         }
-        if let Some(done) = slot.take() {
+        if let Some(done) = slot.handle.take() {
+            // It decided to stop (under this lock) and is exiting.
             let _ = done.join();
         }
         let Some(space) = self.this.upgrade() else {
             return;
         };
-        *slot = std::thread::Builder::new()
+        let h = std::thread::Builder::new()
             .name("flexspace-punch".into())
-            .spawn(move || {
+            .spawn(move || loop {
                 let _ = space.punch_free_segments(usize::MAX);
-            })
-            .ok();
+                let mut slot = space.punch_thread.lock();
+                if !slot.again {
+                    slot.running = false;
+                    return;
+                }
+                slot.again = false;
+            });
+        if let Ok(h) = h {
+            slot.handle = Some(h);
+            slot.running = true;
+        }
     }
 
     /// Waits for the punching thread (close, drop, and an explicit punch,
     /// which would otherwise find the thread's segment in a punch and stop).
     pub(crate) fn join_punch_thread(&self) {
-        let h = self.punch_thread.lock().take();
+        let h = self.punch_thread.lock().handle.take();
         if let Some(h) = h {
             let _ = h.join();
         }
@@ -109,9 +131,7 @@ impl SpaceInner {
             self.state.write().seg.end_punch(s);
             let n = r.map_err(io(DATA))?;
             freed += n;
-            self.counters
-                .punched
-                .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            self.counters.punched.fetch_add(n, Ordering::Relaxed);
         }
         Ok(freed)
     }
@@ -120,6 +140,7 @@ impl SpaceInner {
     pub(crate) fn compact(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<CompactReport> {
         self.check_usable()?;
         let data_allocated_before = self.files.data.allocated_bytes().map_err(io(DATA))?;
+        let punched_before = self.counters.punched.load(Ordering::Relaxed);
         {
             let mut m = self.maint.lock();
             self.commit_locked(&mut m)?;
@@ -159,7 +180,11 @@ impl SpaceInner {
             self.checkpoint_locked(&mut m)?;
         }
         self.settle_freed(COMPACT_GRACE_WAIT)?;
-        let punched_bytes = self.punch_free_segments(usize::MAX)?;
+        // The punching thread gives back what the rounds' commits freed;
+        // the rest is punched here. The report counts both.
+        self.join_punch_thread();
+        self.punch_free_segments(usize::MAX)?;
+        let punched_bytes = self.counters.punched.load(Ordering::Relaxed) - punched_before;
         progress(total, total);
         Ok(CompactReport {
             relocated_bytes: done,
