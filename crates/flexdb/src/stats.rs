@@ -28,8 +28,9 @@ pub struct Stats {
     /// the copies published for readers hold beyond it (they share the
     /// leaves the committer has not changed since).
     pub sparse_index_bytes: u64,
-    /// Bytes of memory held by the space's extent index, its copies in the
-    /// views published for readers included.
+    /// Bytes of memory held by the space's extent index, and what the views
+    /// published for readers hold beyond it (they share its node blocks
+    /// the space has not rewritten since).
     pub extent_index_bytes: u64,
     /// The space's data file in use over the bytes it maps (1.0 is none
     /// wasted; garbage collection keeps it bounded).

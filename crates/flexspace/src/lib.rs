@@ -39,7 +39,7 @@ mod timed_rwlock;
 pub use error::{Error, Result};
 pub use options::{Options, MAX_EXTENT, SEGMENT_SIZE};
 pub use read::ReadPlan;
-pub use snapshot::{IndexMemory, Snapshot, SpareIndex};
+pub use snapshot::{IndexMemory, Snapshot};
 pub use space::{CompactReport, FlexSpace, Stats};
 pub use storage::fault::{CrashModel, Fault, FaultStorage};
 pub use storage::{FileStorage, Mapping, MemFile, Storage, StorageFile};

@@ -9,9 +9,12 @@
 //!
 //! Invariants:
 //! - The copy is taken under the space's read lock, so it is one state
-//!   between mutations. It holds the same extents as the space's index, in
-//!   full nodes (a read-only copy needs no room for inserts), and never
-//!   waits for a running checkpoint.
+//!   between mutations. It shares the space's index nodes
+//!   (`FlexTree::share`: O(node blocks), no node copied) and never waits
+//!   for a running checkpoint. The space's later mutations copy a node
+//!   block before writing into one a snapshot shares, so the snapshot's
+//!   nodes never change; what it costs on top of the space's index is the
+//!   blocks rewritten since ([`Snapshot::index_bytes`]).
 //! - No segment the copy maps into is reused while the snapshot lives: it
 //!   registered as a reader before any segment it maps could be freed, and
 //!   a freed segment waits for every such reader (`grace`). So the bytes a
@@ -34,32 +37,18 @@ use crate::read::{self, ReadPlan};
 use crate::segments::segbuf::SegBuf;
 use crate::space::{FlexSpace, SpaceInner};
 
-/// The memory of an ended snapshot's index copy, kept to be written over by
-/// the next snapshot ([`FlexSpace::snapshot_reusing`]): memory the process
-/// touched before costs far less to write than fresh memory. Opaque: the
-/// layers above never see the extent index itself.
-pub struct SpareIndex(FlexTree);
-
-impl SpareIndex {
-    /// Bytes of node memory the copy holds.
-    pub fn memory_bytes(&self) -> usize {
-        self.0.node_memory_usage()
-    }
-
-    /// Where the copy's memory goes.
-    pub fn index_memory(&self) -> IndexMemory {
-        IndexMemory::of(&self.0)
-    }
-}
-
 /// Where the memory of one extent index (the space's, a snapshot's copy or
 /// a spare) goes: nodes in the index, nodes on its free lists, arena slots
 /// never handed out; and how full its leaves are. For diagnostics.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct IndexMemory {
-    /// Bytes held (what `Stats::index_bytes` and
-    /// [`Snapshot::index_bytes`] count).
+    /// Bytes held, shared with other indexes or not (what
+    /// `Stats::index_bytes` counts for the space's index).
     pub held_bytes: u64,
+    /// Bytes held that the space's own index does not share (for a
+    /// snapshot, what [`Snapshot::index_bytes`] counts; for the space's
+    /// index, `held_bytes`).
+    pub own_bytes: u64,
     /// Bytes of the nodes in the index.
     pub tree_bytes: u64,
     /// Bytes of the nodes on the free lists.
@@ -75,10 +64,11 @@ pub struct IndexMemory {
 }
 
 impl IndexMemory {
-    fn of(tree: &FlexTree) -> IndexMemory {
+    fn of(tree: &FlexTree, own_bytes: u64) -> IndexMemory {
         let m = tree.node_memory();
         IndexMemory {
             held_bytes: m.held_bytes,
+            own_bytes,
             tree_bytes: m.tree_bytes(),
             free_bytes: m.free_bytes(),
             unused_bytes: m.unused_slot_bytes,
@@ -101,33 +91,18 @@ impl FlexSpace {
     /// Where the memory of the space's own extent index goes (takes the
     /// read lock briefly; O(1)).
     pub fn index_memory(&self) -> IndexMemory {
-        IndexMemory::of(&self.s.state.read().tree)
+        let st = self.s.state.read();
+        IndexMemory::of(&st.tree, st.tree.node_memory_usage() as u64)
     }
 
-    /// A read-only copy of the space's index as it is now. Copying takes
-    /// time in proportion to the extents and holds the space's read lock
-    /// meanwhile (mutations wait; readers do not). The copy packs the
-    /// extents into full nodes (`FlexTree::copy_compacted_from`): about 16
-    /// bytes an extent, where the space's own index, which keeps room in
-    /// its nodes for inserts, holds more.
+    /// A read-only view of the space as it is now, sharing the space's
+    /// index nodes (see the module docs). O(node blocks): about one
+    /// reference per 2 MiB of index; holds the space's read lock meanwhile.
     pub fn snapshot(&self) -> Result<Snapshot> {
-        self.snapshot_reusing(None)
-    }
-
-    /// A snapshot as [`FlexSpace::snapshot`] takes, whose copy of the index
-    /// is written into `spare` (the index of an earlier snapshot, from
-    /// [`Snapshot::into_index`]) when given: memory the process touched
-    /// before costs far less to write than fresh memory.
-    pub fn snapshot_reusing(&self, spare: Option<SpareIndex>) -> Result<Snapshot> {
         let st = self.s.state.read();
         let guard = self.s.readers.enter_owned(st.seg.epoch());
-        let mut tree = match spare {
-            Some(SpareIndex(tree)) => tree,
-            None => FlexTree::new(),
-        };
-        tree.copy_compacted_from(&st.tree);
         Ok(Snapshot {
-            tree,
+            tree: st.tree.share(),
             resident: st.resident_table().to_vec(),
             space: self.s.clone(),
             _guard: guard,
@@ -136,25 +111,24 @@ impl FlexSpace {
 }
 
 impl Snapshot {
-    /// Ends the snapshot (it no longer holds freed space back) and returns
-    /// its copy of the index, for [`FlexSpace::snapshot_reusing`].
-    pub fn into_index(self) -> SpareIndex {
-        SpareIndex(self.tree)
-    }
-
     /// The length of the space as of the snapshot.
     pub fn len(&self) -> u64 {
         self.tree.len()
     }
 
-    /// Bytes of memory the snapshot's copy of the extent index holds.
+    /// Bytes of memory the snapshot's copy of the extent index holds on
+    /// top of the space's own index: the node blocks the space rewrote
+    /// since the snapshot, and the snapshot's tables (takes the space's
+    /// read lock briefly).
     pub fn index_bytes(&self) -> u64 {
-        self.tree.node_memory_usage() as u64
+        let st = self.space.state.read();
+        self.tree.node_memory_not_shared_with(&st.tree) as u64
     }
 
-    /// Where the memory of the snapshot's copy of the extent index goes.
+    /// Where the memory of the snapshot's copy of the extent index goes
+    /// (takes the space's read lock briefly).
     pub fn index_memory(&self) -> IndexMemory {
-        IndexMemory::of(&self.tree)
+        IndexMemory::of(&self.tree, self.index_bytes())
     }
 
     /// Whether the space was empty.

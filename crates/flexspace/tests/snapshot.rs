@@ -1,7 +1,8 @@
 //! A snapshot reads the space as it was when taken, whatever the space
 //! does afterwards: overwrites, inserts, collapses, and garbage collection
-//! moving and freeing the segments the snapshot maps into, and so does a
-//! snapshot whose index was copied into an ended one's.
+//! moving and freeing the segments the snapshot maps into. Snapshots share
+//! the space's index nodes; the space copies a node block before it
+//! writes into a shared one.
 
 use flexspace::{FlexSpace, Options, SEGMENT_SIZE};
 use rand::rngs::StdRng;
@@ -61,12 +62,9 @@ fn snapshots_keep_their_bytes_through_writes_and_garbage_collection() {
     }
     let gc_before = space.stats().gc_runs;
     // Snapshots taken along the way, each checked after every later round.
-    // From the third on, each copies its index into the one an ended
-    // snapshot gave back (`snapshot_reusing`).
     let mut held: Vec<(flexspace::Snapshot, Vec<u8>)> = Vec::new();
-    let mut spare = None;
     for round in 0..8u8 {
-        held.push((space.snapshot_reusing(spare.take()).unwrap(), model.clone()));
+        held.push((space.snapshot().unwrap(), model.clone()));
         // Overwrites mostly, so that segments turn to garbage and the
         // collector moves what the snapshots map.
         for i in 0..6000 {
@@ -82,7 +80,7 @@ fn snapshots_keep_their_bytes_through_writes_and_garbage_collection() {
         }
         // Keep at most two alive, so freed space can be reused.
         if held.len() > 1 {
-            spare = Some(held.remove(0).0.into_index());
+            drop(held.remove(0));
         }
     }
     assert!(
@@ -97,41 +95,46 @@ fn snapshots_keep_their_bytes_through_writes_and_garbage_collection() {
     space.close().unwrap();
 }
 
-/// A snapshot's copy of the index holds the space's extents in full leaves:
-/// less memory than the space's own index, which keeps room for inserts;
-/// and a spare copied into again keeps its memory.
+/// A snapshot shares the space's index nodes: it costs (almost) nothing on
+/// top of the space's index until the space changes, then the node blocks
+/// the space rewrote; reads see the snapshot's state throughout.
 #[test]
-fn a_snapshot_copies_the_index_into_full_nodes() {
+fn a_snapshot_shares_the_index_until_the_space_changes() {
     let dir = tempfile::tempdir().unwrap();
     let opts = Options::new().create(true).max_data_size(48 * SEGMENT_SIZE);
     let space = FlexSpace::open(dir.path(), opts).unwrap();
     let mut rng = StdRng::seed_from_u64(11);
     let mut model = Vec::new();
-    // Small random inserts: many extents, leaves split to about half.
-    for i in 0..6000 {
+    // Small random inserts: many extents, several node blocks.
+    for i in 0..60_000 {
         let at = rng.gen_range(0..=model.len());
         let data = vec![(i % 251) as u8; rng.gen_range(1..64)];
         space.insert(at as u64, &data).unwrap();
         model.splice(at..at, data);
     }
     let live = space.index_memory();
+    assert_eq!(live.own_bytes, live.held_bytes);
     let snap = space.snapshot().unwrap();
-    let copy = snap.index_memory();
-    assert_eq!(copy.extents, live.extents);
-    assert!(live.leaves > 8, "the test needs a tree of many leaves");
-    assert!(copy.leaf_fill > 0.95, "copy fill {}", copy.leaf_fill);
+    let shared = snap.index_memory();
+    assert_eq!(shared.extents, live.extents);
+    assert!(live.leaves > 1000, "the test needs a tree of many leaves");
     assert!(
-        copy.tree_bytes < live.tree_bytes,
-        "copy {copy:?} live {live:?}"
+        shared.own_bytes < live.held_bytes / 20,
+        "an unchanged snapshot adds {} to {}",
+        shared.own_bytes,
+        live.held_bytes
     );
-    assert_eq!(copy.free_bytes, 0);
     assert_reads(&snap, &model, &mut rng);
-    // Copied again into its own memory: same bytes held, same reads.
-    let spare = snap.into_index();
-    let held = spare.memory_bytes();
-    let again = space.snapshot_reusing(Some(spare)).unwrap();
-    assert_eq!(again.index_bytes() as usize, held);
-    assert_reads(&again, &model, &mut rng);
-    drop(again);
+    let before = model.clone();
+    for i in 0..2000 {
+        mutate(&space, &mut model, &mut rng, (i % 97) as u8);
+    }
+    let after = snap.index_bytes();
+    assert!(
+        after > shared.own_bytes + (1 << 20),
+        "the space rewrote blocks: {after}"
+    );
+    assert_reads(&snap, &before, &mut rng);
+    drop(snap);
     space.close().unwrap();
 }

@@ -5,10 +5,10 @@
 //!   `T` (a new block is filled with clones of the node that opened it), so
 //!   `runs[id >> RUN_BITS]` points at `RUN` initialized nodes for every
 //!   `id < runs.len() * RUN`, and only those ids are accepted.
-//! - A node never moves once allocated: the arena grows by whole blocks
-//!   instead of reallocating one vector, so growth never copies the tree (no
-//!   latency spike on the insert that crosses a power of two) and never holds
-//!   twice the memory.
+//! - A node never moves once allocated, except when its block is copied on
+//!   write (below): the arena grows by whole blocks instead of reallocating
+//!   one vector, so growth never copies the tree (no latency spike on the
+//!   insert that crosses a power of two) and never holds twice the memory.
 //! - The first `SMALL_IDS` ids live in blocks of `RUN` nodes from the global
 //!   allocator, so a small tree stays small. Later blocks hold at least a
 //!   huge page (2 MiB) of nodes, start on a huge-page boundary and are
@@ -17,14 +17,32 @@
 //!   much of the cost of a random insert (measured in
 //!   docs/experiments/2026-11-23-flextree-insert-path.md). On Linux they are fresh anonymous mappings of
 //!   their own (`mapped`): memory recycled by an allocator may already be
-//!   backed by small pages, which the advice does not change.
-//! - Every block is owned by `blocks` and freed (its nodes dropped, its
-//!   memory returned the way it was obtained) exactly once, when the arena
-//!   is cleared or dropped; `runs` only borrows into them.
+//!   backed by small pages, which the advice does not change. Block `b`
+//!   holds the ids `first_id(b)..first_id(b) + nodes`, so the block of an id
+//!   is computed, not looked up.
+//! - Blocks are reference counted (`Arc<Block>`) and may be shared with
+//!   read-only arenas made by [`Arena::share`] (a snapshot's): sharing costs
+//!   one reference a block, not a copy. A block's nodes are written only
+//!   through an arena whose `Arc` is the block's only reference
+//!   (`Arc::get_mut` succeeded): a write to a shared block first copies it
+//!   into a new block of this arena (copy on write) and points this
+//!   arena's runs at the copy, so the nodes another arena reads never
+//!   change. `owned[b]` caches "this arena's `Arc` of block `b` is the only
+//!   one": it is set only when that was checked (or the block was created
+//!   here) through `&mut self`, and cleared by `share` for every block it
+//!   hands out, which is the only place an arena's `Arc`s are cloned.
+//!   Since `share` runs through `&self` and a write through `&mut self`,
+//!   whatever lets the writer have `&mut` (a lock, a join) orders the
+//!   clearing before the write's check.
+//! - Every block is freed (its nodes dropped, its memory returned the way it
+//!   was obtained) exactly once, when its last `Arc` goes; `runs` only
+//!   borrows into the blocks this arena holds.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ops::{Index, IndexMut};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use flexsys::huge_pages::HUGE_PAGE;
 
@@ -38,6 +56,8 @@ const SMALL_IDS: usize = 16 * RUN;
 struct Block<T> {
     ptr: NonNull<T>,
     nodes: usize,
+    /// The id of its first node.
+    first: usize,
     /// The nodes' layout (`bytes` held when not `mapped`).
     layout: Layout,
     /// Whether the memory is a mapping of its own (`huge_pages::map`) instead of
@@ -45,20 +65,33 @@ struct Block<T> {
     mapped: bool,
 }
 
+// SAFETY: a block owns its nodes as a `Box<[T]>` does; shared through an
+// `Arc`, it hands out `&T` to every holder and `&mut T` only to a holder
+// whose `Arc` is the only one (module invariants). So it may be sent when
+// `T` may be sent and shared (the last holder, on any thread, drops the
+// nodes; other holders may read them meanwhile), and shared when `T` may.
+unsafe impl<T: Send + Sync> Send for Block<T> {}
+// SAFETY: as for `Send`: shared access to a block is shared access to `T`.
+unsafe impl<T: Sync> Sync for Block<T> {}
+
 /// Nodes of one kind, addressed by id.
 pub(crate) struct Arena<T> {
     /// The first node of each run of `RUN` ids, pointing into `blocks`.
     runs: Vec<NonNull<[T; RUN]>>,
-    /// The allocations, in id order.
-    blocks: Vec<Block<T>>,
+    /// The allocations, in id order, possibly shared with other arenas.
+    blocks: Vec<Arc<Block<T>>>,
+    /// Per block: this arena's `Arc` is known to be the only one.
+    owned: Vec<AtomicBool>,
     len: usize,
 }
 
-// SAFETY: an arena owns its nodes exactly as a `Vec<T>` does (the raw
-// pointers are never shared outside it: `&self` hands out `&T` only and
-// `&mut self` hands out `&mut T` only), so it may cross threads when `T` may.
-unsafe impl<T: Send> Send for Arena<T> {}
-// SAFETY: as for `Send`: shared access to the arena is shared access to `T`.
+// SAFETY: the raw pointers in `runs` point into blocks the arena holds an
+// `Arc` of; `&self` hands out `&T` only and `&mut self` hands out `&mut T`
+// only into blocks no one else holds, so an arena may cross threads when its
+// blocks may.
+unsafe impl<T: Send + Sync> Send for Arena<T> {}
+// SAFETY: as for `Send`: shared access to the arena is shared access to `T`
+// (`owned` is atomic).
 unsafe impl<T: Sync> Sync for Arena<T> {}
 
 impl<T> Default for Arena<T> {
@@ -66,8 +99,20 @@ impl<T> Default for Arena<T> {
         Arena {
             runs: Vec::new(),
             blocks: Vec::new(),
+            owned: Vec::new(),
             len: 0,
         }
+    }
+}
+
+/// The block holding `id` (see the module invariants: blocks of one run
+/// up to `SMALL_IDS`, then blocks of `block_nodes(SMALL_IDS)`).
+#[inline(always)]
+fn block_of<T>(id: usize) -> usize {
+    if id < SMALL_IDS {
+        id >> RUN_BITS
+    } else {
+        SMALL_IDS / RUN + (id - SMALL_IDS) / block_nodes::<T>(SMALL_IDS)
     }
 }
 
@@ -87,7 +132,7 @@ impl<T: Clone> Block<T> {
     /// A block of `nodes` nodes, node `k` being `node(k)` (`nodes` a
     /// positive multiple of `RUN`). A block of at least a huge page starts
     /// on a huge-page boundary and is advised to use huge pages.
-    fn filled_with(nodes: usize, mut node: impl FnMut(usize) -> T) -> Self {
+    fn filled_with(first: usize, nodes: usize, mut node: impl FnMut(usize) -> T) -> Self {
         debug_assert!(nodes > 0 && nodes.is_multiple_of(RUN));
         let size = size_of::<T>().max(1) * nodes;
         let huge = size >= HUGE_PAGE;
@@ -124,6 +169,7 @@ impl<T: Clone> Block<T> {
         Block {
             ptr,
             nodes,
+            first,
             layout,
             mapped: mapped.is_some(),
         }
@@ -181,14 +227,75 @@ impl<T: Clone> Arena<T> {
     /// Registers a new block of `nodes` nodes after the last, node `k` of
     /// the block being `node(k)`.
     fn add_block_with(&mut self, nodes: usize, node: impl FnMut(usize) -> T) {
-        let block = Block::filled_with(nodes, node);
+        let first = self.runs.len() * RUN;
+        debug_assert_eq!(block_of::<T>(first), self.blocks.len());
+        debug_assert_eq!(nodes, block_nodes::<T>(first));
+        let block = Block::filled_with(first, nodes, node);
         for r in 0..nodes / RUN {
-            // SAFETY: `r * RUN + RUN <= nodes`: the run lies in the block.
-            let run = unsafe { block.ptr.as_ptr().add(r * RUN) };
-            self.runs
-                .push(NonNull::new(run.cast()).expect("inside a block"));
+            self.runs.push(block.run(r));
         }
-        self.blocks.push(block);
+        self.blocks.push(Arc::new(block));
+        self.owned.push(AtomicBool::new(true));
+    }
+
+    /// Makes block `b` this arena's alone: when another arena shares it,
+    /// copies its nodes into a new block and points the runs at the copy
+    /// (the other arenas keep the old block, unchanged).
+    #[cold]
+    #[inline(never)]
+    fn own_block(&mut self, b: usize) {
+        if Arc::get_mut(&mut self.blocks[b]).is_none() {
+            let old = &self.blocks[b];
+            // SAFETY: `old` holds `nodes` initialized nodes and the arena's
+            // `Arc` keeps it alive; no one writes a shared block.
+            let copy = Block::filled_with(old.first, old.nodes, |k| unsafe {
+                (*old.ptr.as_ptr().add(k)).clone()
+            });
+            let first_run = copy.first / RUN;
+            for r in 0..copy.nodes / RUN {
+                self.runs[first_run + r] = copy.run(r);
+            }
+            self.blocks[b] = Arc::new(copy);
+        }
+        *self.owned[b].get_mut() = true;
+    }
+
+    /// A read-only arena holding the same nodes, sharing every block with
+    /// `self` (one reference a block, no node copied). A later write
+    /// through `self` to a shared block copies the block first, so the
+    /// returned arena's nodes never change. O(blocks).
+    pub fn share(&self) -> Arena<T> {
+        for o in &self.owned {
+            // Relaxed: a write through `&mut self` comes after this call
+            // returns by whatever gave the writer `&mut` (module invariants).
+            o.store(false, Ordering::Relaxed);
+        }
+        Arena {
+            runs: self.runs.clone(),
+            blocks: self.blocks.clone(),
+            owned: self.blocks.iter().map(|_| AtomicBool::new(false)).collect(),
+            len: self.len,
+        }
+    }
+
+    /// Bytes of the blocks `self` holds that `other` does not share (the
+    /// memory `self` adds to `other`'s), and of `self`'s tables.
+    pub fn memory_not_shared_with(&self, other: &Arena<T>) -> usize {
+        self.blocks
+            .iter()
+            .enumerate()
+            .filter(|(b, block)| other.blocks.get(*b).is_none_or(|o| !Arc::ptr_eq(o, block)))
+            .map(|(_, block)| block.layout.size())
+            .sum::<usize>()
+            + self.table_bytes()
+    }
+
+    /// Blocks shared with another arena (diagnostics and tests).
+    pub fn shared_blocks(&self) -> usize {
+        self.blocks
+            .iter()
+            .filter(|b| Arc::strong_count(b) > 1)
+            .count()
     }
 
     /// Slots held (handed out or not): the ids the blocks could hold.
@@ -203,18 +310,35 @@ impl<T: Clone> Arena<T> {
         self.len = 0;
     }
 
-    /// Drops every node.
+    /// Drops every node (blocks shared with other arenas stay theirs).
     pub fn clear(&mut self) {
         self.runs.clear();
         self.blocks.clear();
+        self.owned.clear();
         self.len = 0;
     }
 
-    /// Bytes of node memory held (whole blocks) and of the tables.
+    /// Bytes of node memory held (whole blocks, shared or not) and of the
+    /// tables.
     pub fn memory_usage(&self) -> usize {
-        self.blocks.iter().map(|b| b.layout.size()).sum::<usize>()
-            + self.runs.capacity() * size_of::<NonNull<[T; RUN]>>()
-            + self.blocks.capacity() * size_of::<Block<T>>()
+        self.blocks.iter().map(|b| b.layout.size()).sum::<usize>() + self.table_bytes()
+    }
+
+    /// Bytes of the id-to-address tables.
+    fn table_bytes(&self) -> usize {
+        self.runs.capacity() * size_of::<NonNull<[T; RUN]>>()
+            + self.blocks.capacity() * (size_of::<Arc<Block<T>>>() + size_of::<Block<T>>())
+            + self.owned.capacity()
+    }
+}
+
+impl<T> Block<T> {
+    /// The `r`-th run of the block (`r < nodes / RUN`).
+    fn run(&self, r: usize) -> NonNull<[T; RUN]> {
+        assert!(r < self.nodes / RUN, "run {r} past the block");
+        // SAFETY: `r * RUN + RUN <= nodes`: the run lies in the block.
+        let run = unsafe { self.ptr.as_ptr().add(r * RUN) };
+        NonNull::new(run.cast()).expect("inside a block")
     }
 }
 
@@ -225,6 +349,7 @@ impl<T: Clone> Clone for Arena<T> {
         let mut copy = Arena {
             runs: Vec::with_capacity(self.runs.len()),
             blocks: Vec::with_capacity(self.blocks.len()),
+            owned: Vec::with_capacity(self.blocks.len()),
             len: self.len,
         };
         let mut id = 0;
@@ -250,6 +375,7 @@ impl<T: Clone> Clone for Arena<T> {
             .take_while(|(a, b)| a.nodes == b.nodes)
             .count();
         self.blocks.truncate(reused);
+        self.owned.truncate(reused);
         let runs: usize = self.blocks.iter().map(|b| b.nodes / RUN).sum();
         self.runs.truncate(runs);
         let mut id = 0;
@@ -278,12 +404,18 @@ impl<T> Index<usize> for Arena<T> {
     }
 }
 
-impl<T> IndexMut<usize> for Arena<T> {
+impl<T: Clone> IndexMut<usize> for Arena<T> {
     #[inline(always)]
     fn index_mut(&mut self, id: usize) -> &mut T {
+        let b = block_of::<T>(id);
+        if !*self.owned[b].get_mut() {
+            self.own_block(b);
+        }
         let mut run = self.runs[id >> RUN_BITS];
         // SAFETY: as in `index`; `&mut self` makes this the only reference
-        // into the arena, and runs never overlap, so the node is not aliased.
+        // into the arena, runs never overlap, and `owned[b]` means no other
+        // arena holds the block (module invariants), so the node is not
+        // aliased.
         unsafe { &mut run.as_mut()[id % RUN] }
     }
 }
@@ -412,6 +544,85 @@ mod tests {
         );
         drop((d, small, source));
         assert_eq!(Rc::strong_count(&token), 1);
+    }
+
+    #[test]
+    fn a_write_to_a_shared_block_copies_it_and_the_last_holder_frees_it() {
+        let token = Rc::new(());
+        let mut a = Arena::new();
+        let n = SMALL_IDS + block_nodes::<Big>(SMALL_IDS) + 3;
+        for i in 0..n {
+            let mut node = Big([0; 128], token.clone());
+            node.0[0] = i as u64;
+            a.push(node);
+        }
+        let slots = a.slots();
+        assert_eq!(Rc::strong_count(&token), 1 + slots);
+        let view = a.share();
+        // Sharing copies no node.
+        assert_eq!(Rc::strong_count(&token), 1 + slots);
+        assert_eq!(a.shared_blocks(), a.blocks.len());
+        assert!(view.memory_not_shared_with(&a) < a.memory_usage() / 100);
+        // A write into a small block and one into the huge block: each
+        // block is copied once, the view keeps the old nodes.
+        a[5].0[0] = 1_000;
+        a[6].0[0] = 1_001;
+        a[n - 1].0[0] = 2_000;
+        let copied = RUN + block_nodes::<Big>(SMALL_IDS);
+        assert_eq!(Rc::strong_count(&token), 1 + slots + copied);
+        assert_eq!(a.shared_blocks(), a.blocks.len() - 2);
+        assert_eq!((view[5].0[0], view[6].0[0]), (5, 6));
+        assert_eq!(view[n - 1].0[0], (n - 1) as u64);
+        assert_eq!((a[5].0[0], a[6].0[0], a[n - 1].0[0]), (1_000, 1_001, 2_000));
+        for i in (0..n).filter(|&i| ![5, 6, n - 1].contains(&i)) {
+            assert_eq!((a[i].0[0], view[i].0[0]), (i as u64, i as u64));
+        }
+        let extra = view.memory_not_shared_with(&a);
+        assert!(extra >= copied * size_of::<Big>(), "{extra}");
+        // The view's old blocks go with it; the arena's copies stay.
+        drop(view);
+        assert_eq!(Rc::strong_count(&token), 1 + slots);
+        assert_eq!(a.shared_blocks(), 0);
+        // A write after the view is gone copies nothing.
+        let before = std::ptr::from_ref(&a[7]);
+        a[7].0[0] = 7_000;
+        assert_eq!(std::ptr::from_ref(&a[7]), before);
+        assert_eq!(Rc::strong_count(&token), 1 + slots);
+        drop(a);
+        assert_eq!(Rc::strong_count(&token), 1);
+    }
+
+    /// A reader thread reads a shared arena while the owner rewrites every
+    /// node: the reader sees only the values as of the share (Miri checks
+    /// that no write touches memory the reader reads).
+    #[test]
+    fn readers_of_a_shared_arena_never_see_the_owners_writes() {
+        let n = if cfg!(miri) {
+            3 * RUN
+        } else {
+            SMALL_IDS + 2 * RUN
+        };
+        let mut a = Arena::new();
+        for i in 0..n {
+            a.push(i as u64);
+        }
+        for round in 1..4u64 {
+            let view = a.share();
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    for _ in 0..3 {
+                        for i in 0..n {
+                            assert_eq!(view[i], i as u64 + (round - 1) * 1_000_000);
+                        }
+                    }
+                });
+                for i in 0..n {
+                    a[i] = i as u64 + round * 1_000_000;
+                }
+            });
+            drop(view);
+        }
+        assert_eq!(a[n - 1], (n - 1) as u64 + 3_000_000);
     }
 
     #[test]

@@ -33,6 +33,7 @@ mod file_pages;
 mod free_page_map;
 mod invariants;
 mod node;
+mod shared;
 mod storage;
 mod tree;
 

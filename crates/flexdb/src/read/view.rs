@@ -32,10 +32,9 @@
 //!   generation, and a forwarded word only under the same condition.
 //! - The committer drops a replaced view itself once no reader holds it,
 //!   so no reader pays for freeing one, and its snapshot stops holding
-//!   freed space back. It keeps one dropped view's copy of the extent
-//!   index (`spare_index`, no longer a snapshot) and copies the next view
-//!   into it: writing memory touched before costs a fraction of faulting
-//!   in fresh memory (docs/DESIGN.md). It never waits for a view a
+//!   freed space back (and the extent index node blocks the space
+//!   rewrote since: a view's snapshot shares the space's index nodes,
+//!   copy on write, `flexspace::Snapshot`). It never waits for a view a
 //!   snapshot or iterator pins (`pins`): those ask it to reap when they
 //!   let go.
 
@@ -92,20 +91,9 @@ impl PublishedView {
         space: &flexspace::FlexSpace,
         gen: u64,
     ) -> Result<PublishedView> {
-        Self::copy_reusing(sparse, space, gen, None)
-    }
-
-    /// A view as `copy` makes, whose copy of the extent index is written
-    /// into `spare` (a replaced view's) when given.
-    fn copy_reusing(
-        sparse: &SparseIndex,
-        space: &flexspace::FlexSpace,
-        gen: u64,
-        spare: Option<flexspace::SpareIndex>,
-    ) -> Result<PublishedView> {
         Ok(PublishedView {
             sparse: sparse.clone(),
-            space: space.snapshot_reusing(spare).map_err(space_err)?,
+            space: space.snapshot().map_err(space_err)?,
             gen,
             forwarded_gen: AtomicU64::new(0),
             pins: AtomicUsize::new(0),
@@ -143,16 +131,14 @@ const MAX_INSTALLS: usize = 1 << 16;
 const RETIRE_WAIT: Duration = Duration::from_millis(5);
 
 /// The whole view protocol: the view readers load, the views the committer
-/// replaced until their last reader lets go, the spare extent index the
-/// next view is copied into, and the cache words readers installed, for
-/// the committer to carry into its index (see the module docs).
+/// replaced until their last reader lets go, and the cache words readers
+/// installed, for the committer to carry into its index (see the module
+/// docs).
 pub(crate) struct ViewPublisher {
     /// What readers read; replaced only by the committer.
     current: ArcSwap<PublishedView>,
     /// Views the committer replaced, until their last reader lets go.
     retired: Mutex<Vec<Arc<PublishedView>>>,
-    /// The extent index of a dropped view, for the next view to copy into.
-    spare_index: Mutex<Option<flexspace::SpareIndex>>,
     /// Intervals readers cached in a view, for the committer to carry into
     /// its index.
     installs: Mutex<Vec<Install>>,
@@ -169,7 +155,6 @@ impl ViewPublisher {
         ViewPublisher {
             current: ArcSwap::from_pointee(first),
             retired: Mutex::new(Vec::new()),
-            spare_index: Mutex::new(None),
             installs: Mutex::new(Vec::new()),
             trace,
             memory_logged: Mutex::new(None),
@@ -202,12 +187,19 @@ impl ViewPublisher {
         let t0 = Instant::now();
         self.carry_installs(index);
         let t1 = Instant::now();
-        let spare = self.spare_index.lock().take();
         let view = {
             let st = index.read();
-            Arc::new(PublishedView::copy_reusing(&st.sparse, space, gen, spare)?)
+            Arc::new(PublishedView::copy(&st.sparse, space, gen)?)
         };
         let t2 = Instant::now();
+        let logging = tracing::enabled!(target: MEMORY_TARGET, tracing::Level::DEBUG);
+        // The extent index blocks the space rewrote since the view being
+        // replaced was published: what one commit copies on write.
+        let rewritten = if logging {
+            self.current.load().space.index_bytes()
+        } else {
+            0
+        };
         let old = self.current.swap(view);
         self.retired.lock().push(old);
         self.reap(RETIRE_WAIT);
@@ -225,16 +217,19 @@ impl ViewPublisher {
                 "view published"
             );
         }
-        if tracing::enabled!(target: MEMORY_TARGET, tracing::Level::DEBUG) {
-            self.log_memory(space, t2 - t1);
+        if logging {
+            self.log_memory(space, t2 - t1, rewritten);
         }
         Ok(())
     }
 
     /// Emits where the extent indexes' memory goes (the space's, the
-    /// current view's, the retired views', the spare), at most once per
-    /// `MEMORY_EVERY`. `copy`: how long the last view's copy took.
-    fn log_memory(&self, space: &flexspace::FlexSpace, copy: Duration) {
+    /// current view's and the retired views' beyond what they share with the
+    /// space's), at most once per
+    /// `MEMORY_EVERY`. `copy`: how long the last view's copy took;
+    /// `rewritten`: the bytes of extent index the commit before it copied
+    /// on write.
+    fn log_memory(&self, space: &flexspace::FlexSpace, copy: Duration, rewritten: u64) {
         {
             let mut last = self.memory_logged.lock();
             if last.is_some_and(|t| t.elapsed() < MEMORY_EVERY) {
@@ -244,13 +239,10 @@ impl ViewPublisher {
         }
         let live = space.index_memory();
         let current = self.current.load().space.index_memory();
-        let retired: Vec<flexspace::IndexMemory> = self
-            .retired
-            .lock()
-            .iter()
-            .map(|v| v.space.index_memory())
-            .collect();
-        let spare = self.spare_index.lock().as_ref().map(|s| s.index_memory());
+        // Measured outside the lock (each takes the space's read lock).
+        let retired: Vec<Arc<PublishedView>> = self.retired.lock().clone();
+        let retired: Vec<flexspace::IndexMemory> =
+            retired.iter().map(|v| v.space.index_memory()).collect();
         let mib = |b: u64| b as f64 / (1 << 20) as f64;
         tracing::debug!(
             target: MEMORY_TARGET,
@@ -262,12 +254,13 @@ impl ViewPublisher {
             live_free_mib = format_args!("{:.1}", mib(live.free_bytes)),
             live_unused_mib = format_args!("{:.1}", mib(live.unused_bytes)),
             view_held_mib = format_args!("{:.1}", mib(current.held_bytes)),
+            view_own_mib = format_args!("{:.1}", mib(current.own_bytes)),
             view_tree_mib = format_args!("{:.1}", mib(current.tree_bytes)),
             view_fill = format_args!("{:.3}", current.leaf_fill),
             retired = retired.len(),
-            retired_held_mib =
-                format_args!("{:.1}", mib(retired.iter().map(|m| m.held_bytes).sum())),
-            spare_held_mib = format_args!("{:.1}", mib(spare.map_or(0, |m| m.held_bytes))),
+            retired_own_mib =
+                format_args!("{:.1}", mib(retired.iter().map(|m| m.own_bytes).sum())),
+            commit_rewrote_mib = format_args!("{:.1}", mib(rewritten)),
             copy = ?copy,
             "extent index memory"
         );
@@ -402,20 +395,8 @@ impl ViewPublisher {
             // (`CommitterMailbox::want_reap`).
             let left = retired.iter().any(|v| v.pins.load(Ordering::Relaxed) == 0);
             drop(retired);
-            // Freed here, outside the lock; one extent index is kept for the
-            // next view to copy into (`publish`).
-            for view in dropped {
-                if let Ok(view) = Arc::try_unwrap(view) {
-                    let index = view.space.into_index();
-                    let mut spare = self.spare_index.lock();
-                    if spare.is_none() {
-                        *spare = Some(index);
-                        continue;
-                    }
-                    drop(spare);
-                    drop(index);
-                }
-            }
+            // Freed here, outside the lock.
+            drop(dropped);
             if !left || Instant::now() >= deadline {
                 return left;
             }
@@ -425,20 +406,16 @@ impl ViewPublisher {
 
     /// Bytes of memory held by the sparse indexes (the committer's, and the
     /// published views' beyond the leaves they still share with it) and by
-    /// the views' copies of the extent index.
+    /// the views' extent indexes beyond the node blocks they share with the
+    /// space's.
     pub fn index_memory(&self, index: &RwLock<CommitterIndex>) -> (u64, u64) {
         let current = self.current.load_full();
         let retired: Vec<Arc<PublishedView>> = self.retired.lock().clone();
         let mut seen = std::collections::HashSet::new();
         let committer = index.read().sparse.memory_beside(&mut seen) as u64;
-        let spare = self
-            .spare_index
-            .lock()
-            .as_ref()
-            .map_or(0, |t| t.memory_bytes() as u64);
         std::iter::once(&current)
             .chain(&retired)
-            .fold((committer, spare), |(s, e), v| {
+            .fold((committer, 0), |(s, e), v| {
                 (
                     s + v.sparse.memory_beside(&mut seen) as u64,
                     e + v.space.index_bytes(),
@@ -450,12 +427,6 @@ impl ViewPublisher {
     #[cfg(test)]
     pub fn retired_len(&self) -> usize {
         self.retired.lock().len()
-    }
-
-    /// Whether a dropped view's extent index is kept for the next view.
-    #[cfg(test)]
-    pub fn has_spare_index(&self) -> bool {
-        self.spare_index.lock().is_some()
     }
 }
 
@@ -472,21 +443,18 @@ mod tests {
         format!("key{i:06}")
     }
 
-    /// Each commit's view is copied into the extent index of a view an
-    /// earlier commit replaced, and reads through it see every commit.
+    /// Each commit's view shares the space's extent index nodes, reads
+    /// through it see every commit, and once the commits are done a view
+    /// adds (almost) no extent index memory to the space's.
     #[test]
-    fn views_copied_into_a_replaced_views_index_read_the_latest_commit() {
+    fn views_sharing_the_space_index_read_the_latest_commit() {
         let dir = tempfile::tempdir().unwrap();
         let opts = Options::new()
             .create_if_missing(true)
             .memtable_bytes(64 << 10)
             .cache_bytes(16 << 10);
         let db = Db::open(dir.path(), opts).unwrap();
-        let mut reused = 0;
         for round in 0..6u32 {
-            if db.shared().views.has_spare_index() {
-                reused += 1;
-            }
             // Inserts move the extents of every later pair; overwrites and
             // deletions change them in place and shrink the space.
             for i in 0..3000u32 {
@@ -508,8 +476,15 @@ mod tests {
             }
             assert_eq!(seen, 3000);
             db.check().unwrap();
+            let views = &db.shared().views;
+            views.reap(Duration::from_secs(1));
+            let (_, view_bytes) = views.index_memory(&db.shared().index);
+            let space_bytes = db.shared().space.index_memory().held_bytes;
+            assert!(
+                view_bytes * 10 < space_bytes,
+                "round {round}: views add {view_bytes} to {space_bytes}"
+            );
         }
-        assert!(reused >= 4, "only {reused} of 6 rounds found a spare index");
     }
 
     fn value(i: u32) -> Vec<u8> {
