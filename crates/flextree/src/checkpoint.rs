@@ -595,7 +595,8 @@ impl FlexTree {
     fn mark_moves(&self, id: u32, level: usize, sparse: &[bool], moved: &mut u64) -> bool {
         if level == self.height {
             let disk = &self.leaves[id as usize].disk;
-            if !disk.needs_write() && sparse[page_of(disk.page()) as usize] {
+            let in_sparse = sparse.get(page_of(disk.page()) as usize) == Some(&true);
+            if !disk.needs_write() && in_sparse {
                 disk.force_write();
                 *moved += 1;
             }
