@@ -9,6 +9,9 @@
 //!   completed sync or checkpoint, and its tree file's allocation stays
 //!   near one tree.
 //!
+//! - the same for a tree whose sparse random updates make checkpoints move
+//!   clean leaves out of pages that became sparse (tree-file format 2).
+//!
 //! Half the crash points fall inside a checkpoint. `TREE_CRASH_ITERATIONS`
 //! sets the number of crashes per test (default 12).
 
@@ -57,11 +60,14 @@ struct TreeRun {
     windows: Vec<(u64, u64)>,
     punched: u64,
     truncated: u64,
+    /// Clean leaves the checkpoints moved out of sparse pages.
+    moved: u64,
 }
 
-/// Grows a tree, updates it Zipf-like, shrinks and regrows it,
-/// checkpointing into `storage`'s file `tree` after every round.
-fn tree_run(seed: u64, storage: &FaultStorage) -> TreeRun {
+/// Grows a tree, updates it Zipf-like (`sparse`: a few uniformly chosen
+/// extents), shrinks and regrows it, checkpointing into `storage`'s file
+/// `tree` after every round.
+fn tree_run(seed: u64, storage: &FaultStorage, sparse: bool) -> TreeRun {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut r = TreeRun {
         versions: vec![Vec::new()],
@@ -69,6 +75,7 @@ fn tree_run(seed: u64, storage: &FaultStorage) -> TreeRun {
         windows: Vec::new(),
         punched: 0,
         truncated: 0,
+        moved: 0,
     };
     let Ok(file) = storage.open_file("tree", true) else {
         return r;
@@ -77,7 +84,7 @@ fn tree_run(seed: u64, storage: &FaultStorage) -> TreeRun {
         return r;
     }
     let mut t = FlexTree::new();
-    let n = 4000u64;
+    let n = if sparse { 20_000u64 } else { 4000 };
     for i in 0..n {
         t.append(100, i * 1000).unwrap();
     }
@@ -97,8 +104,13 @@ fn tree_run(seed: u64, storage: &FaultStorage) -> TreeRun {
             }
             _ => {
                 let cur = t.len() / 100;
-                for k in 0..3000 {
-                    let i = zipf_like(&mut rng, cur);
+                let updates = if sparse { 60 } else { 3000 };
+                for k in 0..updates {
+                    let i = if sparse {
+                        rng.gen_range(0..cur)
+                    } else {
+                        zipf_like(&mut rng, cur)
+                    };
                     t.remap(i * 100, 100, (1 << 36) + ((round << 16) + k) * 1000)
                         .unwrap();
                 }
@@ -112,6 +124,7 @@ fn tree_run(seed: u64, storage: &FaultStorage) -> TreeRun {
             Ok(rep) => {
                 assert_eq!(rep.version as usize, r.versions.len() - 1);
                 r.done = rep.version;
+                r.moved += rep.leaves_moved;
                 // Every third round the next checkpoint gives back.
                 if round % 3 != 2 {
                     let g = rep.free_pages.give_back(file.as_ref());
@@ -131,18 +144,28 @@ fn tree_run(seed: u64, storage: &FaultStorage) -> TreeRun {
 
 #[test]
 fn tree_checkpoints_that_punch_and_cut_survive_crashes_anywhere() {
-    let mut rng = StdRng::seed_from_u64(0x7EE);
+    tree_crashes(0x7EE, false);
+}
+
+#[test]
+fn tree_checkpoints_that_move_leaves_out_of_sparse_pages_survive_crashes() {
+    tree_crashes(0x5BA, true);
+}
+
+fn tree_crashes(seed: u64, sparse: bool) {
+    let mut rng = StdRng::seed_from_u64(seed);
     for it in 0..iterations() {
         let seed = rng.gen();
         let model = CrashModel::Reorder { seed: rng.gen() };
         let dry = FaultStorage::with_model(model);
-        let full = tree_run(seed, &dry);
+        let full = tree_run(seed, &dry, sparse);
+        assert!(!sparse || full.moved > 0, "the run must move leaves");
         assert!(full.punched > 0, "the run must punch");
         assert!(full.truncated > 0, "the run must cut the tail");
         let at = crash_point(&mut rng, dry.ops(), &full.windows);
         let storage = FaultStorage::with_model(model);
         storage.plan(at, Fault::Crash { tear: rng.gen() });
-        let crashed = tree_run(seed, &storage);
+        let crashed = tree_run(seed, &storage, sparse);
         let image = storage.crash_image();
         let ctx = format!("iteration {it} (seed {seed}, crash at {at}/{})", dry.ops());
         let Ok(file) = image.open_file("tree", false) else {
@@ -263,7 +286,9 @@ fn space_run(seed: u64, storage: Arc<FaultStorage>) -> SpaceRun {
     let mut state: Vec<(u32, u32)> = Vec::new();
     let mut next = 0u32;
     let mut ok = true;
-    while ok && state.len() < 3000 {
+    // Enough records for a tree of ~50 pages (leaves are packed, ~7 to
+    // a page), so that the freed pages make whole 4 KiB holes.
+    while ok && state.len() < 15_000 {
         let i = rng.gen_range(0..=state.len());
         state.insert(i, (next, 0));
         ok = space.insert((i * REC) as u64, &record(next, 0)).is_ok();

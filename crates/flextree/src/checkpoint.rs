@@ -2,7 +2,17 @@
 //!
 //! File layout (byte by byte in docs/FORMAT.md): the file is an array of
 //! `PAGE_SIZE`-byte pages. Pages 0 and 1 are the two header slots; version
-//! `v` is committed by writing slot `v % 2`. Every other page holds one node.
+//! `v` is committed by writing slot `v % 2`. Every other page holds one
+//! internal node or up to 32 leaves packed as variable-length records
+//! (format 2, `leaf_pack`); nodes are addressed by node id (page, slot).
+//! Format 1 files (one node per page) still load; their first checkpoint
+//! rewrites every node in format 2.
+//!
+//! - A checkpoint packs the leaves it writes into fresh pages. A page stays
+//!   in use while the committed version references any leaf in it; a clean
+//!   leaf whose page would keep fewer than 3/4 of its records is rewritten
+//!   too (with its ancestors), so pages in use stay mostly live and the
+//!   file stays close to one tree.
 //!
 //! Invariants:
 //! - A checkpoint writes dirty nodes only into pages that the last committed
@@ -46,6 +56,9 @@ use std::time::{Duration, Instant};
 
 pub use crate::free_page_map::{FreePages, GiveBack};
 
+use crate::leaf_pack::{
+    decode_record, encode_record, node_id, page_of, record_in, slot_of, LeafPage, SLOTS,
+};
 use crate::node::{addr_of, DiskState, Internal, Leaf, INTERNAL_CAP, LEAF_CAP};
 use crate::storage::StorageFile;
 use crate::tree::{FlexTree, MAX_HEIGHT};
@@ -60,7 +73,12 @@ pub const MAX_META: usize = 1024;
 pub const CHECKPOINT_BATCH_BYTES: usize = 1 << 20;
 
 const MAGIC: &[u8; 8] = b"FLEXTREE";
-const FORMAT_VERSION: u32 = 1;
+/// The format this build writes.
+const FORMAT_VERSION: u32 = 2;
+/// The oldest format this build loads (one node per page).
+const FORMAT_V1: u32 = 1;
+/// Pages a file may hold: node ids keep 5 bits for the slot.
+const MAX_PAGES: u32 = 1 << (32 - crate::leaf_pack::SLOT_BITS);
 const FIRST_NODE_PAGE: u32 = 2;
 const HEADER_FIXED: usize = 56;
 const NODE_HEADER: usize = 16;
@@ -68,6 +86,7 @@ const LEAF_ENTRY: usize = 16;
 const INTERNAL_ENTRY: usize = 12;
 const KIND_LEAF: u8 = 1;
 const KIND_INTERNAL: u8 = 2;
+const KIND_LEAVES: u8 = 3;
 
 /// What one checkpoint wrote and gave back to the file system.
 #[derive(Debug)]
@@ -76,6 +95,10 @@ pub struct CheckpointReport {
     pub version: u64,
     /// Node pages written (the nodes that changed since the last one).
     pub pages_written: u64,
+    /// Leaves written (packed into the pages written).
+    pub leaves_written: u64,
+    /// Of those, clean leaves moved out of pages that became sparse.
+    pub leaves_moved: u64,
     /// Node pages the new version references (every node of the tree).
     pub node_pages: u64,
     /// Pages the file keeps (header slots, nodes and free pages).
@@ -119,7 +142,10 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
 
 /// A parsed, checksum-verified header slot.
 struct Header {
+    /// The file format (1 or 2).
+    format: u32,
     version: u64,
+    /// The root's node id (format 1: its page).
     root_page: u32,
     height: usize,
     total: u64,
@@ -146,13 +172,31 @@ fn encode_header(h: &Header) -> Vec<u8> {
     b
 }
 
-/// Parses a header slot; `None` when it is not a valid header.
+/// What a header slot holds.
+enum Slot {
+    /// Not a valid header (torn, never written, corrupt).
+    Invalid,
+    /// A valid header of a format newer than this build's.
+    Newer(u32),
+    /// A header this build reads.
+    Valid(Header),
+}
+
+/// Parses a header slot.
+fn decode_slot(b: &[u8]) -> Slot {
+    if &b[0..8] != MAGIC || le_u32(b, PAGE_SIZE - 4) != crc32c::crc32c(&b[..PAGE_SIZE - 4]) {
+        return Slot::Invalid;
+    }
+    match le_u32(b, 8) {
+        f if f > FORMAT_VERSION => Slot::Newer(f),
+        f if f < FORMAT_V1 => Slot::Invalid,
+        _ => decode_header(b).map_or(Slot::Invalid, Slot::Valid),
+    }
+}
+
+/// Parses a header slot of a known format; `None` when it is not valid.
 fn decode_header(b: &[u8]) -> Option<Header> {
-    if &b[0..8] != MAGIC
-        || le_u32(b, PAGE_SIZE - 4) != crc32c::crc32c(&b[..PAGE_SIZE - 4])
-        || le_u32(b, 8) != FORMAT_VERSION
-        || le_u32(b, 12) != PAGE_SIZE as u32
-    {
+    if le_u32(b, 12) != PAGE_SIZE as u32 {
         return None;
     }
     let meta_len = le_u32(b, 52) as usize;
@@ -161,6 +205,7 @@ fn decode_header(b: &[u8]) -> Option<Header> {
         return None;
     }
     Some(Header {
+        format: le_u32(b, 8),
         version: le_u64(b, 16),
         root_page: le_u32(b, 24),
         height,
@@ -183,13 +228,90 @@ fn seal_node_page(b: &mut [u8], kind: u8, count: usize, version: u64) {
     b[0..4].copy_from_slice(&crc.to_le_bytes());
 }
 
-fn encode_leaf(l: &Leaf, version: u64, b: &mut [u8]) {
-    for i in 0..l.count {
-        let at = NODE_HEADER + i * LEAF_ENTRY;
-        b[at..at + 8].copy_from_slice(&l.len[i].to_le_bytes());
-        b[at + 8..at + 16].copy_from_slice(&l.word[i].to_le_bytes());
+/// Packs the leaves a checkpoint writes into pages: one page is open at a
+/// time and sealed when the next record does not fit.
+struct LeafPacker {
+    /// The open page, if any.
+    open: Option<u32>,
+    page: LeafPage,
+    /// Scratch space for one record.
+    rec: Vec<u8>,
+    /// Per page: the nodes it holds, once the pages this checkpoint
+    /// writes are counted in.
+    records: Vec<u8>,
+    leaves: u64,
+}
+
+impl LeafPacker {
+    fn new(records: Vec<u8>) -> Self {
+        LeafPacker {
+            open: None,
+            page: LeafPage::new(),
+            rec: Vec::new(),
+            records,
+            leaves: 0,
+        }
     }
-    seal_node_page(b, KIND_LEAF, l.count, version);
+
+    /// Notes that page `p` now holds `n` nodes.
+    fn note_page(&mut self, p: u32, n: usize) {
+        let p = p as usize;
+        if self.records.len() <= p {
+            self.records.resize(p + 1, 0);
+        }
+        self.records[p] = n as u8;
+    }
+
+    /// Adds leaf `l`'s record; returns the leaf's new node id.
+    fn add(
+        &mut self,
+        l: &Leaf,
+        version: u64,
+        alloc: &mut PageAlloc<'_>,
+        out: &mut PageWriter<'_>,
+    ) -> Result<u32> {
+        self.rec.clear();
+        encode_record(l, &mut self.rec);
+        let page = match self.open {
+            Some(p) if self.page.fits(self.rec.len(), PAGE_SIZE) => p,
+            _ => {
+                self.seal(version, out)?;
+                let p = alloc.alloc()?;
+                self.open = Some(p);
+                p
+            }
+        };
+        let slot = self.page.push(&self.rec);
+        self.leaves += 1;
+        node_id(page, slot).ok_or_else(|| corrupt("tree file would exceed its page limit"))
+    }
+
+    /// Writes the open page, if any.
+    fn seal(&mut self, version: u64, out: &mut PageWriter<'_>) -> Result<()> {
+        if let Some(p) = self.open.take() {
+            let b = out.page(p)?;
+            let count = self.page.finish(b);
+            seal_node_page(b, KIND_LEAVES, count, version);
+            self.note_page(p, count);
+        }
+        Ok(())
+    }
+}
+
+/// Takes one node of `page` off the count `live` (a node id 0 stands for
+/// none); returns whether the page became free.
+fn unref(live: &mut [u8], id: u32) -> Result<bool> {
+    if id == 0 {
+        return Ok(false);
+    }
+    let n = live
+        .get_mut(page_of(id) as usize)
+        .and_then(|n| {
+            *n = n.checked_sub(1)?;
+            Some(*n)
+        })
+        .ok_or_else(|| corrupt(format!("page accounting lost node {id}")))?;
+    Ok(n == 0)
 }
 
 /// Hands out the pages of one checkpoint without consuming anything until
@@ -202,7 +324,7 @@ struct PageAlloc<'a> {
     used: usize,
     /// Pages the file holds once the nodes are written.
     page_count: u32,
-    /// The committed pages of the nodes written (their images the new
+    /// The committed node ids of the nodes written (their images the new
     /// version no longer references).
     superseded: Vec<u32>,
 }
@@ -214,16 +336,17 @@ impl PageAlloc<'_> {
             return Ok(self.free[self.free.len() - self.used]);
         }
         let p = self.page_count;
-        self.page_count = p
-            .checked_add(1)
-            .ok_or_else(|| corrupt("tree file would exceed 2^32 pages"))?;
+        if p >= MAX_PAGES {
+            return Err(corrupt("tree file would exceed its page limit"));
+        }
+        self.page_count = p + 1;
         Ok(p)
     }
 
-    /// Notes the committed page of a node being written (0: none).
-    fn supersede(&mut self, page: u32) {
-        if page != 0 {
-            self.superseded.push(page);
+    /// Notes the committed node id of a node being written (0: none).
+    fn supersede(&mut self, id: u32) {
+        if id != 0 {
+            self.superseded.push(id);
         }
     }
 }
@@ -331,11 +454,14 @@ impl FlexTree {
             persist.free.clear();
             persist.released.clear();
             persist.unpunched.clear();
+            persist.live.clear();
+            persist.records.clear();
         }
         // What the last checkpoint left to give back goes before a free
         // page is taken (its failure only leaves blocks allocated).
         let _ = persist.give_back.drain(file);
         let started = Instant::now();
+        let leaves_moved = self.plan_moves(persist)?;
         persist.free.sort_unstable_by(|a, b| b.cmp(a));
         let version = self.version.load(Ordering::Relaxed) + 1;
         let start_count = persist.page_count;
@@ -346,23 +472,37 @@ impl FlexTree {
             superseded: Vec::new(),
         };
         let mut out = PageWriter::new(file);
-        let root_page = self.write_node(self.root, 0, version, &mut alloc, &mut out)?;
+        let mut packer = LeafPacker::new(persist.records.clone());
+        let root_id = self.write_node(self.root, 0, version, &mut alloc, &mut packer, &mut out)?;
+        packer.seal(version, &mut out)?;
         out.flush()?;
         drop(out);
         file.sync()?;
         // The pages the new version leaves free: free ones this checkpoint
-        // did not take, released ones, and the images rewritten nodes had.
+        // did not take, and those whose every node was rewritten or released.
         let (used, written_end) = (alloc.used, alloc.page_count);
-        let mut freed = alloc.superseded;
-        freed.extend_from_slice(&persist.released);
-        let untaken = &persist.free[..persist.free.len() - used];
+        let mut live = persist.live.clone();
+        live.resize(written_end as usize, 0);
+        let mut records = packer.records;
+        records.resize(written_end as usize, 0);
+        let mut freed = Vec::new();
+        for &id in alloc.superseded.iter().chain(&persist.released) {
+            if unref(&mut live, id)? {
+                freed.push(page_of(id));
+            }
+        }
+        let (untaken, taken) = persist.free.split_at(persist.free.len() - used);
+        for p in taken.iter().copied().chain(start_count..written_end) {
+            live[p as usize] = records[p as usize];
+        }
         let mut map = FreePageMap::new(written_end);
         map.insert_all(untaken);
         map.insert_all(&freed);
         let page_count = map.used_len(FIRST_NODE_PAGE);
         let header = Header {
+            format: FORMAT_VERSION,
             version,
-            root_page,
+            root_page: root_id,
             height: self.height,
             total: self.total,
             extents: self.extents,
@@ -373,12 +513,25 @@ impl FlexTree {
         file.sync()?;
         // Committed: adopt the new pages; what the previous version alone
         // referenced becomes free; the file keeps `page_count` pages.
+        if std::mem::take(&mut persist.legacy_slot) {
+            // The other slot may hold a format-1 header that older builds
+            // would take for the tree; the new version no longer needs it.
+            // Best effort: a failure leaves a header older than this one.
+            let other = page_offset(((version + 1) % 2) as u32);
+            if file.write_all_at(other, &[0u8; PAGE_SIZE]).is_ok() {
+                let _ = file.sync();
+            }
+        }
         persist.free.truncate(persist.free.len() - used);
         persist.released.clear();
         persist.free.extend_from_slice(&freed);
         persist.free.retain(|&p| p < page_count);
         self.commit_node(self.root, 0);
         persist.page_count = page_count;
+        live.truncate(page_count as usize);
+        records.truncate(page_count as usize);
+        persist.live = live;
+        persist.records = records;
         self.version.store(version, Ordering::Relaxed);
         persist.unpunched.append(&mut freed);
         let free_pages = persist.give_back.set(&map, &persist.unpunched, page_count);
@@ -386,6 +539,8 @@ impl FlexTree {
         Ok(CheckpointReport {
             version,
             pages_written: used as u64 + u64::from(written_end - start_count),
+            leaves_written: packer.leaves,
+            leaves_moved,
             node_pages: u64::from(page_count - FIRST_NODE_PAGE) - persist.free.len() as u64,
             file_pages: u64::from(page_count),
             write_time: started.elapsed(),
@@ -393,14 +548,80 @@ impl FlexTree {
         })
     }
 
+    /// Before a checkpoint writes: counts, per page, the nodes that stay
+    /// (neither rewritten nor released), and marks the clean leaves of pages
+    /// that would keep fewer than 3/4 of their records to be written, with
+    /// their ancestors. Returns how many leaves it marked.
+    fn plan_moves(&self, persist: &crate::file_pages::FilePages) -> Result<u64> {
+        let mut staying = persist.live.clone();
+        self.unref_dirty(self.root, 0, &mut staying)?;
+        for &id in &persist.released {
+            unref(&mut staying, id)?;
+        }
+        let sparse: Vec<bool> = staying
+            .iter()
+            .zip(&persist.records)
+            .map(|(&s, &r)| s > 0 && usize::from(s) * 4 < usize::from(r) * 3)
+            .collect();
+        if !sparse.contains(&true) {
+            return Ok(0);
+        }
+        let mut moved = 0;
+        self.mark_moves(self.root, 0, &sparse, &mut moved);
+        Ok(moved)
+    }
+
+    /// Takes the nodes a checkpoint will rewrite off `staying`.
+    fn unref_dirty(&self, id: u32, level: usize, staying: &mut [u8]) -> Result<()> {
+        if level == self.height {
+            let disk = &self.leaves[id as usize].disk;
+            if disk.needs_write() {
+                unref(staying, disk.page())?;
+            }
+            return Ok(());
+        }
+        let n = &self.internals[id as usize];
+        if n.disk.needs_write() {
+            unref(staying, n.disk.page())?;
+            for &child in &n.child[..n.count] {
+                self.unref_dirty(child, level + 1, staying)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks the clean leaves in `sparse` pages (and their ancestors) to be
+    /// written; returns whether the subtree at `id` will be written.
+    fn mark_moves(&self, id: u32, level: usize, sparse: &[bool], moved: &mut u64) -> bool {
+        if level == self.height {
+            let disk = &self.leaves[id as usize].disk;
+            let in_sparse = sparse.get(page_of(disk.page()) as usize) == Some(&true);
+            if !disk.needs_write() && in_sparse {
+                disk.force_write();
+                *moved += 1;
+            }
+            return disk.needs_write();
+        }
+        let n = &self.internals[id as usize];
+        let mut any = false;
+        for &child in &n.child[..n.count] {
+            any |= self.mark_moves(child, level + 1, sparse, moved);
+        }
+        if any && !n.disk.needs_write() {
+            n.disk.force_write();
+        }
+        n.disk.needs_write()
+    }
+
     /// Writes node `id` at `level` and its dirty descendants (post-order);
-    /// returns the page that holds the node in the new version.
+    /// returns the node id that holds the node in the new version.
     fn write_node(
         &self,
         id: u32,
         level: usize,
         version: u64,
         alloc: &mut PageAlloc<'_>,
+        packer: &mut LeafPacker,
         out: &mut PageWriter<'_>,
     ) -> Result<u32> {
         if level == self.height {
@@ -408,31 +629,33 @@ impl FlexTree {
             if !l.disk.needs_write() {
                 return Ok(l.disk.page());
             }
-            let page = alloc.alloc()?;
-            encode_leaf(l, version, out.page(page)?);
-            l.disk.set_pending(page);
+            let new_id = packer.add(l, version, alloc, out)?;
+            l.disk.set_pending(new_id);
             alloc.supersede(l.disk.page());
-            return Ok(page);
+            return Ok(new_id);
         }
         let n = &self.internals[id as usize];
         if !n.disk.needs_write() {
             return Ok(n.disk.page());
         }
-        let mut child_pages = [0u32; INTERNAL_CAP];
-        for (slot, &child) in child_pages.iter_mut().zip(&n.child[..n.count]) {
-            *slot = self.write_node(child, level + 1, version, alloc, out)?;
+        let mut child_ids = [0u32; INTERNAL_CAP];
+        for (slot, &child) in child_ids.iter_mut().zip(&n.child[..n.count]) {
+            *slot = self.write_node(child, level + 1, version, alloc, packer, out)?;
         }
         let page = alloc.alloc()?;
+        let new_id =
+            node_id(page, 0).ok_or_else(|| corrupt("tree file would exceed its page limit"))?;
         let b = out.page(page)?;
-        for (i, (shift, child_page)) in n.shift[..n.count].iter().zip(child_pages).enumerate() {
+        for (i, (shift, child_id)) in n.shift[..n.count].iter().zip(child_ids).enumerate() {
             let at = NODE_HEADER + i * INTERNAL_ENTRY;
             b[at..at + 8].copy_from_slice(&shift.to_le_bytes());
-            b[at + 8..at + 12].copy_from_slice(&child_page.to_le_bytes());
+            b[at + 8..at + 12].copy_from_slice(&child_id.to_le_bytes());
         }
         seal_node_page(b, KIND_INTERNAL, n.count, version);
-        n.disk.set_pending(page);
+        packer.note_page(page, 1);
+        n.disk.set_pending(new_id);
         alloc.supersede(n.disk.page());
-        Ok(page)
+        Ok(new_id)
     }
 
     /// After a durable header: every node `write_node` wrote (the same walk)
@@ -471,30 +694,53 @@ impl FlexTree {
         }
         let mut slots = vec![0u8; 2 * PAGE_SIZE];
         file.read_exact_at(0, &mut slots)?;
-        let header = [
-            decode_header(&slots[..PAGE_SIZE]),
-            decode_header(&slots[PAGE_SIZE..]),
-        ]
-        .into_iter()
-        .flatten()
-        .max_by_key(|h| h.version)
-        .ok_or_else(|| corrupt("no valid header slot"))?;
+        let mut valid = Vec::new();
+        for slot in [
+            decode_slot(&slots[..PAGE_SIZE]),
+            decode_slot(&slots[PAGE_SIZE..]),
+        ] {
+            match slot {
+                Slot::Invalid => {}
+                Slot::Newer(found) => {
+                    return Err(Error::NewerFormat {
+                        found,
+                        supported: FORMAT_VERSION,
+                    })
+                }
+                Slot::Valid(h) => valid.push(h),
+            }
+        }
+        let header = valid
+            .into_iter()
+            .max_by_key(|h| h.version)
+            .ok_or_else(|| corrupt("no valid header slot"))?;
         if header.page_count < FIRST_NODE_PAGE
+            || header.page_count > MAX_PAGES
             || page_offset(header.page_count) > file_len
             || header.total > MAX_SPACE
         {
             return Err(corrupt("header page count or length out of range"));
         }
+        let v1 = header.format == FORMAT_V1;
+        let root_id = if v1 {
+            node_id(header.root_page, 0).ok_or_else(|| corrupt("root page out of range"))?
+        } else {
+            header.root_page
+        };
+        let pages = header.page_count as usize;
         let mut loader = Loader {
             file,
             header: &header,
-            visited: vec![false; header.page_count as usize],
+            v1,
+            visited: vec![0u32; pages],
+            records: vec![0u8; pages],
             buf: vec![0u8; PAGE_SIZE],
+            buf_page: None,
             tree: FlexTree::new(),
             extents: 0,
         };
         loader.tree.leaves.clear();
-        let (root, span) = loader.load_node(header.root_page, 0)?;
+        let (root, span) = loader.load_node(root_id, 0)?;
         if span != header.total || loader.extents != header.extents {
             return Err(corrupt(format!(
                 "tree holds {span} bytes in {} extents, header says {} in {}",
@@ -502,6 +748,7 @@ impl FlexTree {
             )));
         }
         let visited = std::mem::take(&mut loader.visited);
+        let records = std::mem::take(&mut loader.records);
         let mut tree = loader.tree;
         tree.root = root;
         tree.height = header.height;
@@ -512,9 +759,12 @@ impl FlexTree {
         persist.bound = true;
         persist.page_count = header.page_count;
         persist.free = (FIRST_NODE_PAGE..header.page_count)
-            .filter(|&p| !visited[p as usize])
+            .filter(|&p| visited[p as usize] == 0)
             .rev()
             .collect();
+        persist.live = visited.iter().map(|m| m.count_ones() as u8).collect();
+        persist.records = records;
+        persist.legacy_slot = v1;
         // Whether they are holes is unknown: the next checkpoint punches.
         persist.unpunched = persist.free.clone();
         Ok((
@@ -531,21 +781,55 @@ impl FlexTree {
 struct Loader<'a> {
     file: &'a dyn StorageFile,
     header: &'a Header,
-    visited: Vec<bool>,
+    /// Format 1: child references are pages, leaves have a page each, and
+    /// every node is to be rewritten by the next checkpoint.
+    v1: bool,
+    /// Per page: the slots referenced so far.
+    visited: Vec<u32>,
+    /// Per page: the nodes it holds.
+    records: Vec<u8>,
     buf: Vec<u8>,
+    /// The page in `buf` (verified) with its kind and count.
+    buf_page: Option<(u32, u8, usize)>,
     tree: FlexTree,
     extents: u64,
 }
 
 impl Loader<'_> {
-    /// Reads the page, checks its checksum, kind and version; returns count.
-    fn read_node(&mut self, page: u32, kind: u8) -> Result<usize> {
+    /// Marks node `id` referenced, reads its page into `buf` (unless it is
+    /// there already) and checks its checksum, kind and version; returns
+    /// the page's count (entries of an internal node or a format-1 leaf,
+    /// records of a leaf page).
+    fn read_node(&mut self, id: u32, kind: u8) -> Result<usize> {
+        let (page, slot) = (page_of(id), slot_of(id));
         if page < FIRST_NODE_PAGE || page >= self.header.page_count {
             return Err(corrupt(format!("node page {page} out of range")));
         }
-        if std::mem::replace(&mut self.visited[page as usize], true) {
-            return Err(corrupt(format!("node page {page} referenced twice")));
+        let mask = 1u32 << slot;
+        if self.visited[page as usize] & mask != 0 {
+            return Err(corrupt(format!("node {page}.{slot} referenced twice")));
         }
+        self.visited[page as usize] |= mask;
+        let (found_kind, count) = match self.buf_page {
+            Some((p, k, c)) if p == page => (k, c),
+            _ => {
+                self.buf_page = None;
+                let (k, c) = self.read_page(page)?;
+                self.buf_page = Some((page, k, c));
+                (k, c)
+            }
+        };
+        if found_kind != kind {
+            return Err(corrupt(format!("node page {page} has the wrong kind")));
+        }
+        if kind != KIND_LEAVES && slot != 0 {
+            return Err(corrupt(format!("node {page}.{slot}: page holds one node")));
+        }
+        Ok(count)
+    }
+
+    /// Reads and verifies page `page`; returns its kind and count.
+    fn read_page(&mut self, page: u32) -> Result<(u8, usize)> {
         self.file
             .read_exact_at(page_offset(page), &mut self.buf)
             .map_err(|e| match e.kind() {
@@ -556,60 +840,78 @@ impl Loader<'_> {
         if le_u32(b, 0) != crc32c::crc32c(&b[4..]) {
             return Err(corrupt(format!("checksum mismatch in node page {page}")));
         }
-        if b[4] != kind {
-            return Err(corrupt(format!("node page {page} has the wrong kind")));
-        }
         if le_u64(b, 8) > self.header.version {
             return Err(corrupt(format!(
                 "node page {page} is newer than the header"
             )));
         }
+        let kind = b[4];
         let count = le_u16(b, 6) as usize;
-        let cap = if kind == KIND_LEAF {
-            LEAF_CAP
-        } else {
-            INTERNAL_CAP
+        let (cap, nodes) = match kind {
+            KIND_LEAF if self.v1 => (LEAF_CAP, 1),
+            KIND_INTERNAL => (INTERNAL_CAP, 1),
+            KIND_LEAVES if !self.v1 => (SLOTS, count),
+            _ => return Err(corrupt(format!("node page {page} has an unknown kind"))),
         };
-        if count > cap {
+        if count > cap || (kind == KIND_LEAVES && count == 0) {
             return Err(corrupt(format!("node page {page} claims {count} entries")));
         }
-        Ok(count)
+        self.records[page as usize] = nodes as u8;
+        Ok((kind, count))
     }
 
-    /// Loads the subtree at `page` (at `level`), returning its id and span.
-    fn load_node(&mut self, page: u32, level: usize) -> Result<(u32, u64)> {
-        if level == self.header.height {
-            return self.load_leaf(page, level == 0);
+    /// The state of a node loaded from `id`: clean, or to be rewritten when
+    /// the file is format 1.
+    fn disk_state(&self, id: u32) -> DiskState {
+        let disk = DiskState::loaded(id);
+        if self.v1 {
+            disk.force_write();
         }
-        let count = self.read_node(page, KIND_INTERNAL)?;
+        disk
+    }
+
+    /// Loads the subtree at node `id` (at `level`), returning its arena id
+    /// and span.
+    fn load_node(&mut self, id: u32, level: usize) -> Result<(u32, u64)> {
+        if level == self.header.height {
+            return self.load_leaf(id, level == 0);
+        }
+        let page = page_of(id);
+        let count = self.read_node(id, KIND_INTERNAL)?;
         if count == 0 {
             return Err(corrupt(format!("internal node page {page} is empty")));
         }
         let mut node = Internal::new();
         node.count = count;
-        node.disk = DiskState::loaded(page);
+        node.disk = self.disk_state(id);
         let mut children = [0u32; INTERNAL_CAP];
         for (i, c) in children.iter_mut().enumerate().take(count) {
             let at = NODE_HEADER + i * INTERNAL_ENTRY;
             node.shift[i] = le_u64(&self.buf, at);
-            *c = le_u32(&self.buf, at + 8);
+            let child = le_u32(&self.buf, at + 8);
+            *c = if self.v1 {
+                node_id(child, 0)
+                    .ok_or_else(|| corrupt(format!("node page {page}: child out of range")))?
+            } else {
+                child
+            };
         }
         if node.shift[0] != 0 {
             return Err(corrupt(format!("internal node page {page} not normalized")));
         }
         let mut span = 0u64;
-        for (i, &child_page) in children.iter().enumerate().take(count) {
+        for (i, &child_id) in children.iter().enumerate().take(count) {
             if node.shift[i] != span {
                 return Err(corrupt(format!(
                     "internal node page {page}: child {i} starts at {} but its left sibling ends at {span}",
                     node.shift[i]
                 )));
             }
-            let (id, child_span) = self.load_node(child_page, level + 1)?;
+            let (arena_id, child_span) = self.load_node(child_id, level + 1)?;
             if child_span == 0 {
                 return Err(corrupt(format!("empty child under node page {page}")));
             }
-            node.child[i] = id;
+            node.child[i] = arena_id;
             span = span
                 .checked_add(child_span)
                 .filter(|&s| s <= MAX_SPACE)
@@ -618,14 +920,29 @@ impl Loader<'_> {
         Ok((self.tree.internals.push(node), span))
     }
 
-    fn load_leaf(&mut self, page: u32, is_root: bool) -> Result<(u32, u64)> {
-        let count = self.read_node(page, KIND_LEAF)?;
-        if count == 0 && !is_root {
-            return Err(corrupt(format!("leaf page {page} is empty")));
-        }
+    fn load_leaf(&mut self, id: u32, is_root: bool) -> Result<(u32, u64)> {
+        let (page, slot) = (page_of(id), slot_of(id));
         let mut leaf = Leaf::new();
+        leaf.disk = self.disk_state(id);
+        let span = if self.v1 {
+            let count = self.read_node(id, KIND_LEAF)?;
+            self.decode_v1_leaf(page, count, &mut leaf)?
+        } else {
+            let count = self.read_node(id, KIND_LEAVES)?;
+            let rec = record_in(&self.buf, count, slot)
+                .ok_or_else(|| corrupt(format!("leaf {page}.{slot}: no such record")))?;
+            decode_record(rec, &mut leaf, &|| format!("leaf {page}.{slot}"))?
+        };
+        if leaf.count == 0 && !is_root {
+            return Err(corrupt(format!("leaf {page}.{slot} is empty")));
+        }
+        self.extents += leaf.count as u64;
+        Ok((self.tree.leaves.push(leaf), span))
+    }
+
+    /// Decodes a format-1 leaf page (in `buf`) of `count` entries.
+    fn decode_v1_leaf(&self, page: u32, count: usize, leaf: &mut Leaf) -> Result<u64> {
         leaf.count = count;
-        leaf.disk = DiskState::loaded(page);
         let mut off = 0u64;
         for i in 0..count {
             let at = NODE_HEADER + i * LEAF_ENTRY;
@@ -646,11 +963,13 @@ impl Loader<'_> {
                 .filter(|&s| s <= MAX_SPACE)
                 .ok_or_else(|| corrupt("leaf spans more than 2^63 bytes"))?;
         }
-        self.extents += count as u64;
-        Ok((self.tree.leaves.push(leaf), off))
+        Ok(off)
     }
 }
 
 // The node encodings must fit in a page.
 const _: () = assert!(NODE_HEADER + LEAF_CAP * LEAF_ENTRY <= PAGE_SIZE);
 const _: () = assert!(NODE_HEADER + INTERNAL_CAP * INTERNAL_ENTRY <= PAGE_SIZE);
+const _: () =
+    assert!(crate::leaf_pack::PAGE_HEADER + 2 * SLOTS + crate::leaf_pack::MAX_RECORD <= PAGE_SIZE);
+const _: () = assert!(NODE_HEADER == crate::leaf_pack::PAGE_HEADER);

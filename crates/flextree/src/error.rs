@@ -34,6 +34,15 @@ pub enum Error {
     /// Checkpoint metadata longer than [`crate::MAX_META`] bytes.
     #[error("checkpoint metadata of {0} bytes exceeds the limit")]
     MetaTooLarge(usize),
+    /// The tree file was written by a newer build in a format this one
+    /// cannot read.
+    #[error("tree file format {found} is newer than this build reads (up to {supported})")]
+    NewerFormat {
+        /// The format version the file's header carries.
+        found: u32,
+        /// The newest format this build reads.
+        supported: u32,
+    },
     /// A fresh tree was asked to checkpoint into a non-empty file.
     #[error("a new tree can only checkpoint into an empty tree file")]
     FileNotEmpty,

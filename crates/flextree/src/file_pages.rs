@@ -5,8 +5,15 @@
 //! that the tree and the checkpoint code each depend on this one and not on
 //! each other).
 //!
-//! Invariants: a page is in at most one of `free` and `released`; page 0
-//! (a header slot, standing for "never written") is never released; pages in
+//! Pages hold nodes addressed by *node id* (`page << 5 | slot`, see
+//! `leaf_pack`): a leaf page holds up to 32 leaves, an internal page one
+//! internal node.
+//!
+//! Invariants: a page is in at most one of `free` and `released` (which
+//! holds node ids); node id 0 (page 0, a header slot, standing for "never
+//! written") is never released; `live[p]` counts the nodes of page `p` the
+//! committed version references and `records[p]` the nodes the page holds
+//! (0 for a free page), so a page is free exactly when its `live` is 0; pages in
 //! `released` become free only after the next header is durable; every page
 //! of `unpunched` is in `free` or was allocated since (a checkpoint filters
 //! it against the free pages before punching), and a free page not in
@@ -31,18 +38,28 @@ pub(crate) struct FilePages {
     pub unpunched: Vec<u32>,
     /// What the last checkpoint left to give back to the file system.
     pub give_back: PendingGiveBack,
+    /// Per page: nodes of the page the committed version references.
+    pub live: Vec<u8>,
+    /// Per page: nodes the page holds.
+    pub records: Vec<u8>,
+    /// The file was loaded from format 1: the other header slot may hold a
+    /// format-1 header, which the first checkpoint invalidates.
+    pub legacy_slot: bool,
 }
 
 impl FilePages {
-    /// Notes that the tree no longer uses `page` (0: a node never written).
-    pub fn release(&mut self, page: u32) {
-        if page != 0 {
-            self.released.push(page);
+    /// Notes that the tree no longer uses node `id` (0: a node never
+    /// written).
+    pub fn release(&mut self, id: u32) {
+        if id != 0 {
+            self.released.push(id);
         }
     }
 
     /// Bytes the page lists hold.
     pub fn memory_usage(&self) -> usize {
         (self.free.capacity() + self.released.capacity() + self.unpunched.capacity()) * 4
+            + self.live.capacity()
+            + self.records.capacity()
     }
 }

@@ -32,6 +32,7 @@ mod extent;
 mod file_pages;
 mod free_page_map;
 mod invariants;
+mod leaf_pack;
 mod node;
 mod shared;
 mod storage;

@@ -15,8 +15,8 @@
 //!   search path plus its partial offset (§3.1 of the paper).
 //! - `disk.dirty` is set on every node modified since the last checkpoint and
 //!   on all of its ancestors, so a clean node roots a clean subtree.
-//! - `disk.page` is the tree-file page holding the node's last committed
-//!   image (0 when it has none); `disk.pending` is the page a running (or
+//! - `disk.page` is the tree-file node id (page and slot, see `leaf_pack`)
+//!   of the node's last committed image (0 when it has none); `disk.pending` is the page a running (or
 //!   failed) checkpoint wrote the node to, meaningful only between that
 //!   checkpoint's node writes and its commit.
 //! - The `disk` fields are atomics so that a checkpoint can run through
@@ -64,6 +64,13 @@ impl DiskState {
     #[inline(always)]
     pub fn mark_dirty(&mut self) {
         *self.dirty.get_mut() = true;
+    }
+
+    /// Marks the node to be written by the running checkpoint (which holds
+    /// the persist mutex: the only writer through `&self`), for nodes it
+    /// moves out of sparse pages; the caller marks the ancestors too.
+    pub fn force_write(&self) {
+        self.dirty.store(true, Ordering::Relaxed);
     }
 
     /// Whether the node changed since the last checkpoint.

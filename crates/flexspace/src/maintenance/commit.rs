@@ -46,6 +46,8 @@ fn trace_checkpoint(r: &flextree::CheckpointReport, g: &flextree::GiveBack) {
         target: TRACE_TARGET,
         version = r.version,
         pages_written = r.pages_written,
+        leaves_written = r.leaves_written,
+        leaves_moved = r.leaves_moved,
         node_pages = r.node_pages,
         file_pages = r.file_pages,
         write_us = r.write_time.as_micros() as u64,
