@@ -39,6 +39,7 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         commits,
         memtables_committed,
         logs_reused,
+        logs_prepared,
         memtable_pool_bytes,
         memtable_pool_lazy_bytes,
         max_reader_wait,
@@ -87,6 +88,7 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         ("commits", json!(commits), false),
         ("memtables_committed", json!(memtables_committed), false),
         ("logs_reused", json!(logs_reused), false),
+        ("logs_prepared", json!(logs_prepared), false),
         ("memtable_pool_bytes", json!(memtable_pool_bytes), true),
         (
             "memtable_pool_lazy_bytes",
