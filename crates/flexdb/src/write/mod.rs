@@ -31,7 +31,7 @@ use crate::codec::check_sizes;
 use crate::error::{Error, Result};
 use crate::store::Store;
 use crate::wal::log_files::new_wal;
-use crate::wal::next_log::NextLog;
+use crate::wal::next_log::{NextLog, PreparedLog};
 use crate::wal::MAX_RECORD;
 use memtable::MemTable;
 pub(crate) use memtable_list::{FrozenMemTable, MemTables, WriteHead};
@@ -88,6 +88,9 @@ struct LogToPrepare {
     gen: u64,
     first: u64,
     spare: Option<String>,
+    /// What the next MemTable is made from: the active one's shared key
+    /// prefix, the pool, and the keys it will hold when full (projected).
+    table: (Vec<u8>, Arc<chunk_pool::ChunkPool>, usize),
 }
 
 impl LogToPrepare {
@@ -104,16 +107,47 @@ impl LogToPrepare {
             self.first,
             self.spare,
         );
+        let t_log = t.elapsed();
+        // Sized for as many keys as the active table will hold
+        // (`hash_sizing`), as the rotation would make it.
+        let (hint, pool, keys) = self.table;
+        let mem = made.is_ok().then(|| {
+            Arc::new(MemTable::sized(
+                &hint,
+                Some(pool),
+                self.opts.memtable_bytes,
+                keys,
+            ))
+        });
         tracing::debug!(
             target: TRACE_TARGET,
             gen = self.gen,
             took_us = us(t.elapsed()),
+            log_us = us(t_log),
             reused,
             ok = made.is_ok(),
             "next log prepared"
         );
-        self.next_log.finish(self.gen, made.map(|w| (w, reused)));
+        let gen = self.gen;
+        self.next_log.finish(
+            gen,
+            made.map(|wal| PreparedLog {
+                gen,
+                wal,
+                reused,
+                mem,
+            }),
+        );
     }
+}
+
+/// The keys a MemTable holding `keys` keys in `bytes` bytes will hold at
+/// `full` bytes, at the same rate.
+fn projected_keys(keys: usize, bytes: usize, full: usize) -> usize {
+    if bytes == 0 || bytes >= full {
+        return keys;
+    }
+    (keys as u128 * full as u128 / bytes as u128).min(usize::MAX as u128) as usize
 }
 
 /// Prepares the next log on a thread of its own; on this thread, after the
@@ -374,6 +408,15 @@ impl Store {
             gen: w.gen + 1,
             first: w.next_seq,
             spare: self.spare_logs.take(),
+            table: (
+                w.active.shared_prefix(),
+                self.chunks.clone(),
+                projected_keys(
+                    w.active.keys(),
+                    w.active.approximate_bytes(),
+                    self.opts.memtable_bytes,
+                ),
+            ),
         }
     }
 
@@ -408,13 +451,17 @@ impl Store {
         }
         let t0 = Instant::now();
         let mut t_synced = t0;
+        let mut next_mem = None;
         let r = (|| {
             w.wal.sync()?;
             t_synced = Instant::now();
             let gen = w.gen + 1;
             // The log prepared ahead (`wal::next_log`), else one made now.
             let (wal, reused, prepared) = match self.writes.next_log.take(gen) {
-                Some(p) => (p.wal, p.reused, true),
+                Some(p) => {
+                    next_mem = p.mem;
+                    (p.wal, p.reused, true)
+                }
                 None => {
                     let spare = self.spare_logs.take();
                     let reused = spare.is_some();
@@ -445,13 +492,16 @@ impl Store {
                 return Err(e);
             }
         };
-        // Sized for as many keys as the table it follows (`hash_sizing`).
-        let active = Arc::new(MemTable::sized(
-            &w.active.shared_prefix(),
-            Some(self.chunks.clone()),
-            self.opts.memtable_bytes,
-            w.active.keys(),
-        ));
+        // Made with the prepared log, or now: sized for as many keys as
+        // the table it follows (`hash_sizing`).
+        let active = next_mem.unwrap_or_else(|| {
+            Arc::new(MemTable::sized(
+                &w.active.shared_prefix(),
+                Some(self.chunks.clone()),
+                self.opts.memtable_bytes,
+                w.active.keys(),
+            ))
+        });
         let t_table = Instant::now();
         let frozen = FrozenMemTable {
             mem: w.active.clone(),
