@@ -344,6 +344,7 @@ impl Db {
             commits: s.counters.commits.load(Ordering::Relaxed),
             memtables_committed: s.counters.memtables_committed.load(Ordering::Relaxed),
             logs_reused: s.counters.logs_reused.load(Ordering::Relaxed),
+            logs_prepared: s.counters.logs_prepared.load(Ordering::Relaxed),
             memtable_pool_bytes: s.chunks.kept_bytes() as u64,
             memtable_pool_lazy_bytes: s.chunks.lazily_freed_bytes() as u64,
             max_reader_wait: Duration::from_nanos(
@@ -416,6 +417,17 @@ impl Db {
                 Ok(()) => s.storage.sync_dir().map_err(crate::error::io_err(&name))?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(crate::error::io_err(&name)(e)),
+            }
+        }
+        // A log prepared ahead of a rotation that never came holds nothing.
+        if let Some(p) = s.writes.next_log.take_any() {
+            let name = crate::wal::log_files::wal_name(p.gen);
+            drop(p);
+            match s.storage.remove_file(&name) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(crate::error::io_err(&name)(e))
+                }
+                _ => {}
             }
         }
         // Last, so that a spare that cannot be removed (it holds nothing

@@ -70,6 +70,9 @@ pub struct Stats {
     /// Write-ahead logs since open that took over the file of a committed
     /// one instead of a new file (its pages are in memory already).
     pub logs_reused: u64,
+    /// Rotations since open that took a log prepared ahead of them
+    /// (`wal::next_log`) instead of making one under the writer lock.
+    pub logs_prepared: u64,
     /// Memory kept for MemTables to come: the chunks of committed ones,
     /// reused by the next (up to three MemTables' worth).
     pub memtable_pool_bytes: u64,
@@ -149,6 +152,7 @@ pub(crate) struct Counters {
     pub commits: AtomicU64,
     pub memtables_committed: AtomicU64,
     pub logs_reused: AtomicU64,
+    pub logs_prepared: AtomicU64,
     /// Intervals the committer (or `check`) read from the space itself,
     /// not found cached, since the last trace report (`commit::TRACE_TARGET`).
     pub trace_committer_reads: AtomicU64,

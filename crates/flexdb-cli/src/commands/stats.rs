@@ -39,6 +39,7 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         commits,
         memtables_committed,
         logs_reused,
+        logs_prepared,
         memtable_pool_bytes,
         memtable_pool_lazy_bytes,
         max_reader_wait,
@@ -87,6 +88,7 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         ("commits", json!(commits), false),
         ("memtables_committed", json!(memtables_committed), false),
         ("logs_reused", json!(logs_reused), false),
+        ("logs_prepared", json!(logs_prepared), false),
         ("memtable_pool_bytes", json!(memtable_pool_bytes), true),
         (
             "memtable_pool_lazy_bytes",
@@ -168,7 +170,7 @@ mod tests {
     fn json_has_every_field() {
         let v = to_json(&sample());
         let obj = v.as_object().unwrap();
-        assert_eq!(obj.len(), 40);
+        assert_eq!(obj.len(), 41);
         assert_eq!(v["pairs"], 3);
         assert_eq!(v["space_bytes"], 123_456);
         assert_eq!(v["cache_hit_ratio"], 0.5);
@@ -179,7 +181,7 @@ mod tests {
     fn table_lines() {
         let t = table(&sample());
         let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 40);
+        assert_eq!(lines.len(), 41);
         assert_eq!(lines[0], "pairs                     3");
         assert_eq!(lines[1], "space_bytes               123456 (123.5 kB)");
         assert!(t.contains("cache_hit_ratio           0.500\n"));

@@ -71,10 +71,12 @@
 //!   below it: only a log whose every record this process appended gives
 //!   its file to another ([`Wal::reusable`]).
 
+pub(crate) mod footprint;
 mod format;
 mod grow_ahead;
 pub(crate) mod log_files;
 mod mapped;
+pub(crate) mod next_log;
 mod replay;
 pub(crate) mod spare_logs;
 mod writeback;
@@ -262,6 +264,16 @@ impl Wal {
         let Some(m) = &self.mapped else {
             return Ok(0);
         };
+        // Nothing past the bound to give back when no more than it is
+        // allocated (a log trimmed already, or a fresh one): spares the
+        // punches and their locks.
+        let allocated = self
+            .file
+            .allocated_bytes()
+            .map_err(|e| io_err(&self.name, e))?;
+        if allocated <= m.log.lock().capacity() + TRIM_MARGIN + mapped::STEP {
+            return Ok(0);
+        }
         let mut top = self.file.len().map_err(|e| io_err(&self.name, e))?;
         let mut freed = 0;
         loop {

@@ -16,6 +16,7 @@ use std::time::Duration;
 use arc_swap::{ArcSwap, Guard};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use crate::wal::next_log::NextLog;
 use crate::wal::Wal;
 use crate::write::backpressure::Backpressure;
 use crate::write::memtable::MemTable;
@@ -64,6 +65,8 @@ pub(crate) struct WriteSide {
     /// Frozen MemTables allowed to wait for the committer before writers
     /// stall (`Options::max_frozen_memtables`, at least 1).
     pub max_frozen: usize,
+    /// The next log, prepared ahead of its rotation (`wal::next_log`).
+    pub next_log: Arc<NextLog>,
 }
 
 impl WriteSide {
@@ -89,6 +92,7 @@ impl WriteSide {
             backpressure: Backpressure::new(max_frozen),
             presynced_gen: AtomicU64::new(0),
             max_frozen,
+            next_log: Arc::new(NextLog::default()),
         }
     }
 

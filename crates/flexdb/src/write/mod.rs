@@ -31,6 +31,7 @@ use crate::codec::check_sizes;
 use crate::error::{Error, Result};
 use crate::store::Store;
 use crate::wal::log_files::new_wal;
+use crate::wal::next_log::{NextLog, PreparedLog};
 use crate::wal::MAX_RECORD;
 use memtable::MemTable;
 pub(crate) use memtable_list::{FrozenMemTable, MemTables, WriteHead};
@@ -71,6 +72,102 @@ fn presync(wal: Arc<crate::wal::Wal>) {
                 "log synced ahead of its rotation"
             );
         });
+}
+
+/// The next log is prepared on a thread of its own once the active
+/// MemTable is this fraction full (`PREPARE_AT_EIGHTHS` eighths), so that
+/// its rotation swaps logs (`wal::next_log`).
+const PREPARE_AT_EIGHTHS: usize = 7;
+
+/// What a helper thread needs to make the next log (`wal::next_log`).
+struct LogToPrepare {
+    storage: Arc<dyn flexspace::Storage>,
+    real_dir: Option<std::path::PathBuf>,
+    opts: crate::options::Options,
+    next_log: Arc<NextLog>,
+    gen: u64,
+    first: u64,
+    spare: Option<String>,
+    /// What the next MemTable is made from: the active one's shared key
+    /// prefix, the pool, and the keys it will hold when full (projected).
+    table: (Vec<u8>, Arc<chunk_pool::ChunkPool>, usize),
+}
+
+impl LogToPrepare {
+    /// Makes the log and hands it to the slot (an error too: the rotation
+    /// then makes the log itself and reports what fails).
+    fn run(self) {
+        let t = Instant::now();
+        let reused = self.spare.is_some();
+        let made = new_wal(
+            &self.storage,
+            self.real_dir.as_deref(),
+            &self.opts,
+            self.gen,
+            self.first,
+            self.spare,
+        );
+        let t_log = t.elapsed();
+        // Sized for as many keys as the active table will hold
+        // (`hash_sizing`), as the rotation would make it.
+        let (hint, pool, keys) = self.table;
+        let mem = made.is_ok().then(|| {
+            Arc::new(MemTable::sized(
+                &hint,
+                Some(pool),
+                self.opts.memtable_bytes,
+                keys,
+            ))
+        });
+        tracing::debug!(
+            target: TRACE_TARGET,
+            gen = self.gen,
+            took_us = us(t.elapsed()),
+            log_us = us(t_log),
+            reused,
+            ok = made.is_ok(),
+            "next log prepared"
+        );
+        let gen = self.gen;
+        self.next_log.finish(
+            gen,
+            made.map(|wal| PreparedLog {
+                gen,
+                wal,
+                reused,
+                mem,
+            }),
+        );
+    }
+}
+
+/// The keys a MemTable holding `keys` keys in `bytes` bytes will hold at
+/// `full` bytes, at the same rate.
+fn projected_keys(keys: usize, bytes: usize, full: usize) -> usize {
+    if bytes == 0 || bytes >= full {
+        return keys;
+    }
+    (keys as u128 * full as u128 / bytes as u128).min(usize::MAX as u128) as usize
+}
+
+/// Prepares the next log on a thread of its own; on this thread, after the
+/// writer lock, when no thread can be started.
+fn prepare_next_log(job: LogToPrepare) {
+    // The job stays here when the thread cannot be started.
+    let job = Arc::new(parking_lot::Mutex::new(Some(job)));
+    let on_thread = job.clone();
+    let spawned = std::thread::Builder::new()
+        .name("flexdb-next-log".into())
+        .spawn(move || {
+            if let Some(job) = on_thread.lock().take() {
+                job.run();
+            }
+        });
+    if spawned.is_err() {
+        if let Some(job) = job.lock().take() {
+            job.run();
+        }
+    }
 }
 
 /// Grows `wal` ahead of its writers on a thread of its own (see
@@ -250,8 +347,14 @@ impl Store {
             && self.writes.claim_presync(w.gen);
         let presync_wal = ahead.then(|| w.wal.clone());
         let grow_wal = w.wal.claim_grow_ahead(end).then(|| w.wal.clone());
+        let next_log = (w.active.approximate_bytes() >= table / 8 * PREPARE_AT_EIGHTHS
+            && self.writes.next_log.claim(w.gen + 1))
+        .then(|| self.log_to_prepare(&w));
         drop(w);
         let t_unlocked = t0.map(|_| Instant::now());
+        if let Some(job) = next_log {
+            prepare_next_log(job);
+        }
         if let Some(wal) = presync_wal {
             presync(wal);
         }
@@ -292,6 +395,31 @@ impl Store {
         Ok(())
     }
 
+    /// The preparation of the active log's successor, claimed by the caller
+    /// (under the writer lock `w`): its records are numbered from the
+    /// writer's next sequence number on, and it takes a spare if there is
+    /// one (`wal::next_log`).
+    fn log_to_prepare(&self, w: &WriteHead) -> LogToPrepare {
+        LogToPrepare {
+            storage: self.storage.clone(),
+            real_dir: self.real_dir.clone(),
+            opts: self.opts.clone(),
+            next_log: self.writes.next_log.clone(),
+            gen: w.gen + 1,
+            first: w.next_seq,
+            spare: self.spare_logs.take(),
+            table: (
+                w.active.shared_prefix(),
+                self.chunks.clone(),
+                projected_keys(
+                    w.active.keys(),
+                    w.active.approximate_bytes(),
+                    self.opts.memtable_bytes,
+                ),
+            ),
+        }
+    }
+
     /// Rotates a full MemTable, stalling while the committer's backlog is
     /// full.
     fn make_room(&self, w: &mut parking_lot::MutexGuard<'_, WriteHead>) -> Result<()> {
@@ -323,40 +451,57 @@ impl Store {
         }
         let t0 = Instant::now();
         let mut t_synced = t0;
+        let mut next_mem = None;
         let r = (|| {
             w.wal.sync()?;
             t_synced = Instant::now();
             let gen = w.gen + 1;
-            let spare = self.spare_logs.take();
-            let reused = spare.is_some();
-            let wal = new_wal(
-                &self.storage,
-                self.real_dir.as_deref(),
-                &self.opts,
-                gen,
-                w.next_seq,
-                spare,
-            )?;
+            // The log prepared ahead (`wal::next_log`), else one made now.
+            let (wal, reused, prepared) = match self.writes.next_log.take(gen) {
+                Some(p) => {
+                    next_mem = p.mem;
+                    (p.wal, p.reused, true)
+                }
+                None => {
+                    let spare = self.spare_logs.take();
+                    let reused = spare.is_some();
+                    let wal = new_wal(
+                        &self.storage,
+                        self.real_dir.as_deref(),
+                        &self.opts,
+                        gen,
+                        w.next_seq,
+                        spare,
+                    )?;
+                    (wal, reused, false)
+                }
+            };
             if reused {
                 self.counters.logs_reused.fetch_add(1, Ordering::Relaxed);
             }
-            Ok::<_, Error>((gen, wal, reused))
+            if prepared {
+                self.counters.logs_prepared.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, Error>((gen, wal, reused, prepared))
         })();
         let t_new_log = Instant::now();
-        let (gen, wal, reused) = match r {
+        let (gen, wal, reused, prepared) = match r {
             Ok(x) => x,
             Err(e) => {
                 self.stop(e.to_string());
                 return Err(e);
             }
         };
-        // Sized for as many keys as the table it follows (`hash_sizing`).
-        let active = Arc::new(MemTable::sized(
-            &w.active.shared_prefix(),
-            Some(self.chunks.clone()),
-            self.opts.memtable_bytes,
-            w.active.keys(),
-        ));
+        // Made with the prepared log, or now: sized for as many keys as
+        // the table it follows (`hash_sizing`).
+        let active = next_mem.unwrap_or_else(|| {
+            Arc::new(MemTable::sized(
+                &w.active.shared_prefix(),
+                Some(self.chunks.clone()),
+                self.opts.memtable_bytes,
+                w.active.keys(),
+            ))
+        });
         let t_table = Instant::now();
         let frozen = FrozenMemTable {
             mem: w.active.clone(),
@@ -388,6 +533,7 @@ impl Store {
             new_table_us = us(t_table - t_new_log),
             publish_us = us(t_table.elapsed()),
             reused,
+            prepared,
             frozen = before.frozen.len() + 1,
             "rotated"
         );
