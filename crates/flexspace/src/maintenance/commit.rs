@@ -67,15 +67,8 @@ impl SpaceInner {
         if self.opts.auto_maintenance {
             self.checkpoint_if_due(&mut m)?;
         }
-        self.punch_after_commit();
-        Ok(())
-    }
-
-    /// Gives the free segments back to the file system, on a thread (see
-    /// `compact::punch_soon`); a failed punch only leaves blocks
-    /// allocated, so its error is not the commit's.
-    pub(crate) fn punch_after_commit(&self) {
         self.punch_soon();
+        Ok(())
     }
 
     pub(crate) fn checkpoint(&self) -> Result<()> {

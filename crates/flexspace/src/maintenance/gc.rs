@@ -132,7 +132,7 @@ impl SpaceInner {
             }
         }
         self.checkpoint_if_due(&mut m)?;
-        self.punch_after_commit();
+        self.punch_soon();
         Ok(())
     }
 
