@@ -254,6 +254,15 @@ impl Db {
     /// file system, so that the store's disk bytes are settled.
     pub fn flush(&self) -> Result<()> {
         self.shared.flush()?;
+        if self.shared.space.stats().reclaimable_segments > 0 {
+            // Segments the commits emptied that the space has not committed
+            // yet, or that the published view (registered before they were
+            // emptied) still holds: a space commit and a fresh view let
+            // them go.
+            self.shared.space.sync().map_err(space_err)?;
+            self.shared.mailbox.republish()?;
+            self.shared.space.release_freed();
+        }
         self.shared.space.wait_punched();
         Ok(())
     }

@@ -63,16 +63,17 @@ pub struct Options {
     /// Set it to false where a failing device must give errors instead.
     pub mmap_reads: bool,
     /// The space collects garbage when the garbage in its segments that
-    /// still hold live data passes this fraction of them (default: 0.4),
+    /// still hold live data passes this fraction of them (default: 0.25),
     /// relocating the live bytes of the emptiest segments...
     /// Lower keeps the data file closer to the live data's size and costs
-    /// more relocation writes: against the space's own 0.6 / 0.5, 0.4 /
-    /// 0.33 left the data file 29% smaller at the end of a put phase at
-    /// 3 M pairs and 4% at 10 M, for write amplification 2.15 instead of
-    /// 1.91 and 2.08 instead of 1.98 (one run each;
+    /// more relocation writes: at 10 M pairs, 0.25 / 0.2 against 0.4 / 0.33
+    /// left the store 1.43 / 1.42 / 1.46 times its logical bytes after
+    /// load / A / put instead of 1.66 / 1.72 / 1.81, for write
+    /// amplification (bytes written by the store's parts) 2.91 / 2.13 /
+    /// 2.10 instead of 2.86 / 2.09 / 1.97 (one run each;
     /// docs/experiments/2026-11-27-grace-epochs-and-gc-thresholds.md).
     pub gc_garbage_high: f64,
-    /// ...until the garbage is below this fraction (default: 0.33). Both in
+    /// ...until the garbage is below this fraction (default: 0.2). Both in
     /// (0, 1] with `low <= high`; 1 stops garbage-driven collection
     /// (collection to make room for writes still runs).
     pub gc_garbage_low: f64,
@@ -89,8 +90,8 @@ impl Default for Options {
             sync_writes: false,
             max_space_bytes: 1 << 40,
             mmap_reads: cfg!(target_pointer_width = "64"),
-            gc_garbage_high: 0.4,
-            gc_garbage_low: 0.33,
+            gc_garbage_high: 0.25,
+            gc_garbage_low: 0.2,
         }
     }
 }

@@ -50,6 +50,8 @@ pub struct EngineStats {
     pub index_bytes: Option<u64>,
     /// Bytes of memory held by flexdb's extent index (FlexTree).
     pub extent_index_bytes: Option<u64>,
+    /// Extents in flexdb's data file (its extent index's entries).
+    pub extents: Option<u64>,
     /// Hits over lookups of the engine's cache since the previous call (or
     /// open); `None` when the engine does not count them or had none.
     pub cache_hit_ratio: Option<f64>,

@@ -721,6 +721,7 @@ fn workload_result(
         max_reader_wait_us: stats.max_reader_wait.map(|d| d.as_secs_f64() * 1e6),
         index_bytes: stats.index_bytes,
         extent_index_bytes: stats.extent_index_bytes,
+        extents: stats.extents,
         cache_hit_ratio: stats.cache_hit_ratio,
         snapshot_held_bytes: stats.snapshot_held_bytes,
         snapshot_held: false,

@@ -154,6 +154,8 @@ pub struct WorkloadResult {
     pub index_bytes: Option<u64>,
     /// Memory held by flexdb's extent index.
     pub extent_index_bytes: Option<u64>,
+    /// Extents in flexdb's data file (entries of the extent index).
+    pub extents: Option<u64>,
     /// Hits over lookups of the engine's cache during the workload
     /// (flexdb's interval cache; null for engines that do not report it).
     #[serde(default)]

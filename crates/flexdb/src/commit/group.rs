@@ -279,7 +279,9 @@ fn split_parts(shared: &Store, new: &IntervalData, cuts: &[usize]) -> Vec<NewInt
             let mut builder = Builder::with_capacity(b - a, new.end(b - 1) - new.offset(a));
             builder.push_range(new, a..b);
             let mut part = builder.finish();
-            part.extents = new.extents;
+            // The parts share the interval's extents as they share its
+            // pairs (a whole count each would rewrite every part early).
+            part.extents = share_of_extents(new.extents, b - a, new.len());
             let part = Arc::new(part);
             let anchor = if a == 0 {
                 Vec::new()
@@ -293,6 +295,14 @@ fn split_parts(shared: &Store, new: &IntervalData, cuts: &[usize]) -> Vec<NewInt
             }
         })
         .collect()
+}
+
+/// The extents of a part of `part` pairs out of `whole` that spans
+/// `extents` in all: its share, rounded up (an estimate: edits need not
+/// fall evenly).
+fn share_of_extents(extents: u32, part: usize, whole: usize) -> u32 {
+    let share = (u64::from(extents) * part as u64).div_ceil(whole.max(1) as u64);
+    u32::try_from(share).unwrap_or(u32::MAX)
 }
 
 /// Points the interval at `f` (already resized) to its new content `data`,
@@ -389,5 +399,19 @@ mod tests {
     #[should_panic(expected = "the pair count fell below zero")]
     fn a_negative_pair_count_is_caught() {
         super::pairs_after(3, -4);
+    }
+
+    #[test]
+    fn split_parts_share_the_extents_by_pairs() {
+        // Halves of 17 pairs over 9 extents: 8 and 9 pairs, shares rounded up.
+        assert_eq!(super::share_of_extents(9, 8, 17), 5);
+        assert_eq!(super::share_of_extents(9, 9, 17), 5);
+        // The whole keeps the whole count; a rewritten interval's 1 stays 1.
+        assert_eq!(super::share_of_extents(9, 17, 17), 9);
+        assert_eq!(super::share_of_extents(1, 3, 17), 1);
+        assert_eq!(super::share_of_extents(0, 3, 17), 0);
+        // No overflow at the bound's top, no division by zero.
+        assert_eq!(super::share_of_extents(u32::MAX, 16, 16), u32::MAX);
+        assert_eq!(super::share_of_extents(4, 0, 0), 0);
     }
 }

@@ -187,6 +187,10 @@ impl ViewPublisher {
         let t0 = Instant::now();
         self.carry_installs(index);
         let t1 = Instant::now();
+        // Segments the commit (or collection rounds) just emptied wait in
+        // the current grace epoch: the epoch moves on first, so the new
+        // view registers after them and never holds them.
+        space.release_freed();
         let view = {
             let st = index.read();
             Arc::new(PublishedView::copy(&st.sparse, space, gen)?)

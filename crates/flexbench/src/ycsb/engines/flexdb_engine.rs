@@ -133,6 +133,7 @@ impl Engine for FlexDbEngine {
             max_reader_wait: Some(self.db.take_max_reader_wait()),
             index_bytes: Some(s.sparse_index_bytes),
             extent_index_bytes: Some(s.extent_index_bytes),
+            extents: Some(s.extents),
             cache_hit_ratio,
             snapshot_held_bytes: Some(s.snapshot_held_bytes),
             disk_parts: Some(

@@ -199,6 +199,7 @@ impl Engine for RocksEngine {
                 .ok()
                 .flatten()),
             extent_index_bytes: None,
+            extents: None,
             cache_hit_ratio: None,
             snapshot_held_bytes: None,
             disk_parts: None,
