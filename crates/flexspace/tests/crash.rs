@@ -6,7 +6,9 @@
 //! last completed `sync()` (commits happen between operations, on their
 //! own too, so any such state may be the one recovered).
 //!
-//! `CRASH_ITERATIONS` sets the number of crashes (default 200).
+//! `CRASH_ITERATIONS` sets the number of crashes of each test (default 200
+//! and 50); the master seed is random unless `CRASH_SEED` sets it, and a
+//! failure prints it (`flexsys::test_seed`).
 
 mod common;
 
@@ -14,6 +16,7 @@ use std::sync::Arc;
 
 use common::{apply, apply_model, content, random_op};
 use flexspace::{CrashModel, Fault, FaultStorage, FlexSpace, Options};
+use flexsys::test_seed::{self, TestSeed};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -76,12 +79,9 @@ fn run(seed: u64, storage: Arc<FaultStorage>) -> Run {
 
 #[test]
 fn every_crash_recovers_a_state_no_older_than_the_last_sync() {
-    let iterations: u64 = std::env::var("CRASH_ITERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
-    let mut rng = StdRng::seed_from_u64(0xC0FFEE);
-    for it in 0..iterations {
+    let master = TestSeed::new("every_crash_recovers_a_state_no_older_than_the_last_sync");
+    let mut rng = StdRng::seed_from_u64(master.get());
+    for it in 0..test_seed::iterations(200) {
         let seed = rng.gen();
         let model = CrashModel::Reorder { seed: rng.gen() };
         // A dry run counts the storage operations of the workload.
@@ -124,8 +124,9 @@ fn every_crash_recovers_a_state_no_older_than_the_last_sync() {
 /// the last write) still holds too.
 #[test]
 fn synced_only_crashes_recover_a_state_no_older_than_the_last_sync() {
-    let mut rng = StdRng::seed_from_u64(0xBEEF);
-    for it in 0..50 {
+    let master = TestSeed::new("synced_only_crashes_recover_a_state_no_older_than_the_last_sync");
+    let mut rng = StdRng::seed_from_u64(master.get());
+    for it in 0..test_seed::iterations(50) {
         let seed = rng.gen();
         let dry = Arc::new(FaultStorage::new());
         let total = {

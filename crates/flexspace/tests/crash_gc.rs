@@ -6,8 +6,9 @@
 //!
 //! States are sequences of (block id, version); a block's bytes name its
 //! id and version, so a recovered space is decoded back into a sequence
-//! and compared by hash. `GC_CRASH_ITERATIONS` sets the number of crashes
-//! (default 6).
+//! and compared by hash. `CRASH_ITERATIONS` sets the number of crashes
+//! (default 6); `CRASH_SEED` the master seed (random otherwise, printed
+//! on failure: `flexsys::test_seed`).
 
 mod common;
 
@@ -16,6 +17,7 @@ use std::sync::Arc;
 use common::blocks::{decode, hash, random_step};
 use common::content;
 use flexspace::{CrashModel, Fault, FaultStorage, FlexSpace, Options, SEGMENT_SIZE};
+use flexsys::test_seed::{self, TestSeed};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -76,12 +78,10 @@ fn run(seed: u64, storage: Arc<FaultStorage>) -> Run {
 
 #[test]
 fn crashes_during_garbage_collection_recover_a_state_since_the_last_sync() {
-    let iterations: u64 = std::env::var("GC_CRASH_ITERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(6);
-    let mut rng = StdRng::seed_from_u64(0x6C);
-    for it in 0..iterations {
+    let master =
+        TestSeed::new("crashes_during_garbage_collection_recover_a_state_since_the_last_sync");
+    let mut rng = StdRng::seed_from_u64(master.get());
+    for it in 0..test_seed::iterations(6) {
         let seed = rng.gen();
         let model = CrashModel::Reorder { seed: rng.gen() };
         let dry = Arc::new(FaultStorage::with_model(model));

@@ -12,21 +12,20 @@
 //! - the same for a tree whose sparse random updates make checkpoints move
 //!   clean leaves out of pages that became sparse (tree-file format 2).
 //!
-//! Half the crash points fall inside a checkpoint. `TREE_CRASH_ITERATIONS`
-//! sets the number of crashes per test (default 12).
+//! Half the crash points fall inside a checkpoint. `CRASH_ITERATIONS`
+//! sets the number of crashes per test (default 12); `CRASH_SEED` the
+//! master seed (random otherwise, printed on failure: `flexsys::test_seed`).
 
 use std::sync::Arc;
 
 use flexspace::{CrashModel, Fault, FaultStorage, FlexSpace, Options, Storage};
+use flexsys::test_seed::{self, TestSeed};
 use flextree::{Extent, FlexTree};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 fn iterations() -> u64 {
-    std::env::var("TREE_CRASH_ITERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(12)
+    test_seed::iterations(12)
 }
 
 /// A Zipf-like rank (`u^3` of uniform `u`) scrambled over `0..n`, as YCSB
@@ -144,12 +143,15 @@ fn tree_run(seed: u64, storage: &FaultStorage, sparse: bool) -> TreeRun {
 
 #[test]
 fn tree_checkpoints_that_punch_and_cut_survive_crashes_anywhere() {
-    tree_crashes(0x7EE, false);
+    let master = TestSeed::new("tree_checkpoints_that_punch_and_cut_survive_crashes_anywhere");
+    tree_crashes(master.get(), false);
 }
 
 #[test]
 fn tree_checkpoints_that_move_leaves_out_of_sparse_pages_survive_crashes() {
-    tree_crashes(0x5BA, true);
+    let master =
+        TestSeed::new("tree_checkpoints_that_move_leaves_out_of_sparse_pages_survive_crashes");
+    tree_crashes(master.get(), true);
 }
 
 fn tree_crashes(seed: u64, sparse: bool) {
@@ -358,7 +360,8 @@ fn space_run(seed: u64, storage: Arc<FaultStorage>) -> SpaceRun {
 
 #[test]
 fn space_checkpoints_that_give_pages_back_survive_crashes() {
-    let mut rng = StdRng::seed_from_u64(0x5ACE);
+    let master = TestSeed::new("space_checkpoints_that_give_pages_back_survive_crashes");
+    let mut rng = StdRng::seed_from_u64(master.get());
     for it in 0..iterations() {
         let seed = rng.gen();
         let model = CrashModel::Reorder { seed: rng.gen() };
