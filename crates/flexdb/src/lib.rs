@@ -152,6 +152,6 @@ pub use error::{Error, Result};
 pub use options::{Options, WriteOptions};
 pub use read::iter::{Iter, KeyValue};
 pub use read::snapshot::Snapshot;
-pub use recovery::check::CheckReport;
+pub use recovery::check::{CheckReport, DamagedRange};
 pub use stats::Stats;
 pub use txn::{Isolation, Transaction};

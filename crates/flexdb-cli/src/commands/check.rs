@@ -30,7 +30,9 @@ pub fn print(
         bytes,
         memtable_pairs,
         problems,
+        damaged,
     } = report;
+    let show = |k: &Option<Vec<u8>>| k.as_ref().map(|k| k.escape_ascii().to_string());
     let text = if json {
         let v = json!({
             "ok": report.is_ok(),
@@ -39,6 +41,17 @@ pub fn print(
             "bytes": bytes,
             "memtable_pairs": memtable_pairs,
             "problems": problems,
+            "damaged": damaged
+                .iter()
+                .map(|d| {
+                    json!({
+                        "offset": d.offset,
+                        "after": show(&d.after),
+                        "before": show(&d.before),
+                        "interval_from": d.interval_from.escape_ascii().to_string(),
+                    })
+                })
+                .collect::<Vec<_>>(),
         });
         format!("{v}\n")
     } else {
@@ -60,6 +73,13 @@ pub fn print(
             ));
             for p in problems {
                 t.push_str(&format!("problem: {}\n", p.replace('\n', " ")));
+            }
+            if !damaged.is_empty() {
+                t.push_str(&format!(
+                    "damaged         {} {} of keys (listed above up to the first 100 problems)\n",
+                    damaged.len(),
+                    plural(damaged.len(), "range")
+                ));
             }
         }
         t
@@ -101,6 +121,7 @@ mod tests {
             bytes: 2048,
             memtable_pairs: 1,
             problems: vec![],
+            damaged: vec![],
         };
         let mut out = Vec::new();
         print(Path::new("/db"), &r, false, &mut out).unwrap();

@@ -70,6 +70,9 @@ pub(crate) struct PublishedView {
     /// space). A snapshot uses the view only when this is below its active
     /// generation (`read::snapshot`).
     pub gen: u64,
+    /// The committer index's `version` the view was copied at: the index
+    /// still describes the view's space while its version is this.
+    pub version: u64,
     /// The newest generation whose content was forwarded into the view's
     /// cache words (`forward`), set (`Release`) before any word of that
     /// commit is forwarded: a reader that loaded a `FORWARDED` word
@@ -90,11 +93,13 @@ impl PublishedView {
         sparse: &SparseIndex,
         space: &flexspace::FlexSpace,
         gen: u64,
+        version: u64,
     ) -> Result<PublishedView> {
         Ok(PublishedView {
             sparse: sparse.clone(),
             space: space.snapshot().map_err(space_err)?,
             gen,
+            version,
             forwarded_gen: AtomicU64::new(0),
             pins: AtomicUsize::new(0),
             read: AtomicBool::new(false),
@@ -193,7 +198,7 @@ impl ViewPublisher {
         space.release_freed();
         let view = {
             let st = index.read();
-            Arc::new(PublishedView::copy(&st.sparse, space, gen)?)
+            Arc::new(PublishedView::copy(&st.sparse, space, gen, st.version)?)
         };
         let t2 = Instant::now();
         let logging = tracing::enabled!(target: MEMORY_TARGET, tracing::Level::DEBUG);

@@ -1,19 +1,32 @@
 //! A full consistency check (`Db::check`) and its report.
 //!
-//! The check reads the whole space pair by pair under the sparse index's
-//! shared lock (the committer waits; readers do not) and verifies: every
-//! record's checksum, strictly increasing keys, that every interval of the
-//! sparse index starts on a pair boundary with an anchor between the
-//! previous interval's last key and its own first key, that interval sizes
-//! and known counts match the pairs, that the pair count matches, and the
-//! space's own metadata (`FlexSpace::check`).
+//! The check reads the published view (the sparse index and the space as
+//! of the last commit, `read::view`) interval by interval, holding no lock
+//! of the store: writers, the committer and readers go on meanwhile. It
+//! verifies every record's checksum, strictly increasing keys, that every
+//! interval starts on a pair boundary with its first key at or above its
+//! anchor and its last below the next interval's anchor, that known counts
+//! match the pairs, that the pair count matches (when no commit ran since
+//! the view), and the space's own metadata (`FlexSpace::check`).
 //!
-//! Invariant: `problems` is empty exactly when every check passed.
+//! A record that fails its checksum or length check makes the rest of its
+//! interval unreadable (records are found by walking from the interval's
+//! start), not the store's: the walk goes on at the next interval, which
+//! starts on a pair boundary (a tagged extent). Each such stretch is
+//! reported as a [`DamagedRange`]: the keys that may be lost lie strictly
+//! between the last key read before it and the next interval's anchor.
+//!
+//! Invariants: `problems` is empty exactly when every check passed; every
+//! damaged stretch is in `damaged` (and, up to `MAX_PROBLEMS` lines, in
+//! `problems`), however many there are.
+
+use std::sync::atomic::Ordering;
 
 use crate::codec::{decode_pair, Decoded};
 use crate::error::space_err;
 use crate::error::Result;
 use crate::index::sparse::UNKNOWN_COUNT;
+use crate::read::view::PublishedView;
 use crate::store::Store;
 
 /// What `Db::check` verified and what it found wrong.
@@ -27,8 +40,47 @@ pub struct CheckReport {
     pub bytes: u64,
     /// Pairs still in MemTables (not yet committed; checked for order only).
     pub memtable_pairs: u64,
-    /// Every problem found, one sentence each naming the file or structure.
+    /// Every problem found, one sentence each naming the file or structure
+    /// (the first `MAX_PROBLEMS`, then a line counting the rest).
     pub problems: Vec<String>,
+    /// Every stretch of the data that could not be read, with the keys it
+    /// may have held.
+    pub damaged: Vec<DamagedRange>,
+}
+
+/// A stretch of the space's data that failed its checks: the pairs from
+/// `offset` to the end of their interval cannot be read. The keys they
+/// held lie strictly above `after` (none: from the first key) and below
+/// `before` (none: to the last key).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DamagedRange {
+    /// Offset in the space of the first record that failed.
+    pub offset: u64,
+    /// The last key read intact before it, if any.
+    pub after: Option<Vec<u8>>,
+    /// The next interval's anchor (every key from there on is above the
+    /// damage), if there is a next interval.
+    pub before: Option<Vec<u8>>,
+    /// The anchor of the interval holding the damage: reads of any key
+    /// from here up to `before` fail with `Corrupt` (the interval is read
+    /// whole), though the pairs up to `after` can be salvaged.
+    pub interval_from: Vec<u8>,
+}
+
+impl std::fmt::Display for DamagedRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let show = |k: &Option<Vec<u8>>, none: &str| match k {
+            Some(k) => format!("\"{}\"", k.escape_ascii()),
+            None => none.to_string(),
+        };
+        write!(
+            f,
+            "data: the record at offset {} fails its checksum or length check; keys after {} and before {} may be lost",
+            self.offset,
+            show(&self.after, "the first key"),
+            show(&self.before, "the last key"),
+        )
+    }
 }
 
 impl CheckReport {
@@ -41,144 +93,189 @@ impl CheckReport {
 /// Problems reported in full before the rest are only counted.
 const MAX_PROBLEMS: usize = 100;
 
+/// The problems found so far: the first `MAX_PROBLEMS` in full.
+#[derive(Default)]
+struct Problems {
+    lines: Vec<String>,
+    more: usize,
+}
+
+impl Problems {
+    fn push(&mut self, p: String) {
+        if self.lines.len() < MAX_PROBLEMS {
+            self.lines.push(p);
+        } else {
+            self.more += 1;
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    fn finish(mut self) -> Vec<String> {
+        if self.more > 0 {
+            self.lines
+                .push(format!("and {} more problems not listed", self.more));
+        }
+        self.lines
+    }
+}
+
+/// Holds a view for the check (`PublishedView::pins`): the committer
+/// does not wait for it to be let go of when it retires the view.
+struct Pinned<'a>(&'a PublishedView);
+
+impl<'a> Pinned<'a> {
+    fn new(view: &'a PublishedView) -> Self {
+        view.pins.fetch_add(1, Ordering::AcqRel);
+        Pinned(view)
+    }
+}
+
+impl Drop for Pinned<'_> {
+    fn drop(&mut self) {
+        self.0.pins.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// One interval of the view, as the sparse index describes it.
+struct Interval {
+    offset: u64,
+    anchor: Vec<u8>,
+    size: u32,
+    count: u16,
+}
+
 pub(crate) fn check(shared: &Store) -> Result<CheckReport> {
     let mut report = CheckReport::default();
-    let mut problems = Vec::new();
+    let mut problems = Problems::default();
     {
         let m = shared.writes.mems();
         report.memtable_pairs =
             m.active.len() as u64 + m.frozen.iter().map(|f| f.mem.len() as u64).sum::<u64>();
     }
-    let st = shared.index.read();
     for p in shared.space.check().map_err(space_err)? {
         problems.push(format!("space: {p}"));
     }
-    let len = shared.space.len();
-    if st.sparse.total() != len {
+    let view = shared.views.load_full();
+    let _pin = Pinned::new(&view);
+    let len = view.space.len();
+    if view.sparse.total() != len {
         problems.push(format!(
             "sparse index: its intervals cover {} bytes, the space holds {len}",
-            st.sparse.total()
+            view.sparse.total()
         ));
     }
-    // Interval boundaries, in order.
-    let mut intervals: Vec<(u64, Vec<u8>, u32, u16)> = Vec::new();
-    st.sparse
-        .for_each(|a, off, m| intervals.push((off, a.to_vec(), m.size, m.count)));
+    let mut intervals = Vec::new();
+    view.sparse.for_each(|a, offset, m| {
+        intervals.push(Interval {
+            offset,
+            anchor: a.to_vec(),
+            size: m.size,
+            count: m.count,
+        })
+    });
     report.intervals = intervals.len() as u64;
-    let mut next_interval = 0usize;
-    let mut pos = 0u64;
     let mut last_key: Option<Vec<u8>> = None;
-    let mut in_interval = 0u64;
     let mut buf: Vec<u8> = Vec::new();
-    let mut buf_at = 0u64;
-    const READ: usize = 1 << 20;
-    while pos < len {
-        while next_interval < intervals.len() && intervals[next_interval].0 <= pos {
-            let (off, anchor, _, _) = &intervals[next_interval];
-            if *off < pos {
-                problems.push(format!(
-                    "sparse index: interval {next_interval} starts at {off}, inside a pair"
-                ));
-            }
-            close_interval(&intervals, next_interval, in_interval, &mut problems);
-            if last_key.as_ref().is_some_and(|k| k >= anchor) {
-                problems.push(format!(
-                    "sparse index: anchor of interval {next_interval} is not above the previous pair"
-                ));
-            }
-            next_interval += 1;
-            in_interval = 0;
+    let mut damaged_any = false;
+    for (i, iv) in intervals.iter().enumerate() {
+        let next_anchor = intervals.get(i + 1).map(|n| n.anchor.clone());
+        let end = iv.offset + u64::from(iv.size);
+        if end > len {
+            problems.push(format!(
+                "sparse index: interval {i} ends at {end}, past the end of the space ({len})"
+            ));
+            break;
         }
-        // Make sure the record at `pos` is in the buffer.
-        let rel = (pos - buf_at) as usize;
-        let decoded = if rel <= buf.len() {
-            decode_pair(&buf[rel..])
-        } else {
-            Decoded::Incomplete { need: 1 }
-        };
-        let (key, rec_len) = match decoded {
-            Decoded::Pair { key, len: l, .. } => (key.to_vec(), l),
-            Decoded::Incomplete { need } => {
-                let rest = (len - pos) as usize;
-                if buf_at == pos && buf.len() >= rest {
+        buf.resize(iv.size as usize, 0);
+        let read = view
+            .space
+            .plan_read(iv.offset, u64::from(iv.size))
+            .and_then(|p| p.read(&mut buf));
+        if let Err(e) = read {
+            problems.push(format!("data: interval {i} at offset {}: {e}", iv.offset));
+            report.damaged.push(DamagedRange {
+                offset: iv.offset,
+                after: last_key.clone(),
+                before: next_anchor,
+                interval_from: iv.anchor.clone(),
+            });
+            damaged_any = true;
+            continue;
+        }
+        if last_key.as_ref().is_some_and(|k| *k >= iv.anchor) {
+            problems.push(format!(
+                "sparse index: anchor of interval {i} is not above the previous pair"
+            ));
+        }
+        let (mut pos, mut pairs) = (0usize, 0u64);
+        while pos < buf.len() {
+            let at = iv.offset + pos as u64;
+            let (key, rec_len) = match decode_pair(&buf[pos..]) {
+                Decoded::Pair { key, len, .. } => (key, len),
+                Decoded::Incomplete { .. } => {
                     problems.push(format!(
-                        "data: the pair at offset {pos} runs past the end of the space"
+                        "data: the pair at offset {at} runs past the end of interval {i}"
                     ));
                     break;
                 }
-                buf.resize(need.max(READ).min(rest), 0);
-                let n = shared.space.read(pos, &mut buf).map_err(space_err)?;
-                buf.truncate(n);
-                buf_at = pos;
-                continue;
-            }
-            Decoded::Invalid => {
+                Decoded::Invalid => {
+                    let d = DamagedRange {
+                        offset: at,
+                        after: last_key.clone(),
+                        before: next_anchor.clone(),
+                        interval_from: iv.anchor.clone(),
+                    };
+                    problems.push(d.to_string());
+                    report.damaged.push(d);
+                    damaged_any = true;
+                    break;
+                }
+            };
+            if key < iv.anchor.as_slice() {
                 problems.push(format!(
-                    "data: the record at offset {pos} fails its checksum or length check"
-                ));
-                break;
-            }
-        };
-        if next_interval > 0 {
-            let anchor = &intervals[next_interval - 1].1;
-            if &key < anchor {
-                problems.push(format!(
-                    "sparse index: the pair at offset {pos} lies below its interval's anchor"
+                    "sparse index: the pair at offset {at} lies below its interval's anchor"
                 ));
             }
+            if next_anchor.as_deref().is_some_and(|b| key >= b) {
+                problems.push(format!(
+                    "sparse index: the pair at offset {at} lies at or above the next interval's anchor"
+                ));
+            }
+            if last_key.as_deref().is_some_and(|k| k >= key) {
+                problems.push(format!("data: the pair at offset {at} is out of key order"));
+            }
+            last_key = Some(key.to_vec());
+            report.pairs += 1;
+            pairs += 1;
+            pos += rec_len;
         }
-        if last_key.as_ref().is_some_and(|k| *k >= key) {
+        if pos == buf.len() && iv.count != UNKNOWN_COUNT && u64::from(iv.count) != pairs {
             problems.push(format!(
-                "data: the pair at offset {pos} is out of key order"
+                "sparse index: interval {i} counts {} pairs, the space holds {pairs}",
+                iv.count
             ));
         }
-        last_key = Some(key);
-        report.pairs += 1;
-        in_interval += 1;
-        pos += rec_len as u64;
-        if problems.len() > MAX_PROBLEMS {
-            break;
+        report.bytes = end;
+    }
+    // The pair count of the store, if no group changed the index since
+    // the view was published (else it counts pairs the view does not
+    // hold); with damage the walk cannot count the pairs.
+    {
+        let st = shared.index.read();
+        if st.version == view.version
+            && !damaged_any
+            && problems.is_empty()
+            && report.pairs != st.pairs
+        {
+            problems.push(format!(
+                "pair count: the store records {}, the space holds {}",
+                st.pairs, report.pairs
+            ));
         }
     }
-    report.bytes = pos;
-    if next_interval > 0 {
-        close_interval(&intervals, next_interval, in_interval, &mut problems);
-    }
-    if next_interval < intervals.len() && problems.is_empty() {
-        // Trailing intervals must be empty.
-        for (i, iv) in intervals.iter().enumerate().skip(next_interval) {
-            if iv.2 != 0 {
-                problems.push(format!(
-                    "sparse index: interval {i} lies past the end of the space"
-                ));
-            }
-        }
-    }
-    if report.pairs != st.pairs && problems.is_empty() {
-        problems.push(format!(
-            "pair count: the store records {}, the space holds {}",
-            st.pairs, report.pairs
-        ));
-    }
-    report.problems = problems;
+    report.problems = problems.finish();
     Ok(report)
-}
-
-/// Checks the count of the interval before `next` (the one just walked).
-fn close_interval(
-    intervals: &[(u64, Vec<u8>, u32, u16)],
-    next: usize,
-    pairs: u64,
-    problems: &mut Vec<String>,
-) {
-    if next == 0 {
-        return;
-    }
-    let (_, _, _, count) = intervals[next - 1];
-    if count != UNKNOWN_COUNT && u64::from(count) != pairs {
-        problems.push(format!(
-            "sparse index: interval {} counts {count} pairs, the space holds {pairs}",
-            next - 1
-        ));
-    }
 }

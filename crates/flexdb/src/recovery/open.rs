@@ -226,7 +226,7 @@ fn assemble(
     let visible = writer.next_seq - 1;
     // The space may hold part of any replayed generation (a crash can
     // leave part of a commit in it): at most those below the active one.
-    let view = PublishedView::copy(&sparse, &space, writer.gen - 1)?;
+    let view = PublishedView::copy(&sparse, &space, writer.gen - 1, 0)?;
     let trace_views = tracing::enabled!(target: crate::read::view::TRACE_TARGET, Level::DEBUG);
     Ok(Store {
         dir: dir.to_path_buf(),
