@@ -192,9 +192,11 @@ impl ViewPublisher {
         let t0 = Instant::now();
         self.carry_installs(index);
         let t1 = Instant::now();
-        // Segments the commit (or collection rounds) just emptied wait in
-        // the current grace epoch: the epoch moves on first, so the new
-        // view registers after them and never holds them.
+        // Segments the commit (or collection rounds) emptied and the
+        // commit's sync quarantined wait in the current grace epoch: the
+        // epoch moves on first, so the new view registers after them and
+        // does not hold them (segments still pending a space commit it may
+        // hold until the next publish; `Db::flush` republishes for those).
         space.release_freed();
         let view = {
             let st = index.read();
