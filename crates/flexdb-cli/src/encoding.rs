@@ -292,6 +292,24 @@ mod tests {
             }
         }
 
+        /// Arbitrary bytes (not only text) given to `unescape`: an error,
+        /// or bytes that `escape` writes back in a form `unescape` reads
+        /// to the same bytes.
+        #[test]
+        fn unescape_takes_any_bytes(b in proptest::collection::vec(any::<u8>(), 0..64)) {
+            if let Ok(out) = unescape(&b) {
+                prop_assert_eq!(unescape(escape(&out).as_bytes()).unwrap(), out);
+            }
+            let text = String::from_utf8_lossy(&b);
+            for enc in [Encoding::Text, Encoding::Hex, Encoding::Base64] {
+                if let Ok(bytes) = enc.decode(&text) {
+                    if enc != Encoding::Text {
+                        prop_assert_eq!(enc.decode(&enc.field(&bytes)).unwrap(), bytes);
+                    }
+                }
+            }
+        }
+
         #[test]
         fn decoders_never_panic(s in "\\PC*") {
             let _ = hex_decode(&s);

@@ -263,5 +263,72 @@ mod tests {
             encode_single(&mut out, &k, value);
             prop_assert_eq!(&out, &b.encode());
         }
+
+        /// Any bytes: `None`, or a batch that `for_each_op` walks the same
+        /// way and that encodes to a payload decoding to itself (a varint
+        /// may have been overlong); never a panic, never an allocation a
+        /// count field asked for.
+        #[test]
+        fn arbitrary_payloads_decode_or_are_refused(
+            mut buf in proptest::collection::vec(any::<u8>(), 0..200),
+            huge_count in any::<bool>(),
+        ) {
+            if huge_count {
+                // A count of 2^63 in front: bounded by the bytes, not by it.
+                let mut b = Vec::new();
+                put_varint(&mut b, 1 << 63);
+                b.extend_from_slice(&buf);
+                buf = b;
+            }
+            let decoded = WriteBatch::decode(&buf);
+            let mut seen = Vec::new();
+            let n = WriteBatch::for_each_op(&buf, |k, v| seen.push((k.to_vec(), v.map(<[u8]>::to_vec))));
+            prop_assert_eq!(n, decoded.as_ref().map(WriteBatch::len));
+            if let Some(b) = decoded {
+                let ops: Vec<_> = b.ops().iter().map(|op| match op {
+                    BatchOp::Put { key, value } => (key.clone(), Some(value.clone())),
+                    BatchOp::Delete { key } => (key.clone(), None),
+                }).collect();
+                prop_assert_eq!(ops, seen);
+                prop_assert_eq!(WriteBatch::decode(&b.encode()), Some(b));
+            }
+        }
+
+        /// Flips, cuts and splices of a real payload: `None` or a batch
+        /// that is exactly what the damaged bytes say (re-encoding it and
+        /// decoding gives it back).
+        #[test]
+        fn damaged_payloads_decode_or_are_refused(
+            ops in proptest::collection::vec((any::<bool>(), proptest::collection::vec(any::<u8>(), 0..20), proptest::collection::vec(any::<u8>(), 0..40)), 1..8),
+            flip in proptest::option::of((any::<proptest::sample::Index>(), 0..8u8)),
+            cut in proptest::option::of(any::<proptest::sample::Index>()),
+            splice in proptest::option::of((any::<proptest::sample::Index>(), any::<proptest::sample::Index>(), 1..20usize)),
+        ) {
+            let mut b = WriteBatch::new();
+            for (put, k, v) in &ops {
+                if *put { b.put(k, v).unwrap(); } else { b.delete(k).unwrap(); }
+            }
+            let mut buf = b.encode();
+            if let Some((at, bit)) = flip {
+                let at = at.index(buf.len());
+                buf[at] ^= 1 << bit;
+            }
+            if let Some((from, to, n)) = splice {
+                let (from, to) = (from.index(buf.len()), to.index(buf.len()));
+                let n = n.min(buf.len() - from).min(buf.len() - to);
+                let src = buf[from..from + n].to_vec();
+                buf[to..to + n].copy_from_slice(&src);
+            }
+            if let Some(cut) = cut {
+                let at = cut.index(buf.len());
+                buf.truncate(at);
+                if flip.is_none() && splice.is_none() {
+                    prop_assert_eq!(WriteBatch::decode(&buf), None, "a cut payload decoded");
+                }
+            }
+            if let Some(got) = WriteBatch::decode(&buf) {
+                prop_assert_eq!(WriteBatch::decode(&got.encode()), Some(got));
+            }
+        }
     }
 }

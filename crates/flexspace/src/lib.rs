@@ -41,5 +41,5 @@ pub use options::{Options, MAX_EXTENT, SEGMENT_SIZE};
 pub use read::ReadPlan;
 pub use snapshot::{IndexMemory, Snapshot};
 pub use space::{CompactReport, FlexSpace, Stats};
-pub use storage::fault::{CrashModel, Fault, FaultStorage};
+pub use storage::fault::{CrashModel, Fault, FaultStorage, ReadFaults};
 pub use storage::{FileStorage, Mapping, MemFile, Storage, StorageFile};

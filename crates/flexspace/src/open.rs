@@ -175,12 +175,20 @@ pub fn recover(storage: &dyn Storage, opts: &Options) -> Result<Opened> {
     match log::parse_header(&bytes) {
         Some(v) if v == cp.version => {
             let r = log::replay(&bytes[log::HEADER..]);
-            for op in r.batches.iter().flatten() {
-                if let LogOp::Meta { words } = op {
-                    user_meta = *words;
-                    continue;
+            // The byte offset of each entry, for the error naming it.
+            let mut at = log::HEADER;
+            for batch in &r.batches {
+                for op in batch {
+                    if let LogOp::Meta { words } = op {
+                        user_meta = *words;
+                    } else {
+                        apply(&mut tree, op).map_err(|e| {
+                            corrupt(LOG, format!("entry at byte {at}: replaying {op:?}: {e}"))
+                        })?;
+                    }
+                    at += log::ENTRY;
                 }
-                apply(&mut tree, op).map_err(|e| corrupt(LOG, format!("replaying {op:?}: {e}")))?;
+                at += log::ENTRY;
             }
             log_end += r.valid_len as u64;
             seq = r.last_seq;
@@ -211,8 +219,22 @@ pub fn recover(storage: &dyn Storage, opts: &Options) -> Result<Opened> {
         files.log.sync().map_err(io(LOG))?;
     }
     let mut valid = vec![0u64; opts.segment_count()];
+    // Committed extents lie in the data file (synced before the commit
+    // that maps them): one past it is damage, and counting it would size
+    // the segment table from a corrupt address.
+    let data_len = files.data.len().map_err(io(DATA))?;
+    let segments = (valid.len() as u64).max(data_len.div_ceil(SEGMENT_SIZE));
     for e in tree.extents_from(0)? {
         if let Some(a) = e.addr {
+            if (a + e.len).div_ceil(SEGMENT_SIZE) > segments {
+                return Err(corrupt(
+                    TREE,
+                    format!(
+                        "after the log replay, the extent at logical {} maps {} bytes at {a}, past the data file ({data_len} bytes)",
+                        e.offset, e.len
+                    ),
+                ));
+            }
             for_each_part(a, e.len, |s, n| {
                 if valid.len() <= s as usize {
                     valid.resize(s as usize + 1, 0);

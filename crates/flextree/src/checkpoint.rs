@@ -80,6 +80,8 @@ const FORMAT_V1: u32 = 1;
 /// Pages a file may hold: node ids keep 5 bits for the slot.
 const MAX_PAGES: u32 = 1 << (32 - crate::leaf_pack::SLOT_BITS);
 const FIRST_NODE_PAGE: u32 = 2;
+/// The largest checkpoint version a header may carry.
+const MAX_VERSION: u64 = 1 << 63;
 const HEADER_FIXED: usize = 56;
 const NODE_HEADER: usize = 16;
 const LEAF_ENTRY: usize = 16;
@@ -721,6 +723,15 @@ impl FlexTree {
         {
             return Err(corrupt("header page count or length out of range"));
         }
+        // Versions count checkpoints from 1; one past 2^63 is damage, and
+        // the next checkpoint's version must not wrap below the other
+        // slot's (which would then win the next load).
+        if header.version == 0 || header.version > MAX_VERSION {
+            return Err(corrupt(format!(
+                "header version {} out of range",
+                header.version
+            )));
+        }
         let v1 = header.format == FORMAT_V1;
         let root_id = if v1 {
             node_id(header.root_page, 0).ok_or_else(|| corrupt("root page out of range"))?
@@ -880,6 +891,10 @@ impl Loader<'_> {
         let count = self.read_node(id, KIND_INTERNAL)?;
         if count == 0 {
             return Err(corrupt(format!("internal node page {page} is empty")));
+        }
+        // The normal form: a root with one child is replaced by it.
+        if level == 0 && count == 1 {
+            return Err(corrupt(format!("root node page {page} has one child")));
         }
         let mut node = Internal::new();
         node.count = count;

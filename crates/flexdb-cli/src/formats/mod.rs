@@ -334,6 +334,47 @@ mod tests {
             }
         }
 
+        /// Flips, cuts, splices and inserted bytes in a valid file of any
+        /// format: every record read is one the damaged bytes hold (writing
+        /// what was read and reading it back gives the same pairs), or a
+        /// `Malformed` error names a line of the input; never a panic.
+        #[test]
+        fn damaged_files_read_or_name_a_line(
+            pairs in proptest::collection::vec(
+                (proptest::collection::vec(any::<u8>(), 0..10), "[a-z,\t\n\\\"é]{0,8}"), 1..8),
+            damage in proptest::collection::vec(
+                (0..4u8, any::<proptest::sample::Index>(), any::<proptest::sample::Index>(), any::<u8>()), 1..4),
+        ) {
+            let pairs: Vec<Pair> = pairs.into_iter().map(|(k, v)| (k, v.into_bytes())).collect();
+            for f in ALL {
+                let mut data = write_all(f, &pairs);
+                for (kind, a, b, byte) in &damage {
+                    if data.is_empty() {
+                        break;
+                    }
+                    let (a, b) = (a.index(data.len()), b.index(data.len()));
+                    match kind {
+                        0 => data[a] ^= 1 << (byte % 8),
+                        1 => data.truncate(a),
+                        2 => {
+                            let n = (usize::from(*byte) % 16).min(data.len() - a).min(data.len() - b);
+                            let src = data[a..a + n].to_vec();
+                            data[b..b + n].copy_from_slice(&src);
+                        }
+                        _ => data.insert(a, *byte),
+                    }
+                }
+                let lines = data.split(|&b| b == b'\n').count() as u64;
+                match read_all(f, &data) {
+                    Ok(got) => prop_assert_eq!(read_all(f, &write_all(f, &got)).unwrap(), got),
+                    Err(ReadError::Malformed { line, .. }) => {
+                        prop_assert!((1..=lines).contains(&line), "{:?}: line {} of {}", f, line, lines);
+                    }
+                    Err(ReadError::Io(e)) => prop_assert!(false, "{:?}: I/O error from memory: {}", f, e),
+                }
+            }
+        }
+
         #[test]
         fn readers_never_panic(data in proptest::collection::vec(any::<u8>(), 0..200)) {
             for f in ALL {

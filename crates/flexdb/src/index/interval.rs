@@ -410,4 +410,93 @@ mod tests {
         b.push_pair(b"a", b"");
         assert!(IntervalData::parse(b.finish().bytes().to_vec(), 1).is_err());
     }
+
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    /// What a parsed interval must be: records that decode and verify one
+    /// after another to the end, keys strictly increasing, fingerprints
+    /// and lookups agreeing with them.
+    fn check_parsed(d: &IntervalData) {
+        let mut pos = 0;
+        for i in 0..d.len() {
+            assert_eq!(d.offset(i), pos);
+            let Decoded::Pair { key, len, .. } = decode_pair(&d.bytes()[pos..]) else {
+                panic!("record {i} does not decode");
+            };
+            assert_eq!(d.key(i), key);
+            assert_eq!(d.find(key), Some(i));
+            if i > 0 {
+                assert!(d.key(i - 1) < key);
+            }
+            pos += len;
+        }
+        assert_eq!(pos, d.size());
+    }
+
+    proptest! {
+        /// Any bytes: an error or a valid interval, never a panic.
+        #[test]
+        fn arbitrary_bytes_parse_or_fail(b in proptest::collection::vec(any::<u8>(), 0..400)) {
+            if let Ok(d) = IntervalData::parse(b, 0) {
+                check_parsed(&d);
+            }
+        }
+
+        /// Records of arbitrary pairs, in any order, with flips, a cut or
+        /// a splice: parsed exactly when the bytes are still records in
+        /// strictly increasing key order; a single flip is always caught.
+        #[test]
+        fn damaged_records_are_refused(
+            pairs in proptest::collection::vec(
+                (proptest::collection::vec(0u8..3, 0..4), proptest::collection::vec(any::<u8>(), 0..150)),
+                0..8),
+            flip in proptest::option::of((any::<Index>(), 0..8u8)),
+            cut in proptest::option::of(any::<Index>()),
+            splice in proptest::option::of((any::<Index>(), any::<Index>(), 1..40usize)),
+        ) {
+            let mut bytes = Vec::new();
+            for (k, v) in &pairs {
+                crate::codec::encode_pair(&mut bytes, k, v);
+            }
+            let sorted = pairs.windows(2).all(|w| w[0].0 < w[1].0);
+            let damaged = flip.is_some() || cut.is_some() || splice.is_some();
+            if let Some((at, bit)) = flip {
+                if !bytes.is_empty() {
+                    let at = at.index(bytes.len());
+                    bytes[at] ^= 1 << bit;
+                }
+            }
+            if let Some((from, to, n)) = splice {
+                if !bytes.is_empty() {
+                    let (from, to) = (from.index(bytes.len()), to.index(bytes.len()));
+                    let n = n.min(bytes.len() - from).min(bytes.len() - to);
+                    let src = bytes[from..from + n].to_vec();
+                    bytes[to..to + n].copy_from_slice(&src);
+                }
+            }
+            if let Some(cut) = cut {
+                let at = cut.index(bytes.len() + 1);
+                bytes.truncate(at);
+            }
+            let original = bytes.clone();
+            match IntervalData::parse(bytes, 2) {
+                Ok(d) => {
+                    check_parsed(&d);
+                    prop_assert_eq!(d.bytes(), &original[..]);
+                    if !damaged {
+                        prop_assert!(sorted);
+                        prop_assert_eq!(d.len(), pairs.len());
+                    }
+                    if flip.is_some() && cut.is_none() && splice.is_none() && !pairs.is_empty() {
+                        prop_assert!(false, "a flipped bit was accepted");
+                    }
+                }
+                Err(e) => {
+                    prop_assert!(damaged || !sorted, "valid records refused: {}", e);
+                    prop_assert!(e.contains("byte"), "the error names no offset: {}", e);
+                }
+            }
+        }
+    }
 }

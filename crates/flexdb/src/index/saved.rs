@@ -190,4 +190,120 @@ mod tests {
         }
         assert!(load(&FaultStorage::new(), (1, 0), 220).is_none(), "no file");
     }
+
+    /// A file whose header and checksum are right around `entries` (raw
+    /// interval records) with an interval count of `count`.
+    fn sealed(len: u64, count: u64, entries: &[u8]) -> Vec<u8> {
+        let mut b = MAGIC.to_vec();
+        b.extend_from_slice(&VERSION.to_le_bytes());
+        b.extend_from_slice(&[0; 4]);
+        for w in [1u64, 0, len, count] {
+            b.extend_from_slice(&w.to_le_bytes());
+        }
+        b.extend_from_slice(entries);
+        let crc = crc32c::crc32c(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// What a parsed file must be: a valid index covering `len` bytes.
+    fn check_parsed(s: &SparseIndex, len: u64) {
+        s.check_invariants();
+        assert_eq!(s.total(), len);
+    }
+
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    proptest! {
+        /// Any bytes: no index or a valid one, never a panic.
+        #[test]
+        fn arbitrary_bytes_give_none_or_a_valid_index(
+            b in proptest::collection::vec(any::<u8>(), 0..300),
+            len in 0..3000u64,
+        ) {
+            if let Some(s) = parse(&b, (1, 0), len) {
+                check_parsed(&s, len);
+            }
+        }
+
+        /// Sealed files of arbitrary intervals (unordered anchors, zero
+        /// sizes, counts that do not match, a huge interval count): the
+        /// structural checks, not the checksum, must refuse them; a count
+        /// field cannot reserve more than the file holds.
+        #[test]
+        fn sealed_arbitrary_intervals_are_checked(
+            intervals in proptest::collection::vec(
+                (proptest::collection::vec(0u8..4, 0..3), 0..100u32, prop_oneof![0..4u16, Just(UNKNOWN_COUNT)]),
+                0..8),
+            count in prop_oneof![Just(None), Just(Some(u64::MAX)), (0..10u64).prop_map(Some)],
+            extra in proptest::collection::vec(any::<u8>(), 0..3),
+        ) {
+            let mut entries = Vec::new();
+            let mut len = 0u64;
+            for (anchor, size, pairs) in &intervals {
+                put_varint(&mut entries, anchor.len() as u64);
+                entries.extend_from_slice(anchor);
+                put_varint(&mut entries, u64::from(*size));
+                put_varint(&mut entries, u64::from(*pairs));
+                len += u64::from(*size);
+            }
+            entries.extend_from_slice(&extra);
+            let count = count.unwrap_or(intervals.len() as u64);
+            let b = sealed(len, count, &entries);
+            match parse(&b, (1, 0), len) {
+                Some(s) => {
+                    check_parsed(&s, len);
+                    prop_assert!(extra.is_empty() && count == intervals.len() as u64);
+                    let mut got = Vec::new();
+                    s.for_each(|a, _, m| got.push((a.to_vec(), m.size, m.count)));
+                    prop_assert_eq!(got, intervals);
+                }
+                None => {
+                    let ordered = intervals.first().is_some_and(|f| f.0.is_empty())
+                        && intervals.windows(2).all(|w| w[0].0 < w[1].0);
+                    let sizes = intervals.iter().enumerate().all(|(i, (_, size, pairs))| {
+                        (*size > 0 || i == 0) && ((*size == 0) == (*pairs == 0) || *pairs == UNKNOWN_COUNT)
+                    });
+                    prop_assert!(
+                        !(ordered && sizes && extra.is_empty() && count == intervals.len() as u64),
+                        "a valid file was refused"
+                    );
+                }
+            }
+        }
+
+        /// Flips, cuts and splices of a real file: no index (the caller
+        /// samples the space) or exactly the saved one.
+        #[test]
+        fn damaged_files_fall_back(
+            flips in proptest::collection::vec((any::<Index>(), 0..8u8), 0..3),
+            cut in proptest::option::of(any::<Index>()),
+            splice in proptest::option::of((any::<Index>(), any::<Index>(), 1..20usize)),
+        ) {
+            let st = FaultStorage::new();
+            let want = sample();
+            save(&st, (1, 0), 220, &want).unwrap();
+            let f = st.open_file(SPARSE, false).unwrap();
+            let mut b = vec![0u8; f.len().unwrap() as usize];
+            f.read_exact_at(0, &mut b).unwrap();
+            for (at, bit) in &flips {
+                let at = at.index(b.len());
+                b[at] ^= 1 << bit;
+            }
+            if let Some((from, to, n)) = splice {
+                let (from, to) = (from.index(b.len()), to.index(b.len()));
+                let n = n.min(b.len() - from).min(b.len() - to);
+                let src = b[from..from + n].to_vec();
+                b[to..to + n].copy_from_slice(&src);
+            }
+            if let Some(cut) = cut {
+                b.truncate(cut.index(b.len()));
+            }
+            if let Some(s) = parse(&b, (1, 0), 220) {
+                check_parsed(&s, 220);
+                prop_assert_eq!(intervals(&s), intervals(&want));
+            }
+        }
+    }
 }

@@ -324,4 +324,38 @@ mod tests {
             assert_eq!(parse_header(&h), ok.then_some(5), "version {v}");
         }
     }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any bytes: replay never panics, covers whole batches only
+        /// (`valid_len` ends on a commit entry inside the input); replaying
+        /// the bytes it
+        /// covers gives the same batches; and any bytes parse as a header
+        /// or not, never a panic.
+        #[test]
+        fn replay_of_any_bytes_is_whole_batches(
+            bytes in proptest::collection::vec(any::<u8>(), 0..400),
+            prefix_sample in any::<bool>(),
+        ) {
+            let bytes = if prefix_sample {
+                // Valid batches in front, so replay gets past the first one.
+                let mut b = sample().0;
+                b.extend_from_slice(&bytes);
+                b
+            } else {
+                bytes
+            };
+            let r = replay(&bytes);
+            prop_assert!(r.valid_len <= bytes.len() && r.valid_len / ENTRY * ENTRY == r.valid_len);
+            let again = replay(&bytes[..r.valid_len]);
+            prop_assert_eq!(&again.batches, &r.batches);
+            prop_assert_eq!(again.last_seq, r.last_seq);
+            prop_assert_eq!(again.valid_len, r.valid_len);
+            if prefix_sample {
+                prop_assert!(r.batches.len() >= 3);
+            }
+            let _ = parse_header(&bytes);
+        }
+    }
 }

@@ -25,6 +25,13 @@
 //!   rename happen or not, atomically). The choices come from `seed`, so an
 //!   image is reproducible.
 //!
+//! Reads fail too when asked ([`FaultStorage::fail_reads`], off by
+//! default): each read is drawn against [`ReadFaults`] from a seeded
+//! sequence and fails with EIO, or is short (part of the buffer filled,
+//! then `UnexpectedEof`, as a file cut under the reader would give). Reads
+//! have their own counter: they never shift the operation numbers that
+//! faults and crashes are planned at, and a failed read changes no byte.
+//!
 //! A file can be made slow to sync ([`FaultStorage::slow_syncs`]), as a
 //! slow device would be, so that tests can make one thread of a store fall
 //! behind the others; it changes no byte and no operation count.
@@ -72,6 +79,27 @@ pub enum CrashModel {
         /// Seed of the random choices.
         seed: u64,
     },
+}
+
+/// Which reads fail (see [`FaultStorage::fail_reads`]). Draws come from
+/// a splitmix64 sequence seeded with `seed`, one per read, so a run that
+/// reads in the same order fails the same reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadFaults {
+    /// Seed of the draws.
+    pub seed: u64,
+    /// One read in this many fails with EIO (0: none).
+    pub eio_one_in: u32,
+    /// One read in this many is short (0: none).
+    pub short_one_in: u32,
+    /// Only reads of this file fail (`None`: every file).
+    pub file: Option<String>,
+}
+
+/// The state of the read faults: the draws and what they did.
+struct ReadFaultState {
+    faults: ReadFaults,
+    rng: Rng,
 }
 
 /// Sector size for torn writes.
@@ -157,6 +185,12 @@ struct FaultState {
     /// A file name whose handles opened from then on sleep this long in
     /// every sync.
     slow_syncs: Option<(String, std::time::Duration)>,
+    /// Read faults, when asked for.
+    read_faults: Option<ReadFaultState>,
+    /// Reads so far, and those failed with EIO and short.
+    reads: u64,
+    failed_reads: u64,
+    short_reads: u64,
 }
 
 impl Default for FaultState {
@@ -174,6 +208,10 @@ impl Default for FaultState {
             last_write: None,
             model: CrashModel::SyncedOnly,
             slow_syncs: None,
+            read_faults: None,
+            reads: 0,
+            failed_reads: 0,
+            short_reads: 0,
         }
     }
 }
@@ -250,6 +288,23 @@ impl FaultStorage {
     /// slow device. A crash image does not inherit it.
     pub fn slow_syncs(&self, name: &str, delay: std::time::Duration) {
         self.state.lock().slow_syncs = Some((name.to_string(), delay));
+    }
+
+    /// Makes reads fail as `faults` says from now on (`None`: no read
+    /// fails). Inodes are shared with handles already open, so they fail
+    /// too. A crash image does not inherit it.
+    pub fn fail_reads(&self, faults: Option<ReadFaults>) {
+        self.state.lock().read_faults = faults.map(|faults| ReadFaultState {
+            rng: Rng(faults.seed),
+            faults,
+        });
+    }
+
+    /// Reads so far, and of those how many failed with EIO and how many
+    /// were short.
+    pub fn read_counts(&self) -> (u64, u64, u64) {
+        let s = self.state.lock();
+        (s.reads, s.failed_reads, s.short_reads)
     }
 
     /// Removes any planned fault.
@@ -402,6 +457,31 @@ impl FaultState {
         }
     }
 
+    /// Counts one read of `len` bytes from inode `ino` and draws its
+    /// fault: `Some(Err(EIO))`, `Some(Ok(n))` for a read short after `n`
+    /// bytes, or `None`.
+    fn read_fault(&mut self, ino: u64, len: usize) -> Option<io::Result<usize>> {
+        self.reads += 1;
+        let names = &self.names;
+        let rf = self.read_faults.as_mut()?;
+        if let Some(file) = &rf.faults.file {
+            if names.get(file) != Some(&ino) {
+                return None;
+            }
+        }
+        let draw = |rng: &mut Rng, one_in: u32| one_in > 0 && rng.below(u64::from(one_in)) == 0;
+        if draw(&mut rf.rng, rf.faults.eio_one_in) {
+            self.failed_reads += 1;
+            return Some(Err(io::Error::from_raw_os_error(libc::EIO)));
+        }
+        if len > 0 && draw(&mut rf.rng, rf.faults.short_one_in) {
+            let n = rf.rng.below(len as u64) as usize;
+            self.short_reads += 1;
+            return Some(Ok(n));
+        }
+        None
+    }
+
     fn new_inode(&mut self) -> u64 {
         let ino = self.next_ino;
         self.next_ino += 1;
@@ -518,14 +598,26 @@ impl StorageFile for FaultFile {
         if s.crashed {
             return Err(crashed_error());
         }
+        let fault = s.read_fault(self.ino, buf.len());
         let img = s.inode(self.ino)?;
         let start = usize::try_from(offset).map_err(|_| io::ErrorKind::UnexpectedEof)?;
-        match start.checked_add(buf.len()) {
-            Some(end) if end <= img.live.len() => {
+        let end = match start.checked_add(buf.len()) {
+            Some(end) if end <= img.live.len() => end,
+            _ => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+        };
+        match fault {
+            None => {
                 buf.copy_from_slice(&img.live[start..end]);
                 Ok(())
             }
-            _ => Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+            Some(Ok(n)) => {
+                buf[..n].copy_from_slice(&img.live[start..start + n]);
+                Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("simulated short read ({n} of {} bytes)", buf.len()),
+                ))
+            }
+            Some(Err(e)) => Err(e),
         }
     }
 
@@ -678,6 +770,76 @@ mod tests {
             &st.crash_image().file_bytes("a").unwrap()[..BLOCK],
             &[9u8; BLOCK][..]
         );
+    }
+
+    /// Read faults: off by default; EIO and short reads at the rate asked,
+    /// the same reads for the same seed, only on the file named; a failed
+    /// read changes nothing and the next read of the same bytes succeeds
+    /// unless it draws a fault too.
+    #[test]
+    fn reads_fail_as_asked_and_deterministically() {
+        let run = |faults: Option<ReadFaults>| {
+            let st = FaultStorage::new();
+            let a = st.open_file("a", true).unwrap();
+            let b = st.open_file("b", true).unwrap();
+            a.write_all_at(0, &[7u8; 1000]).unwrap();
+            b.write_all_at(0, &[9u8; 1000]).unwrap();
+            let ops = st.ops();
+            st.fail_reads(faults);
+            let mut outcomes = Vec::new();
+            for i in 0..300u64 {
+                let mut buf = [0u8; 100];
+                let f = if i % 2 == 0 { &a } else { &b };
+                let want = if i % 2 == 0 { 7 } else { 9 };
+                outcomes.push(match f.read_exact_at(i % 900, &mut buf) {
+                    Ok(()) => {
+                        assert!(buf.iter().all(|&x| x == want));
+                        0
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::EIO) => 1,
+                    Err(e) => {
+                        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+                        // The bytes it did read are the file's.
+                        let n = buf.iter().take_while(|&&x| x == want).count();
+                        assert!(buf[n..].iter().all(|&x| x == 0));
+                        2
+                    }
+                });
+            }
+            // Reads are not operations, and changed no byte.
+            assert_eq!(st.ops(), ops);
+            assert_eq!(st.file_bytes("a").unwrap(), vec![7u8; 1000]);
+            let (reads, eio, short) = st.read_counts();
+            assert_eq!(reads, 300);
+            assert_eq!(eio, outcomes.iter().filter(|&&o| o == 1).count() as u64);
+            assert_eq!(short, outcomes.iter().filter(|&&o| o == 2).count() as u64);
+            outcomes
+        };
+        assert!(run(None).iter().all(|&o| o == 0));
+        let faults = ReadFaults {
+            seed: 3,
+            eio_one_in: 5,
+            short_one_in: 7,
+            file: None,
+        };
+        let first = run(Some(faults.clone()));
+        assert_eq!(first, run(Some(faults.clone())), "same seed, same faults");
+        let eio = first.iter().filter(|&&o| o == 1).count();
+        let short = first.iter().filter(|&&o| o == 2).count();
+        assert!((30..=90).contains(&eio), "{eio} EIO of 300 at 1 in 5");
+        assert!((15..=70).contains(&short), "{short} short of 300");
+        let other = run(Some(ReadFaults {
+            seed: 4,
+            ..faults.clone()
+        }));
+        assert_ne!(first, other, "another seed, other faults");
+        // Only file "b" (the odd reads) fails.
+        let only_b = run(Some(ReadFaults {
+            file: Some("b".into()),
+            ..faults
+        }));
+        assert!(only_b.iter().step_by(2).all(|&o| o == 0));
+        assert!(only_b.iter().skip(1).step_by(2).any(|&o| o != 0));
     }
 
     #[test]
