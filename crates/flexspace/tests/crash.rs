@@ -96,7 +96,17 @@ fn every_crash_recovers_a_state_no_older_than_the_last_sync() {
         let storage = Arc::new(FaultStorage::with_model(model));
         storage.plan(at, Fault::Crash { tear: false });
         let r = run(seed, storage.clone());
-        assert!(r.failed || !storage.crashed(), "iteration {it}");
+        // A crash in the workload's own call fails it; one in a background
+        // thread's work after the last call (a punch, a segment write)
+        // fails nothing the workload sees.
+        let in_background = storage
+            .crash_thread()
+            .is_some_and(|t| t.starts_with("flexspace-"));
+        assert!(
+            r.failed || !storage.crashed() || in_background,
+            "iteration {it}: the crash hit the workload ({:?}) and no call failed",
+            storage.crash_thread()
+        );
         let image = Arc::new(storage.crash_image());
         // Dropping the space now cannot change the image.
         drop(r.space);

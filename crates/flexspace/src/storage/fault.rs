@@ -178,6 +178,8 @@ struct FaultState {
     ops: u64,
     plan: Option<(u64, Fault)>,
     crashed: bool,
+    /// The name of the thread whose operation the crash hit.
+    crash_thread: Option<String>,
     torn: bool,
     /// The inode of the last write while it is unsynced.
     last_write: Option<u64>,
@@ -204,6 +206,7 @@ impl Default for FaultState {
             ops: 0,
             plan: None,
             crashed: false,
+            crash_thread: None,
             torn: false,
             last_write: None,
             model: CrashModel::SyncedOnly,
@@ -320,6 +323,14 @@ impl FaultStorage {
     /// Whether a planned crash has happened.
     pub fn crashed(&self) -> bool {
         self.state.lock().crashed
+    }
+
+    /// The name of the thread whose operation a planned crash hit (`None`
+    /// before the crash, or for a thread without a name): a test tells a
+    /// crash in its own call from one in a background thread's work, whose
+    /// failure no caller sees.
+    pub fn crash_thread(&self) -> Option<String> {
+        self.state.lock().crash_thread.clone()
     }
 
     /// The storage after a restart (see the module documentation). It has
@@ -446,6 +457,7 @@ impl FaultState {
                 match fault {
                     Fault::Crash { tear } => {
                         self.crashed = true;
+                        self.crash_thread = std::thread::current().name().map(str::to_owned);
                         self.torn = tear;
                         Err(crashed_error())
                     }
