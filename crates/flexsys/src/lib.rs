@@ -2,8 +2,8 @@
 //! nothing of extents, spaces or keys: software prefetch hints
 //! ([`prefetch`]), memory mapped on huge-page boundaries ([`huge_pages`]),
 //! ways of waiting for a lock that a background thread shares with readers
-//! ([`lock_wait`]) and statistics counters that many threads add to without
-//! sharing a cache line ([`counter`]).
+//! ([`lock_wait`]), statistics counters that many threads add to without
+//! sharing a cache line ([`counter`]) and LEB128 varints ([`varint`]).
 //!
 //! Invariant: nothing here has an effect a caller can observe except
 //! through its documented result; prefetch and huge-page advice are hints
@@ -15,3 +15,4 @@ pub mod counter;
 pub mod huge_pages;
 pub mod lock_wait;
 pub mod prefetch;
+pub mod varint;

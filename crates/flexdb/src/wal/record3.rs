@@ -25,7 +25,7 @@
 //! at most `SMALL_BODY` bytes, so their varint byte is below 0x80 and their
 //! whole size at most `MAX_SMALL`; parsing never panics on any bytes.
 
-use crate::codec::{get_varint, put_varint};
+use flexsys::varint::{get as get_varint, put as put_varint};
 
 use super::format::{u32_at, MAX_RECORD};
 
