@@ -1,29 +1,43 @@
 //! The write-ahead log: numbered, checksummed records with group commit.
 //!
 //! File format (docs/FORMAT.md): a 48-byte header (`FLEXWAL1`, format
-//! version 2, zero, a *durable-length slot*: a file length known durable,
+//! version 3, zero, a *durable-length slot*: a file length known durable,
 //! with its CRC, then the lowest sequence number any record of the log
-//! carries, with its CRC; version 1 had the first 32 bytes alone) then
-//! records
-//! `crc32c u32 | len u32 | seq u64 | synced u64 | payload`, the CRC covering
-//! everything after it. `synced` is the file offset up to which the log was
-//! durable when the record was appended. One file per MemTable generation;
-//! the store retires a file once its MemTable is durable in the space. A
-//! file is created under a temporary name and renamed once its header is
-//! durable (`log_files::new_wal`), so a named log with a torn or foreign header
+//! carries, with its CRC), then records (`record3`): `crc32c u32 |
+//! varint(len << 2 | kind) | body`, the CRC covering everything after it
+//! and seeded with the header's first sequence number. A batch's body is
+//! its sequence number's distance from the expected one (a varint, one
+//! byte for a run of single writes) and its payload: 7 bytes of head for
+//! most records (24 in version 2, which replay still reads, as version
+//! 1). A *sync mark* before the first record after each sync says the
+//! offset the log was durable up to; a *chain record*, first in a log made
+//! at rotation, names the log before it and the offset its records end at
+//! ([`Wal::link`]). One file per MemTable generation; the store retires a
+//! file once its MemTable is durable in the space. A file is created
+//! under a temporary name and renamed once its header is durable
+//! (`log_files::new_wal`), so a named log with a torn or foreign header
 //! is damage, reported like any other.
+//!
+//! Logs chained: a rotation does not sync the old log under the writer
+//! lock. The new log's chain record names the old log's end, a sync of
+//! the new log syncs the old one first ([`Wal::sync_to`]), and the old
+//! log is synced on a thread; recovery takes a chained log's records only
+//! after the log it names replayed whole to that end (or is committed).
+//! So replay still yields a prefix of the writes, and every acknowledged
+//! sync holds every write before it.
 //!
 //! A log may take over the file of a committed one (`Wal::reuse`), whose
 //! records stay past the new ones: all of them are numbered below the new
-//! log's first sequence number, so replay and its damage check, which
-//! accept only records numbered above the last one taken (above the first
-//! number less one, to begin with), never take one for the new log's.
+//! log's first sequence number, so replay and its damage check never take
+//! one for the new log's (in version 3 their CRC is seeded with another
+//! first number; version 2 accepts only records numbered above the last
+//! one taken, above the first number less one to begin with).
 //!
 //! Replay stops at the first record that does not verify: a crash may leave
 //! any mixture of the writes after the last sync (devices reorder them), so
 //! a damaged record followed by intact ones is normal there. It is
-//! corruption when an intact later record says the damaged bytes had
-//! already been synced, or when the file is shorter than its durable-length
+//! corruption when an intact later record (in version 3, a sync mark) says
+//! the damaged bytes had already been synced, or when the file is shorter than its durable-length
 //! slot says (truncation); then replay fails instead of silently dropping
 //! durable writes. Each sync also rewrites the slot with the length the
 //! *previous* sync made durable (the same fsync covers it, and that length
@@ -34,21 +48,22 @@
 //! record's length when that is more) and hands each record's payload to
 //! a callback borrowed from the read buffer, so memory stays bounded by
 //! the chunk and the largest record, whatever the log's size. An all-zero
-//! record header (the preallocated tail of a mapped log) ends the records,
-//! and the search for an intact later record skips zero runs in blocks:
-//! such a record's `synced` field is above the header's length, so a
-//! header whose `synced` bytes are zero cannot be one. Neither shortcut
+//! record head (the preallocated tail of a mapped log) ends the records,
+//! and the search for an intact later record skips zero runs in blocks
+//! (a vouching version-2 record has non-zero `synced` bytes, a mark a
+//! non-zero length byte). Neither shortcut
 //! changes a verdict: replay accepts and rejects exactly the files a
 //! whole-file reading would (the tests keep that reading as a reference).
 //!
 //! Invariants:
 //! - Records are appended in increasing sequence order (a batch's record
-//!   carries the number of its first operation), to an in-memory buffer first;
+//!   carries the number of its first operation; version 3 refuses a lower
+//!   one), to an in-memory buffer first;
 //!   the buffer goes to the file in order (when it passes `FLUSH_BYTES`, on
 //!   `flush` and on `sync_to`), so the file always holds a prefix of the
 //!   appended records and replay returns a prefix.
 //! - `sync_to(end)` returns only after every record ending at or before
-//!   `end` is durable. Concurrent callers share fsyncs: whoever holds the
+//!   `end` is durable, and the logs before this one ([`Wal::link`]) whole. Concurrent callers share fsyncs: whoever holds the
 //!   I/O lock writes everything buffered so far and syncs once for all
 //!   (group commit); the others find their records durable and return.
 //! - A mapped log grows ahead of its writers, on a thread the write path
@@ -420,7 +435,8 @@ impl Wal {
     /// naming `prev`'s end (replay takes this log's records only once
     /// `prev` replayed whole up to there), and keeps `prev` until a sync
     /// of this log has synced it first. So a rotation need not sync
-    /// `prev` under the writer lock (docs/DESIGN.md, "Logs chained").
+    /// `prev` under the writer lock (docs/DESIGN.md, "Rotation and
+    /// backpressure").
     /// Must come before any record.
     pub fn link(&self, prev: Arc<Wal>, prev_gen: u64) -> Result<()> {
         let end = prev.end();

@@ -55,8 +55,9 @@ fn us(d: Duration) -> u64 {
 /// fraction full (`PRESYNC_AT_EIGHTHS` eighths), so that the sync after
 /// its rotation has only the rest to write.
 const PRESYNC_AT_EIGHTHS: usize = 7;
-/// MemTables smaller than this are not synced ahead (a thread per
-/// rotation of a tiny table would cost more than the sync it saves).
+/// MemTables smaller than this are not synced ahead nor right after
+/// their rotation (a thread per rotation of a tiny table would cost more
+/// than the sync it saves).
 const PRESYNC_MIN_MEMTABLE: usize = 16 << 20;
 
 /// Syncs `wal` on a thread of its own: ahead of its rotation (see
@@ -527,7 +528,11 @@ impl Store {
         w.active = active;
         w.wal = wal;
         w.gen = gen;
-        sync_on_thread(frozen.wal, "after its rotation");
+        // Small tables rotate too often for a thread each: the committer
+        // syncs their logs (and a sync of the new log does, first).
+        if self.opts.memtable_bytes >= PRESYNC_MIN_MEMTABLE {
+            sync_on_thread(frozen.wal, "after its rotation");
+        }
         self.mailbox.wake_committer();
         tracing::debug!(
             target: TRACE_TARGET,
