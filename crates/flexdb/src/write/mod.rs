@@ -328,7 +328,20 @@ impl Store {
         let t_paced = t0.map(|_| Instant::now());
         let mut w = self.writes.lock_spinning();
         let t_locked = t0.map(|_| Instant::now());
+        let gen = w.gen;
         self.make_room(&mut w)?;
+        // A rotation's old log is synced on a thread started after the
+        // writer lock (a thread started under it may take the lock
+        // holder's core for milliseconds on a busy machine). Small tables
+        // rotate too often for a thread each: the committer syncs their
+        // logs (and a sync of the new log does, first).
+        let rotated = (w.gen != gen && table >= PRESYNC_MIN_MEMTABLE)
+            .then(|| {
+                let mems = self.writes.mems();
+                let old = mems.frozen.iter().rev().find(|f| f.gen == gen);
+                old.map(|f| f.wal.clone())
+            })
+            .flatten();
         check()?;
         let t_room = t0.map(|_| Instant::now());
         let seq = w.next_seq;
@@ -363,6 +376,9 @@ impl Store {
         }
         if let Some(wal) = presync_wal {
             sync_on_thread(wal, "ahead of its rotation");
+        }
+        if let Some(wal) = rotated {
+            sync_on_thread(wal, "after its rotation");
         }
         if let Some(wal) = grow_wal {
             grow_ahead(wal);
@@ -451,7 +467,8 @@ impl Store {
     /// Freezes the active MemTable and starts a new one with a new log,
     /// linked to the old one (`Wal::link`), so logs are durable in order (a
     /// synced write in a newer log implies every write before it is
-    /// durable); the old log is synced on a thread meanwhile.
+    /// durable); the writer that rotated starts the old log's sync on a
+    /// thread after the writer lock.
     pub fn rotate(&self, w: &mut WriteHead) -> Result<()> {
         if w.active.is_empty() {
             return Ok(());
@@ -528,11 +545,6 @@ impl Store {
         w.active = active;
         w.wal = wal;
         w.gen = gen;
-        // Small tables rotate too often for a thread each: the committer
-        // syncs their logs (and a sync of the new log does, first).
-        if self.opts.memtable_bytes >= PRESYNC_MIN_MEMTABLE {
-            sync_on_thread(frozen.wal, "after its rotation");
-        }
         self.mailbox.wake_committer();
         tracing::debug!(
             target: TRACE_TARGET,
