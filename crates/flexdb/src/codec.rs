@@ -14,48 +14,8 @@ pub const MAX_KEY_LEN: usize = 64 * 1024;
 /// The largest value, in bytes.
 pub const MAX_VALUE_LEN: usize = 64 * 1024 * 1024;
 
-/// Appends `v` as a LEB128 varint.
-pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// Reads a LEB128 varint from the start of `buf`: (value, bytes used).
-/// `None` when `buf` ends first or the varint is longer than 10 bytes.
-#[inline]
-pub fn get_varint(buf: &[u8]) -> Option<(u64, usize)> {
-    // Keys and values under 128 bytes (most of them) take one byte.
-    match buf.first() {
-        Some(&b) if b < 0x80 => return Some((u64::from(b), 1)),
-        None => return None,
-        _ => {}
-    }
-    get_varint_long(buf)
-}
-
-#[cold]
-fn get_varint_long(buf: &[u8]) -> Option<(u64, usize)> {
-    let mut v = 0u64;
-    for (i, &b) in buf.iter().enumerate().take(10) {
-        let part = u64::from(b & 0x7f);
-        if i == 9 && part > 1 {
-            return None;
-        }
-        v |= part << (7 * i);
-        if b & 0x80 == 0 {
-            return Some((v, i + 1));
-        }
-    }
-    None
-}
-
-/// The number of bytes `put_varint` writes for `v`.
-pub fn varint_len(v: u64) -> usize {
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
-}
+// The varints are flexsys's (the extent index's leaves use them too).
+pub use flexsys::varint::{get as get_varint, len as varint_len, put as put_varint};
 
 /// Checks the size limits of a key and a value.
 pub fn check_sizes(key: &[u8], value: Option<&[u8]>) -> Result<()> {
@@ -159,23 +119,6 @@ pub fn decode_pair(buf: &[u8]) -> Decoded<'_> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    #[test]
-    fn varint_edges() {
-        for v in [0u64, 1, 127, 128, 16383, 16384, u32::MAX as u64, u64::MAX] {
-            let mut b = Vec::new();
-            put_varint(&mut b, v);
-            assert_eq!(b.len(), varint_len(v));
-            assert_eq!(get_varint(&b), Some((v, b.len())));
-            assert_eq!(get_varint(&b[..b.len() - 1]), None);
-        }
-        // Eleven continuation bytes are not a varint.
-        assert_eq!(get_varint(&[0xff; 11]), None);
-        // A 10th byte above 1 would overflow 64 bits.
-        let mut over = vec![0xff; 9];
-        over.push(0x02);
-        assert_eq!(get_varint(&over), None);
-    }
 
     #[test]
     fn corrupt_pairs_are_invalid_or_incomplete() {

@@ -74,8 +74,10 @@
 //!
 //! The logs, `wal`:
 //! - `wal` (mod): `Wal`, appends and syncs.
-//! - `wal::format`: header, durable-length slot and record encoding.
-//! - `wal::replay`: reading a log back after a crash.
+//! - `wal::format`: header, durable-length slot, version-2 records.
+//! - `wal::record3`: version-3 records (batches, sync marks, chain).
+//! - `wal::replay`: reading a log back after a crash (versions 1, 2).
+//! - `wal::replay3`: reading a version-3 log back.
 //! - `wal::mapped`: appends through a shared mapping.
 //! - `wal::writeback`: early write-back of a log's pages.
 //! - `wal::log_files`: log file names, and creating a log file durably.

@@ -17,6 +17,8 @@
 //!   overlong, entry count, zero lengths, address range) and returns
 //!   `Corrupt`, never panics, whatever the bytes.
 
+use flexsys::varint::put as put_varint;
+
 use crate::error::{Error, Result};
 use crate::extent::{MAX_ADDR, MAX_SPACE};
 use crate::node::{addr_of, pack, tag_of, Leaf, HOLE_ADDR, LEAF_CAP};
@@ -55,14 +57,6 @@ fn corrupt(msg: String) -> Error {
     Error::Corrupt(msg)
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 fn zigzag(v: u64) -> u64 {
     let s = v as i64;
     ((s << 1) ^ (s >> 63)) as u64
@@ -74,19 +68,9 @@ fn unzigzag(v: u64) -> u64 {
 
 /// Reads one varint at `*at` from `b`, advancing `*at`.
 fn get_varint(b: &[u8], at: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *b.get(*at)?;
-        *at += 1;
-        if shift == 63 && byte > 1 {
-            return None;
-        }
-        v |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Some(v);
-        }
-    }
-    None
+    let (v, n) = flexsys::varint::get(b.get(*at..)?)?;
+    *at += n;
+    Some(v)
 }
 
 /// Appends the record of leaf `l` to `out`.

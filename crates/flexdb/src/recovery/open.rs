@@ -287,11 +287,30 @@ fn recover(
     }
     // Each log holds one generation's writes and nothing of the others:
     // they are replayed at once, each into its own MemTable, and then
-    // taken in generation order as one sequential replay would.
+    // taken in generation order as one sequential replay would, each
+    // only after the one it is linked to (see the module's doc).
+    let mut taken: Option<(u64, u64)> = None;
+    let mut dropped = Vec::new();
     for ((gen, name), replayed) in logs.iter().zip(replay_logs(&storage, &logs)) {
-        let (mem, file, next) = replayed?;
-        next_seq = next_seq.max(next);
+        let (mem, file, next, found) = replayed?;
         last_gen = *gen;
+        if let Some((prev_gen, prev_end)) = found.chain {
+            if prev_gen > committed_gen && taken != Some((prev_gen, prev_end)) {
+                if found.synced_once {
+                    return Err(Error::Corrupt {
+                        file: name.into(),
+                        detail: format!(
+                            "the log was synced, so log {prev_gen} was durable up to byte \
+                             {prev_end}, but that log is missing, shorter or damaged"
+                        ),
+                    });
+                }
+                dropped.push(name.clone());
+                continue;
+            }
+        }
+        taken = Some((*gen, found.end));
+        next_seq = next_seq.max(next);
         if mem.is_empty() {
             storage.remove_file(name).map_err(io_err(name))?;
             continue;
@@ -304,6 +323,16 @@ fn recover(
             wal,
             gen: *gen,
         });
+    }
+    // Newest first, so that a crash meanwhile leaves no log whose
+    // predecessor is gone but for the dropped ones (which are dropped
+    // again: their predecessor is not taken).
+    for name in dropped.iter().rev() {
+        storage.remove_file(name).map_err(io_err(name))?;
+    }
+    if !dropped.is_empty() {
+        storage.sync_dir().map_err(io_err("."))?;
+        tracing::debug!(target: TRACE_TARGET, logs = ?dropped, "logs after a torn log dropped");
     }
     let t_replay = t0.elapsed();
     let gen = last_gen + 1;

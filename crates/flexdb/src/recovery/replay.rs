@@ -1,7 +1,9 @@
 //! Replaying the logs a crash left: each log holds one generation's writes
-//! and depends on no other, so several are replayed at once, each into a
+//! and is read on its own, so several are replayed at once, each into a
 //! MemTable of its own, and synced meanwhile by a helper thread (what a
-//! crashed process wrote may still sit in the page cache only).
+//! crashed process wrote may still sit in the page cache only). Whether a
+//! log's writes are taken depends on the log before it (its chain record,
+//! `wal::record3`): the caller judges that from what each replay reports.
 //!
 //! Invariants: the results come back in the order of the logs given,
 //! whatever order the threads finish in, so the caller takes them oldest
@@ -16,12 +18,13 @@ use flexspace::{Storage, StorageFile};
 
 use crate::batch::WriteBatch;
 use crate::error::{io_err, Error, Result};
-use crate::wal::Wal;
+use crate::wal::{Replayed, Wal};
 use crate::write::memtable::MemTable;
 
-/// One replayed log: its MemTable, its file, and the sequence number after
-/// its last write (0 when it holds none).
-pub(super) type ReplayedLog = (Arc<MemTable>, Arc<dyn StorageFile>, u64);
+/// One replayed log: its MemTable, its file, the sequence number after its
+/// last write (0 when it holds none), and what replay found (where its
+/// records end, its chain record).
+pub(super) type ReplayedLog = (Arc<MemTable>, Arc<dyn StorageFile>, u64, Replayed);
 
 /// Replays `logs` (generation and file name), several at a time, and
 /// returns what each gave, in the order of `logs`. Every log is also synced
@@ -112,8 +115,8 @@ fn replay_log(storage: &Arc<dyn Storage>, name: &str) -> Result<ReplayedLog> {
         (synced, replayed)
     });
     synced.map_err(io_err(name))?;
-    replayed?;
-    Ok((mem, file, next_seq))
+    let replayed = replayed?;
+    Ok((mem, file, next_seq, replayed))
 }
 
 #[cfg(test)]
@@ -175,8 +178,9 @@ mod tests {
                 assert!(matches!(sequential, Err(Error::Corrupt { .. })));
                 continue;
             }
-            let (pm, _, pn) = got.unwrap();
-            let (sm, _, sn) = sequential.unwrap();
+            let (pm, _, pn, pr) = got.unwrap();
+            let (sm, _, sn, sr) = sequential.unwrap();
+            assert_eq!(pr, sr);
             assert_eq!(newest(&pm), model, "log {gen}");
             assert_eq!(newest(&sm), model, "log {gen}");
             assert_eq!(pm.len(), sm.len());

@@ -1,15 +1,16 @@
 //! The log's on-disk format (docs/FORMAT.md): the header with its
-//! durable-length slot and first sequence number, and the record encoding.
+//! durable-length slot and first sequence number, and the record encoding
+//! of versions 1 and 2 (this build reads them; `record3` has version 3's).
 //!
 //! Invariants: every field that replay trusts carries its own CRC32C (the
 //! slot, the first sequence number, each record's header and payload); a
 //! header's first `V1_HEADER_LEN` bytes tell its version and so its length;
-//! an all-zero record header never verifies (its CRC is not 0).
+//! an all-zero version-2 record header never verifies (its CRC is not 0).
 
 pub(super) const MAGIC: &[u8; 8] = b"FLEXWAL1";
-/// The version new logs are written in; replay also reads version 1.
-pub(super) const FORMAT_VERSION: u32 = 2;
-/// Bytes of a version-2 header (the logs this build writes).
+/// The version new logs are written in; replay also reads versions 1 and 2.
+pub(super) const FORMAT_VERSION: u32 = 3;
+/// Bytes of a version-2 or version-3 header (the logs this build writes).
 pub const HEADER_LEN: u64 = 48;
 /// Bytes of a version-1 header (no first sequence number).
 pub(super) const V1_HEADER_LEN: u64 = 32;
@@ -17,6 +18,7 @@ pub(super) const V1_HEADER_LEN: u64 = 32;
 pub(super) const FIRST_AT: usize = 32;
 /// Where the durable-length slot lies in the header.
 pub(super) const SLOT_AT: u64 = 16;
+/// Bytes of a version-1 or version-2 record's head.
 pub(super) const RECORD_HEAD: usize = 24;
 /// Buffered bytes that make an append hand the buffer to the file.
 pub(super) const FLUSH_BYTES: usize = 64 << 10;
@@ -32,15 +34,21 @@ pub(super) fn slot(len: u64) -> [u8; 16] {
     b
 }
 
-/// A log's header: magic, version, the durable-length slot and (version 2)
-/// the lowest sequence number any record of the log may carry with its
-/// CRC. `first` lets a log reuse a file that still holds an older log's
+/// A log's header: magic, version, the durable-length slot and (versions 2
+/// and 3) the lowest sequence number any record of the log may carry with
+/// its CRC. `first` lets a log reuse a file that still holds an older log's
 /// records (`log_files::new_wal`): theirs are all below it, so replay never
 /// takes one for a record of this log.
+#[cfg(test)]
 pub(super) fn header(first: u64) -> [u8; HEADER_LEN as usize] {
+    header_of_version(FORMAT_VERSION, first)
+}
+
+/// A header of `version` (2 or 3: the same layout).
+pub(super) fn header_of_version(version: u32, first: u64) -> [u8; HEADER_LEN as usize] {
     let mut b = [0u8; HEADER_LEN as usize];
     b[..8].copy_from_slice(MAGIC);
-    b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    b[8..12].copy_from_slice(&version.to_le_bytes());
     b[SLOT_AT as usize..SLOT_AT as usize + 16].copy_from_slice(&slot(HEADER_LEN));
     b[FIRST_AT..FIRST_AT + 8].copy_from_slice(&first.to_le_bytes());
     let crc = crc32c::crc32c(&b[FIRST_AT..FIRST_AT + 8]);
@@ -57,40 +65,51 @@ pub(super) struct Header {
     pub(super) floor: Option<u64>,
     /// The durable-length slot's length (0 when it does not verify).
     pub(super) durable: u64,
+    /// The format version (1, 2 or 3).
+    pub(super) version: u32,
+    /// The header's first sequence number (0 in version 1).
+    pub(super) first: u64,
 }
 
 /// The first `V1_HEADER_LEN` bytes of a file tell its version and so its
 /// header's length; `b` holds at least that many.
-pub(super) fn header_len(b: &[u8]) -> Result<u64, &'static str> {
+pub(super) fn header_len(b: &[u8]) -> Result<u64, String> {
     if &b[..8] != MAGIC {
-        return Err("not a FlexDB write-ahead log");
+        return Err("not a FlexDB write-ahead log".into());
     }
     match u32_at(b, 8) {
         1 => Ok(V1_HEADER_LEN),
-        2 => Ok(HEADER_LEN),
-        _ => Err("unknown log format version"),
+        2 | 3 => Ok(HEADER_LEN),
+        v => Err(format!(
+            "unknown log format version {v} (a newer build's? this build reads versions 1 to {FORMAT_VERSION})"
+        )),
     }
 }
 
 /// Parses a whole header (`b` holds `header_len(b)` bytes at least).
-pub(super) fn parse_header(b: &[u8]) -> Result<Header, &'static str> {
+pub(super) fn parse_header(b: &[u8]) -> Result<Header, String> {
     let len = header_len(b)?;
     let durable = parse_slot(&b[SLOT_AT as usize..]);
+    let version = u32_at(b, 8);
     if len == V1_HEADER_LEN {
         return Ok(Header {
             len,
             floor: None,
             durable,
+            version,
+            first: 0,
         });
     }
     let first = u64_at(b, FIRST_AT);
     if u32_at(b, FIRST_AT + 8) != crc32c::crc32c(&b[FIRST_AT..FIRST_AT + 8]) {
-        return Err("its header's first sequence number is damaged");
+        return Err("its header's first sequence number is damaged".into());
     }
     Ok(Header {
         len,
         floor: first.checked_sub(1),
         durable,
+        version,
+        first,
     })
 }
 
@@ -102,6 +121,7 @@ pub(super) fn parse_slot(b: &[u8]) -> u64 {
     u64_at(b, 0)
 }
 
+/// Appends a version-2 record (the tests write version-2 logs).
 pub(super) fn encode_record(out: &mut Vec<u8>, seq: u64, synced: u64, payload: &[u8]) {
     let start = out.len();
     out.extend_from_slice(&[0; 4]);

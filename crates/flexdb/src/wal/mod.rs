@@ -1,29 +1,43 @@
 //! The write-ahead log: numbered, checksummed records with group commit.
 //!
 //! File format (docs/FORMAT.md): a 48-byte header (`FLEXWAL1`, format
-//! version 2, zero, a *durable-length slot*: a file length known durable,
+//! version 3, zero, a *durable-length slot*: a file length known durable,
 //! with its CRC, then the lowest sequence number any record of the log
-//! carries, with its CRC; version 1 had the first 32 bytes alone) then
-//! records
-//! `crc32c u32 | len u32 | seq u64 | synced u64 | payload`, the CRC covering
-//! everything after it. `synced` is the file offset up to which the log was
-//! durable when the record was appended. One file per MemTable generation;
-//! the store retires a file once its MemTable is durable in the space. A
-//! file is created under a temporary name and renamed once its header is
-//! durable (`log_files::new_wal`), so a named log with a torn or foreign header
+//! carries, with its CRC), then records (`record3`): `crc32c u32 |
+//! varint(len << 2 | kind) | body`, the CRC covering everything after it
+//! and seeded with the header's first sequence number. A batch's body is
+//! its sequence number's distance from the expected one (a varint, one
+//! byte for a run of single writes) and its payload: 7 bytes of head for
+//! most records (24 in version 2, which replay still reads, as version
+//! 1). A *sync mark* before the first record after each sync says the
+//! offset the log was durable up to; a *chain record*, first in a log made
+//! at rotation, names the log before it and the offset its records end at
+//! ([`Wal::link`]). One file per MemTable generation; the store retires a
+//! file once its MemTable is durable in the space. A file is created
+//! under a temporary name and renamed once its header is durable
+//! (`log_files::new_wal`), so a named log with a torn or foreign header
 //! is damage, reported like any other.
+//!
+//! Logs chained: a rotation does not sync the old log under the writer
+//! lock. The new log's chain record names the old log's end, a sync of
+//! the new log syncs the old one first ([`Wal::sync_to`]), and the old
+//! log is synced on a thread; recovery takes a chained log's records only
+//! after the log it names replayed whole to that end (or is committed).
+//! So replay still yields a prefix of the writes, and every acknowledged
+//! sync holds every write before it.
 //!
 //! A log may take over the file of a committed one (`Wal::reuse`), whose
 //! records stay past the new ones: all of them are numbered below the new
-//! log's first sequence number, so replay and its damage check, which
-//! accept only records numbered above the last one taken (above the first
-//! number less one, to begin with), never take one for the new log's.
+//! log's first sequence number, so replay and its damage check never take
+//! one for the new log's (in version 3 their CRC is seeded with another
+//! first number; version 2 accepts only records numbered above the last
+//! one taken, above the first number less one to begin with).
 //!
 //! Replay stops at the first record that does not verify: a crash may leave
 //! any mixture of the writes after the last sync (devices reorder them), so
 //! a damaged record followed by intact ones is normal there. It is
-//! corruption when an intact later record says the damaged bytes had
-//! already been synced, or when the file is shorter than its durable-length
+//! corruption when an intact later record (in version 3, a sync mark) says
+//! the damaged bytes had already been synced, or when the file is shorter than its durable-length
 //! slot says (truncation); then replay fails instead of silently dropping
 //! durable writes. Each sync also rewrites the slot with the length the
 //! *previous* sync made durable (the same fsync covers it, and that length
@@ -34,21 +48,22 @@
 //! record's length when that is more) and hands each record's payload to
 //! a callback borrowed from the read buffer, so memory stays bounded by
 //! the chunk and the largest record, whatever the log's size. An all-zero
-//! record header (the preallocated tail of a mapped log) ends the records,
-//! and the search for an intact later record skips zero runs in blocks:
-//! such a record's `synced` field is above the header's length, so a
-//! header whose `synced` bytes are zero cannot be one. Neither shortcut
+//! record head (the preallocated tail of a mapped log) ends the records,
+//! and the search for an intact later record skips zero runs in blocks
+//! (a vouching version-2 record has non-zero `synced` bytes, a mark a
+//! non-zero length byte). Neither shortcut
 //! changes a verdict: replay accepts and rejects exactly the files a
 //! whole-file reading would (the tests keep that reading as a reference).
 //!
 //! Invariants:
 //! - Records are appended in increasing sequence order (a batch's record
-//!   carries the number of its first operation), to an in-memory buffer first;
+//!   carries the number of its first operation; version 3 refuses a lower
+//!   one), to an in-memory buffer first;
 //!   the buffer goes to the file in order (when it passes `FLUSH_BYTES`, on
 //!   `flush` and on `sync_to`), so the file always holds a prefix of the
 //!   appended records and replay returns a prefix.
 //! - `sync_to(end)` returns only after every record ending at or before
-//!   `end` is durable. Concurrent callers share fsyncs: whoever holds the
+//!   `end` is durable, and the logs before this one ([`Wal::link`]) whole. Concurrent callers share fsyncs: whoever holds the
 //!   I/O lock writes everything buffered so far and syncs once for all
 //!   (group commit); the others find their records durable and return.
 //! - A mapped log grows ahead of its writers, on a thread the write path
@@ -77,12 +92,15 @@ mod grow_ahead;
 pub(crate) mod log_files;
 mod mapped;
 pub(crate) mod next_log;
+mod record3;
 mod replay;
+mod replay3;
 pub(crate) mod spare_logs;
 mod writeback;
 
 use format::*;
 pub use format::{HEADER_LEN, MAX_RECORD};
+pub use replay::Replayed;
 #[cfg(test)]
 use replay::REPLAY_CHUNK;
 
@@ -116,6 +134,13 @@ struct Buffer {
     bytes: Vec<u8>,
     /// File offset where `bytes` starts.
     start: u64,
+    /// The sequence number the next batch is expected to carry (version
+    /// 3 encodes its distance from it).
+    expected: u64,
+    /// The durable offset the last sync mark announced (version 3).
+    marked: u64,
+    /// No record appended yet (a chain record may still be).
+    fresh: bool,
     /// A write to the file failed: the log refuses everything.
     failed: Option<String>,
 }
@@ -153,6 +178,16 @@ pub struct Wal {
     /// Every record in the file was appended by this object (see
     /// [`Wal::reusable`]).
     own: bool,
+    /// The format version its records are written in (3; the tests also
+    /// write version 2).
+    version: u32,
+    /// The header's first sequence number, and the CRC seed of version-3
+    /// records (`record3::salt`).
+    first: u64,
+    salt: u32,
+    /// The log before this one while it may not be durable yet (see
+    /// [`Wal::link`]): a sync of this log syncs it first.
+    prev: Mutex<Option<Arc<Wal>>>,
 }
 
 impl Wal {
@@ -186,8 +221,20 @@ impl Wal {
         real: Option<(&std::path::Path, u64)>,
         first: u64,
     ) -> Result<Wal> {
+        Self::reuse_as(file, name, real, first, FORMAT_VERSION)
+    }
+
+    /// [`Wal::reuse`] writing records of format `version` (2 or 3).
+    fn reuse_as(
+        file: Arc<dyn StorageFile>,
+        name: &str,
+        real: Option<(&std::path::Path, u64)>,
+        first: u64,
+        version: u32,
+    ) -> Result<Wal> {
         let io = |e| io_err(name, e);
-        file.write_all_at(0, &header(first)).map_err(io)?;
+        file.write_all_at(0, &header_of_version(version, first))
+            .map_err(io)?;
         file.sync().map_err(io)?;
         let mapped = real.and_then(|(path, capacity)| {
             let log = mapped::MappedLog::open(path, HEADER_LEN, capacity).ok()?;
@@ -205,6 +252,9 @@ impl Wal {
             buf: Mutex::new(Buffer {
                 bytes: Vec::new(),
                 start: HEADER_LEN,
+                expected: first,
+                marked: HEADER_LEN,
+                fresh: true,
                 failed: None,
             }),
             io: Mutex::new(()),
@@ -213,6 +263,10 @@ impl Wal {
             slot: AtomicU64::new(HEADER_LEN),
             written_back: AtomicU64::new(HEADER_LEN),
             own: true,
+            version,
+            first,
+            salt: record3::salt(first),
+            prev: Mutex::new(None),
         })
     }
 
@@ -227,6 +281,9 @@ impl Wal {
             buf: Mutex::new(Buffer {
                 bytes: Vec::new(),
                 start: len,
+                expected: u64::MAX,
+                marked: len,
+                fresh: false,
                 failed: None,
             }),
             io: Mutex::new(()),
@@ -235,6 +292,10 @@ impl Wal {
             slot: AtomicU64::new(len),
             written_back: AtomicU64::new(len),
             own: false,
+            version: FORMAT_VERSION,
+            first: 0,
+            salt: 0,
+            prev: Mutex::new(None),
         }
     }
 
@@ -309,22 +370,40 @@ impl Wal {
         if let Some(why) = &b.failed {
             return Err(self.stopped(why));
         }
+        let delta = if self.version < 3 {
+            Some(0)
+        } else {
+            seq.checked_sub(b.expected)
+        };
+        let Some(delta) = delta else {
+            return Err(Error::InvalidArgument(format!(
+                "write-ahead log {}: record {seq} appended after record {}",
+                self.name,
+                b.expected - 1
+            )));
+        };
         let synced = self.synced.load(Ordering::Acquire);
         if let Some(m) = &self.mapped {
             // Encode into the (idle) buffer, then copy into the mapping.
             b.bytes.clear();
-            encode_record(&mut b.bytes, seq, synced, payload);
+            let (expected_before, marked_before) = (b.expected, b.marked);
+            self.encode(&mut b, seq, delta, synced, payload);
             let mut log = m.log.lock();
             // A failed append is a failed growth (a full disk) and leaves
             // the log as it was: what it holds can still be synced.
             let appended = log.append(&b.bytes);
             m.ahead.note(&log);
-            appended.map_err(|e| io_err(&self.name, e))?;
+            if let Err(e) = appended {
+                // Nothing of this append is in the log: its state stays.
+                b.expected = expected_before;
+                b.marked = marked_before;
+                return Err(io_err(&self.name, e));
+            }
             self.written_bytes
                 .fetch_add(b.bytes.len() as u64, Ordering::Relaxed);
             return Ok(log.end());
         }
-        encode_record(&mut b.bytes, seq, synced, payload);
+        self.encode(&mut b, seq, delta, synced, payload);
         let end = b.start + b.bytes.len() as u64;
         if b.bytes.len() >= FLUSH_BYTES {
             // Hand the buffer to the file unless a sync is doing so already.
@@ -333,6 +412,73 @@ impl Wal {
             }
         }
         Ok(end)
+    }
+
+    /// Encodes one record into the buffer (version 3: after a sync mark
+    /// when a sync completed since the last mark).
+    fn encode(&self, b: &mut Buffer, seq: u64, delta: u64, synced: u64, payload: &[u8]) {
+        if self.version < 3 {
+            encode_record(&mut b.bytes, seq, synced, payload);
+            return;
+        }
+        if synced > b.marked {
+            record3::encode_mark(&mut b.bytes, self.salt, synced, b.expected - self.first);
+            b.marked = synced;
+        }
+        record3::encode_batch(&mut b.bytes, self.salt, delta, payload);
+        b.expected = seq.saturating_add(1);
+        b.fresh = false;
+    }
+
+    /// Makes this log the successor of `prev`, the log of generation
+    /// `prev_gen`, which takes no more records: appends a chain record
+    /// naming `prev`'s end (replay takes this log's records only once
+    /// `prev` replayed whole up to there), and keeps `prev` until a sync
+    /// of this log has synced it first. So a rotation need not sync
+    /// `prev` under the writer lock (docs/DESIGN.md, "Rotation and
+    /// backpressure").
+    /// Must come before any record.
+    pub fn link(&self, prev: Arc<Wal>, prev_gen: u64) -> Result<()> {
+        let end = prev.end();
+        let mut b = self.buf.lock();
+        if let Some(why) = &b.failed {
+            return Err(self.stopped(why));
+        }
+        if !b.fresh || self.version < 3 {
+            return Err(Error::InvalidArgument(format!(
+                "write-ahead log {}: a chain record after other records",
+                self.name
+            )));
+        }
+        *self.prev.lock() = Some(prev);
+        if let Some(m) = &self.mapped {
+            b.bytes.clear();
+            record3::encode_chain(&mut b.bytes, self.salt, prev_gen, end);
+            let mut log = m.log.lock();
+            let appended = log.append(&b.bytes);
+            m.ahead.note(&log);
+            appended.map_err(|e| io_err(&self.name, e))?;
+            self.written_bytes
+                .fetch_add(b.bytes.len() as u64, Ordering::Relaxed);
+        } else {
+            record3::encode_chain(&mut b.bytes, self.salt, prev_gen, end);
+        }
+        b.fresh = false;
+        Ok(())
+    }
+
+    /// Syncs the log before this one if [`Wal::link`] left it (and, by
+    /// its own sync, the ones before it), then forgets it.
+    fn sync_prev(&self) -> Result<()> {
+        let Some(prev) = self.prev.lock().clone() else {
+            return Ok(());
+        };
+        prev.sync()?;
+        let mut kept = self.prev.lock();
+        if kept.as_ref().is_some_and(|p| Arc::ptr_eq(p, &prev)) {
+            *kept = None;
+        }
+        Ok(())
     }
 
     /// Writes the buffer to the file (not synced; mapped logs have none).
@@ -350,6 +496,8 @@ impl Wal {
         if self.synced.load(Ordering::Acquire) >= end {
             return Ok(());
         }
+        // Logs are durable in order: the one before first.
+        self.sync_prev()?;
         let _io = self.io.lock();
         if self.synced.load(Ordering::Acquire) >= end {
             return Ok(());
@@ -518,6 +666,9 @@ pub(super) fn io_err(name: &str, source: std::io::Error) -> Error {
 }
 
 #[cfg(test)]
+mod tests3;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use flexspace::MemFile;
@@ -526,10 +677,25 @@ mod tests {
         Arc::new(MemFile::new())
     }
 
+    // Most tests here read logs of version 2 (which this build still
+    // replays) against a reference reading of that version; those of
+    // version 3 are in `tests3`.
+
+    /// A new, empty version-2 log in `file`.
+    fn create2(file: Arc<dyn StorageFile>, name: &str, first: u64) -> Result<Wal> {
+        file.set_len(0).unwrap();
+        Wal::reuse_as(file, name, None, first, 2)
+    }
+
+    /// A version-2 log taking over `file`.
+    fn reuse2(file: Arc<dyn StorageFile>, name: &str, first: u64) -> Result<Wal> {
+        Wal::reuse_as(file, name, None, first, 2)
+    }
+
     #[test]
     fn records_replay_in_order() {
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
+        let wal = create2(f.clone(), "wal", 0).unwrap();
         // Sequence numbers jump by a batch's size from record to record.
         for i in 0..100u32 {
             let end = wal.append(10 + 3 * u64::from(i), &i.to_le_bytes()).unwrap();
@@ -549,7 +715,7 @@ mod tests {
     #[test]
     fn unsynced_records_stay_buffered_until_flushed() {
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
+        let wal = create2(f.clone(), "wal", 0).unwrap();
         wal.append(1, b"small").unwrap();
         assert_eq!(f.len().unwrap(), HEADER_LEN);
         wal.flush().unwrap();
@@ -564,7 +730,7 @@ mod tests {
     #[test]
     fn torn_tail_ends_replay() {
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
+        let wal = create2(f.clone(), "wal", 0).unwrap();
         for i in 0..10u8 {
             wal.append(u64::from(i), &[i; 20]).unwrap();
         }
@@ -587,7 +753,7 @@ mod tests {
         // torn header cannot be a crash during creation: the log's writes
         // are gone, and replay says so.
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
+        let wal = create2(f.clone(), "wal", 0).unwrap();
         wal.append(1, b"synced").unwrap();
         wal.sync().unwrap();
         for cut in [0, 3, HEADER_LEN - 1] {
@@ -601,7 +767,7 @@ mod tests {
     /// A log of records 0..5, synced, then records 5..7 (not synced).
     fn two_batches() -> Arc<dyn StorageFile> {
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
+        let wal = create2(f.clone(), "wal", 0).unwrap();
         for i in 0..5u8 {
             wal.append(u64::from(i), &[i; 8]).unwrap();
         }
@@ -630,6 +796,9 @@ mod tests {
             buf: Mutex::new(Buffer {
                 bytes: Vec::new(),
                 start: f.len().unwrap(),
+                expected: 0,
+                marked: HEADER_LEN,
+                fresh: false,
                 failed: None,
             }),
             io: Mutex::new(()),
@@ -638,6 +807,10 @@ mod tests {
             slot: AtomicU64::new(HEADER_LEN),
             written_back: AtomicU64::new(HEADER_LEN),
             own: true,
+            version: 2,
+            first: 0,
+            salt: 0,
+            prev: Mutex::new(None),
         };
         wal.append(7, b"x").unwrap();
         wal.sync().unwrap();
@@ -679,7 +852,7 @@ mod tests {
         // The last record of the synced batch, with nothing after that
         // sync to vouch for it, cannot be told from a tear.
         let g = mem();
-        let wal = Wal::create(g.clone(), "wal", None, 0).unwrap();
+        let wal = create2(g.clone(), "wal", 0).unwrap();
         for i in 0..5u8 {
             wal.append(u64::from(i), &[i; 8]).unwrap();
         }
@@ -705,7 +878,7 @@ mod tests {
     fn concurrent_syncers_share_the_log() {
         let file = Arc::new(MemFile::new());
         let f: Arc<dyn StorageFile> = file.clone();
-        let wal = Arc::new(Wal::create(f.clone(), "wal", None, 0).unwrap());
+        let wal = Arc::new(create2(f.clone(), "wal", 0).unwrap());
         let next = Arc::new(Mutex::new(0u64));
         let threads: Vec<_> = (0..4u8)
             .map(|t| {
@@ -799,7 +972,7 @@ mod tests {
         if len < V1_HEADER_LEN {
             return Err(corrupt("truncated inside its header"));
         }
-        let n = header_len(&bytes).map_err(corrupt)?;
+        let n = header_len(&bytes).map_err(|e| corrupt(&e))?;
         if len < n {
             return Err(corrupt("truncated inside its header"));
         }
@@ -807,7 +980,8 @@ mod tests {
             len: records_at,
             floor,
             durable,
-        } = parse_header(&bytes).map_err(corrupt)?;
+            ..
+        } = parse_header(&bytes).map_err(|e| corrupt(&e))?;
         if len < durable {
             return Err(corrupt(&format!(
                 "truncated to {len} bytes, below the {durable} bytes it had synced"
@@ -894,7 +1068,7 @@ mod tests {
     #[test]
     fn chunked_replay_reads_records_across_chunks_and_larger_than_one() {
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
+        let wal = create2(f.clone(), "wal", 0).unwrap();
         let mut want = Vec::new();
         let mut seq = 1;
         for i in 0..300usize {
@@ -922,7 +1096,7 @@ mod tests {
         // stretches, then an unsynced one) gives the same records or the
         // same error whatever the chunk size, and as the reference.
         let f = mem();
-        let wal = Wal::create(f.clone(), "wal", None, 0).unwrap();
+        let wal = create2(f.clone(), "wal", 0).unwrap();
         for i in 0..12u8 {
             wal.append(u64::from(i) * 2, &vec![i; 10 + usize::from(i) * 7])
                 .unwrap();
@@ -1005,7 +1179,7 @@ mod tests {
     /// varied sizes, synced), for a new log to take over.
     fn file_with_old_log(n: u64) -> Arc<dyn StorageFile> {
         let f = mem();
-        let old = Wal::create(f.clone(), "old", None, 1).unwrap();
+        let old = create2(f.clone(), "old", 1).unwrap();
         for seq in 1..=n {
             old.append(seq, &vec![seq as u8; 1 + (seq as usize * 7) % 90])
                 .unwrap();
@@ -1019,7 +1193,7 @@ mod tests {
         for new_records in [0u64, 1, 5, 40] {
             let f = file_with_old_log(200);
             let old_len = f.len().unwrap();
-            let wal = Wal::reuse(f.clone(), "wal", None, 201).unwrap();
+            let wal = reuse2(f.clone(), "wal", 201).unwrap();
             let mut want = Vec::new();
             for i in 0..new_records {
                 let payload = vec![0xA0 ^ i as u8; 3 + i as usize];
@@ -1049,7 +1223,7 @@ mod tests {
         // same verdict at every chunk size and as the reference, and never
         // a record of the old log.
         let f = file_with_old_log(60);
-        let wal = Wal::reuse(f.clone(), "wal", None, 61).unwrap();
+        let wal = reuse2(f.clone(), "wal", 61).unwrap();
         for i in 0..8u64 {
             wal.append(61 + 2 * i, &vec![i as u8; 5 + 9 * i as usize])
                 .unwrap();
@@ -1105,7 +1279,7 @@ mod tests {
     #[test]
     fn a_damaged_first_sequence_number_is_corruption() {
         let f = file_with_old_log(10);
-        let wal = Wal::reuse(f.clone(), "wal", None, 11).unwrap();
+        let wal = reuse2(f.clone(), "wal", 11).unwrap();
         wal.append(11, b"new").unwrap();
         wal.sync().unwrap();
         for at in FIRST_AT..FIRST_AT + 12 {
@@ -1125,8 +1299,8 @@ mod tests {
     #[test]
     fn only_a_log_this_process_wrote_may_give_its_file_to_another() {
         let f = file_with_old_log(3);
-        assert!(Wal::create(mem(), "a", None, 1).unwrap().reusable());
-        assert!(Wal::reuse(f.clone(), "b", None, 4).unwrap().reusable());
+        assert!(create2(mem(), "a", 1).unwrap().reusable());
+        assert!(reuse2(f.clone(), "b", 4).unwrap().reusable());
         let len = f.len().unwrap();
         assert!(!Wal::detached(f, "c", len).reusable());
     }
@@ -1259,7 +1433,7 @@ mod tests {
         assert_eq!(recs.len(), 12_000);
         assert!(recs.iter().all(|r| r.payload == payload));
         // Buffered logs are never due.
-        let buffered = Wal::create(Arc::new(MemFile::new()), "wal", None, 0).unwrap();
+        let buffered = create2(Arc::new(MemFile::new()), "wal", 0).unwrap();
         let end = buffered.append(0, &[0u8; 5 << 20]).unwrap();
         assert!(!buffered.write_back_due(end));
     }

@@ -1,7 +1,8 @@
 //! Replaying a log: the valid prefix of its records, in order, read in
 //! chunks through a sliding window; then a scan of the rest for an intact
 //! record that would show the damage was synced (corruption) rather than a
-//! crash's torn tail.
+//! crash's torn tail. Versions 1 and 2 are read here, version 3 by
+//! `replay3` through the same window.
 //!
 //! Invariants: the callback sees only records that verify, in order, and
 //! each at most once; corruption is reported after the valid prefix was
@@ -28,6 +29,12 @@ pub struct Replayed {
     pub last_seq: Option<u64>,
     /// The file offset where they end (where replay stopped).
     pub end: u64,
+    /// The log's chain record (version 3): the generation of the log
+    /// before it and the offset where that log's records end.
+    pub chain: Option<(u64, u64)>,
+    /// A sync of this log completed while it was written (its durable-
+    /// length slot or a sync mark says so; version 3 only).
+    pub synced_once: bool,
 }
 
 /// A window of a file that replay slides forward: the bytes asked for are
@@ -58,8 +65,18 @@ impl<'a> Window<'a> {
         }
     }
 
+    /// The file's length.
+    pub(super) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The bytes read at a time.
+    pub(super) fn chunk(&self) -> usize {
+        self.chunk
+    }
+
     /// The file's bytes `[at, at + n)`, `None` when they pass its end.
-    fn get(&mut self, at: u64, n: usize) -> Result<Option<&[u8]>> {
+    pub(super) fn get(&mut self, at: u64, n: usize) -> Result<Option<&[u8]>> {
         let Some(end) = at.checked_add(n as u64).filter(|&e| e <= self.len) else {
             return Ok(None);
         };
@@ -219,19 +236,24 @@ impl Wal {
         let Some(start) = w.get(0, V1_HEADER_LEN as usize)? else {
             return Err(truncated(V1_HEADER_LEN));
         };
-        let n = header_len(start).map_err(corrupt)?;
+        let n = header_len(start).map_err(|e| corrupt(&e))?;
         let Some(bytes) = w.get(0, n as usize)? else {
             return Err(truncated(n));
         };
+        let header = parse_header(bytes).map_err(|e| corrupt(&e))?;
         let Header {
             len: records_at,
             floor,
             durable,
-        } = parse_header(bytes).map_err(corrupt)?;
+            ..
+        } = header;
         if len < durable {
             return Err(corrupt(&format!(
                 "truncated to {len} bytes, below the {durable} bytes it had synced"
             )));
+        }
+        if header.version >= 3 {
+            return super::replay3::replay(&mut w, &header, f, corrupt);
         }
         done.end = records_at;
         let mut pos = records_at;

@@ -7,9 +7,12 @@
 //! - Writers are serialized by the writer lock (`WriteHead`); sequence
 //!   numbers are handed out under it, in log order, and `visible` only
 //!   grows, to the last sequence number of a whole batch.
-//! - Logs are durable in order: rotation syncs the old log before the new
-//!   one takes writes, so a synced write in a newer log implies every write
-//!   before it is durable.
+//! - Logs are durable in order: rotation links the new log to the old one
+//!   (`Wal::link`: a chain record naming the old log's end, and a sync of
+//!   the new log syncs the old one first), so a synced write in a newer
+//!   log implies every write before it is durable, and replay takes a
+//!   newer log's writes only after the older log's whole. The old log's
+//!   own sync runs on a thread, off the writer lock.
 //! - The list of MemTables readers consult (`MemTables`) is replaced whole,
 //!   never edited in place: by rotation under the writer lock, and by the
 //!   committer when it retires a committed MemTable.
@@ -49,17 +52,19 @@ fn us(d: Duration) -> u64 {
 }
 
 /// A log is synced by a thread of its own once its MemTable is this
-/// fraction full (`PRESYNC_AT_EIGHTHS` eighths), so that the sync at its
-/// rotation, under the writer lock, has only the rest to write.
+/// fraction full (`PRESYNC_AT_EIGHTHS` eighths), so that the sync after
+/// its rotation has only the rest to write.
 const PRESYNC_AT_EIGHTHS: usize = 7;
-/// MemTables smaller than this are not synced ahead (a thread per
-/// rotation of a tiny table would cost more than the sync it saves).
+/// MemTables smaller than this are not synced ahead nor right after
+/// their rotation (a thread per rotation of a tiny table would cost more
+/// than the sync it saves).
 const PRESYNC_MIN_MEMTABLE: usize = 16 << 20;
 
-/// Syncs `wal` on a thread of its own (see `PRESYNC_AT_EIGHTHS`). Best
-/// effort: a failed sync marks the log failed, and the next append or
-/// sync reports it; without the thread, the rotation syncs it all.
-fn presync(wal: Arc<crate::wal::Wal>) {
+/// Syncs `wal` on a thread of its own: ahead of its rotation (see
+/// `PRESYNC_AT_EIGHTHS`), and right after it. Best effort: a failed sync
+/// marks the log failed, and the next append or sync reports it; without
+/// the thread, the next log's first sync or the committer syncs it.
+fn sync_on_thread(wal: Arc<crate::wal::Wal>, what: &'static str) {
     let _ = std::thread::Builder::new()
         .name("flexdb-presync".into())
         .spawn(move || {
@@ -69,7 +74,8 @@ fn presync(wal: Arc<crate::wal::Wal>) {
                 target: TRACE_TARGET,
                 took_us = us(t.elapsed()),
                 ok = r.is_ok(),
-                "log synced ahead of its rotation"
+                what,
+                "log synced"
             );
         });
 }
@@ -322,7 +328,20 @@ impl Store {
         let t_paced = t0.map(|_| Instant::now());
         let mut w = self.writes.lock_spinning();
         let t_locked = t0.map(|_| Instant::now());
+        let gen = w.gen;
         self.make_room(&mut w)?;
+        // A rotation's old log is synced on a thread started after the
+        // writer lock (a thread started under it may take the lock
+        // holder's core for milliseconds on a busy machine). Small tables
+        // rotate too often for a thread each: the committer syncs their
+        // logs (and a sync of the new log does, first).
+        let rotated = (w.gen != gen && table >= PRESYNC_MIN_MEMTABLE)
+            .then(|| {
+                let mems = self.writes.mems();
+                let old = mems.frozen.iter().rev().find(|f| f.gen == gen);
+                old.map(|f| f.wal.clone())
+            })
+            .flatten();
         check()?;
         let t_room = t0.map(|_| Instant::now());
         let seq = w.next_seq;
@@ -356,7 +375,10 @@ impl Store {
             prepare_next_log(job);
         }
         if let Some(wal) = presync_wal {
-            presync(wal);
+            sync_on_thread(wal, "ahead of its rotation");
+        }
+        if let Some(wal) = rotated {
+            sync_on_thread(wal, "after its rotation");
         }
         if let Some(wal) = grow_wal {
             grow_ahead(wal);
@@ -442,19 +464,18 @@ impl Store {
         Ok(())
     }
 
-    /// Freezes the active MemTable and starts a new one with a new log.
-    /// The old log is synced first, so logs are durable in order (a synced
-    /// write in a newer log implies every write before it is durable).
+    /// Freezes the active MemTable and starts a new one with a new log,
+    /// linked to the old one (`Wal::link`), so logs are durable in order (a
+    /// synced write in a newer log implies every write before it is
+    /// durable); the writer that rotated starts the old log's sync on a
+    /// thread after the writer lock.
     pub fn rotate(&self, w: &mut WriteHead) -> Result<()> {
         if w.active.is_empty() {
             return Ok(());
         }
         let t0 = Instant::now();
-        let mut t_synced = t0;
         let mut next_mem = None;
         let r = (|| {
-            w.wal.sync()?;
-            t_synced = Instant::now();
             let gen = w.gen + 1;
             // The log prepared ahead (`wal::next_log`), else one made now.
             let (wal, reused, prepared) = match self.writes.next_log.take(gen) {
@@ -476,6 +497,7 @@ impl Store {
                     (wal, reused, false)
                 }
             };
+            wal.link(w.wal.clone(), w.gen)?;
             if reused {
                 self.counters.logs_reused.fetch_add(1, Ordering::Relaxed);
             }
@@ -528,8 +550,7 @@ impl Store {
             target: TRACE_TARGET,
             gen,
             total_us = us(t0.elapsed()),
-            sync_old_log_us = us(t_synced - t0),
-            new_log_us = us(t_new_log - t_synced),
+            new_log_us = us(t_new_log - t0),
             new_table_us = us(t_table - t_new_log),
             publish_us = us(t_table.elapsed()),
             reused,
