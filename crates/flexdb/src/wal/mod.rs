@@ -666,16 +666,15 @@ pub(super) fn io_err(name: &str, source: std::io::Error) -> Error {
 }
 
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests3;
 
 #[cfg(test)]
 mod tests {
+    use super::test_support::{bytes_of, damaged_copies, mem};
     use super::*;
     use flexspace::MemFile;
-
-    fn mem() -> Arc<dyn StorageFile> {
-        Arc::new(MemFile::new())
-    }
 
     // Most tests here read logs of version 2 (which this build still
     // replays) against a reference reading of that version; those of
@@ -925,12 +924,6 @@ mod tests {
         }
     }
 
-    fn bytes_of(f: &dyn StorageFile) -> Vec<u8> {
-        let mut b = vec![0; f.len().unwrap() as usize];
-        f.read_exact_at(0, &mut b).unwrap();
-        b
-    }
-
     /// The replay of the previous format revision, kept as the reference
     /// the chunked one must agree with: the whole file read at once,
     /// records collected, the damage scan byte by byte.
@@ -1112,22 +1105,8 @@ mod tests {
             Ok(_) => outcomes[1] += 1,
             Err(_) => outcomes[2] += 1,
         };
-        for cut in 0..bytes.len() {
-            check(bytes[..cut].to_vec(), &format!("cut at {cut}"));
-        }
-        for at in 0..bytes.len() {
-            let mut b = bytes.clone();
-            b[at] ^= 0x10;
-            check(b, &format!("flip at {at}"));
-        }
-        // Zeroed stretches (pages a device never wrote), with a zero tail.
-        for at in (0..bytes.len()).step_by(8) {
-            let mut b = bytes.clone();
-            let end = (at + 40).min(b.len());
-            b[at..end].fill(0);
-            b.resize(b.len() + 500, 0);
-            check(b, &format!("zeros at {at}"));
-        }
+        // Zeroed stretches are pages a device never wrote.
+        damaged_copies(&bytes, 8, 40, 500, &mut check);
         // Each kind of outcome happened.
         assert!(outcomes.iter().all(|&n| n > 0), "{outcomes:?}");
     }

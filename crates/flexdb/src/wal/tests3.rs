@@ -10,18 +10,9 @@ use proptest::prelude::*;
 use super::format::*;
 use super::record3::*;
 use super::replay::REPLAY_CHUNK;
+use super::test_support::{bytes_of, damaged_copies, mem};
 use super::{Record, Wal};
 use crate::error::{Error, Result};
-
-fn mem() -> Arc<dyn StorageFile> {
-    Arc::new(MemFile::new())
-}
-
-fn bytes_of(f: &dyn StorageFile) -> Vec<u8> {
-    let mut b = vec![0; f.len().unwrap() as usize];
-    f.read_exact_at(0, &mut b).unwrap();
-    b
-}
 
 /// What the reference found: the records, the chain record, or whether
 /// the error was corruption.
@@ -207,21 +198,7 @@ fn chunked_replay_judges_damage_as_the_reference_does() {
         }
         Err(_) => outcomes[2] += 1,
     };
-    for cut in 0..bytes.len() {
-        check(bytes[..cut].to_vec(), &format!("cut at {cut}"));
-    }
-    for at in 0..bytes.len() {
-        let mut b = bytes.clone();
-        b[at] ^= 0x10;
-        check(b, &format!("flip at {at}"));
-    }
-    for at in (0..bytes.len()).step_by(5) {
-        let mut b = bytes.clone();
-        let end = (at + 30).min(b.len());
-        b[at..end].fill(0);
-        b.resize(b.len() + 300, 0);
-        check(b, &format!("zeros at {at}"));
-    }
+    damaged_copies(&bytes, 5, 30, 300, &mut check);
     assert!(outcomes.iter().all(|&n| n > 0), "{outcomes:?}");
 }
 
