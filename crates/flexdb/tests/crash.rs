@@ -23,7 +23,8 @@
 //! the old records past the new ones) in most runs.
 //!
 //! `CRASH_ITERATIONS` sets the number of crashes of each test (default
-//! 150).
+//! 150); the master seed is random unless `CRASH_SEED` sets it, and a
+//! failure prints it (`flexsys::test_seed`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,6 +32,7 @@ use std::time::Duration;
 
 use flexdb::{Db, Options, WriteBatch, WriteOptions};
 use flexspace::{Fault, FaultStorage};
+use flexsys::test_seed::TestSeed;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -158,16 +160,14 @@ fn content(db: &Db) -> Model {
 }
 
 fn iterations() -> u64 {
-    std::env::var("CRASH_ITERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(150)
+    flexsys::test_seed::iterations(150)
 }
 
 #[test]
 fn every_crash_recovers_a_prefix_with_every_durable_write() {
     let iterations = iterations();
-    let (_, _, prepared) = crash_and_recover(0xF1E2D3, iterations, None);
+    let master = TestSeed::new("every_crash_recovers_a_prefix_with_every_durable_write");
+    let (_, _, prepared) = crash_and_recover(master.get(), iterations, None);
     // So must logs prepared ahead of their rotation (a crash between the
     // preparation and the swap leaves an empty newest log).
     assert!(
@@ -179,8 +179,9 @@ fn every_crash_recovers_a_prefix_with_every_durable_write() {
 #[test]
 fn crashes_inside_commits_of_several_memtables_recover_a_prefix() {
     let iterations = iterations();
+    let master = TestSeed::new("crashes_inside_commits_of_several_memtables_recover_a_prefix");
     let (batched, reused, _) =
-        crash_and_recover(0xBA7C4, iterations, Some(Duration::from_millis(2)));
+        crash_and_recover(master.get(), iterations, Some(Duration::from_millis(2)));
     // The slow syncs are there to make the committer fall behind: check
     // that they did, or this test tests nothing new.
     assert!(
@@ -204,6 +205,9 @@ fn crashes_inside_commits_of_several_memtables_recover_a_prefix() {
 fn crash_and_recover(seed: u64, iterations: u64, slow_data: Option<Duration>) -> (u64, u64, u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let (mut batched, mut reused, mut prepared) = (0, 0, 0);
+    // Crashes planned during a recovery, and those that fired (a recovery
+    // may run fewer operations than the probe that measured its span).
+    let (mut nested, mut nested_fired) = (0u64, 0u64);
     for it in 0..iterations {
         let seed = rng.gen();
         let dry = storage(slow_data);
@@ -234,9 +238,15 @@ fn crash_and_recover(seed: u64, iterations: u64, slow_data: Option<Duration>) ->
                 rng.gen_range(0..span.max(1)),
                 Fault::Crash { tear: rng.gen() },
             );
+            // The second recovery fails where the crash hits it; whether
+            // it did is counted below.
             if let Ok(db) = Db::open_with_storage(again.clone(), "crash", opts()) {
                 let _ = db.flush();
                 drop(db);
+            }
+            if span > 0 {
+                nested += 1;
+                nested_fired += u64::from(again.crashed());
             }
             image = Arc::new(again.crash_image());
         }
@@ -271,5 +281,11 @@ fn crash_and_recover(seed: u64, iterations: u64, slow_data: Option<Duration>) ->
         want.insert(b"after".to_vec(), b"crash".to_vec());
         assert_eq!(content(&db), want, "iteration {it}: after reopen");
     }
+    // Most planned crashes during recovery must have fired, or the
+    // recovery of a recovery is not tested (50 of 50 in two runs).
+    assert!(
+        nested_fired * 2 >= nested,
+        "only {nested_fired} of {nested} crashes planned during a recovery happened"
+    );
     (batched, reused, prepared)
 }
