@@ -17,10 +17,6 @@
 //!   a copy adds to the source's is the blocks the source rewrote since
 //!   the copy was taken ([`FlexTree::node_memory_not_shared_with`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use parking_lot::Mutex;
-
 use crate::file_pages::FilePages;
 use crate::tree::FlexTree;
 
@@ -29,20 +25,12 @@ impl FlexTree {
     /// docs); O(blocks). Takes `&self`: any number of readers may share the
     /// tree meanwhile.
     pub fn share(&self) -> FlexTree {
-        FlexTree {
-            leaves: self.leaves.share(),
-            internals: self.internals.share(),
-            free_leaves: Vec::new(),
-            free_internals: Vec::new(),
-            root: self.root,
-            height: self.height,
-            total: self.total,
-            extents: self.extents,
-            merge_limit: self.merge_limit,
-            merge_boundary: self.merge_boundary,
-            version: AtomicU64::new(self.version.load(Ordering::Relaxed)),
-            persist: Mutex::new(FilePages::default()),
-        }
+        self.with_nodes(
+            self.leaves.share(),
+            self.internals.share(),
+            (Vec::new(), Vec::new()),
+            FilePages::default(),
+        )
     }
 
     /// Bytes of node memory `self` holds that `other` does not share with

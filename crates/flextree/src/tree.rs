@@ -88,16 +88,22 @@ pub struct FlexTree {
     pub(crate) persist: Mutex<FilePages>,
 }
 
-impl Clone for FlexTree {
-    /// Clones the tree. Waits for a running checkpoint to finish, so the
-    /// clone's pages and versions are those of one committed state.
-    fn clone(&self) -> Self {
-        let persist = self.persist.lock();
+impl FlexTree {
+    /// A tree with `self`'s shape (root, height, totals, merge settings,
+    /// version) over the given nodes, free lists and page lists: what a
+    /// clone and a shared view have in common.
+    pub(crate) fn with_nodes(
+        &self,
+        leaves: Arena<Leaf>,
+        internals: Arena<Internal>,
+        (free_leaves, free_internals): (Vec<u32>, Vec<u32>),
+        persist: FilePages,
+    ) -> FlexTree {
         FlexTree {
-            leaves: self.leaves.clone(),
-            internals: self.internals.clone(),
-            free_leaves: self.free_leaves.clone(),
-            free_internals: self.free_internals.clone(),
+            leaves,
+            internals,
+            free_leaves,
+            free_internals,
             root: self.root,
             height: self.height,
             total: self.total,
@@ -105,8 +111,22 @@ impl Clone for FlexTree {
             merge_limit: self.merge_limit,
             merge_boundary: self.merge_boundary,
             version: AtomicU64::new(self.version.load(Ordering::Relaxed)),
-            persist: Mutex::new(persist.clone()),
+            persist: Mutex::new(persist),
         }
+    }
+}
+
+impl Clone for FlexTree {
+    /// Clones the tree. Waits for a running checkpoint to finish, so the
+    /// clone's pages and versions are those of one committed state.
+    fn clone(&self) -> Self {
+        let persist = self.persist.lock();
+        self.with_nodes(
+            self.leaves.clone(),
+            self.internals.clone(),
+            (self.free_leaves.clone(), self.free_internals.clone()),
+            persist.clone(),
+        )
     }
 
     /// Makes `self` a copy of `source`, reusing `self`'s memory where it
