@@ -672,7 +672,7 @@ mod tests3;
 
 #[cfg(test)]
 mod tests {
-    use super::test_support::{bytes_of, damaged_copies, mem};
+    use super::test_support::{self, bytes_of, damaged_copies, mem};
     use super::*;
     use flexspace::MemFile;
 
@@ -1026,20 +1026,7 @@ mod tests {
     /// What replay with `chunk`-byte reads gives: the records, or the
     /// error's kind.
     fn replay_with(f: &dyn StorageFile, chunk: usize) -> std::result::Result<Vec<Record>, bool> {
-        let mut recs = Vec::new();
-        Wal::replay_chunked(f, "wal", chunk, |seq, payload| {
-            recs.push(Record {
-                seq,
-                payload: payload.to_vec(),
-            });
-            Ok(())
-        })
-        .map(|done| {
-            assert_eq!(done.records, recs.len() as u64);
-            assert_eq!(done.last_seq, recs.last().map(|r| r.seq));
-            recs
-        })
-        .map_err(|e| e.is_corruption())
+        test_support::replay_with(f, chunk).map(|(recs, _)| recs)
     }
 
     /// Chunk sizes around and below the record sizes of the tests.

@@ -1,6 +1,6 @@
 //! What the WAL's tests of both formats share: an in-memory file, its
-//! bytes, and the damaged copies of a log the replay must judge as the
-//! whole-file reference reading does.
+//! bytes, the chunked replay's verdict, and the damaged copies of a log
+//! the replay must judge as the whole-file reference reading does.
 //!
 //! Invariant: `damaged_copies` yields every cut, every one-bit flip and
 //! zeroed stretches (each with a zero tail, as a preallocated file has).
@@ -8,6 +8,8 @@
 use std::sync::Arc;
 
 use flexspace::{MemFile, StorageFile};
+
+use super::{Record, Wal};
 
 pub(super) fn mem() -> Arc<dyn StorageFile> {
     Arc::new(MemFile::new())
@@ -44,4 +46,26 @@ pub(super) fn damaged_copies(
         b.resize(b.len() + tail, 0);
         check(b, &format!("zeros at {at}"));
     }
+}
+
+/// What replay with `chunk`-byte reads gives: the records and the chain
+/// record, or whether the error was corruption.
+pub(super) fn replay_with(
+    f: &dyn StorageFile,
+    chunk: usize,
+) -> Result<(Vec<Record>, Option<(u64, u64)>), bool> {
+    let mut recs = Vec::new();
+    Wal::replay_chunked(f, "wal", chunk, |seq, payload| {
+        recs.push(Record {
+            seq,
+            payload: payload.to_vec(),
+        });
+        Ok(())
+    })
+    .map(|done| {
+        assert_eq!(done.records, recs.len() as u64);
+        assert_eq!(done.last_seq, recs.last().map(|r| r.seq));
+        (recs, done.chain)
+    })
+    .map_err(|e| e.is_corruption())
 }

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use super::format::*;
 use super::record3::*;
 use super::replay::REPLAY_CHUNK;
-use super::test_support::{bytes_of, damaged_copies, mem};
+use super::test_support::{bytes_of, damaged_copies, mem, replay_with};
 use super::{Record, Wal};
 use crate::error::{Error, Result};
 
@@ -89,24 +89,6 @@ fn reference(b: &[u8]) -> Verdict {
         return Err(true);
     }
     Ok((records, chain))
-}
-
-/// What replay with `chunk`-byte reads gives.
-fn replay_with(f: &dyn StorageFile, chunk: usize) -> Verdict {
-    let mut recs = Vec::new();
-    Wal::replay_chunked(f, "wal", chunk, |seq, payload| {
-        recs.push(Record {
-            seq,
-            payload: payload.to_vec(),
-        });
-        Ok(())
-    })
-    .map(|done| {
-        assert_eq!(done.records, recs.len() as u64);
-        assert_eq!(done.last_seq, recs.last().map(|r| r.seq));
-        (recs, done.chain)
-    })
-    .map_err(|e| e.is_corruption())
 }
 
 const CHUNKS: [usize; 6] = [1, 7, 25, 100, 4096, REPLAY_CHUNK];
