@@ -48,12 +48,13 @@ pub(super) fn damaged_copies(
     }
 }
 
+/// What a replay found: the records and the chain record, or whether the
+/// error was corruption.
+pub(super) type Verdict = Result<(Vec<Record>, Option<(u64, u64)>), bool>;
+
 /// What replay with `chunk`-byte reads gives: the records and the chain
 /// record, or whether the error was corruption.
-pub(super) fn replay_with(
-    f: &dyn StorageFile,
-    chunk: usize,
-) -> Result<(Vec<Record>, Option<(u64, u64)>), bool> {
+pub(super) fn replay_with(f: &dyn StorageFile, chunk: usize) -> Verdict {
     let mut recs = Vec::new();
     Wal::replay_chunked(f, "wal", chunk, |seq, payload| {
         recs.push(Record {

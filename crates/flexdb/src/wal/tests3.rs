@@ -10,13 +10,9 @@ use proptest::prelude::*;
 use super::format::*;
 use super::record3::*;
 use super::replay::REPLAY_CHUNK;
-use super::test_support::{bytes_of, damaged_copies, mem, replay_with};
+use super::test_support::{bytes_of, damaged_copies, mem, replay_with, Verdict};
 use super::{Record, Wal};
 use crate::error::{Error, Result};
-
-/// What the reference found: the records, the chain record, or whether
-/// the error was corruption.
-type Verdict = std::result::Result<(Vec<Record>, Option<(u64, u64)>), bool>;
 
 /// The record at `pos` of a whole version-3 file, if one verifies.
 fn record_at(b: &[u8], pos: usize, salt: u32) -> Option<(Head, &[u8])> {
