@@ -108,19 +108,14 @@ fn finish(out: &mut [u8], start: usize, salt: u32) {
 }
 
 fn encode(out: &mut Vec<u8>, salt: u32, kind: u8, fields: &[u64], payload: &[u8]) {
-    let mut body = [0u8; 20];
-    let mut n = 0;
-    let mut scratch = Vec::with_capacity(20);
-    for &f in fields {
-        scratch.clear();
-        put_varint(&mut scratch, f);
-        body[n..n + scratch.len()].copy_from_slice(&scratch);
-        n += scratch.len();
-    }
+    // Straight into `out` (no buffer of its own: this runs for every write).
+    let n: usize = fields.iter().map(|&f| flexsys::varint::len(f)).sum();
     let start = out.len();
     out.extend_from_slice(&[0; 4]);
     put_varint(out, ((n + payload.len()) as u64) << 2 | u64::from(kind));
-    out.extend_from_slice(&body[..n]);
+    for &f in fields {
+        put_varint(out, f);
+    }
     out.extend_from_slice(payload);
     finish(out, start, salt);
 }
