@@ -481,8 +481,8 @@ impl Wal {
         Ok(())
     }
 
-    /// Writes the buffer to the file (not synced; mapped logs have none).
-    #[cfg(test)]
+    /// Writes the buffer to the file (not synced; mapped logs have none):
+    /// rotation does so for the log it closes.
     pub fn flush(&self) -> Result<()> {
         if self.mapped.is_some() {
             return Ok(());

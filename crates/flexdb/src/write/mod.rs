@@ -476,6 +476,11 @@ impl Store {
         let t0 = Instant::now();
         let mut next_mem = None;
         let r = (|| {
+            // The old log's buffered records go to the file now (no fsync:
+            // a write, or nothing for a mapped log), so that a store that
+            // stops before its next sync still leaves every acknowledged
+            // write with the operating system.
+            w.wal.flush()?;
             let gen = w.gen + 1;
             // The log prepared ahead (`wal::next_log`), else one made now.
             let (wal, reused, prepared) = match self.writes.next_log.take(gen) {
