@@ -38,8 +38,9 @@ fn fill(db: &Db) -> Model {
 /// A closed store with pairs in its space and, with `pending`, synced writes
 /// left in its write-ahead log (the store was dropped without a flush).
 /// Returns the storage, the full content, and the content without the last
-/// write (a log's last synced stretch cannot be told from a crash's torn
-/// tail; see `wal`).
+/// write (a write-ahead log's records after its last sync mark cannot be
+/// told from a crash's torn tail when nothing was written after them; see
+/// docs/DESIGN.md, "Corruption").
 fn build(pending: bool) -> (FaultStorage, Model, Model) {
     let storage = FaultStorage::new();
     let db = Db::open_with_storage(
@@ -138,6 +139,70 @@ fn damage_to_a_closed_store_is_reported_not_served() {
 #[test]
 fn damage_to_a_store_with_logged_writes_is_reported_not_served() {
     damage_each_file(true, 60);
+}
+
+/// The space's logical log of a store stopped while writers committed
+/// (no close, so its batches are not yet in a checkpoint): every flipped
+/// bit in it is `Corrupt` naming the log. Rolling back to the commit
+/// before the flip would serve a state that never existed: the
+/// write-ahead logs of the lost commits are gone.
+#[test]
+fn a_flip_in_the_space_log_is_reported_never_rolled_back() {
+    let storage = FaultStorage::new();
+    let db = Db::open_with_storage(
+        Arc::new(storage.clone()),
+        "store",
+        opts().create_if_missing(true),
+    )
+    .unwrap();
+    let mut model = Model::new();
+    for round in 0..8u32 {
+        let mut batch = flexdb::WriteBatch::new();
+        for i in 0..200u32 {
+            let k = format!("key{:05}", (i * 7919 + round) % 1000).into_bytes();
+            let v = format!("r{round}-{i}").into_bytes();
+            batch.put(&k, &v);
+            model.insert(k, v);
+        }
+        db.write(batch).unwrap();
+        // Commits the MemTable to the space: the log gains a batch and the
+        // write-ahead log holding the writes is removed.
+        db.flush().unwrap();
+    }
+    let image = storage.crash_image();
+    std::mem::forget(db);
+    let log = image
+        .file_bytes("store/log")
+        .or_else(|| image.file_bytes("log"));
+    let (name, bytes) = match log {
+        Some(b) if image.file_bytes("store/log").is_some() => ("store/log", b),
+        Some(b) => ("log", b),
+        None => panic!("no space log in {:?}", image.list_files().unwrap()),
+    };
+    assert!(
+        bytes.len() > 64 * 32,
+        "the log holds the commits: {} bytes",
+        bytes.len()
+    );
+    let mut rng = StdRng::seed_from_u64(5);
+    for _ in 0..40 {
+        let damaged = image.crash_image();
+        let mut b = bytes.clone();
+        let at = rng.gen_range(0..b.len());
+        b[at] ^= 1 << rng.gen_range(0..8);
+        damaged.set_file_bytes(name, b);
+        match read_all(damaged, &model) {
+            Err(Error::Corrupt { file, .. }) => assert!(file.ends_with("log"), "{file:?}"),
+            Err(e) => panic!("flip at {at}: expected corruption naming the log, got {e}"),
+            Ok(got) => panic!(
+                "flip at {at}: the store opened ({} pairs of {}, same content: {})",
+                got.len(),
+                model.len(),
+                got == model
+            ),
+        }
+    }
+    assert_eq!(read_all(image, &model).unwrap(), model);
 }
 
 #[test]

@@ -175,6 +175,18 @@ pub fn recover(storage: &dyn Storage, opts: &Options) -> Result<Opened> {
     match log::parse_header(&bytes) {
         Some(v) if v == cp.version => {
             let r = log::replay(&bytes[log::HEADER..]);
+            if let Some(d) = &r.damage {
+                // Rolling back to the commit before it would drop commits
+                // whose writes the caller no longer holds anywhere else.
+                return Err(corrupt(
+                    LOG,
+                    format!(
+                        "entry at byte {}: {}; the commits after it are lost (repair salvages the ones before)",
+                        log::HEADER + d.at,
+                        d.why
+                    ),
+                ));
+            }
             // The byte offset of each entry, for the error naming it.
             let mut at = log::HEADER;
             for batch in &r.batches {
@@ -197,10 +209,15 @@ pub fn recover(storage: &dyn Storage, opts: &Options) -> Result<Opened> {
         // holds everything the log did.
         Some(v) if v < cp.version => {}
         Some(v) => {
+            // The log header verified, so the checkpoint it follows (the
+            // tree's newest) is the one that is damaged or missing.
             return Err(corrupt(
-                LOG,
-                format!("log version {v} is newer than tree version {}", cp.version),
-            ))
+                TREE,
+                format!(
+                    "the newest checkpoint is damaged or missing: the log follows tree version {v}, the tree's last intact checkpoint is version {}",
+                    cp.version
+                ),
+            ));
         }
         // A torn header of an emptied log (crash while restarting it).
         None if log_len <= log::HEADER => {}

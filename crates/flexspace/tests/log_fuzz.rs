@@ -7,8 +7,10 @@
 //! - `damaged_logs`: bit flips, truncations and splices of the log of a
 //!   space left by a crash (several committed batches) or closed cleanly
 //!   open as a typed error or a committed state; never a panic, never
-//!   bytes that were not committed. (A flip inside a committed batch still
-//!   rolls back to the commit before it: issue 37, item 3.)
+//!   bytes that were not committed.
+//! - `flips_in_a_synced_log_are_refused`: flipped bits anywhere in a log
+//!   whose every byte was synced are `Corrupt` naming the log, never a
+//!   rollback to an earlier commit (a crash cannot leave such bytes).
 //! - `crafted_batches`: committed batches whose entries verify but carry
 //!   arbitrary operations, offsets, lengths and addresses are replayed
 //!   into a space that takes reads and writes, or refused as `Corrupt`
@@ -213,6 +215,28 @@ proptest! {
             apply_damage(&mut log, d);
         }
         check_committed(base, log, &format!("{damages:?}"));
+    }
+
+    #[test]
+    fn flips_in_a_synced_log_are_refused(flips in proptest::collection::vec((any::<Index>(), 0..8u8), 1..4)) {
+        let base = &bases()[0];
+        let log = base.image.file_bytes("log").unwrap();
+        let mut damaged = log.clone();
+        for (i, b) in &flips {
+            apply_damage(&mut damaged, &Damage::Flip(i.clone(), *b));
+        }
+        let copy = base.image.crash_image();
+        copy.set_file_bytes("log", damaged.clone());
+        match FlexSpace::open_with_storage(Arc::new(copy), Options::new()) {
+            Err(Error::Corrupt { file, .. }) => prop_assert_eq!(file, "log"),
+            Ok(space) => {
+                // Flips that cancel out leave the log as it was.
+                prop_assert_eq!(&damaged, &log, "opened a damaged log");
+                prop_assert_eq!(&content(&space), base.states.last().unwrap());
+                space.close().unwrap();
+            }
+            Err(e) => prop_assert!(false, "unexpected error {}", e),
+        }
     }
 
     #[test]

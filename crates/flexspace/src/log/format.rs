@@ -8,6 +8,20 @@
 //! The header names the tree version the entries apply to. Writers write
 //! format version 2; readers also accept version 1 (which lacks
 //! `RemapMerged` entries).
+//!
+//! Torn tail or damage: every commit writes its batch and commit entry
+//! and syncs the log before the next one begins, so only the last batch
+//! can be unsynced when the machine stops. Writes reach the device in
+//! whole 512-byte sectors, and an entry (32 bytes, at a multiple of 32)
+//! lies inside one sector, so a crash leaves each entry of that batch
+//! either whole or as it was before: zeros, past the log's synced end.
+//! Replay therefore reports [`Damage`] (the caller refuses the log as
+//! corrupt rather than roll back to an earlier commit) when it stops at
+//! an entry that is neither valid nor zeros, at a verified entry with an
+//! unknown operation, or anywhere (zeros or a commit that does not match
+//! its batch included) when a verified commit entry further on is
+//! numbered beyond the next commit: that commit was written after the
+//! stop point was synced.
 
 /// Bytes of one entry.
 pub const ENTRY: usize = 32;
@@ -180,6 +194,29 @@ pub struct Replay {
     pub valid_len: usize,
     /// The last commit's sequence number (0 if none).
     pub last_seq: u64,
+    /// Why replay stopped before the end, when that cannot be a torn
+    /// tail (see the module's doc).
+    pub damage: Option<Damage>,
+}
+
+/// An entry inside the synced part of the log that does not verify.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// Byte offset of the entry, counted from the first entry.
+    pub at: usize,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+/// Why an entry stopped replay.
+enum Stop {
+    /// Zeros: never written, as past a torn tail.
+    Zeros,
+    /// A verified commit entry that does not close its batch (the mix of
+    /// two writes of the same unsynced tail can give one).
+    Unmatched,
+    /// Bytes no crash can leave: damage wherever it is.
+    Damaged(String),
 }
 
 /// Decodes committed batches from `entries` up to the first invalid entry.
@@ -188,11 +225,21 @@ pub fn replay(entries: &[u8]) -> Replay {
         batches: Vec::new(),
         valid_len: 0,
         last_seq: 0,
+        damage: None,
     };
     let mut batch = Vec::new();
     let mut batch_start = 0;
+    let mut stop = None;
     for (i, e) in entries.chunks_exact(ENTRY).enumerate() {
         if e[4..8] != entry_crc(e).to_le_bytes() {
+            stop = Some((
+                i,
+                if e.iter().all(|&b| b == 0) {
+                    Stop::Zeros
+                } else {
+                    Stop::Damaged("the entry's checksum does not match".into())
+                },
+            ));
             break;
         }
         let (a, b, c) = (u64_at(e, 8), u64_at(e, 16), u64_at(e, 24));
@@ -225,6 +272,7 @@ pub fn replay(entries: &[u8]) -> Replay {
                     || c != u64::from(crc32c::crc32c(body))
                     || a <= out.last_seq
                 {
+                    stop = Some((i, Stop::Unmatched));
                     break;
                 }
                 out.last_seq = a;
@@ -233,11 +281,36 @@ pub fn replay(entries: &[u8]) -> Replay {
                 out.valid_len = batch_start;
                 continue;
             }
-            _ => break,
+            op => {
+                stop = Some((i, Stop::Damaged(format!("unknown operation {op}"))));
+                break;
+            }
         };
         batch.push(op);
     }
+    out.damage = stop.and_then(|(i, why)| match why {
+        Stop::Damaged(why) => Some(Damage { at: i * ENTRY, why }),
+        Stop::Zeros | Stop::Unmatched => {
+            later_commit(&entries[(i + 1) * ENTRY..], out.last_seq + 1).map(|seq| Damage {
+                at: i * ENTRY,
+                why: format!(
+                    "replay stops here, but commit {seq} further on was written after this \
+                     part of the log was synced"
+                ),
+            })
+        }
+    });
     out
+}
+
+/// The number of a verified commit entry in `entries` numbered above
+/// `next` (the number the next commit would take), if there is one.
+fn later_commit(entries: &[u8], next: u64) -> Option<u64> {
+    entries
+        .chunks_exact(ENTRY)
+        .filter(|e| e[0] == OP_COMMIT && e[4..8] == entry_crc(e).to_le_bytes())
+        .map(|e| u64_at(e, 8))
+        .find(|&seq| seq > next)
 }
 
 #[cfg(test)]
@@ -304,6 +377,7 @@ mod tests {
             let r = replay(&bytes[..cut]);
             assert!(r.batches.len() <= batches.len());
             assert_eq!(r.batches[..], batches[..r.batches.len()]);
+            assert_eq!(r.damage, None, "cut at {cut}");
         }
         for i in 0..bytes.len() {
             let mut b = bytes.clone();
@@ -311,6 +385,9 @@ mod tests {
             let r = replay(&b);
             assert_eq!(r.batches[..], batches[..r.batches.len()], "flip at {i}");
             assert!(r.batches.len() < batches.len());
+            // No crash leaves such an entry: the flip is reported where it is.
+            let d = r.damage.expect("a flip is damage");
+            assert_eq!(d.at, i / ENTRY * ENTRY, "flip at {i}: {d:?}");
         }
         let mut h = header(1);
         h[17] ^= 1;
@@ -323,6 +400,48 @@ mod tests {
             h[28..32].copy_from_slice(&crc.to_le_bytes());
             assert_eq!(parse_header(&h), ok.then_some(5), "version {v}");
         }
+    }
+
+    /// A crash leaves the unsynced last batch torn at entry granularity:
+    /// zeros where its sectors never landed, or a mix of two writes of the
+    /// same tail. Neither is damage; zeros before a commit numbered past
+    /// the next one are.
+    #[test]
+    fn torn_tails_are_not_damage_but_zeros_before_a_later_commit_are() {
+        let (bytes, batches) = sample();
+        let last_start = bytes.len() - 5 * ENTRY; // the third batch: 4 + commit
+        for gone in 0..5 {
+            let mut b = bytes.clone();
+            b[last_start + gone * ENTRY..][..ENTRY].fill(0);
+            let r = replay(&b);
+            assert_eq!(r.batches.len(), 2, "entry {gone} zeroed");
+            assert_eq!(r.damage, None, "entry {gone} zeroed");
+        }
+        // The same tail written twice, differently, both halves landing.
+        let mut other = Vec::new();
+        let op = LogOp::Tag { loff: 3, tag: 3 };
+        encode(&mut other, &op);
+        let mut b = bytes.clone();
+        b[last_start..last_start + ENTRY].copy_from_slice(&other);
+        let r = replay(&b);
+        assert_eq!((r.batches.len(), r.damage), (2, None));
+        // A zeroed entry in the first batch, though, precedes commits 2 and 3.
+        let mut b = bytes.clone();
+        b[..ENTRY].fill(0);
+        let r = replay(&b);
+        assert!(r.batches.is_empty());
+        let d = r.damage.expect("commit 2 follows the zeros");
+        assert_eq!(d.at, 0);
+        assert!(d.why.contains("commit 2"), "{}", d.why);
+        assert_eq!(replay(&bytes).batches, batches);
+        // An entry that verifies but names no operation is damage too.
+        let mut b = bytes.clone();
+        b[..ENTRY].copy_from_slice(&raw(99, 0, 1, 2, 3));
+        assert!(replay(&b)
+            .damage
+            .unwrap()
+            .why
+            .contains("unknown operation 99"));
     }
 
     use proptest::prelude::*;

@@ -14,9 +14,9 @@
 //! change nothing.
 //!
 //! What a crash keeps depends on the [`CrashModel`]:
-//! - `SyncedOnly`: each file's durable bytes (plus the first half of the
-//!   last unsynced write when the crash asks to tear it); every directory
-//!   change survives.
+//! - `SyncedOnly`: each file's durable bytes (plus the sectors of the
+//!   last unsynced write before its middle when the crash asks to tear
+//!   it); every directory change survives.
 //! - `Reorder { seed }` (a device that reorders writes): every operation
 //!   since its file's last sync is independently kept, lost or torn (each
 //!   512-byte sector of a torn write kept or not); every directory change
@@ -55,8 +55,9 @@ use crate::storage::{Storage, StorageFile};
 /// What happens at the planned operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
-    /// The machine stops; with the `SyncedOnly` model, `tear` applies half
-    /// of the last unsynced write to the durable image (the `Reorder` model
+    /// The machine stops; with the `SyncedOnly` model, `tear` applies the
+    /// sectors before the middle of the last unsynced write to the durable
+    /// image (the `Reorder` model
     /// tears writes on its own).
     Crash {
         /// Tear the last write.
@@ -345,9 +346,14 @@ impl FaultStorage {
                     let mut d = img.durable.clone();
                     if s.torn {
                         if let Some(Pending::Write { off, data }) = img.unsynced.last() {
-                            // Only the very last write of the storage tears.
+                            // Only the very last write of the storage tears,
+                            // at a sector boundary (a device writes whole
+                            // sectors): the sectors before its middle stay.
                             if s.last_write_ino() == Some(ino) {
-                                write_at(&mut d, *off, &data[..data.len() / 2]);
+                                let cut = ((off + data.len() / 2) / SECTOR * SECTOR).max(*off);
+                                if cut > *off {
+                                    write_at(&mut d, *off, &data[..cut - off]);
+                                }
                             }
                         }
                     }
@@ -736,12 +742,26 @@ mod tests {
         let torn = {
             let st = FaultStorage::new();
             let f = st.open_file("a", true).unwrap();
-            f.write_all_at(0, b"abcd").unwrap();
+            f.write_all_at(0, &[1u8; 3 * SECTOR]).unwrap();
+            f.write_all_at(4 * SECTOR as u64, b"abcd").unwrap();
             st.plan(0, Fault::Crash { tear: true });
             let _ = f.sync();
             st.crash_image()
         };
-        assert_eq!(torn.file_bytes("a").unwrap(), b"ab");
+        // The last write lies in one sector: none of it stays.
+        assert!(torn.file_bytes("a").unwrap().is_empty());
+        let torn = {
+            let st = FaultStorage::new();
+            let f = st.open_file("a", true).unwrap();
+            f.write_all_at(100, &[1u8; 3 * SECTOR]).unwrap();
+            st.plan(0, Fault::Crash { tear: true });
+            let _ = f.sync();
+            st.crash_image()
+        };
+        // Its sectors before the middle stay, the others do not.
+        let mut want = vec![0u8; SECTOR];
+        want[100..].fill(1);
+        assert_eq!(torn.file_bytes("a").unwrap(), want);
     }
 
     /// A punched range reads as zeros and stops counting as allocated; a
