@@ -161,7 +161,7 @@ fn a_flip_in_the_space_log_is_reported_never_rolled_back() {
         for i in 0..200u32 {
             let k = format!("key{:05}", (i * 7919 + round) % 1000).into_bytes();
             let v = format!("r{round}-{i}").into_bytes();
-            batch.put(&k, &v);
+            batch.put(&k, &v).unwrap();
             model.insert(k, v);
         }
         db.write(batch).unwrap();

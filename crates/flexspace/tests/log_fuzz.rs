@@ -223,7 +223,7 @@ proptest! {
         let log = base.image.file_bytes("log").unwrap();
         let mut damaged = log.clone();
         for (i, b) in &flips {
-            apply_damage(&mut damaged, &Damage::Flip(i.clone(), *b));
+            apply_damage(&mut damaged, &Damage::Flip(*i, *b));
         }
         let copy = base.image.crash_image();
         copy.set_file_bytes("log", damaged.clone());
