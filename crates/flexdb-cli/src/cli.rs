@@ -174,6 +174,24 @@ pub enum Command {
         #[arg(long, short)]
         quiet: bool,
     },
+    /// Salvage every readable pair of a damaged store (one that `check`
+    /// reports or that will not open) into a consistent store, and print
+    /// what was lost by key range. The store must not be open.
+    Repair {
+        /// The store's directory.
+        dir: PathBuf,
+        /// Write the salvaged store to this new directory and leave DIR as
+        /// it is; without it, DIR is repaired in place and the damaged
+        /// store kept beside it as DIR.damaged-SECONDS.
+        #[arg(long, value_name = "NEW")]
+        into: Option<PathBuf>,
+        /// One JSON object instead of lines.
+        #[arg(long)]
+        json: bool,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// Interactive shell (reads commands line by line when stdin is not a
     /// terminal).
     Shell {

@@ -34,7 +34,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use cli::{Cli, Command};
-use commands::{check, compact, decode_arg, dump, kv, load, scan, stats, stdout_err};
+use commands::{check, compact, decode_arg, dump, kv, load, repair, scan, stats, stdout_err};
 use exit::{CliError, Code};
 use progress::Progress;
 use store::Mode;
@@ -192,6 +192,15 @@ fn run(command: Command) -> Result<Code, CliError> {
             with_store(&dir, Mode::Existing, |db| {
                 compact::compact(db, &dir, json, quiet, &mut out)
             })?;
+            Code::Success
+        }
+        Command::Repair {
+            dir,
+            into,
+            json,
+            quiet,
+        } => {
+            repair::repair(&dir, into.as_deref(), json, quiet, &mut out)?;
             Code::Success
         }
         Command::Shell { dir, create, enc } => {

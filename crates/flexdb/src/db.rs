@@ -382,6 +382,34 @@ impl Db {
         crate::recovery::check::check(&self.shared)
     }
 
+    /// Salvages every readable pair of the (damaged) store in `dir` into
+    /// a new store at `into`, or, with `into` `None`, in place: the
+    /// salvaged store then takes `dir`'s name and the damaged one is kept
+    /// beside it as `DIR.damaged-SECONDS` (see its `original`). The store
+    /// must not be open. Needs free space for a copy of the store (the
+    /// salvaging open works on a copy, so the damaged files stay as they
+    /// are) and for the new store. The report lists the key ranges lost
+    /// and what else recovery gave up; `progress` sees each interval read.
+    pub fn repair(
+        dir: impl AsRef<Path>,
+        into: Option<&Path>,
+        mut progress: impl FnMut(crate::RepairProgress),
+    ) -> Result<crate::RepairReport> {
+        crate::recovery::repair::repair_dir(dir.as_ref(), into, &mut progress)
+    }
+
+    /// [`Db::repair`] on a storage backend (for example a
+    /// `flexspace::FaultStorage` image): the store on `from` is opened
+    /// salvaging, which writes to `from` (pass a copy), and what it can
+    /// read is written into `into`, an open store.
+    pub fn repair_storage(
+        from: Arc<dyn Storage>,
+        into: &Db,
+        mut progress: impl FnMut(crate::RepairProgress),
+    ) -> Result<crate::RepairReport> {
+        crate::recovery::repair::repair_storage(from, Path::new("damaged"), into, &mut progress)
+    }
+
     /// Flushes, checkpoints and closes the store, reporting any error.
     pub fn close(mut self) -> Result<()> {
         self.shutdown()

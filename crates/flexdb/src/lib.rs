@@ -115,6 +115,7 @@
 //! - `recovery::replay`: the logs a crash left, replayed in parallel.
 //! - `recovery::manifest`: the manifest; what a store directory holds.
 //! - `recovery::check`: the full consistency check, `CheckReport`.
+//! - `recovery::repair`: salvaging a damaged store, `RepairReport`.
 //!
 //! - `diagnostics` (feature `diagnostics`): measurements of internal
 //!   structures (the sparse index, a MemTable's walk) for flexbench.
@@ -155,5 +156,6 @@ pub use options::{Options, WriteOptions};
 pub use read::iter::{Iter, KeyValue};
 pub use read::snapshot::Snapshot;
 pub use recovery::check::{CheckReport, DamagedRange};
+pub use recovery::repair::{RepairProgress, RepairReport};
 pub use stats::Stats;
 pub use txn::{Isolation, Transaction};

@@ -77,6 +77,9 @@ pub struct Options {
     /// (0, 1] with `low <= high`; 1 stops garbage-driven collection
     /// (collection to make room for writes still runs).
     pub gc_garbage_low: f64,
+    /// Open what the files allow instead of refusing damage (`Db::repair`
+    /// only): see `recovery::repair`.
+    pub(crate) salvage: bool,
 }
 
 impl Default for Options {
@@ -92,6 +95,7 @@ impl Default for Options {
             mmap_reads: cfg!(target_pointer_width = "64"),
             gc_garbage_high: 0.25,
             gc_garbage_low: 0.2,
+            salvage: false,
         }
     }
 }

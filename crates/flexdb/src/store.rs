@@ -102,6 +102,9 @@ pub(crate) struct Store {
     /// Debug events of `commit::TRACE_TARGET` are enabled (decided once at
     /// open): the committer times its holds and reports each commit.
     pub trace: bool,
+    /// What a salvaging open (`Options::salvage`, for `Db::repair`) gave
+    /// up, one sentence each naming the file.
+    pub salvaged: Vec<String>,
 }
 
 impl Store {

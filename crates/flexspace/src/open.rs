@@ -46,6 +46,8 @@ pub struct Opened {
     pub version: u64,
     pub seq: u64,
     pub log_end: u64,
+    /// What a salvaging open gave up (`Options::salvage`), one sentence each.
+    pub salvaged: Vec<String>,
 }
 
 /// The checkpoint metadata blob (docs/FORMAT.md).
@@ -143,6 +145,7 @@ pub fn create(storage: &dyn Storage, opts: &Options) -> Result<Opened> {
         version,
         seq: 0,
         log_end: log::HEADER as u64,
+        salvaged: Vec::new(),
     })
 }
 
@@ -172,20 +175,25 @@ pub fn recover(storage: &dyn Storage, opts: &Options) -> Result<Opened> {
     files.log.read_exact_at(0, &mut bytes).map_err(io(LOG))?;
     let mut log_end = log::HEADER as u64;
     let mut seq = 0;
+    let mut salvaged = Vec::new();
     match log::parse_header(&bytes) {
         Some(v) if v == cp.version => {
             let r = log::replay(&bytes[log::HEADER..]);
             if let Some(d) = &r.damage {
+                let why = format!(
+                    "entry at byte {}: {}; the commits after it are lost",
+                    log::HEADER + d.at,
+                    d.why
+                );
                 // Rolling back to the commit before it would drop commits
                 // whose writes the caller no longer holds anywhere else.
-                return Err(corrupt(
-                    LOG,
-                    format!(
-                        "entry at byte {}: {}; the commits after it are lost (repair salvages the ones before)",
-                        log::HEADER + d.at,
-                        d.why
-                    ),
-                ));
+                if !opts.salvage {
+                    return Err(corrupt(
+                        LOG,
+                        format!("{why} (repair salvages the ones before)"),
+                    ));
+                }
+                salvaged.push(format!("log: {why}"));
             }
             // The byte offset of each entry, for the error naming it.
             let mut at = log::HEADER;
@@ -211,17 +219,19 @@ pub fn recover(storage: &dyn Storage, opts: &Options) -> Result<Opened> {
         Some(v) => {
             // The log header verified, so the checkpoint it follows (the
             // tree's newest) is the one that is damaged or missing.
-            return Err(corrupt(
-                TREE,
-                format!(
-                    "the newest checkpoint is damaged or missing: the log follows tree version {v}, the tree's last intact checkpoint is version {}",
-                    cp.version
-                ),
-            ));
+            let why = format!(
+                "the newest checkpoint is damaged or missing: the log follows tree version {v}, the tree's last intact checkpoint is version {}",
+                cp.version
+            );
+            if !opts.salvage {
+                return Err(corrupt(TREE, why));
+            }
+            salvaged.push(format!("tree: {why}; the log's commits are lost"));
         }
         // A torn header of an emptied log (crash while restarting it).
         None if log_len <= log::HEADER => {}
-        None => return Err(corrupt(LOG, "invalid log header")),
+        None if !opts.salvage => return Err(corrupt(LOG, "invalid log header")),
+        None => salvaged.push("log: invalid log header; the log's commits are lost".into()),
     }
     if log::parse_header(&bytes).is_none_or(|v| v != cp.version) {
         files.log.set_len(0).map_err(io(LOG))?;
@@ -273,5 +283,6 @@ pub fn recover(storage: &dyn Storage, opts: &Options) -> Result<Opened> {
         version: cp.version,
         seq,
         log_end,
+        salvaged,
     })
 }

@@ -43,6 +43,12 @@ pub struct Options {
     /// the data file) raises SIGBUS and ends the process, where `pread`
     /// returns an error. Off by default.
     pub mmap_reads: bool,
+    /// Open what the files allow instead of refusing damage (for repair
+    /// tools): a log damaged inside its synced part is cut at the damage
+    /// (the commits after it are lost), a log that follows a lost
+    /// checkpoint is dropped. What was given up is in
+    /// [`crate::FlexSpace::salvaged`]. Off by default.
+    pub salvage: bool,
 }
 
 impl Default for Options {
@@ -57,6 +63,7 @@ impl Default for Options {
             gc_garbage_low: 0.5,
             segment_writers: 2,
             mmap_reads: false,
+            salvage: false,
         }
     }
 }
@@ -107,6 +114,12 @@ impl Options {
     /// Sets `mmap_reads`.
     pub fn mmap_reads(mut self, on: bool) -> Self {
         self.mmap_reads = on;
+        self
+    }
+
+    /// Sets `salvage`.
+    pub fn salvage(mut self, on: bool) -> Self {
+        self.salvage = on;
         self
     }
 

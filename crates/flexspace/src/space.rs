@@ -177,6 +177,8 @@ pub(crate) struct SpaceInner {
     pub(crate) punch_thread: Mutex<crate::maintenance::compact::PunchThread>,
     /// This space, for the threads it starts.
     pub(crate) this: std::sync::Weak<SpaceInner>,
+    /// What a salvaging open gave up (`Options::salvage`).
+    pub(crate) salvaged: Vec<String>,
     pub(crate) _storage: Arc<dyn Storage>,
 }
 
@@ -271,6 +273,7 @@ impl FlexSpace {
                 give_back: Mutex::new(None),
                 punch_thread: Mutex::default(),
                 this: this.clone(),
+                salvaged: o.salvaged,
                 _storage: storage,
             }),
         };
@@ -650,6 +653,12 @@ impl FlexSpace {
     /// the end of a flush.
     pub fn wait_punched(&self) {
         self.s.join_punch_thread();
+    }
+
+    /// What a salvaging open (`Options::salvage`) gave up to open the
+    /// space, one sentence each naming the file; empty when nothing was.
+    pub fn salvaged(&self) -> &[String] {
+        &self.s.salvaged
     }
 
     /// Verifies the space's metadata: every extent maps into the data file,

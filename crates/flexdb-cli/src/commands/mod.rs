@@ -1,8 +1,9 @@
 //! The commands, each over an open store and an output, shared by the
 //! command line (main.rs) and the shell.
 //!
-//! Invariants: a command never opens or closes the store itself and never
-//! prints an error: it returns a [`crate::exit::CliError`]; it writes its
+//! Invariants: a command never opens or closes the store itself (but
+//! `repair`, which works on a closed store's directory) and never prints
+//! an error: it returns a [`crate::exit::CliError`]; it writes its
 //! regular output only to the writer it is given.
 
 pub mod check;
@@ -10,6 +11,7 @@ pub mod compact;
 pub mod dump;
 pub mod kv;
 pub mod load;
+pub mod repair;
 pub mod scan;
 pub mod stats;
 

@@ -124,10 +124,10 @@ impl Problems {
 
 /// Holds a view for the check (`PublishedView::pins`): the committer
 /// does not wait for it to be let go of when it retires the view.
-struct Pinned<'a>(&'a PublishedView);
+pub(super) struct Pinned<'a>(&'a PublishedView);
 
 impl<'a> Pinned<'a> {
-    fn new(view: &'a PublishedView) -> Self {
+    pub(super) fn new(view: &'a PublishedView) -> Self {
         view.pins.fetch_add(1, Ordering::AcqRel);
         Pinned(view)
     }
@@ -140,11 +140,25 @@ impl Drop for Pinned<'_> {
 }
 
 /// One interval of the view, as the sparse index describes it.
-struct Interval {
-    offset: u64,
-    anchor: Vec<u8>,
-    size: u32,
-    count: u16,
+pub(super) struct Interval {
+    pub offset: u64,
+    pub anchor: Vec<u8>,
+    pub size: u32,
+    pub count: u16,
+}
+
+/// The intervals of `view`'s sparse index, in key order.
+pub(super) fn view_intervals(view: &PublishedView) -> Vec<Interval> {
+    let mut intervals = Vec::new();
+    view.sparse.for_each(|a, offset, m| {
+        intervals.push(Interval {
+            offset,
+            anchor: a.to_vec(),
+            size: m.size,
+            count: m.count,
+        })
+    });
+    intervals
 }
 
 pub(crate) fn check(shared: &Store) -> Result<CheckReport> {
@@ -167,15 +181,7 @@ pub(crate) fn check(shared: &Store) -> Result<CheckReport> {
             view.sparse.total()
         ));
     }
-    let mut intervals = Vec::new();
-    view.sparse.for_each(|a, offset, m| {
-        intervals.push(Interval {
-            offset,
-            anchor: a.to_vec(),
-            size: m.size,
-            count: m.count,
-        })
-    });
+    let intervals = view_intervals(&view);
     report.intervals = intervals.len() as u64;
     let mut last_key: Option<Vec<u8>> = None;
     let mut buf: Vec<u8> = Vec::new();

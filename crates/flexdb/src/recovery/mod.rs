@@ -11,6 +11,7 @@ pub(crate) mod check;
 pub(crate) mod manifest;
 pub(crate) mod open;
 mod rebuild;
+pub(crate) mod repair;
 mod replay;
 
 /// The tracing target of recovery's events: the step timings of an open

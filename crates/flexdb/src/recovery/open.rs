@@ -161,6 +161,7 @@ fn space_options(opts: &Options, create: bool) -> flexspace::Options {
         // `Options::mmap_reads`; storage without real files maps nothing).
         .mmap_reads(opts.mmap_reads)
         .gc_garbage(opts.gc_garbage_high, opts.gc_garbage_low)
+        .salvage(opts.salvage)
 }
 
 fn create(
@@ -249,6 +250,7 @@ fn assemble(
         chunks,
         // As many as one commit retires.
         spare_logs: crate::wal::spare_logs::SpareLogs::new(max_frozen),
+        salvaged: Vec::new(),
     })
 }
 
@@ -291,11 +293,19 @@ fn recover(
     // only after the one it is linked to (see the module's doc).
     let mut taken: Option<(u64, u64)> = None;
     let mut dropped = Vec::new();
-    for ((gen, name), replayed) in logs.iter().zip(replay_logs(&storage, &logs)) {
-        let (mem, file, next, found) = replayed?;
+    let mut salvaged: Vec<String> = space.salvaged().to_vec();
+    for ((gen, name), replayed) in logs.iter().zip(replay_logs(&storage, &logs, opts.salvage)) {
+        let (mem, file, next, found, lost) = replayed?;
+        if let Some(why) = lost {
+            salvaged.push(format!("{name}: {why}; the writes after it are lost"));
+        }
         last_gen = *gen;
         if let Some((prev_gen, prev_end)) = found.chain {
-            if prev_gen > committed_gen && taken != Some((prev_gen, prev_end)) {
+            if prev_gen > committed_gen && taken != Some((prev_gen, prev_end)) && opts.salvage {
+                salvaged.push(format!(
+                    "{name}: follows log {prev_gen}, which is missing, shorter or damaged; its writes are taken anyway"
+                ));
+            } else if prev_gen > committed_gen && taken != Some((prev_gen, prev_end)) {
                 if found.synced_once {
                     return Err(Error::Corrupt {
                         file: name.into(),
@@ -360,7 +370,7 @@ fn recover(
     let committed_gen = frozen
         .front()
         .map_or(gen - 1, |f: &FrozenMemTable| f.gen - 1);
-    assemble(
+    let mut store = assemble(
         storage,
         dir,
         real_dir,
@@ -376,5 +386,7 @@ fn recover(
         },
         frozen,
         committed_gen,
-    )
+    )?;
+    store.salvaged = salvaged;
+    Ok(store)
 }

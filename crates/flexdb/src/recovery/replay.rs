@@ -22,9 +22,16 @@ use crate::wal::{Replayed, Wal};
 use crate::write::memtable::MemTable;
 
 /// One replayed log: its MemTable, its file, the sequence number after its
-/// last write (0 when it holds none), and what replay found (where its
-/// records end, its chain record).
-pub(super) type ReplayedLog = (Arc<MemTable>, Arc<dyn StorageFile>, u64, Replayed);
+/// last write (0 when it holds none), what replay found (where its
+/// records end, its chain record), and, when a salvaging replay kept the
+/// records before damage, what the damage was.
+pub(super) type ReplayedLog = (
+    Arc<MemTable>,
+    Arc<dyn StorageFile>,
+    u64,
+    Replayed,
+    Option<String>,
+);
 
 /// Replays `logs` (generation and file name), several at a time, and
 /// returns what each gave, in the order of `logs`. Every log is also synced
@@ -33,6 +40,7 @@ pub(super) type ReplayedLog = (Arc<MemTable>, Arc<dyn StorageFile>, u64, Replaye
 pub(super) fn replay_logs(
     storage: &Arc<dyn Storage>,
     logs: &[(u64, String)],
+    salvage: bool,
 ) -> Vec<Result<ReplayedLog>> {
     let threads = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
@@ -49,7 +57,7 @@ pub(super) fn replay_logs(
                         let Some((_, name)) = logs.get(i) else {
                             return done;
                         };
-                        done.push((i, replay_log(storage, name)));
+                        done.push((i, replay_log(storage, name, salvage)));
                     }
                 })
             })
@@ -77,8 +85,9 @@ pub(super) fn replay_logs(
 
 /// Syncs and replays one log into a new MemTable; the sync runs on its own
 /// thread meanwhile (both only read the file's content, which nothing
-/// writes during recovery).
-fn replay_log(storage: &Arc<dyn Storage>, name: &str) -> Result<ReplayedLog> {
+/// writes during recovery). With `salvage`, damage keeps the records
+/// before it instead of failing.
+fn replay_log(storage: &Arc<dyn Storage>, name: &str, salvage: bool) -> Result<ReplayedLog> {
     let file = storage.open_file(name, false).map_err(io_err(name))?;
     let mem = Arc::new(MemTable::new());
     let mut next_seq = 0;
@@ -115,8 +124,17 @@ fn replay_log(storage: &Arc<dyn Storage>, name: &str) -> Result<ReplayedLog> {
         (synced, replayed)
     });
     synced.map_err(io_err(name))?;
-    let replayed = replayed?;
-    Ok((mem, file, next_seq, replayed))
+    match replayed {
+        Ok(replayed) => Ok((mem, file, next_seq, replayed, None)),
+        Err(Error::Corrupt { detail, .. }) if salvage => {
+            let found = Replayed {
+                end: file.len().map_err(io_err(name))?,
+                ..Replayed::default()
+            };
+            Ok((mem, file, next_seq, found, Some(detail)))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]
@@ -169,17 +187,17 @@ mod tests {
             models.push((model, seq));
             logs.push((gen, name));
         }
-        let parallel = replay_logs(&storage, &logs);
+        let parallel = replay_logs(&storage, &logs, false);
         assert_eq!(parallel.len(), logs.len());
         for (((gen, name), got), (model, next)) in logs.iter().zip(parallel).zip(models) {
-            let sequential = replay_log(&storage, name);
+            let sequential = replay_log(&storage, name, false);
             if *gen == 5 {
                 assert!(matches!(got, Err(Error::Corrupt { .. })));
                 assert!(matches!(sequential, Err(Error::Corrupt { .. })));
                 continue;
             }
-            let (pm, _, pn, pr) = got.unwrap();
-            let (sm, _, sn, sr) = sequential.unwrap();
+            let (pm, _, pn, pr, _) = got.unwrap();
+            let (sm, _, sn, sr, _) = sequential.unwrap();
             assert_eq!(pr, sr);
             assert_eq!(newest(&pm), model, "log {gen}");
             assert_eq!(newest(&sm), model, "log {gen}");

@@ -1,0 +1,258 @@
+//! Salvaging a damaged store into a new one (`Db::repair`, `flexdb
+//! repair`).
+//!
+//! The damaged store is opened with `Options::salvage`, so that recovery
+//! keeps what its files allow instead of refusing the damage: the space's
+//! log up to the damaged entry, each write-ahead log up to its damaged
+//! record, and logs that follow a missing one (each thing given up is one
+//! line of [`RepairReport::salvaged`]). Then every interval of the
+//! published view is read as `check` reads it (`recovery::check`): each
+//! pair that verifies goes to the new store, and each stretch that does
+//! not is reported as lost with the key range it may have held. Last, the
+//! MemTables the logs were replayed into, newer than the space, are
+//! written over those pairs, oldest first, deletions included.
+//!
+//! Invariants: the new store holds exactly the pairs read intact from the
+//! space, overwritten by the replayed writes in their order; every key
+//! range that may have held a pair that was not read is in `lost`. A
+//! salvaging open writes to the store it opens (it truncates logs and
+//! starts a new one), so `repair_dir` opens a copy and leaves the damaged
+//! files as they were.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use flexspace::{FileStorage, Storage};
+
+use crate::batch::WriteBatch;
+use crate::codec::{decode_pair, Decoded};
+use crate::error::{Error, Result};
+use crate::options::Options;
+use crate::recovery::check::{view_intervals, DamagedRange, Pinned};
+use crate::recovery::open::open_storage;
+use crate::store::Store;
+use crate::Db;
+
+/// What `Db::repair` salvaged and what it could not.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RepairReport {
+    /// Pairs read intact from the space and written to the new store.
+    pub pairs: u64,
+    /// Writes replayed from the write-ahead logs and applied over them
+    /// (puts and deletes; the newest version of each key per log).
+    pub replayed: u64,
+    /// Stretches of the data that could not be read, with the keys they
+    /// may have held.
+    pub lost: Vec<DamagedRange>,
+    /// What opening the damaged store gave up, one sentence each naming
+    /// the file (for example the commits after a damaged log entry).
+    pub salvaged: Vec<String>,
+    /// The repaired store.
+    pub into: PathBuf,
+    /// Where the damaged store was moved to, when it was repaired in place.
+    pub original: Option<PathBuf>,
+}
+
+impl RepairReport {
+    /// Whether everything was salvaged: nothing lost, nothing given up.
+    pub fn is_complete(&self) -> bool {
+        self.lost.is_empty() && self.salvaged.is_empty()
+    }
+}
+
+/// Progress of a repair: intervals of the damaged space read so far, of
+/// how many.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RepairProgress {
+    /// Intervals read.
+    pub done: u64,
+    /// Intervals in all.
+    pub total: u64,
+}
+
+/// Pairs written to the new store per batch.
+const BATCH_PAIRS: usize = 4096;
+
+/// Opens the store on `from` with salvage (which writes to `from`: pass a
+/// copy) and writes what it can read into `into`.
+pub(crate) fn repair_storage(
+    from: Arc<dyn Storage>,
+    name: &Path,
+    into: &Db,
+    progress: &mut dyn FnMut(RepairProgress),
+) -> Result<RepairReport> {
+    let mut opts = Options::new().cache_bytes(16 << 20);
+    opts.salvage = true;
+    let store = open_storage(from, name, opts, false)?;
+    let mut report = RepairReport {
+        salvaged: store.salvaged.clone(),
+        into: into.path().to_path_buf(),
+        ..RepairReport::default()
+    };
+    copy_space(&store, into, &mut report, progress)?;
+    copy_memtables(&store, into, &mut report)?;
+    into.flush()?;
+    Ok(report)
+}
+
+/// Every pair of the published view that verifies, into `into`.
+fn copy_space(
+    store: &Store,
+    into: &Db,
+    report: &mut RepairReport,
+    progress: &mut dyn FnMut(RepairProgress),
+) -> Result<()> {
+    let view = store.views.load_full();
+    let _pin = Pinned::new(&view);
+    let intervals = view_intervals(&view);
+    let total = intervals.len() as u64;
+    let mut batch = WriteBatch::new();
+    let mut in_batch = 0;
+    let mut last_key: Option<Vec<u8>> = None;
+    let mut buf = Vec::new();
+    for (i, iv) in intervals.iter().enumerate() {
+        let lost = |offset, after: Option<Vec<u8>>| DamagedRange {
+            offset,
+            after,
+            before: intervals.get(i + 1).map(|n| n.anchor.clone()),
+            interval_from: iv.anchor.clone(),
+        };
+        buf.resize(iv.size as usize, 0);
+        let read = view
+            .space
+            .plan_read(iv.offset, u64::from(iv.size))
+            .and_then(|p| p.read(&mut buf));
+        if read.is_err() {
+            report.lost.push(lost(iv.offset, last_key.clone()));
+        } else {
+            let mut pos = 0;
+            let mut prev: Option<&[u8]> = None;
+            while pos < buf.len() {
+                let Decoded::Pair { key, value, len } = decode_pair(&buf[pos..]) else {
+                    let after = prev.map(<[u8]>::to_vec).or_else(|| last_key.clone());
+                    report.lost.push(lost(iv.offset + pos as u64, after));
+                    break;
+                };
+                // Keys out of order or outside the interval (damage that
+                // verified) go in as they come: the later one wins, as a
+                // scan would have met them.
+                batch.put(key, value)?;
+                in_batch += 1;
+                report.pairs += 1;
+                pos += len;
+                prev = Some(key);
+            }
+            if let Some(k) = prev {
+                last_key = Some(k.to_vec());
+            }
+        }
+        if in_batch >= BATCH_PAIRS {
+            into.write(std::mem::take(&mut batch))?;
+            in_batch = 0;
+        }
+        progress(RepairProgress {
+            done: i as u64 + 1,
+            total,
+        });
+    }
+    if in_batch > 0 {
+        into.write(batch)?;
+    }
+    Ok(())
+}
+
+/// The replayed writes, oldest MemTable first, over the space's pairs.
+fn copy_memtables(store: &Store, into: &Db, report: &mut RepairReport) -> Result<()> {
+    let mems = store.writes.mems();
+    let tables = mems
+        .frozen
+        .iter()
+        .map(|f| &f.mem)
+        .chain(std::iter::once(&mems.active));
+    for mem in tables {
+        let mut batch = WriteBatch::new();
+        for e in mem.newest() {
+            match e.value {
+                Some(v) => batch.put(e.key, v)?,
+                None => batch.delete(e.key)?,
+            };
+            report.replayed += 1;
+            if batch.len() >= BATCH_PAIRS {
+                into.write(std::mem::take(&mut batch))?;
+            }
+        }
+        if !batch.is_empty() {
+            into.write(batch)?;
+        }
+    }
+    Ok(())
+}
+
+/// Repairs the store in `dir` into `into` (a new directory), or in place
+/// when `into` is `None`: the salvaged store then takes `dir`'s place and
+/// the damaged one is kept beside it as `DIR.damaged-SECONDS`.
+pub(crate) fn repair_dir(
+    dir: &Path,
+    into: Option<&Path>,
+    progress: &mut dyn FnMut(RepairProgress),
+) -> Result<RepairReport> {
+    let io = |file: &Path| {
+        let file = file.to_path_buf();
+        move |source| Error::Io { file, source }
+    };
+    // Held until the end: nobody opens the damaged store meanwhile.
+    let lock = FileStorage::open(dir, false).map_err(|e| match e {
+        flexspace::Error::Locked(p) => Error::Locked(p),
+        flexspace::Error::NotAFlexSpace(p) => Error::NotFound(p),
+        e => Error::NotAStore(dir.to_path_buf(), e.to_string()),
+    })?;
+    if !matches!(
+        crate::recovery::manifest::inspect(&lock)?,
+        crate::recovery::manifest::DirContents::Store
+    ) {
+        return Err(Error::NotAStore(
+            dir.to_path_buf(),
+            "no store manifest".into(),
+        ));
+    }
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let sibling = |what: &str| {
+        let mut name = dir.file_name().unwrap_or_default().to_os_string();
+        name.push(format!(".{what}-{stamp}"));
+        dir.with_file_name(name)
+    };
+    let target = into.map_or_else(|| sibling("repaired"), Path::to_path_buf);
+    let work = sibling("repair-work");
+    std::fs::create_dir(&work).map_err(io(&work))?;
+    let result = (|| {
+        for name in lock.list_files().map_err(io(dir))? {
+            if name != "lock" {
+                std::fs::copy(dir.join(&name), work.join(&name)).map_err(io(&dir.join(&name)))?;
+            }
+        }
+        let new = Db::open(
+            &target,
+            Options::new().create_if_missing(true).error_if_exists(true),
+        )?;
+        let from = FileStorage::open(&work, false)
+            .map_err(|e| Error::NotAStore(work.clone(), e.to_string()))?;
+        let mut report = repair_storage(Arc::new(from), dir, &new, progress)?;
+        new.close()?;
+        report.into = target.clone();
+        Ok(report)
+    })();
+    let cleaned = std::fs::remove_dir_all(&work).map_err(io(&work));
+    let mut report = result?;
+    cleaned?;
+    if into.is_none() {
+        drop(lock);
+        let original = sibling("damaged");
+        std::fs::rename(dir, &original).map_err(io(dir))?;
+        std::fs::rename(&target, dir).map_err(io(&target))?;
+        report.into = dir.to_path_buf();
+        report.original = Some(original);
+    }
+    Ok(report)
+}
