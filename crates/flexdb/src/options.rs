@@ -56,11 +56,12 @@ pub struct Options {
     /// address space is free). It skips a system call per extent: at 10 M
     /// pairs with a 1 GiB cache, YCSB C (gets) ran 1.5 times as fast and E
     /// (scans) 1.4 times (docs/DESIGN.md, "Reading the data file through a
-    /// mapping"). The
-    /// price: an I/O error while the kernel reads a mapped page in, or
-    /// another process truncating the data file under the store, ends the
-    /// process with SIGBUS where `pread` would have returned an error.
-    /// Set it to false where a failing device must give errors instead.
+    /// mapping"). An I/O error while the kernel reads a mapped page in,
+    /// or another process truncating the data file under the store,
+    /// raises SIGBUS: flexspace's handler fails that copy and the read
+    /// falls back to `pread`, whose error the reader gets (a reader
+    /// copying the same page at that instant may get `Corrupt`). Set it
+    /// to false to read with `pread` only.
     pub mmap_reads: bool,
     /// The space collects garbage when the garbage in its segments that
     /// still hold live data passes this fraction of them (default: 0.25),

@@ -7,9 +7,12 @@
 //! again serves every pair.
 //!
 //! With mapped reads (the default) the same fault on a real device raises
-//! SIGBUS in the reader, which kills the process: not handled yet (issue
-//! 37, item 5); `FaultStorage` does not map files, so these tests take
-//! the `pread` path.
+//! SIGBUS in the reader; flexspace's handler turns it into a failed copy
+//! and the `pread` that follows returns the error.
+//! `a_data_file_cut_under_mapped_reads_gives_errors_not_sigbus` raises
+//! real SIGBUS (a file cut short under its mapping faults exactly as a
+//! failed page read does) on a real store. `FaultStorage` does not map
+//! files, so the other tests take the `pread` path.
 //!
 //! Seeds are random per run (`FAULT_SEED` replays one) and printed.
 
@@ -200,4 +203,46 @@ fn read_faults_in_the_committer_lose_no_acknowledged_write() {
             "seed {seed}: key {i}"
         );
     }
+}
+
+/// A real store read through its mapping (the default) whose data file is
+/// cut short by another handle while it is open: reads of the pages cut
+/// away raise SIGBUS, which must end as typed errors to those readers,
+/// not the end of the process; reads of the rest go on.
+#[test]
+fn a_data_file_cut_under_mapped_reads_gives_errors_not_sigbus() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::new()
+        .memtable_bytes(64 << 10)
+        .cache_bytes(64 << 10);
+    {
+        let db = Db::open(dir.path(), opts.clone().create_if_missing(true)).unwrap();
+        for i in 0..KEYS {
+            db.put(key(i), value(i, 0)).unwrap();
+        }
+        db.close().unwrap();
+    }
+    let db = Db::open(dir.path(), opts).unwrap();
+    let data = dir.path().join("data");
+    let len = std::fs::metadata(&data).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&data)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let (mut ok, mut failed) = (0, 0);
+    for i in 0..KEYS {
+        match db.get(key(i)) {
+            Ok(Some(v)) => {
+                assert_eq!(v, value(i, 0), "key {i}");
+                ok += 1;
+            }
+            Ok(None) => panic!("key {i} missing without an error"),
+            Err(Error::Io { .. } | Error::Corrupt { .. }) => failed += 1,
+            Err(e) => panic!("key {i}: {e}"),
+        }
+    }
+    assert!(ok > 0 && failed > 0, "{ok} read, {failed} failed");
+    std::mem::forget(db);
 }

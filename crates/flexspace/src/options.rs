@@ -38,10 +38,11 @@ pub struct Options {
     pub segment_writers: usize,
     /// Read the data file through a read-only memory mapping where the
     /// storage can map it ([`crate::FileStorage`] can): reads copy from the
-    /// page cache without a system call per extent. The trade-off: an I/O
-    /// error while a mapped page is read in (or another process truncating
-    /// the data file) raises SIGBUS and ends the process, where `pread`
-    /// returns an error. Off by default.
+    /// page cache without a system call per extent. An I/O error while a
+    /// mapped page is read in (or another process truncating the data
+    /// file) raises SIGBUS, which a handler turns into a failed copy: the
+    /// read falls back to `pread`, which returns the error (see
+    /// `storage/sigbus.rs` for the one race). Off by default.
     pub mmap_reads: bool,
     /// Open what the files allow instead of refusing damage (for repair
     /// tools): a log damaged inside its synced part is cut at the damage

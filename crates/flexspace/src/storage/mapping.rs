@@ -6,9 +6,11 @@
 //!   the file: a copy is made only of bytes below the file's length as last
 //!   seen (`backed`, raised by `fstat` when a read reaches past it), so a
 //!   read never touches a page past the end of the file. Flexspace never
-//!   shortens its data file, so a length once seen stays backed (another
+//!   shortens its data file, so a length once seen stays backed. Another
 //!   process truncating the file, or an I/O error while a page is read in,
-//!   raises SIGBUS: the trade-off documented in docs/DESIGN.md).
+//!   raises SIGBUS; the mapping is registered with `sigbus`, whose handler
+//!   turns that into a failed copy (the caller's `pread` then reports the
+//!   error) instead of the end of the process.
 //! - Bytes past the backed length are left to the caller's `pread`, which
 //!   reports them as a short read: a corrupt index naming them gets an
 //!   error, never a signal.
@@ -30,6 +32,8 @@ pub struct Mapping {
     file: File,
     /// Bytes of the file known to exist (its length when last seen).
     backed: AtomicU64,
+    /// The `sigbus` slot guarding the range (`None`: the table was full).
+    guard: Option<usize>,
 }
 
 // SAFETY: the mapping is read-only memory owned by this value until drop;
@@ -71,6 +75,7 @@ impl Mapping {
             len: len_usize,
             file,
             backed,
+            guard: super::sigbus::register(ptr as usize, len_usize),
         }))
     }
 
@@ -108,15 +113,22 @@ impl Mapping {
         match start.checked_add(out.len()) {
             Some(end) if end <= self.len && self.backs(end as u64) => {
                 // SAFETY: `start..end` lies inside the mapping (checked),
-                // which is valid for reads until drop; `out` is a distinct
-                // exclusive buffer. Nothing writes the range meanwhile (module
-                // invariants), and the file covers it (checked, and never
-                // shortened), so the copy cannot fault except on an I/O
-                // error (SIGBUS, documented).
+                // which is valid for reads until drop and maps the file
+                // from offset 0; `out` is a distinct exclusive buffer.
+                // Nothing writes the range meanwhile (module invariants).
+                // The file covers it (checked, and never shortened), so
+                // the copy faults only on an I/O error or a truncation by
+                // another process: guarded, that fails the copy; where the
+                // guard table was full, SIGBUS ends the process.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(self.ptr.add(start), out.as_mut_ptr(), out.len())
-                };
-                true
+                    let src = self.ptr.add(start);
+                    if self.guard.is_some() {
+                        super::sigbus::guarded_copy(src, out, self.file.as_raw_fd(), offset)
+                    } else {
+                        std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len());
+                        true
+                    }
+                }
             }
             _ => false,
         }
@@ -125,6 +137,9 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        if let Some(slot) = self.guard {
+            super::sigbus::unregister(slot);
+        }
         // SAFETY: unmaps exactly the region mapped in `new`, once; no copy
         // can be running (reads borrow `self`).
         unsafe {
@@ -177,5 +192,50 @@ mod tests {
         assert!(!m.read((1 << 20) - 1, &mut c));
         assert!(!m.read(u64::MAX, &mut c));
         assert!(Mapping::new(f, 0).unwrap().is_none());
+    }
+
+    /// A page that cannot be read in (here: the file was cut short under
+    /// the mapping by another handle, which raises SIGBUS exactly as an
+    /// I/O error does) fails the copy instead of ending the process; once
+    /// the file holds the bytes again, the mapping reads them.
+    #[test]
+    fn a_page_that_cannot_be_read_in_fails_the_copy_not_the_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        f.write_all_at(&[7u8; 64 << 10], 0).unwrap();
+        let m = Mapping::new(f.try_clone().unwrap(), 1 << 20)
+            .unwrap()
+            .unwrap();
+        assert!(m.guard.is_some(), "the mapping is guarded");
+        let mut b = vec![0u8; 8192];
+        assert!(m.read(4096, &mut b));
+        assert!(b.iter().all(|&x| x == 7));
+        // Cut under the mapping: its length as seen stays 64 KiB.
+        f.set_len(4096).unwrap();
+        let mut b = vec![1u8; 8192];
+        let r = m.read(16 << 10, &mut b);
+        assert!(!r, "the faulting copy fails");
+        // The same thread and another go on; bytes still in the file read.
+        let mut c = [0u8; 100];
+        assert!(m.read(0, &mut c));
+        assert!(c.iter().all(|&x| x == 7));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut d = vec![0u8; 4096];
+                assert!(!m.read(20 << 10, &mut d));
+            });
+        });
+        // The file grows back: the pages mapped back read its new bytes.
+        f.write_all_at(&[9u8; 64 << 10], 0).unwrap();
+        let mut e = vec![0u8; 8192];
+        assert!(m.read(16 << 10, &mut e));
+        assert!(e.iter().all(|&x| x == 9));
     }
 }

@@ -6,7 +6,8 @@
 //! process or another) fails with `Locked`.
 //!
 //! Submodules: [`fault`] (the fault-injecting in-memory backend of the
-//! crash tests), [`mapping`] (the read-only mapping of the data file),
+//! crash tests), [`mapping`] (the read-only mapping of the data file,
+//! guarded against SIGBUS by `sigbus`),
 //! [`aligned`] (O_DIRECT-aligned buffers) and [`counting_file`] (a file
 //! wrapper counting the bytes written).
 
@@ -14,6 +15,7 @@ pub mod aligned;
 pub mod counting_file;
 pub mod fault;
 pub mod mapping;
+mod sigbus;
 
 use std::fs::{File, OpenOptions};
 use std::io;
