@@ -148,9 +148,32 @@ impl Db {
         self.shared.get(key.as_ref())
     }
 
+    /// `read` applied to the value of `key` (`None` when absent), without
+    /// copying it: the value is borrowed from the MemTable, the interval
+    /// cache or the interval read for this call, for as long as `read`
+    /// runs. `read` is called exactly once (it is `FnMut` only so that a
+    /// cache miss can still call it). It runs while the cached interval's
+    /// slot is held for reading: keep it short, and do not call into the
+    /// store from it (the cache could not replace that interval meanwhile).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = flexdb::Db::open(dir.path(), flexdb::Options::new().create_if_missing(true)).unwrap();
+    /// db.put(b"k", b"hello").unwrap();
+    /// let len = db.get_with(b"k", |v| v.map(|v| v.len())).unwrap();
+    /// assert_eq!(len, Some(5));
+    /// ```
+    pub fn get_with<R>(
+        &self,
+        key: impl AsRef<[u8]>,
+        read: impl FnMut(Option<&[u8]>) -> R,
+    ) -> Result<R> {
+        self.shared.get_with(key.as_ref(), read)
+    }
+
     /// Whether `key` is present.
     pub fn contains(&self, key: impl AsRef<[u8]>) -> Result<bool> {
-        Ok(self.get(key)?.is_some())
+        self.get_with(key, |v| v.is_some())
     }
 
     /// Iterates over the pairs whose keys lie in `range`, in key order;

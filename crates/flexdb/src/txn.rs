@@ -121,20 +121,31 @@ impl Transaction {
     /// The value of `key`: this transaction's own write if it made one,
     /// else as of its start.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.get_with(key, |v| v.map(<[u8]>::to_vec))
+    }
+
+    /// `read` applied to the value of `key` as `get` sees it, borrowed
+    /// without a copy (see [`crate::Db::get_with`]); recorded as a read
+    /// like `get`.
+    pub fn get_with<R>(
+        &self,
+        key: impl AsRef<[u8]>,
+        mut read: impl FnMut(Option<&[u8]>) -> R,
+    ) -> Result<R> {
         let key = key.as_ref();
         if let Some(w) = self.writes.get(key) {
-            return Ok(w.clone());
+            return Ok(read(w.as_deref()));
         }
-        let v = self.point.get(key)?;
+        let out = self.point.get_with(key, read)?;
         if self.isolation == Isolation::Serializable {
             self.reads.lock().keys.push(key.to_vec());
         }
-        Ok(v)
+        Ok(out)
     }
 
     /// Whether `key` is present (as `get` sees it).
     pub fn contains(&self, key: impl AsRef<[u8]>) -> Result<bool> {
-        Ok(self.get(key)?.is_some())
+        self.get_with(key, |v| v.is_some())
     }
 
     /// The pairs whose keys lie in `range`, in key order (`.rev()` for

@@ -132,6 +132,8 @@ fn run(seed: u64, steps: usize, place: Place) -> Result<(), TestCaseError> {
             58..=79 => {
                 let k = key(&mut rng);
                 prop_assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned());
+                let len = db.get_with(&k, |v| v.map(<[u8]>::len)).unwrap();
+                prop_assert_eq!(len, model.get(&k).map(Vec::len));
             }
             80..=92 => check_range(&db, &model, &mut rng)?,
             93..=95 => db.flush().unwrap(),

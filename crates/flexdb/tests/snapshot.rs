@@ -41,6 +41,8 @@ fn check_snapshot(snap: &Snapshot, model: &Model, rng: &mut StdRng) -> Result<()
     for _ in 0..3 {
         let k = key(rng);
         prop_assert_eq!(snap.get(&k).unwrap(), model.get(&k).cloned(), "get {:?}", k);
+        let borrowed = snap.get_with(&k, |v| v.map(<[u8]>::to_vec)).unwrap();
+        prop_assert_eq!(borrowed, model.get(&k).cloned(), "get_with {:?}", k);
     }
     let (lo, hi) = (bound(rng, key), bound(rng, key));
     if !range_ok(&lo, &hi) {

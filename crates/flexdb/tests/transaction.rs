@@ -51,6 +51,11 @@ fn a_transaction_reads_its_own_writes_in_order_both_ways() {
         // A write after the transaction began is not seen.
         db.put("d", "db-d").unwrap();
         assert_eq!(t.get("c").unwrap().as_deref(), Some(&b"t-c"[..]));
+        assert!(t.get_with("c", |v| v == Some(&b"t-c"[..])).unwrap());
+        assert_eq!(
+            t.get_with("a", |v| v.map(<[u8]>::to_vec)).unwrap(),
+            db.get("a").unwrap()
+        );
         assert_eq!(t.get("e").unwrap(), None);
         assert_eq!(t.get("d").unwrap(), None);
         assert!(t.contains("a").unwrap() && !t.contains("zz").unwrap());

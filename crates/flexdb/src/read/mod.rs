@@ -31,16 +31,25 @@ impl Store {
 
     /// The value of `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with(key, |v| v.map(<[u8]>::to_vec))
+    }
+
+    /// `read` applied to the value of `key` (`None`: absent), borrowed
+    /// from the MemTable, the cached interval or the interval fetched for
+    /// this read: no copy. `read` runs exactly once (an `FnMut` only so
+    /// that a cache miss can still call it), while a cached interval's
+    /// slot is held for reading (see `Db::get_with`).
+    pub fn get_with<R>(&self, key: &[u8], mut read: impl FnMut(Option<&[u8]>) -> R) -> Result<R> {
         check_sizes(key, None)?;
         let snapshot = self.writes.visible();
         {
             let m = self.read_mems();
-            if let Some(v) = m.active.get(key, snapshot) {
-                return Ok(v.map(Vec::from));
+            if let Some(v) = m.active.get_ref(key, snapshot) {
+                return Ok(read(v));
             }
             for f in m.frozen.iter().rev() {
-                if let Some(v) = f.mem.get(key, snapshot) {
-                    return Ok(v.map(Vec::from));
+                if let Some(v) = f.mem.get_ref(key, snapshot) {
+                    return Ok(read(v));
                 }
             }
         }
@@ -49,19 +58,19 @@ impl Store {
         let f = view.sparse.find(key);
         let meta = view.sparse.meta(&f);
         if meta.size == 0 {
-            return Ok(None);
+            return Ok(read(None));
         }
-        // A hit copies the value out under the slot's lock, without taking
-        // a reference to the interval (whose count the threads reading a
+        // A hit reads the value under the slot's lock, without taking a
+        // reference to the interval (whose count the threads reading a
         // hot interval would all write).
         let word = meta.cache.load(Ordering::Acquire);
         let hit = self
             .cache
-            .read_nowait(CacheRef::unpack(word), |d| d.get(key).map(<[u8]>::to_vec));
-        if let Some(value) = hit {
-            return Ok(value);
+            .read_nowait(CacheRef::unpack(word), |d| read(d.get(key)));
+        if let Some(out) = hit {
+            return Ok(out);
         }
         let data = self.view_interval(&view, &f)?;
-        Ok(data.get(key).map(<[u8]>::to_vec))
+        Ok(read(data.get(key)))
     }
 }

@@ -107,31 +107,37 @@ impl ReadPoint {
 
     /// The value of `key` at this point.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with(key, |v| v.map(<[u8]>::to_vec))
+    }
+
+    /// `read` applied to the value of `key` at this point, borrowed (as
+    /// `Store::get_with`: called exactly once).
+    pub fn get_with<R>(&self, key: &[u8], mut read: impl FnMut(Option<&[u8]>) -> R) -> Result<R> {
         check_sizes(key, None)?;
         for m in &self.mems {
-            if let Some(v) = m.get(key, self.seq) {
-                return Ok(v.map(Vec::from));
+            if let Some(v) = m.get_ref(key, self.seq) {
+                return Ok(read(v));
             }
         }
         let view = &*self.view;
         let f = view.sparse.find(key);
         let meta = view.sparse.meta(&f);
         if meta.size == 0 {
-            return Ok(None);
+            return Ok(read(None));
         }
         let word = meta.cache.load(Ordering::Acquire);
         if view.word_usable_at(word, self.active_gen) {
-            // As `Store::get`: copied out under the slot's lock.
+            // As `Store::get_with`: read under the slot's lock.
             let hit = self
                 .store
                 .cache
-                .read_nowait(CacheRef::unpack(word), |d| d.get(key).map(<[u8]>::to_vec));
-            if let Some(value) = hit {
-                return Ok(value);
+                .read_nowait(CacheRef::unpack(word), |d| read(d.get(key)));
+            if let Some(out) = hit {
+                return Ok(out);
             }
         }
         let data = self.store.view_interval_at(view, &f, self.active_gen)?;
-        Ok(data.get(key).map(<[u8]>::to_vec))
+        Ok(read(data.get(key)))
     }
 }
 
@@ -297,6 +303,16 @@ impl Snapshot {
     /// The value of `key` as of the snapshot.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.point.get(key.as_ref())
+    }
+
+    /// `read` applied to the value of `key` as of the snapshot, borrowed
+    /// without a copy (see [`crate::Db::get_with`]).
+    pub fn get_with<R>(
+        &self,
+        key: impl AsRef<[u8]>,
+        read: impl FnMut(Option<&[u8]>) -> R,
+    ) -> Result<R> {
+        self.point.get_with(key.as_ref(), read)
     }
 
     /// Whether `key` was present as of the snapshot.

@@ -508,10 +508,17 @@ impl MemTable {
 
     /// The newest version of `key` with a sequence number `<= snapshot`:
     /// `Some(None)` for a deletion, `None` when the table has no version.
+    #[cfg(test)]
     pub fn get(&self, key: &[u8], snapshot: u64) -> Option<Version> {
+        Some(self.get_ref(key, snapshot)?.map(Box::from))
+    }
+
+    /// [`MemTable::get`] without a copy: the value borrowed from the
+    /// table's arena, valid for as long as the table is.
+    pub fn get_ref(&self, key: &[u8], snapshot: u64) -> Option<Option<&[u8]>> {
         let (_, found) = self.table().probe(key, hash(key));
         let e = self.visible(found?, snapshot)?;
-        Some(self.entry(e).value.map(Box::from))
+        Some(self.entry(e).value)
     }
 
     /// The sequence number of the newest version of `key` in the table, if
