@@ -8,9 +8,9 @@
 //! slower than commits: the next rotation is most of a MemTable away), or
 //! the store is idle, the WAL is given back down to
 //! the active log: every spare is removed, and the active log's blocks past
-//! its records, its mapping and the step it may grow into are punched
-//! (`Wal::trim_tail`; a log that took over a spare holds the older log's
-//! records there). The next log is then made afresh, ahead of its rotation
+//! its records and its mapping are punched (`Wal::trim_tail`; a log that
+//! took over a spare holds the older log's records there; the step a
+//! growth ahead is preparing stays). The next log is then made afresh, ahead of its rotation
 //! (`next_log`), off the writers' path.
 //!
 //! Invariants: nothing here touches a log in use beyond its trimmed tail,

@@ -71,6 +71,18 @@ impl GrowAhead {
             && !self.claimed.swap(true, Ordering::Acquire)
     }
 
+    /// Takes the claim without growing, for a trim of the file past the
+    /// mapping: false when a growth ahead is under way (its step must
+    /// stay). The holder calls [`GrowAhead::release`].
+    pub fn hold(&self) -> bool {
+        !self.claimed.swap(true, Ordering::Acquire)
+    }
+
+    /// Lets go of a claim taken by [`GrowAhead::hold`].
+    pub fn release(&self) {
+        self.claimed.store(false, Ordering::Release);
+    }
+
     /// Grows `log` by one step, preparing it without the log's lock, and
     /// releases the claim. Returns whether a step was installed.
     pub fn run(&self, log: &Mutex<MappedLog>) -> bool {
@@ -104,6 +116,23 @@ mod tests {
         let path = dir.path().join("log");
         std::fs::write(&path, b"HEAD").unwrap();
         MappedLog::open_with_step(&path, 4, first, 1 << 20).unwrap()
+    }
+
+    /// A trim's hold and a growth's claim exclude each other.
+    #[test]
+    fn a_hold_and_a_growth_exclude_each_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Mutex::new(log(&dir, 1 << 20));
+        let ahead = GrowAhead::new(&log.lock(), 8 << 20);
+        let near_end = (1 << 20) - 4096;
+        assert!(ahead.hold());
+        assert!(!ahead.claim(near_end), "no growth while a trim holds");
+        ahead.release();
+        assert!(ahead.claim(near_end));
+        assert!(!ahead.hold(), "no trim of the step while it grows");
+        assert!(ahead.run(&log));
+        assert!(ahead.hold());
+        ahead.release();
     }
 
     #[test]

@@ -309,22 +309,35 @@ impl Wal {
         self.own
     }
 
-    /// Gives back the file's blocks past what the log has mapped and the
-    /// step it may be growing into (a log that took over a spare's file
-    /// still holds the older log's records there, which replay ignores),
-    /// and past its records and `TRIM_MARGIN`: an idle store's log then
-    /// holds about its records and its preallocation on disk. The mapped
-    /// range and the next step stay allocated, so an append through the
-    /// mapping never faults on a hole (on a full disk that would be
-    /// SIGBUS, where a growth's `fallocate` gives the error). Punches
-    /// `TRIM_CHUNK` at a time from the file's end down, each under the
-    /// append locks, so a writer waits for one chunk at most and a growth
-    /// meanwhile moves the bound up. Returns the bytes freed; logs that
-    /// are not mapped (other storage backends) are left alone.
+    /// Gives back the file's blocks past what the log has mapped (a log
+    /// that took over a spare's file still holds the older log's records
+    /// there, which replay ignores), and past its records and
+    /// `TRIM_MARGIN`: an idle store's log then holds about its records and
+    /// its preallocation on disk. The mapped range stays allocated, so an
+    /// append through the mapping never faults on a hole (on a full disk
+    /// that would be SIGBUS, where a growth's `fallocate` gives the error);
+    /// so does the next step when a growth ahead is preparing it. The trim
+    /// holds the growth ahead's claim otherwise, so none starts meanwhile
+    /// (an append that needs room grows the log itself, under the append
+    /// locks). Punches `TRIM_CHUNK` at a time from the file's end down,
+    /// each under the append locks, so a writer waits for one chunk at
+    /// most and a growth meanwhile moves the bound up. Returns the bytes
+    /// freed; logs that are not mapped (other storage backends) are left
+    /// alone.
     pub fn trim_tail(&self) -> Result<u64> {
         let Some(m) = &self.mapped else {
             return Ok(0);
         };
+        let held = m.ahead.hold();
+        let trimmed = self.trim_past(m, if held { 0 } else { mapped::STEP });
+        if held {
+            m.ahead.release();
+        }
+        trimmed
+    }
+
+    /// [`Wal::trim_tail`], keeping `step` bytes past the mapping.
+    fn trim_past(&self, m: &Mapped, step: u64) -> Result<u64> {
         // Nothing past the bound to give back when no more than it is
         // allocated (a log trimmed already, or a fresh one): spares the
         // punches and their locks.
@@ -332,7 +345,7 @@ impl Wal {
             .file
             .allocated_bytes()
             .map_err(|e| io_err(&self.name, e))?;
-        if allocated <= m.log.lock().capacity() + TRIM_MARGIN + mapped::STEP {
+        if allocated <= m.log.lock().capacity() + TRIM_MARGIN + step {
             return Ok(0);
         }
         let mut top = self.file.len().map_err(|e| io_err(&self.name, e))?;
@@ -342,7 +355,7 @@ impl Wal {
             let keep = {
                 let log = m.log.lock();
                 (log.end() + TRIM_MARGIN)
-                    .max(log.capacity() + log.step())
+                    .max(log.capacity() + step.min(log.step()))
                     .next_multiple_of(TRIM_ALIGN)
             };
             if top <= keep {
@@ -1321,14 +1334,16 @@ mod tests {
             freed > 0 && after < before,
             "{before} -> {after}, freed {freed}"
         );
-        // What stays: the mapping (1 MiB) and the step it may grow into.
-        let (cap, step) = {
+        // What stays: the mapping (1 MiB) or the records and the margin,
+        // and no step (no growth ahead was under way).
+        let (cap, end, step) = {
             let log = wal.mapped.as_ref().unwrap().log.lock();
-            (log.capacity(), log.step())
+            (log.capacity(), log.end(), log.step())
         };
+        let keep = cap.max(end + TRIM_MARGIN);
         assert!(
-            after <= cap + step + TRIM_ALIGN,
-            "{after} allocated for a mapping of {cap} and a step of {step}"
+            after <= keep + TRIM_ALIGN && keep < cap + step,
+            "{after} allocated for a mapping of {cap} and records to {end}"
         );
         // A second trim finds nothing more to give back.
         assert_eq!(wal.trim_tail().unwrap(), 0);
