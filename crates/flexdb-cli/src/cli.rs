@@ -182,7 +182,7 @@ pub enum Command {
         dir: PathBuf,
         /// Write the salvaged store to this new directory and leave DIR as
         /// it is; without it, DIR is repaired in place and the damaged
-        /// store kept beside it as DIR.damaged-SECONDS.
+        /// store kept beside it as DIR.before-repair-SECONDS.
         #[arg(long, value_name = "NEW")]
         into: Option<PathBuf>,
         /// One JSON object instead of lines.

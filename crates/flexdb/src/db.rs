@@ -408,7 +408,7 @@ impl Db {
     /// Salvages every readable pair of the (damaged) store in `dir` into
     /// a new store at `into`, or, with `into` `None`, in place: the
     /// salvaged store then takes `dir`'s name and the damaged one is kept
-    /// beside it as `DIR.damaged-SECONDS` (see its `original`). The store
+    /// beside it as `DIR.before-repair-SECONDS` (see its `original`). The store
     /// must not be open. Needs free space for a copy of the store (the
     /// salvaging open works on a copy, so the damaged files stay as they
     /// are) and for the new store. The report lists the key ranges lost

@@ -190,7 +190,7 @@ fn copy_memtables(store: &Store, into: &Db, report: &mut RepairReport) -> Result
 
 /// Repairs the store in `dir` into `into` (a new directory), or in place
 /// when `into` is `None`: the salvaged store then takes `dir`'s place and
-/// the damaged one is kept beside it as `DIR.damaged-SECONDS`.
+/// the damaged one is kept beside it as `DIR.before-repair-SECONDS`.
 pub(crate) fn repair_dir(
     dir: &Path,
     into: Option<&Path>,
@@ -200,6 +200,11 @@ pub(crate) fn repair_dir(
         let file = file.to_path_buf();
         move |source| Error::Io { file, source }
     };
+    // A path like `.` has no name to put beside it.
+    let dir = &dir.canonicalize().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::NotFound(dir.to_path_buf()),
+        _ => io(dir)(e),
+    })?;
     // Held until the end: nobody opens the damaged store meanwhile.
     let lock = FileStorage::open(dir, false).map_err(|e| match e {
         flexspace::Error::Locked(p) => Error::Locked(p),
@@ -248,7 +253,7 @@ pub(crate) fn repair_dir(
     cleaned?;
     if into.is_none() {
         drop(lock);
-        let original = sibling("damaged");
+        let original = sibling("before-repair");
         std::fs::rename(dir, &original).map_err(io(dir))?;
         std::fs::rename(&target, dir).map_err(io(&target))?;
         report.into = dir.to_path_buf();
