@@ -103,7 +103,8 @@ mod tests {
     fn log(dir: &tempfile::TempDir, first: u64) -> MappedLog {
         let path = dir.path().join("log");
         std::fs::write(&path, b"HEAD").unwrap();
-        MappedLog::open_with_step(&path, 4, first, 1 << 20).unwrap()
+        MappedLog::open_with_step(crate::wal::mapped::tests::real(&path), 4, first, 1 << 20)
+            .unwrap()
     }
 
     #[test]

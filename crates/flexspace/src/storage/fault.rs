@@ -41,6 +41,17 @@
 //! counting in `allocated_bytes` until written again. In a crash image
 //! every all-zero block counts as a hole.
 //!
+//! Writable mappings ([`Storage::open_mappable`], on by default, off with
+//! [`FaultStorage::without_mappings`]): preallocating and mapping a stretch
+//! is an operation (it may crash or fail with ENOSPC, changing nothing),
+//! which extends the inode as a length change; each copy into a mapping
+//! is an operation too, one write of the inode: reads see it at once, and
+//! until a sync a crash keeps, loses or tears it like any unsynced write
+//! (as a page of a real mapping may or may not have been written back). A
+//! copy cannot fail: after a crash it changes nothing, and an injected
+//! error there is reported by the inode's next sync (as the kernel reports
+//! a failed write-back at `fsync`).
+//!
 //! Invariant: `durable` is always `live` as of the last sync with the
 //! operations since replayed, so a sync costs what was written since.
 
@@ -50,7 +61,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::storage::{Storage, StorageFile};
+use crate::storage::{MappableFile, Storage, StorageFile, WritableMap};
 
 /// What happens at the planned operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,6 +133,8 @@ struct Inode {
     unsynced: Vec<Pending>,
     /// Blocks of `live` punched and not written since.
     holes: std::collections::BTreeSet<usize>,
+    /// An error injected at a copy into a mapping, for the next sync.
+    deferred: Option<i32>,
 }
 
 impl Inode {
@@ -138,6 +151,7 @@ impl Inode {
             durable: bytes,
             unsynced: Vec::new(),
             holes,
+            deferred: None,
         }
     }
 
@@ -193,6 +207,8 @@ struct FaultState {
     reads: u64,
     failed_reads: u64,
     short_reads: u64,
+    /// Files may be opened for mapped appends.
+    mappable: bool,
 }
 
 impl Default for FaultState {
@@ -215,6 +231,7 @@ impl Default for FaultState {
             reads: 0,
             failed_reads: 0,
             short_reads: 0,
+            mappable: true,
         }
     }
 }
@@ -277,6 +294,14 @@ impl FaultStorage {
         let s = Self::default();
         s.state.lock().model = model;
         s
+    }
+
+    /// This storage, refusing to map files ([`Storage::open_mappable`]
+    /// gives `None`), so that a store takes its buffered write path; its
+    /// crash images refuse too.
+    pub fn without_mappings(self) -> Self {
+        self.state.lock().mappable = false;
+        self
     }
 
     /// Plans `fault` for operation number `at` (counting from now).
@@ -414,6 +439,7 @@ impl FaultStorage {
                 durable_names: names.clone(),
                 names,
                 model,
+                mappable: s.mappable,
                 ..FaultState::default()
             })),
         }
@@ -506,6 +532,37 @@ impl FaultState {
         self.last_write
     }
 
+    /// Makes the inode's operations so far durable (a sync of it), or
+    /// reports the error a copy into one of its mappings left.
+    fn sync_inode(&mut self, ino: u64) -> io::Result<()> {
+        self.step()?;
+        if self.last_write == Some(ino) {
+            self.last_write = None;
+        }
+        let img = self.inode(ino)?;
+        if let Some(errno) = img.deferred.take() {
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        let ops = std::mem::take(&mut img.unsynced);
+        for p in &ops {
+            apply(&mut img.durable, p);
+        }
+        Ok(())
+    }
+
+    /// One write of `data` at `off` to inode `ino`, not synced.
+    fn write_inode(&mut self, ino: u64, off: usize, data: &[u8]) -> io::Result<()> {
+        self.last_write = Some(ino);
+        let img = self.inode(ino)?;
+        write_at(&mut img.live, off, data);
+        img.fill(off, off + data.len());
+        img.unsynced.push(Pending::Write {
+            off,
+            data: data.to_vec(),
+        });
+        Ok(())
+    }
+
     fn inode(&mut self, ino: u64) -> io::Result<&mut Inode> {
         self.inodes
             .get_mut(&ino)
@@ -520,7 +577,107 @@ struct FaultFile {
     sync_delay: Option<std::time::Duration>,
 }
 
+/// A handle on an inode for appends through simulated mappings.
+struct FaultMappable {
+    ino: u64,
+    state: Arc<Mutex<FaultState>>,
+    sync_delay: Option<std::time::Duration>,
+}
+
+/// A simulated writable mapping: a stretch of an inode, each copy into it
+/// one write of the inode (see the module documentation).
+pub(crate) struct SimulatedMap {
+    ino: u64,
+    state: Arc<Mutex<FaultState>>,
+    /// Where the stretch starts in the file, and its length.
+    at: usize,
+    len: usize,
+}
+
+impl SimulatedMap {
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Copies `bytes` to offset `off` of the stretch.
+    pub(crate) fn write(&mut self, off: usize, bytes: &[u8]) {
+        assert!(
+            off.checked_add(bytes.len()).is_some_and(|e| e <= self.len),
+            "a write past a mapping"
+        );
+        let mut s = self.state.lock();
+        let fault = s.step();
+        if s.crashed {
+            // The machine is off: nothing lands.
+            return;
+        }
+        // The inode exists as long as a handle on it does.
+        if s.write_inode(self.ino, self.at + off, bytes).is_ok() {
+            if let (Err(e), Ok(img)) = (fault, s.inode(self.ino)) {
+                img.deferred = e.raw_os_error().or(Some(libc::EIO));
+            }
+        }
+    }
+}
+
+impl MappableFile for FaultMappable {
+    fn map_writable(&self, at: u64, len: u64) -> io::Result<WritableMap> {
+        let (Ok(at), Ok(len)) = (usize::try_from(at), usize::try_from(len)) else {
+            return Err(io::ErrorKind::InvalidInput.into());
+        };
+        let end = at.checked_add(len).ok_or(io::ErrorKind::InvalidInput)?;
+        let mut s = self.state.lock();
+        s.step()?;
+        let img = s.inode(self.ino)?;
+        if img.live.len() < end {
+            img.live.resize(end, 0);
+            img.unsynced.push(Pending::SetLen(end));
+        }
+        // Preallocated: its blocks are no longer holes.
+        img.fill(at, end);
+        Ok(WritableMap::simulated(SimulatedMap {
+            ino: self.ino,
+            state: self.state.clone(),
+            at,
+            len,
+        }))
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        if let Some(d) = self.sync_delay {
+            std::thread::sleep(d);
+        }
+        self.state.lock().sync_inode(self.ino)
+    }
+
+    fn start_write_back(&self, _from: u64, _len: u64) {}
+}
+
 impl Storage for FaultStorage {
+    fn open_mappable(&self, name: &str) -> io::Result<Option<Arc<dyn MappableFile>>> {
+        let s = self.state.lock();
+        if s.crashed {
+            return Err(crashed_error());
+        }
+        if !s.mappable {
+            return Ok(None);
+        }
+        let ino = *s
+            .names
+            .get(name)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let sync_delay = s
+            .slow_syncs
+            .as_ref()
+            .filter(|(slow, _)| slow == name)
+            .map(|&(_, d)| d);
+        Ok(Some(Arc::new(FaultMappable {
+            ino,
+            state: self.state.clone(),
+            sync_delay,
+        })))
+    }
+
     fn open_file(&self, name: &str, create: bool) -> io::Result<Arc<dyn StorageFile>> {
         let mut s = self.state.lock();
         if s.crashed {
@@ -637,32 +794,14 @@ impl StorageFile for FaultFile {
         let mut s = self.state.lock();
         s.step()?;
         let off = usize::try_from(offset).map_err(|_| io::ErrorKind::InvalidInput)?;
-        s.last_write = Some(self.ino);
-        let img = s.inode(self.ino)?;
-        write_at(&mut img.live, off, data);
-        img.fill(off, off + data.len());
-        img.unsynced.push(Pending::Write {
-            off,
-            data: data.to_vec(),
-        });
-        Ok(())
+        s.write_inode(self.ino, off, data)
     }
 
     fn sync(&self) -> io::Result<()> {
         if let Some(d) = self.sync_delay {
             std::thread::sleep(d);
         }
-        let mut s = self.state.lock();
-        s.step()?;
-        if s.last_write == Some(self.ino) {
-            s.last_write = None;
-        }
-        let img = s.inode(self.ino)?;
-        let ops = std::mem::take(&mut img.unsynced);
-        for p in &ops {
-            apply(&mut img.durable, p);
-        }
-        Ok(())
+        self.state.lock().sync_inode(self.ino)
     }
 
     fn len(&self) -> io::Result<u64> {

@@ -8,12 +8,14 @@
 //! Submodules: [`fault`] (the fault-injecting in-memory backend of the
 //! crash tests), [`mapping`] (the read-only mapping of the data file),
 //! [`aligned`] (O_DIRECT-aligned buffers) and [`counting_file`] (a file
-//! wrapper counting the bytes written).
+//! wrapper counting the bytes written), [`writable_map`] (files appended
+//! through writable mappings, as the write-ahead log is).
 
 pub mod aligned;
 pub mod counting_file;
 pub mod fault;
 pub mod mapping;
+pub mod writable_map;
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -26,6 +28,7 @@ pub use flextree::{MemFile, StorageFile};
 
 use crate::error::{Error, Result};
 pub use mapping::Mapping;
+pub use writable_map::{MappableFile, WritableMap};
 
 /// A directory of files.
 pub trait Storage: Send + Sync {
@@ -56,6 +59,13 @@ pub trait Storage: Send + Sync {
     /// [`StorageFile::allocated_bytes`]).
     fn allocated_bytes(&self, name: &str) -> io::Result<u64> {
         self.open_file(name, false)?.allocated_bytes()
+    }
+    /// Opens the existing file `name` for appends through writable
+    /// mappings ([`MappableFile`]); the handle follows the file through
+    /// renames. `None` when the backend cannot map files (the default).
+    fn open_mappable(&self, name: &str) -> io::Result<Option<Arc<dyn MappableFile>>> {
+        let _ = name;
+        Ok(None)
     }
 }
 
@@ -150,6 +160,14 @@ impl Storage for FileStorage {
 
     fn allocated_bytes(&self, name: &str) -> io::Result<u64> {
         Ok(std::fs::metadata(self.dir.join(name))?.blocks() * 512)
+    }
+
+    fn open_mappable(&self, name: &str) -> io::Result<Option<Arc<dyn MappableFile>>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(self.dir.join(name))?;
+        Ok(Some(Arc::new(writable_map::RealMappable { file })))
     }
 }
 
