@@ -209,6 +209,11 @@ struct FaultState {
     short_reads: u64,
     /// Files may be opened for mapped appends.
     mappable: bool,
+    /// Operations to take a crash image before (sorted), whether to tear
+    /// its last write, and the images taken.
+    image_points: std::collections::VecDeque<u64>,
+    image_tear: bool,
+    images: Vec<(u64, FaultStorage)>,
 }
 
 impl Default for FaultState {
@@ -232,6 +237,9 @@ impl Default for FaultState {
             failed_reads: 0,
             short_reads: 0,
             mappable: true,
+            image_points: Default::default(),
+            image_tear: false,
+            images: Vec::new(),
         }
     }
 }
@@ -363,12 +371,67 @@ impl FaultStorage {
     /// and no fault planned.
     pub fn crash_image(&self) -> FaultStorage {
         let s = self.state.lock();
+        s.image(s.torn)
+    }
+
+    /// Takes, without stopping anything, the image a crash just before
+    /// each of the operations `points` (counting from now) would leave
+    /// (tearing the last write under `SyncedOnly` when `tear` is set): one
+    /// run then yields many crash images. [`FaultStorage::take_images`]
+    /// hands them over. Replaces points asked for before.
+    pub fn image_at(&self, points: &[u64], tear: bool) {
+        let mut s = self.state.lock();
+        let now = s.ops;
+        let mut points: Vec<u64> = points.iter().map(|p| now + p).collect();
+        points.sort_unstable();
+        points.dedup();
+        s.image_points = points.into();
+        s.image_tear = tear;
+    }
+
+    /// The images [`FaultStorage::image_at`] took so far, each with the
+    /// operation it was taken before (an absolute count, as
+    /// [`FaultStorage::ops`] gives).
+    pub fn take_images(&self) -> Vec<(u64, FaultStorage)> {
+        std::mem::take(&mut self.state.lock().images)
+    }
+
+    /// A copy of a file's live bytes (for corruption tests).
+    pub fn file_bytes(&self, name: &str) -> Option<Vec<u8>> {
+        let s = self.state.lock();
+        let ino = s.names.get(name)?;
+        s.inodes.get(ino).map(|i| i.live.clone())
+    }
+
+    /// Replaces a file's live and durable bytes (for corruption tests);
+    /// creates it (durably) if needed.
+    pub fn set_file_bytes(&self, name: &str, bytes: Vec<u8>) {
+        let mut s = self.state.lock();
+        let ino = match s.names.get(name) {
+            Some(&i) => i,
+            None => {
+                let i = s.new_inode();
+                s.names.insert(name.to_string(), i);
+                s.durable_names.insert(name.to_string(), i);
+                i
+            }
+        };
+        s.inodes.insert(ino, Inode::restarted(bytes));
+    }
+}
+
+impl FaultState {
+    /// The storage a crash now would leave (see
+    /// [`FaultStorage::crash_image`]); `torn`: tear the last write under
+    /// `SyncedOnly`.
+    fn image(&self, torn: bool) -> FaultStorage {
+        let s = self;
         let (names, inodes, model) = match s.model {
             CrashModel::SyncedOnly => {
                 let mut inodes = HashMap::new();
                 for (&ino, img) in &s.inodes {
                     let mut d = img.durable.clone();
-                    if s.torn {
+                    if torn {
                         if let Some(Pending::Write { off, data }) = img.unsynced.last() {
                             // Only the very last write of the storage tears.
                             if s.last_write_ino() == Some(ino) {
@@ -445,37 +508,18 @@ impl FaultStorage {
         }
     }
 
-    /// A copy of a file's live bytes (for corruption tests).
-    pub fn file_bytes(&self, name: &str) -> Option<Vec<u8>> {
-        let s = self.state.lock();
-        let ino = s.names.get(name)?;
-        s.inodes.get(ino).map(|i| i.live.clone())
-    }
-
-    /// Replaces a file's live and durable bytes (for corruption tests);
-    /// creates it (durably) if needed.
-    pub fn set_file_bytes(&self, name: &str, bytes: Vec<u8>) {
-        let mut s = self.state.lock();
-        let ino = match s.names.get(name) {
-            Some(&i) => i,
-            None => {
-                let i = s.new_inode();
-                s.names.insert(name.to_string(), i);
-                s.durable_names.insert(name.to_string(), i);
-                i
-            }
-        };
-        s.inodes.insert(ino, Inode::restarted(bytes));
-    }
-}
-
-impl FaultState {
     /// Counts one operation and applies the plan.
     fn step(&mut self) -> io::Result<()> {
         if self.crashed {
             return Err(crashed_error());
         }
         let n = self.ops;
+        while self.image_points.front().is_some_and(|&p| p <= n) {
+            if self.image_points.pop_front() == Some(n) {
+                let image = self.image(self.image_tear);
+                self.images.push((n, image));
+            }
+        }
         self.ops += 1;
         match self.plan {
             Some((at, fault)) if at == n => {
@@ -1009,6 +1053,37 @@ mod tests {
         let img = st.crash_image();
         assert_eq!(img.file_bytes("slow").unwrap(), b"abc");
         assert_eq!(img.file_bytes("fast").unwrap(), b"xyz");
+    }
+
+    /// An image taken before operation N is what a crash planned at N
+    /// leaves, and taking it stops nothing.
+    #[test]
+    fn images_taken_on_the_way_are_crash_images() {
+        let ops = |st: &FaultStorage| {
+            let f = st.open_file("a", true)?;
+            for i in 0..6u8 {
+                f.write_all_at(u64::from(i), &[i])?;
+                if i % 2 == 1 {
+                    f.sync()?;
+                }
+            }
+            st.sync_dir()
+        };
+        let st = FaultStorage::new();
+        st.image_at(&[3, 0, 5, 3, 100], true);
+        ops(&st).unwrap();
+        let images = st.take_images();
+        assert_eq!(images.iter().map(|i| i.0).collect::<Vec<_>>(), [0, 3, 5]);
+        for (at, image) in images {
+            let crashed = FaultStorage::new();
+            crashed.plan(at, Fault::Crash { tear: true });
+            assert!(ops(&crashed).is_err());
+            let want = crashed.crash_image();
+            assert_eq!(image.list_files().unwrap(), want.list_files().unwrap());
+            assert_eq!(image.file_bytes("a"), want.file_bytes("a"), "at {at}");
+        }
+        assert!(st.take_images().is_empty());
+        assert_eq!(st.file_bytes("a").unwrap(), [0, 1, 2, 3, 4, 5]);
     }
 
     #[test]
