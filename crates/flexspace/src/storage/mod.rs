@@ -1,6 +1,8 @@
 //! The storage backend: a directory of named files.
 //!
-//! Invariants: every byte flexspace persists goes through a [`Storage`];
+//! Invariants: every byte flexspace and flexdb persist goes through a
+//! [`Storage`] (the write-ahead log's mapped appends through
+//! [`Storage::open_mappable`]), and so does every directory change;
 //! `FileStorage` holds an exclusive `flock` on the directory's `lock` file
 //! for its whole life, so a second open of the same directory (from this
 //! process or another) fails with `Locked`.
@@ -79,7 +81,16 @@ impl FileStorage {
     /// Opens (and with `create`, creates) the directory and locks it.
     pub fn open(dir: &Path, create: bool) -> Result<FileStorage> {
         if create {
-            std::fs::create_dir_all(dir).map_err(crate::error::io("directory"))?;
+            if !dir.is_dir() {
+                std::fs::create_dir_all(dir).map_err(crate::error::io("directory"))?;
+                // The new directory's entry is durable once its parent is
+                // synced (a power loss could otherwise take the store).
+                if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    File::open(parent)
+                        .and_then(|p| p.sync_all())
+                        .map_err(crate::error::io("directory"))?;
+                }
+            }
         } else if !dir.is_dir() {
             return Err(Error::NotAFlexSpace(dir.to_path_buf()));
         }
