@@ -72,7 +72,7 @@ impl Db {
         name: impl AsRef<Path>,
         options: Options,
     ) -> Result<Db> {
-        let shared = crate::recovery::open::open_storage(storage, name.as_ref(), options, false)?;
+        let shared = crate::recovery::open::open_storage(storage, name.as_ref(), options)?;
         Self::start(shared)
     }
 

@@ -77,9 +77,6 @@ impl CommitPoint {
 /// Everything an open store shares between threads.
 pub(crate) struct Store {
     pub dir: PathBuf,
-    /// The directory on a real file system (logs are then mapped), `None`
-    /// for other storage backends.
-    pub real_dir: Option<PathBuf>,
     pub opts: Options,
     pub storage: Arc<dyn Storage>,
     pub space: FlexSpace,

@@ -17,6 +17,19 @@
 //! where the first flushes (a flush lets the committer catch up, which
 //! gives the spare logs back).
 //!
+//! A third runs the first's workload on a device that reorders writes
+//! (`CrashModel::Reorder`): every write since its file's last sync, and
+//! every directory change (a log's creation, its rename into place, a
+//! removal) since the last directory sync, is independently kept, lost or
+//! torn by the crash, so a missing `sync_dir` or file sync shows as a
+//! lost durable write.
+//!
+//! In every test the write-ahead logs take production's path, appends
+//! through writable mappings (`flexspace::MappableFile`: each copy into a
+//! mapping an operation a crash may hit, kept, lost or torn until synced),
+//! except one run in four, which takes the buffered path of a backend
+//! that cannot map (`FaultStorage::without_mappings`).
+//!
 //! The first checks that most runs rotated to a log prepared ahead of its
 //! rotation (so crashes fall between a preparation and its swap), the
 //! second that new logs took over committed logs' files (which still hold
@@ -24,14 +37,16 @@
 //!
 //! `CRASH_ITERATIONS` sets the number of crashes of each test (default
 //! 150); the master seed is random unless `CRASH_SEED` sets it, and a
-//! failure prints it (`flexsys::test_seed`).
+//! failure prints it (`flexsys::test_seed`). Each test prints how many
+//! planned crashes fired (run with `--nocapture` to see it) and checks
+//! that nearly all did.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use flexdb::{Db, Options, WriteBatch, WriteOptions};
-use flexspace::{Fault, FaultStorage};
+use flexspace::{CrashModel, Fault, FaultStorage};
 use flexsys::test_seed::TestSeed;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -61,11 +76,33 @@ struct Run {
     prepared: bool,
 }
 
-/// A new storage for a run; `slow_data` makes the space's data file that
-/// slow to sync.
-fn storage(slow_data: Option<Duration>) -> Arc<FaultStorage> {
-    let st = FaultStorage::new();
-    if let Some(d) = slow_data {
+/// How a test's storages are made.
+#[derive(Clone, Copy, Default)]
+struct Setup {
+    /// The space's data file is this slow to sync.
+    slow_data: Option<Duration>,
+    /// Crashes reorder writes and directory changes
+    /// (`CrashModel::Reorder`), rather than keeping exactly the synced
+    /// bytes and every directory change.
+    reorder: bool,
+}
+
+/// A new storage for iteration `it` (its dry run and its crash run get
+/// the same); `seed` seeds a reordering crash.
+fn storage(setup: Setup, it: u64, seed: u64) -> Arc<FaultStorage> {
+    let st = if setup.reorder {
+        FaultStorage::with_model(CrashModel::Reorder { seed })
+    } else {
+        FaultStorage::new()
+    };
+    // One run in four on the buffered log path, the rest on production's
+    // mapped appends.
+    let st = if it % 4 == 3 {
+        st.without_mappings()
+    } else {
+        st
+    };
+    if let Some(d) = setup.slow_data {
         st.slow_syncs("data", d);
     }
     Arc::new(st)
@@ -166,8 +203,9 @@ fn iterations() -> u64 {
 #[test]
 fn every_crash_recovers_a_prefix_with_every_durable_write() {
     let iterations = iterations();
-    let master = TestSeed::new("every_crash_recovers_a_prefix_with_every_durable_write");
-    let (_, _, prepared) = crash_and_recover(master.get(), iterations, None);
+    let name = "every_crash_recovers_a_prefix_with_every_durable_write";
+    let master = TestSeed::new(name);
+    let (_, _, prepared) = crash_and_recover(name, master.get(), iterations, Setup::default());
     // So must logs prepared ahead of their rotation (a crash between the
     // preparation and the swap leaves an empty newest log).
     assert!(
@@ -179,9 +217,13 @@ fn every_crash_recovers_a_prefix_with_every_durable_write() {
 #[test]
 fn crashes_inside_commits_of_several_memtables_recover_a_prefix() {
     let iterations = iterations();
-    let master = TestSeed::new("crashes_inside_commits_of_several_memtables_recover_a_prefix");
-    let (batched, reused, _) =
-        crash_and_recover(master.get(), iterations, Some(Duration::from_millis(2)));
+    let name = "crashes_inside_commits_of_several_memtables_recover_a_prefix";
+    let master = TestSeed::new(name);
+    let setup = Setup {
+        slow_data: Some(Duration::from_millis(2)),
+        reorder: false,
+    };
+    let (batched, reused, _) = crash_and_recover(name, master.get(), iterations, setup);
     // The slow syncs are there to make the committer fall behind: check
     // that they did, or this test tests nothing new.
     assert!(
@@ -198,19 +240,35 @@ fn crashes_inside_commits_of_several_memtables_recover_a_prefix() {
     );
 }
 
+#[test]
+fn crashes_that_reorder_writes_and_directory_changes_recover_a_prefix() {
+    let iterations = iterations();
+    let name = "crashes_that_reorder_writes_and_directory_changes_recover_a_prefix";
+    let master = TestSeed::new(name);
+    let setup = Setup {
+        slow_data: None,
+        reorder: true,
+    };
+    crash_and_recover(name, master.get(), iterations, setup);
+}
+
 /// Runs `iterations` crashes and recoveries (see the module docs); returns
 /// how many of the dry runs committed several MemTables at once, how many
 /// had a log take over a committed log's file, and how many rotated to a
 /// log prepared ahead.
-fn crash_and_recover(seed: u64, iterations: u64, slow_data: Option<Duration>) -> (u64, u64, u64) {
+fn crash_and_recover(name: &str, seed: u64, iterations: u64, setup: Setup) -> (u64, u64, u64) {
+    let slow_data = setup.slow_data;
     let mut rng = StdRng::seed_from_u64(seed);
+    // Planned crashes that fired (a run may do fewer operations than its
+    // dry run, whose background threads interleave differently).
+    let mut fired = 0u64;
     let (mut batched, mut reused, mut prepared) = (0, 0, 0);
     // Crashes planned during a recovery, and those that fired (a recovery
     // may run fewer operations than the probe that measured its span).
     let (mut nested, mut nested_fired) = (0u64, 0u64);
     for it in 0..iterations {
         let seed = rng.gen();
-        let dry = storage(slow_data);
+        let dry = storage(setup, it, seed);
         let full = workload(seed, dry.clone(), slow_data.is_none());
         assert!(!full.failed, "iteration {it}: the dry run failed");
         batched += u64::from(full.batched);
@@ -219,9 +277,10 @@ fn crash_and_recover(seed: u64, iterations: u64, slow_data: Option<Duration>) ->
         let total = dry.ops();
         let at = rng.gen_range(0..total.max(1));
         let tear = rng.gen_bool(0.5);
-        let storage = storage(slow_data);
+        let storage = storage(setup, it, seed);
         storage.plan(at, Fault::Crash { tear });
         let run = workload(seed, storage.clone(), slow_data.is_none());
+        fired += u64::from(storage.crashed());
         let mut image = Arc::new(storage.crash_image());
         // Every third time, crash again while recovering (the replayed logs
         // are being committed), then recover from that.
@@ -281,6 +340,14 @@ fn crash_and_recover(seed: u64, iterations: u64, slow_data: Option<Duration>) ->
         want.insert(b"after".to_vec(), b"crash".to_vec());
         assert_eq!(content(&db), want, "iteration {it}: after reopen");
     }
+    eprintln!(
+        "{name}: {fired} of {iterations} planned crashes fired, and {nested_fired} of {nested} \
+         during a recovery"
+    );
+    assert!(
+        fired * 10 >= iterations * 9,
+        "only {fired} of {iterations} planned crashes fired"
+    );
     // Most planned crashes during recovery must have fired, or the
     // recovery of a recovery is not tested (50 of 50 in two runs).
     assert!(

@@ -42,4 +42,4 @@ pub use read::ReadPlan;
 pub use snapshot::{IndexMemory, Snapshot};
 pub use space::{CompactReport, FlexSpace, Stats};
 pub use storage::fault::{CrashModel, Fault, FaultStorage, ReadFaults};
-pub use storage::{FileStorage, Mapping, MemFile, Storage, StorageFile};
+pub use storage::{FileStorage, MappableFile, Mapping, MemFile, Storage, StorageFile, WritableMap};

@@ -12,13 +12,16 @@
 //! - the same for a tree whose sparse random updates make checkpoints move
 //!   clean leaves out of pages that became sparse (tree-file format 2).
 //!
-//! Half the crash points fall inside a checkpoint. `CRASH_ITERATIONS`
+//! Half the crash points fall inside a checkpoint. Each run gives several
+//! crash images (`FaultStorage::image_at`: what a crash before operation
+//! N would leave, taken without stopping the run), each checked against
+//! what had returned before operation N. `CRASH_ITERATIONS`
 //! sets the number of crashes per test (default 12); `CRASH_SEED` the
 //! master seed (random otherwise, printed on failure: `flexsys::test_seed`).
 
 use std::sync::Arc;
 
-use flexspace::{CrashModel, Fault, FaultStorage, FlexSpace, Options, Storage};
+use flexspace::{CrashModel, FaultStorage, FlexSpace, Options, Storage};
 use flexsys::test_seed::{self, TestSeed};
 use flextree::{Extent, FlexTree};
 use rand::rngs::StdRng;
@@ -26,6 +29,27 @@ use rand::{Rng, SeedableRng};
 
 fn iterations() -> u64 {
     test_seed::iterations(12)
+}
+
+/// Crash images taken from one run (`FaultStorage::image_at`): the runs
+/// are deterministic (the tree's) or nearly so, and an image costs a
+/// fraction of a run.
+const IMAGES_PER_RUN: u64 = 8;
+
+/// `k` crash points (see `crash_point`).
+fn crash_points(rng: &mut StdRng, k: u64, total: u64, windows: &[(u64, u64)]) -> Vec<u64> {
+    (0..k).map(|_| crash_point(rng, total, windows)).collect()
+}
+
+/// The last value in `marks` (`(operations so far, value)`, in order)
+/// recorded at or before operation `at`, or 0: what had returned when an
+/// image was taken before operation `at`.
+fn as_of(marks: &[(u64, u64)], at: u64) -> u64 {
+    marks
+        .iter()
+        .take_while(|(ops, _)| *ops <= at)
+        .last()
+        .map_or(0, |m| m.1)
 }
 
 /// A Zipf-like rank (`u^3` of uniform `u`) scrambled over `0..n`, as YCSB
@@ -55,6 +79,8 @@ struct TreeRun {
     versions: Vec<Vec<Extent>>,
     /// The last version whose checkpoint returned.
     done: u64,
+    /// `(operations so far, version)` as each checkpoint returned.
+    returned: Vec<(u64, u64)>,
     /// Operations of each checkpoint (first, end).
     windows: Vec<(u64, u64)>,
     punched: u64,
@@ -71,6 +97,7 @@ fn tree_run(seed: u64, storage: &FaultStorage, sparse: bool) -> TreeRun {
     let mut r = TreeRun {
         versions: vec![Vec::new()],
         done: 0,
+        returned: Vec::new(),
         windows: Vec::new(),
         punched: 0,
         truncated: 0,
@@ -123,6 +150,7 @@ fn tree_run(seed: u64, storage: &FaultStorage, sparse: bool) -> TreeRun {
             Ok(rep) => {
                 assert_eq!(rep.version as usize, r.versions.len() - 1);
                 r.done = rep.version;
+                r.returned.push((storage.ops(), rep.version));
                 r.moved += rep.leaves_moved;
                 // Every third round the next checkpoint gives back.
                 if round % 3 != 2 {
@@ -143,20 +171,32 @@ fn tree_run(seed: u64, storage: &FaultStorage, sparse: bool) -> TreeRun {
 
 #[test]
 fn tree_checkpoints_that_punch_and_cut_survive_crashes_anywhere() {
-    let master = TestSeed::new("tree_checkpoints_that_punch_and_cut_survive_crashes_anywhere");
-    tree_crashes(master.get(), false);
+    let name = "tree_checkpoints_that_punch_and_cut_survive_crashes_anywhere";
+    let master = TestSeed::new(name);
+    tree_crashes(name, master.get(), false);
 }
 
 #[test]
 fn tree_checkpoints_that_move_leaves_out_of_sparse_pages_survive_crashes() {
-    let master =
-        TestSeed::new("tree_checkpoints_that_move_leaves_out_of_sparse_pages_survive_crashes");
-    tree_crashes(master.get(), true);
+    let name = "tree_checkpoints_that_move_leaves_out_of_sparse_pages_survive_crashes";
+    let master = TestSeed::new(name);
+    tree_crashes(name, master.get(), true);
 }
 
-fn tree_crashes(seed: u64, sparse: bool) {
+/// Prints how many planned crashes fired (run with `--nocapture` to see
+/// it), and checks that nearly all did, or the test tests little.
+fn report_fired(name: &str, fired: u64, iterations: u64) {
+    eprintln!("{name}: {fired} of {iterations} planned crashes fired");
+    assert!(
+        fired * 10 >= iterations * 8,
+        "{name}: only {fired} of {iterations} planned crashes fired"
+    );
+}
+
+fn tree_crashes(name: &str, seed: u64, sparse: bool) {
     let mut rng = StdRng::seed_from_u64(seed);
-    for it in 0..iterations() {
+    let (mut planned, mut fired) = (0u64, 0u64);
+    while planned < iterations() {
         let seed = rng.gen();
         let model = CrashModel::Reorder { seed: rng.gen() };
         let dry = FaultStorage::with_model(model);
@@ -164,33 +204,52 @@ fn tree_crashes(seed: u64, sparse: bool) {
         assert!(!sparse || full.moved > 0, "the run must move leaves");
         assert!(full.punched > 0, "the run must punch");
         assert!(full.truncated > 0, "the run must cut the tail");
-        let at = crash_point(&mut rng, dry.ops(), &full.windows);
+        let k = IMAGES_PER_RUN.min(iterations() - planned);
+        let mut points = crash_points(&mut rng, k, dry.ops(), &full.windows);
+        points.sort_unstable();
+        points.dedup();
+        planned += points.len() as u64;
         let storage = FaultStorage::with_model(model);
-        storage.plan(at, Fault::Crash { tear: rng.gen() });
-        let crashed = tree_run(seed, &storage, sparse);
-        let image = storage.crash_image();
-        let ctx = format!("iteration {it} (seed {seed}, crash at {at}/{})", dry.ops());
+        storage.image_at(&points, rng.gen());
+        let run = tree_run(seed, &storage, sparse);
+        for (at, image) in storage.take_images() {
+            fired += 1;
+            let done = as_of(&run.returned, at);
+            check_tree_image(
+                &image,
+                done,
+                &full,
+                &format!("seed {seed}, crash at {at}/{}", dry.ops()),
+            );
+        }
+    }
+    report_fired(name, fired, planned);
+}
+
+/// Checks the crash image `image` of a tree run in which version `done`
+/// was durable (`full`: the whole run's versions).
+fn check_tree_image(image: &FaultStorage, done: u64, full: &TreeRun, ctx: &str) {
+    {
         let Ok(file) = image.open_file("tree", false) else {
-            assert_eq!(crashed.done, 0, "{ctx}: the tree file vanished");
-            continue;
+            assert_eq!(done, 0, "{ctx}: the tree file vanished");
+            return;
         };
-        if crashed.done == 0 && file.len().unwrap() == 0 {
-            continue;
+        if done == 0 && file.len().unwrap() == 0 {
+            return;
         }
         let (tree, cp) = match FlexTree::load(file.as_ref()) {
             Ok(x) => x,
-            Err(e) if crashed.done == 0 => {
+            Err(e) if done == 0 => {
                 // The first checkpoint never completed: nothing promised.
                 let _ = e;
-                continue;
+                return;
             }
-            Err(e) => panic!("{ctx}: {e} (version {} was durable)", crashed.done),
+            Err(e) => panic!("{ctx}: {e} (version {done} was durable)"),
         };
         assert!(
-            cp.version >= crashed.done && cp.version < full.versions.len() as u64,
-            "{ctx}: loaded version {} with {} durable",
+            cp.version >= done && cp.version < full.versions.len() as u64,
+            "{ctx}: loaded version {} with {done} durable",
             cp.version,
-            crashed.done
         );
         let got: Vec<Extent> = tree.extents_from(0).unwrap().collect();
         assert_eq!(got, full.versions[cp.version as usize], "{ctx}");
@@ -261,6 +320,8 @@ struct SpaceRun {
     /// Index into `hashes` of the last state a sync or checkpoint made
     /// durable.
     floor: usize,
+    /// `(operations so far, floor)` each time the floor rose.
+    floors: Vec<(u64, u64)>,
     windows: Vec<(u64, u64)>,
     /// The tree file's largest allocation and length after a checkpoint,
     /// and its allocation after the last one.
@@ -277,6 +338,7 @@ fn space_run(seed: u64, storage: Arc<FaultStorage>) -> SpaceRun {
     let mut r = SpaceRun {
         hashes: vec![hash(&[])],
         floor: 0,
+        floors: Vec::new(),
         windows: Vec::new(),
         tree_allocated: 0,
         tree_len: 0,
@@ -327,6 +389,7 @@ fn space_run(seed: u64, storage: Arc<FaultStorage>) -> SpaceRun {
                 ok = space.sync().is_ok();
                 if ok {
                     r.floor = r.hashes.len() - 1;
+                    r.floors.push((storage.ops(), r.floor as u64));
                 }
             }
         }
@@ -349,6 +412,7 @@ fn space_run(seed: u64, storage: Arc<FaultStorage>) -> SpaceRun {
             break;
         }
         r.floor = r.hashes.len() - 1;
+        r.floors.push((storage.ops(), r.floor as u64));
         if let (Ok(a), Some(b)) = (storage.allocated_bytes("tree"), storage.file_bytes("tree")) {
             r.tree_allocated = r.tree_allocated.max(a);
             r.tree_len = r.tree_len.max(b.len() as u64);
@@ -360,9 +424,11 @@ fn space_run(seed: u64, storage: Arc<FaultStorage>) -> SpaceRun {
 
 #[test]
 fn space_checkpoints_that_give_pages_back_survive_crashes() {
-    let master = TestSeed::new("space_checkpoints_that_give_pages_back_survive_crashes");
+    let name = "space_checkpoints_that_give_pages_back_survive_crashes";
+    let master = TestSeed::new(name);
     let mut rng = StdRng::seed_from_u64(master.get());
-    for it in 0..iterations() {
+    let (mut planned, mut fired) = (0u64, 0u64);
+    while planned < iterations() {
         let seed = rng.gen();
         let model = CrashModel::Reorder { seed: rng.gen() };
         let dry = Arc::new(FaultStorage::with_model(model));
@@ -379,28 +445,36 @@ fn space_checkpoints_that_give_pages_back_survive_crashes() {
             "the tail must be cut: {end_len}"
         );
         let total = dry.ops();
-        let at = crash_point(&mut rng, total, &full.windows);
+        let k = IMAGES_PER_RUN.min(iterations() - planned);
+        let mut points = crash_points(&mut rng, k, total, &full.windows);
+        points.sort_unstable();
+        points.dedup();
+        planned += points.len() as u64;
         let storage = Arc::new(FaultStorage::with_model(model));
-        storage.plan(at, Fault::Crash { tear: false });
+        storage.image_at(&points, false);
         let r = space_run(seed, storage.clone());
-        let image = Arc::new(storage.crash_image());
-        let ctx = format!("iteration {it} (seed {seed}, crash at {at}/{total})");
-        let space = FlexSpace::open_with_storage(image, space_opts())
-            .unwrap_or_else(|e| panic!("{ctx}: {e}"));
-        space.check_invariants();
-        let got = decode(&content(&space))
-            .unwrap_or_else(|| panic!("{ctx}: recovered bytes no state had"));
-        assert!(
-            r.hashes[r.floor..].contains(&hash(&got)),
-            "{ctx}: not a state since the last sync ({} records)",
-            got.len()
-        );
-        assert_eq!(space.check().unwrap(), Vec::<String>::new(), "{ctx}");
-        // It takes further checkpoints.
-        if !got.is_empty() {
-            space.write(0, &record(u32::MAX, 1)).unwrap();
+        for (at, image) in storage.take_images() {
+            fired += 1;
+            let floor = as_of(&r.floors, at) as usize;
+            let ctx = format!("seed {seed}, crash at {at}/{total}");
+            let space = FlexSpace::open_with_storage(Arc::new(image), space_opts())
+                .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            space.check_invariants();
+            let got = decode(&content(&space))
+                .unwrap_or_else(|| panic!("{ctx}: recovered bytes no state had"));
+            assert!(
+                r.hashes[floor..].contains(&hash(&got)),
+                "{ctx}: not a state since the last sync ({} records)",
+                got.len()
+            );
+            assert_eq!(space.check().unwrap(), Vec::<String>::new(), "{ctx}");
+            // It takes further checkpoints.
+            if !got.is_empty() {
+                space.write(0, &record(u32::MAX, 1)).unwrap();
+            }
+            space.checkpoint().unwrap();
+            space.check_invariants();
         }
-        space.checkpoint().unwrap();
-        space.check_invariants();
     }
+    report_fired(name, fired, planned);
 }

@@ -20,7 +20,7 @@
 //! every one used before.
 
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use flexspace::{FileStorage, FlexSpace, Storage, StorageFile};
@@ -69,34 +69,23 @@ pub(crate) fn open_dir(dir: &Path, opts: Options) -> Result<Store> {
         },
         e => Error::NotAStore(dir.to_path_buf(), e.to_string()),
     })?;
-    open_storage(Arc::new(storage), dir, opts, true)
+    open_storage(Arc::new(storage), dir, opts)
 }
 
-/// Opens the store on any storage backend (`dir` names it in errors; with
-/// `real`, it is the directory the backend's files are in).
-pub(crate) fn open_storage(
-    storage: Arc<dyn Storage>,
-    dir: &Path,
-    opts: Options,
-    real: bool,
-) -> Result<Store> {
-    let real_dir = real.then(|| dir.to_path_buf());
+/// Opens the store on any storage backend (`dir` names it in errors).
+pub(crate) fn open_storage(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Store> {
     validate(&opts)?;
     let found = manifest::inspect(storage.as_ref()).map_err(|e| in_dir(e, dir))?;
     match found {
         manifest::DirContents::Store if opts.error_if_exists => {
             Err(Error::AlreadyExists(dir.to_path_buf()))
         }
-        manifest::DirContents::Store => {
-            recover(storage, dir, real_dir, opts).map_err(|e| in_dir(e, dir))
-        }
+        manifest::DirContents::Store => recover(storage, dir, opts).map_err(|e| in_dir(e, dir)),
         manifest::DirContents::Foreign(why) => Err(Error::NotAStore(dir.to_path_buf(), why)),
         manifest::DirContents::Nothing if !opts.create_if_missing => {
             Err(Error::NotFound(dir.to_path_buf()))
         }
-        manifest::DirContents::Nothing => {
-            create(storage, dir, real_dir, opts).map_err(|e| in_dir(e, dir))
-        }
+        manifest::DirContents::Nothing => create(storage, dir, opts).map_err(|e| in_dir(e, dir)),
     }
 }
 
@@ -164,23 +153,17 @@ fn space_options(opts: &Options, create: bool) -> flexspace::Options {
         .salvage(opts.salvage)
 }
 
-fn create(
-    storage: Arc<dyn Storage>,
-    dir: &Path,
-    real_dir: Option<PathBuf>,
-    opts: Options,
-) -> Result<Store> {
+fn create(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Store> {
     manifest::remove_leftovers(&storage)?;
     let space = FlexSpace::open_with_storage(storage.clone(), space_options(&opts, true))
         .map_err(space_err)?;
     let gen = 1;
-    let wal = new_wal(&storage, real_dir.as_deref(), &opts, gen, 1, None)?;
+    let wal = new_wal(&storage, &opts, gen, 1, None)?;
     // The manifest last: a store exists once it is durable.
     manifest::write_manifest(storage.as_ref())?;
     assemble(
         storage,
         dir,
-        real_dir,
         opts,
         space,
         SparseIndex::new(),
@@ -200,7 +183,6 @@ fn create(
 fn assemble(
     storage: Arc<dyn Storage>,
     dir: &Path,
-    real_dir: Option<PathBuf>,
     opts: Options,
     space: FlexSpace,
     sparse: SparseIndex,
@@ -231,7 +213,6 @@ fn assemble(
     let trace_views = tracing::enabled!(target: crate::read::view::TRACE_TARGET, Level::DEBUG);
     Ok(Store {
         dir: dir.to_path_buf(),
-        real_dir,
         cache: IntervalCache::new(opts.cache_bytes),
         opts,
         storage,
@@ -254,12 +235,7 @@ fn assemble(
     })
 }
 
-fn recover(
-    storage: Arc<dyn Storage>,
-    dir: &Path,
-    real_dir: Option<PathBuf>,
-    opts: Options,
-) -> Result<Store> {
+fn recover(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Store> {
     let t0 = std::time::Instant::now();
     let space = FlexSpace::open_with_storage(storage.clone(), space_options(&opts, false))
         .map_err(|e| match e {
@@ -346,7 +322,7 @@ fn recover(
     }
     let t_replay = t0.elapsed();
     let gen = last_gen + 1;
-    let wal = new_wal(&storage, real_dir.as_deref(), &opts, gen, next_seq, None)?;
+    let wal = new_wal(&storage, &opts, gen, next_seq, None)?;
     let t_wal = t0.elapsed();
     // The index saved by a clean close, when it describes this very state
     // of the space; otherwise the space is sampled.
@@ -373,7 +349,6 @@ fn recover(
     let mut store = assemble(
         storage,
         dir,
-        real_dir,
         opts,
         space,
         sparse,

@@ -83,7 +83,7 @@ pub(crate) fn repair_storage(
 ) -> Result<RepairReport> {
     let mut opts = Options::new().cache_bytes(16 << 20);
     opts.salvage = true;
-    let store = open_storage(from, name, opts, false)?;
+    let store = open_storage(from, name, opts)?;
     let mut report = RepairReport {
         salvaged: store.salvaged.clone(),
         into: into.path().to_path_buf(),

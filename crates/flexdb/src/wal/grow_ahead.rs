@@ -115,7 +115,8 @@ mod tests {
     fn log(dir: &tempfile::TempDir, first: u64) -> MappedLog {
         let path = dir.path().join("log");
         std::fs::write(&path, b"HEAD").unwrap();
-        MappedLog::open_with_step(&path, 4, first, 1 << 20).unwrap()
+        MappedLog::open_with_step(crate::wal::mapped::tests::real(&path), 4, first, 1 << 20)
+            .unwrap()
     }
 
     /// A trim's hold and a growth's claim exclude each other.

@@ -56,7 +56,6 @@ pub(crate) fn is_wal_file(name: &str) -> bool {
 /// spare's name is such a temporary name already.
 pub(crate) fn new_wal(
     storage: &Arc<dyn Storage>,
-    real_dir: Option<&std::path::Path>,
     opts: &Options,
     gen: u64,
     first: u64,
@@ -66,17 +65,17 @@ pub(crate) fn new_wal(
     let reused = spare.is_some();
     let tmp = spare.unwrap_or_else(|| wal_tmp_name(gen));
     let file = storage.open_file(&tmp, !reused).map_err(io_err(&tmp))?;
-    // The mapping and the handle that syncs it are opened by this path and
-    // follow the file through the rename.
-    let path = real_dir.map(|d| d.join(&tmp));
+    // The handle for mapped appends (when the backend maps files) follows
+    // the file through the rename, as `file` does.
+    let mappable = storage.open_mappable(&tmp).map_err(io_err(&tmp))?;
     // Room for a MemTable's worth of records, up to `mapped::FIRST_MAX`;
     // the log grows by steps past it if need be.
     let capacity = opts.memtable_bytes as u64 + (1 << 20);
-    let real = path.as_deref().map(|p| (p, capacity));
+    let mapping = mappable.map(|m| (m, capacity));
     let wal = if reused {
-        Wal::reuse(file, &name, real, first)?
+        Wal::reuse(file, &name, mapping, first)?
     } else {
-        Wal::create(file, &name, real, first)?
+        Wal::create(file, &name, mapping, first)?
     };
     storage.rename(&tmp, &name).map_err(io_err(&name))?;
     storage.sync_dir().map_err(io_err(&name))?;

@@ -1,5 +1,8 @@
 //! A write-ahead log file appended through shared memory mappings.
 //!
+//! The file and its mappings come from the storage backend
+//! (`flexspace::MappableFile`): real files in production, the
+//! fault-injecting backend in the crash tests, which run this same code.
 //! Copying a record into a `MAP_SHARED` mapping puts it in the operating
 //! system's page cache at once: it survives the death of the process (a
 //! `SIGKILL`, a panic elsewhere) without a system call per write, which a
@@ -36,13 +39,10 @@
 //!   an older log whose file this one took over (`spare_logs`), which the
 //!   log's header rules out at replay.
 
-use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::io::AsRawFd;
-use std::path::Path;
 use std::sync::Arc;
 
-use memmap2::{MmapMut, MmapOptions};
+use flexspace::{MappableFile, WritableMap};
 
 /// The largest first mapping: a log whose MemTable is bigger grows in
 /// steps as it fills.
@@ -54,9 +54,9 @@ const ALIGN: u64 = 1 << 20;
 
 /// A preallocated, mapped log file.
 pub(crate) struct MappedLog {
-    file: Arc<File>,
+    file: Arc<dyn MappableFile>,
     /// `(start, mapping)` in file order, contiguous from offset 0.
-    maps: Vec<(u64, MmapMut)>,
+    maps: Vec<(u64, WritableMap)>,
     /// The end of the last mapping (bytes preallocated and mapped).
     cap: u64,
     /// Bytes in use (header and records).
@@ -71,7 +71,7 @@ pub(crate) struct MappedLog {
 /// One step of growth, planned under the log's lock
 /// ([`MappedLog::plan_growth`]), to carry out without it.
 pub(crate) struct Growth {
-    file: Arc<File>,
+    file: Arc<dyn MappableFile>,
     at: u64,
     len: u64,
     #[cfg(test)]
@@ -82,7 +82,7 @@ pub(crate) struct Growth {
 /// waiting to be installed ([`MappedLog::install`]).
 pub(crate) struct Stretch {
     at: u64,
-    map: MmapMut,
+    map: WritableMap,
 }
 
 impl Growth {
@@ -93,7 +93,7 @@ impl Growth {
         if self.fail_past.is_some_and(|l| self.at + self.len > l) {
             return Err(io::Error::from_raw_os_error(libc::ENOSPC));
         }
-        preallocate(&self.file, self.at, self.len).map_err(|e| {
+        let map = self.file.map_writable(self.at, self.len).map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!(
@@ -102,37 +102,8 @@ impl Growth {
                 ),
             )
         })?;
-        let map = map(&self.file, self.at, self.len)?;
         Ok(Stretch { at: self.at, map })
     }
-}
-
-/// Allocates the file's blocks in `[at, at + len)` (extending it).
-fn preallocate(file: &File, at: u64, len: u64) -> io::Result<()> {
-    let (Ok(at), Ok(len)) = (libc::off_t::try_from(at), libc::off_t::try_from(len)) else {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "log length out of range",
-        ));
-    };
-    // SAFETY: fallocate on a descriptor we own; it takes no pointers.
-    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, at, len) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// Maps `[at, at + len)` of the file.
-fn map(file: &File, at: u64, len: u64) -> io::Result<MmapMut> {
-    let len = usize::try_from(len)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mapping too large"))?;
-    // SAFETY: the mapping covers allocated blocks of a file only this
-    // process writes (the store's directory is locked), and it is only
-    // written through this object; `at` is a multiple of `ALIGN`, hence of
-    // the page size (checked in `align`).
-    unsafe { MmapOptions::new().offset(at).len(len).map_mut(file) }
 }
 
 /// Takes the pages of `span` (from [`MappedLog::spans`], page-aligned) out
@@ -174,28 +145,26 @@ fn round_up(n: u64, to: u64) -> u64 {
 }
 
 impl MappedLog {
-    /// Maps the log at `path`, whose first `end` bytes (its header) are
+    /// Maps the log in `file`, whose first `end` bytes (its header) are
     /// written already, with room for `capacity` bytes to begin with (at
     /// most [`FIRST_MAX`]; it grows by [`STEP`] as needed).
-    pub fn open(path: &Path, end: u64, capacity: u64) -> io::Result<MappedLog> {
-        Self::open_with_step(path, end, capacity.min(FIRST_MAX), STEP)
+    pub fn open(file: Arc<dyn MappableFile>, end: u64, capacity: u64) -> io::Result<MappedLog> {
+        Self::open_with_step(file, end, capacity.min(FIRST_MAX), STEP)
     }
 
     /// [`MappedLog::open`] with growth steps of `step` bytes (tests take
     /// small ones).
     pub(super) fn open_with_step(
-        path: &Path,
+        file: Arc<dyn MappableFile>,
         end: u64,
         first: u64,
         step: u64,
     ) -> io::Result<MappedLog> {
-        let file = OpenOptions::new().read(true).write(true).open(path)?;
         let a = align();
         let first = round_up(first.max(end + 1), a);
-        preallocate(&file, 0, first)?;
-        let m = map(&file, 0, first)?;
+        let m = file.map_writable(0, first)?;
         Ok(MappedLog {
-            file: Arc::new(file),
+            file,
             maps: vec![(0, m)],
             cap: first,
             end,
@@ -283,7 +252,7 @@ impl MappedLog {
             };
             let off = (at - *start) as usize;
             let n = bytes.len().min(m.len() - off);
-            m[off..off + n].copy_from_slice(&bytes[..n]);
+            m.write(off, &bytes[..n]);
             bytes = &bytes[n..];
             at += n as u64;
             i += 1;
@@ -302,7 +271,10 @@ impl MappedLog {
             .filter_map(|(start, m)| {
                 let end = start + m.len() as u64;
                 let (a, b) = (from.max(*start), to.min(end));
-                (a < b).then(|| (m.as_ptr() as usize + (a - start) as usize, (b - a) as usize))
+                if a >= b {
+                    return None;
+                }
+                m.span((a - start) as usize, (b - start) as usize)
             })
             .collect()
     }
@@ -313,8 +285,13 @@ impl MappedLog {
         self.copy_in(at, bytes);
     }
 
-    /// Makes everything written durable (the store syncs through its own
-    /// handle on the file, so appends go on meanwhile).
+    /// The file, to sync it or ask for its write-back without holding
+    /// this object (appends go on meanwhile).
+    pub fn file(&self) -> &Arc<dyn MappableFile> {
+        &self.file
+    }
+
+    /// Makes everything written durable.
     #[cfg(test)]
     pub fn sync(&self) -> io::Result<()> {
         self.file.sync_data()
@@ -328,8 +305,20 @@ impl MappedLog {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    use std::path::Path;
+
+    /// The real file at `path`, opened for mapped appends.
+    pub(in crate::wal) fn real(path: &Path) -> Arc<dyn MappableFile> {
+        let dir = path.parent().unwrap();
+        let st = flexspace::FileStorage::open(dir, true).unwrap();
+        let name = path.file_name().unwrap().to_str().unwrap();
+        flexspace::Storage::open_mappable(&st, name)
+            .unwrap()
+            .unwrap()
+    }
 
     fn allocated(path: &Path) -> u64 {
         use std::os::unix::fs::MetadataExt;
@@ -341,7 +330,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
         std::fs::write(&path, b"HEAD").unwrap();
-        let mut log = MappedLog::open(&path, 4, 16).unwrap();
+        let mut log = MappedLog::open(real(&path), 4, 16).unwrap();
         log.append(b"hello").unwrap();
         let big = vec![7u8; (STEP as usize) * 2 + 12345];
         log.append(&big).unwrap();
@@ -363,7 +352,7 @@ mod tests {
         let path = dir.path().join("log");
         std::fs::write(&path, b"HEAD").unwrap();
         // Small steps, so that a released stretch spans several mappings.
-        let mut log = MappedLog::open_with_step(&path, 4, ALIGN, ALIGN).unwrap();
+        let mut log = MappedLog::open_with_step(real(&path), 4, ALIGN, ALIGN).unwrap();
         let bytes: Vec<u8> = (0..3 * ALIGN as usize + 777)
             .map(|i| (i % 253) as u8)
             .collect();
@@ -385,17 +374,10 @@ mod tests {
             // SAFETY: the span comes from `log`, alive for the whole test.
             unsafe { release_pages(span) }.unwrap();
         }
-        // The mapping reads what was written (the pages come back from
-        // the page cache, not as zeros)...
-        let mut seen = Vec::new();
-        for (start, m) in &log.maps {
-            let from = (4u64.max(*start) - start) as usize;
-            let to = ((log.end().min(start + m.len() as u64)).saturating_sub(*start)) as usize;
-            if from < to {
-                seen.extend_from_slice(&m[from..to]);
-            }
-        }
-        assert_eq!(seen, bytes);
+        // The file reads what was written (the pages stay in the page
+        // cache, not dropped as zeros)...
+        let seen = std::fs::read(&path).unwrap();
+        assert_eq!(&seen[4..4 + bytes.len()], &bytes[..]);
         // ...takes writes on released pages and after them, and the file
         // holds all of it.
         log.write_at(0, b"head");
@@ -413,7 +395,7 @@ mod tests {
         let path = dir.path().join("log");
         std::fs::write(&path, b"HEAD").unwrap();
         // A 1 GiB MemTable's log starts at FIRST_MAX, not 1 GiB.
-        let log = MappedLog::open(&path, 4, 1 << 30).unwrap();
+        let log = MappedLog::open(real(&path), 4, 1 << 30).unwrap();
         assert_eq!(log.capacity(), FIRST_MAX);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), FIRST_MAX);
         drop(log);
@@ -421,7 +403,7 @@ mod tests {
         // Small steps: records straddle mappings, and each growth adds
         // exactly one step.
         std::fs::write(&path, b"HEAD").unwrap();
-        let mut log = MappedLog::open_with_step(&path, 4, 1, 1).unwrap();
+        let mut log = MappedLog::open_with_step(real(&path), 4, 1, 1).unwrap();
         let a = align();
         assert_eq!(log.capacity(), a);
         let mut want = b"HEAD".to_vec();
@@ -458,7 +440,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
         std::fs::write(&path, b"HEAD").unwrap();
-        let mut log = MappedLog::open_with_step(&path, 4, 1, 1).unwrap();
+        let mut log = MappedLog::open_with_step(real(&path), 4, 1, 1).unwrap();
         let a = align();
         log.fail_past(Some(2 * a));
         let rec = vec![3u8; 1000];

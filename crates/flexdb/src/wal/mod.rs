@@ -107,7 +107,7 @@ use replay::REPLAY_CHUNK;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use flexspace::StorageFile;
+use flexspace::{MappableFile, StorageFile};
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
@@ -149,16 +149,17 @@ struct Buffer {
 /// during an fsync).
 struct Mapped {
     log: Mutex<mapped::MappedLog>,
-    sync_file: std::fs::File,
+    sync_file: Arc<dyn MappableFile>,
     ahead: grow_ahead::GrowAhead,
 }
 
 /// A write-ahead log on one file.
 ///
 /// Records reach the operating system either at once, through a shared
-/// mapping of the preallocated file (`mapped`: real files, the default), or
-/// through an in-memory buffer written out in big chunks (any other storage
-/// backend, such as the fault-injecting one of the tests).
+/// mapping of the preallocated file (`mapped`: any backend that maps
+/// files, real files and the crash tests' fault-injecting one), or through
+/// an in-memory buffer written out in big chunks (backends that cannot map,
+/// or a file that cannot be preallocated).
 pub struct Wal {
     file: Arc<dyn StorageFile>,
     mapped: Option<Mapped>,
@@ -192,19 +193,19 @@ pub struct Wal {
 
 impl Wal {
     /// Starts a new, empty log in `file` (truncated first, header synced).
-    /// `name` names the file in errors. With `real`, the path of the same
-    /// file on a real file system, records are appended through a mapping
+    /// `name` names the file in errors. With `mapping`, the same file
+    /// opened for mapped appends, records are appended through a mapping
     /// with room for `capacity` bytes to begin with (buffered writes when the
     /// file cannot be preallocated and mapped). Every record appended must
     /// carry a sequence number of at least `first`.
     pub fn create(
         file: Arc<dyn StorageFile>,
         name: &str,
-        real: Option<(&std::path::Path, u64)>,
+        mapping: Option<(Arc<dyn MappableFile>, u64)>,
         first: u64,
     ) -> Result<Wal> {
         file.set_len(0).map_err(|e| io_err(name, e))?;
-        Self::reuse(file, name, real, first)
+        Self::reuse(file, name, mapping, first)
     }
 
     /// Starts a new, empty log in `file`, which holds a log that is no
@@ -218,17 +219,17 @@ impl Wal {
     pub fn reuse(
         file: Arc<dyn StorageFile>,
         name: &str,
-        real: Option<(&std::path::Path, u64)>,
+        mapping: Option<(Arc<dyn MappableFile>, u64)>,
         first: u64,
     ) -> Result<Wal> {
-        Self::reuse_as(file, name, real, first, FORMAT_VERSION)
+        Self::reuse_as(file, name, mapping, first, FORMAT_VERSION)
     }
 
     /// [`Wal::reuse`] writing records of format `version` (2 or 3).
     fn reuse_as(
         file: Arc<dyn StorageFile>,
         name: &str,
-        real: Option<(&std::path::Path, u64)>,
+        mapping: Option<(Arc<dyn MappableFile>, u64)>,
         first: u64,
         version: u32,
     ) -> Result<Wal> {
@@ -236,9 +237,9 @@ impl Wal {
         file.write_all_at(0, &header_of_version(version, first))
             .map_err(io)?;
         file.sync().map_err(io)?;
-        let mapped = real.and_then(|(path, capacity)| {
-            let log = mapped::MappedLog::open(path, HEADER_LEN, capacity).ok()?;
-            let sync_file = std::fs::OpenOptions::new().write(true).open(path).ok()?;
+        let mapped = mapping.and_then(|(file, capacity)| {
+            let log = mapped::MappedLog::open(file, HEADER_LEN, capacity).ok()?;
+            let sync_file = log.file().clone();
             Some(Mapped {
                 ahead: grow_ahead::GrowAhead::new(&log, capacity),
                 log: Mutex::new(log),
@@ -597,7 +598,7 @@ impl Wal {
             let _ = unsafe { mapped::release_pages(span) };
         }
         // A hint: a failure changes nothing the sync would not report.
-        let _ = writeback::start(&m.sync_file, from, stop - from);
+        m.sync_file.start_write_back(from, stop - from);
     }
 
     /// Whether the log, written up to `end` (as [`Wal::append`] returned),
@@ -1294,7 +1295,13 @@ mod tests {
         let len = file.len().unwrap();
         drop(wal);
         let path = dir.path().join("wal");
-        let wal = Wal::reuse(file.clone(), "wal", Some((&path, 1 << 20)), 5001).unwrap();
+        let wal = Wal::reuse(
+            file.clone(),
+            "wal",
+            Some((mapped::tests::real(&path), 1 << 20)),
+            5001,
+        )
+        .unwrap();
         assert!(wal.mapped.is_some());
         for i in 5001..=5010u64 {
             wal.append(i, &[i as u8; 100]).unwrap();
@@ -1321,7 +1328,13 @@ mod tests {
         wal.sync().unwrap();
         drop(wal);
         let path = dir.path().join("wal");
-        let wal = Wal::reuse(file.clone(), "wal", Some((&path, 1 << 20)), OLD + 1).unwrap();
+        let wal = Wal::reuse(
+            file.clone(),
+            "wal",
+            Some((mapped::tests::real(&path), 1 << 20)),
+            OLD + 1,
+        )
+        .unwrap();
         for i in OLD + 1..=OLD + 100 {
             wal.append(i, &[i as u8; 500]).unwrap();
         }
@@ -1369,8 +1382,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let storage = flexspace::FileStorage::open(dir.path(), true).unwrap();
         let file = flexspace::Storage::open_file(&storage, "wal", true).unwrap();
-        let path = dir.path().join("wal");
-        let wal = Wal::create(file.clone(), "wal", Some((&path, capacity)), 0).unwrap();
+        let mappable = flexspace::Storage::open_mappable(&storage, "wal")
+            .unwrap()
+            .unwrap();
+        let wal = Wal::create(file.clone(), "wal", Some((mappable, capacity)), 0).unwrap();
         (dir, file, wal)
     }
 

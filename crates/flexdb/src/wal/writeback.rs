@@ -14,6 +14,10 @@
 //! (`mapped::release_pages`), so that the kernel need not write-protect
 //! each mapped page, a TLB shootdown apiece, before writing it.
 //!
+//! The request itself is `flexspace::MappableFile::start_write_back`
+//! (`sync_file_range` on real files; nothing on the fault-injecting
+//! backend, where it would change nothing a crash may leave).
+//!
 //! Invariants: a hint only. Nothing here makes anything durable or
 //! changes what a crash may leave (durability still comes from the sync
 //! alone); a failure is ignored, since the sync that follows reports any
@@ -32,39 +36,9 @@ pub fn stop_at(end: u64) -> u64 {
     end / PAGE * PAGE
 }
 
-/// Asks the kernel to start writing `file`'s dirty pages in
-/// `from..from + len` to the device, without waiting for them. An error
-/// is the system call's (callers may ignore it: see the module
-/// invariants).
-#[cfg(target_os = "linux")]
-pub fn start(file: &std::fs::File, from: u64, len: u64) -> std::io::Result<()> {
-    use std::os::unix::io::AsRawFd;
-    let (Ok(from), Ok(len)) = (i64::try_from(from), i64::try_from(len)) else {
-        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
-    };
-    // SAFETY: `sync_file_range` takes a descriptor, two integers and flags,
-    // no pointers; `file` owns the descriptor for the whole call. With
-    // SYNC_FILE_RANGE_WRITE alone it only queues write-back of the range.
-    let rc =
-        unsafe { libc::sync_file_range(file.as_raw_fd(), from, len, libc::SYNC_FILE_RANGE_WRITE) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// Does nothing where `sync_file_range` does not exist.
-#[cfg(not(target_os = "linux"))]
-pub fn start(_file: &std::fs::File, _from: u64, _len: u64) -> std::io::Result<()> {
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
-    use std::os::unix::fs::FileExt;
 
     #[test]
     fn stretches_stop_on_a_page() {
@@ -72,29 +46,5 @@ mod tests {
         assert_eq!(stop_at(4095), 0);
         assert_eq!(stop_at(4096), 4096);
         assert_eq!(stop_at(WRITEBACK_BYTES + 100), WRITEBACK_BYTES);
-    }
-
-    #[test]
-    fn write_back_leaves_the_bytes_as_written() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        let mut f = std::fs::File::create(&path).unwrap();
-        let bytes: Vec<u8> = (0..3 * PAGE as usize).map(|i| (i % 251) as u8).collect();
-        f.write_all(&bytes).unwrap();
-        start(&f, 0, 2 * PAGE).unwrap();
-        // Ranges past the end and empty ones (to the end of the file) are
-        // accepted too.
-        start(&f, 10 * PAGE, PAGE).unwrap();
-        start(&f, 0, 0).unwrap();
-        f.write_all_at(b"again", 10).unwrap();
-        f.sync_data().unwrap();
-        let back = std::fs::read(&path).unwrap();
-        assert_eq!(&back[..10], &bytes[..10]);
-        assert_eq!(&back[10..15], b"again");
-        assert_eq!(&back[15..], &bytes[15..]);
-        // A range the kernel refuses (its end overflows) and one that no
-        // file offset can hold are errors, not panics.
-        assert!(start(&f, i64::MAX as u64 - 10, 100).is_err());
-        assert!(start(&f, u64::MAX, 1).is_err());
     }
 }

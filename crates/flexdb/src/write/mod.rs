@@ -88,7 +88,6 @@ const PREPARE_AT_EIGHTHS: usize = 7;
 /// What a helper thread needs to make the next log (`wal::next_log`).
 struct LogToPrepare {
     storage: Arc<dyn flexspace::Storage>,
-    real_dir: Option<std::path::PathBuf>,
     opts: crate::options::Options,
     next_log: Arc<NextLog>,
     gen: u64,
@@ -105,14 +104,7 @@ impl LogToPrepare {
     fn run(self) {
         let t = Instant::now();
         let reused = self.spare.is_some();
-        let made = new_wal(
-            &self.storage,
-            self.real_dir.as_deref(),
-            &self.opts,
-            self.gen,
-            self.first,
-            self.spare,
-        );
+        let made = new_wal(&self.storage, &self.opts, self.gen, self.first, self.spare);
         let t_log = t.elapsed();
         // Sized for as many keys as the active table will hold
         // (`hash_sizing`), as the rotation would make it.
@@ -424,7 +416,6 @@ impl Store {
     fn log_to_prepare(&self, w: &WriteHead) -> LogToPrepare {
         LogToPrepare {
             storage: self.storage.clone(),
-            real_dir: self.real_dir.clone(),
             opts: self.opts.clone(),
             next_log: self.writes.next_log.clone(),
             gen: w.gen + 1,
@@ -491,14 +482,7 @@ impl Store {
                 None => {
                     let spare = self.spare_logs.take();
                     let reused = spare.is_some();
-                    let wal = new_wal(
-                        &self.storage,
-                        self.real_dir.as_deref(),
-                        &self.opts,
-                        gen,
-                        w.next_seq,
-                        spare,
-                    )?;
+                    let wal = new_wal(&self.storage, &self.opts, gen, w.next_seq, spare)?;
                     (wal, reused, false)
                 }
             };

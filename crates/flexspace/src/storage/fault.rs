@@ -41,6 +41,17 @@
 //! counting in `allocated_bytes` until written again. In a crash image
 //! every all-zero block counts as a hole.
 //!
+//! Writable mappings ([`Storage::open_mappable`], on by default, off with
+//! [`FaultStorage::without_mappings`]): preallocating and mapping a stretch
+//! is an operation (it may crash or fail with ENOSPC, changing nothing),
+//! which extends the inode as a length change; each copy into a mapping
+//! is an operation too, one write of the inode: reads see it at once, and
+//! until a sync a crash keeps, loses or tears it like any unsynced write
+//! (as a page of a real mapping may or may not have been written back). A
+//! copy cannot fail: after a crash it changes nothing, and an injected
+//! error there is reported by the inode's next sync (as the kernel reports
+//! a failed write-back at `fsync`).
+//!
 //! Invariant: `durable` is always `live` as of the last sync with the
 //! operations since replayed, so a sync costs what was written since.
 
@@ -50,7 +61,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::storage::{Storage, StorageFile};
+use crate::storage::{MappableFile, Storage, StorageFile, WritableMap};
 
 /// What happens at the planned operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,6 +134,8 @@ struct Inode {
     unsynced: Vec<Pending>,
     /// Blocks of `live` punched and not written since.
     holes: std::collections::BTreeSet<usize>,
+    /// An error injected at a copy into a mapping, for the next sync.
+    deferred: Option<i32>,
 }
 
 impl Inode {
@@ -139,6 +152,7 @@ impl Inode {
             durable: bytes,
             unsynced: Vec::new(),
             holes,
+            deferred: None,
         }
     }
 
@@ -194,6 +208,13 @@ struct FaultState {
     reads: u64,
     failed_reads: u64,
     short_reads: u64,
+    /// Files may be opened for mapped appends.
+    mappable: bool,
+    /// Operations to take a crash image before (sorted), whether to tear
+    /// its last write, and the images taken.
+    image_points: std::collections::VecDeque<u64>,
+    image_tear: bool,
+    images: Vec<(u64, FaultStorage)>,
 }
 
 impl Default for FaultState {
@@ -216,6 +237,10 @@ impl Default for FaultState {
             reads: 0,
             failed_reads: 0,
             short_reads: 0,
+            mappable: true,
+            image_points: Default::default(),
+            image_tear: false,
+            images: Vec::new(),
         }
     }
 }
@@ -280,6 +305,14 @@ impl FaultStorage {
         s
     }
 
+    /// This storage, refusing to map files ([`Storage::open_mappable`]
+    /// gives `None`), so that a store takes its buffered write path; its
+    /// crash images refuse too.
+    pub fn without_mappings(self) -> Self {
+        self.state.lock().mappable = false;
+        self
+    }
+
     /// Plans `fault` for operation number `at` (counting from now).
     pub fn plan(&self, at: u64, fault: Fault) {
         let mut s = self.state.lock();
@@ -339,12 +372,67 @@ impl FaultStorage {
     /// and no fault planned.
     pub fn crash_image(&self) -> FaultStorage {
         let s = self.state.lock();
+        s.image(s.torn)
+    }
+
+    /// Takes, without stopping anything, the image a crash just before
+    /// each of the operations `points` (counting from now) would leave
+    /// (tearing the last write under `SyncedOnly` when `tear` is set): one
+    /// run then yields many crash images. [`FaultStorage::take_images`]
+    /// hands them over. Replaces points asked for before.
+    pub fn image_at(&self, points: &[u64], tear: bool) {
+        let mut s = self.state.lock();
+        let now = s.ops;
+        let mut points: Vec<u64> = points.iter().map(|p| now + p).collect();
+        points.sort_unstable();
+        points.dedup();
+        s.image_points = points.into();
+        s.image_tear = tear;
+    }
+
+    /// The images [`FaultStorage::image_at`] took so far, each with the
+    /// operation it was taken before (an absolute count, as
+    /// [`FaultStorage::ops`] gives).
+    pub fn take_images(&self) -> Vec<(u64, FaultStorage)> {
+        std::mem::take(&mut self.state.lock().images)
+    }
+
+    /// A copy of a file's live bytes (for corruption tests).
+    pub fn file_bytes(&self, name: &str) -> Option<Vec<u8>> {
+        let s = self.state.lock();
+        let ino = s.names.get(name)?;
+        s.inodes.get(ino).map(|i| i.live.clone())
+    }
+
+    /// Replaces a file's live and durable bytes (for corruption tests);
+    /// creates it (durably) if needed.
+    pub fn set_file_bytes(&self, name: &str, bytes: Vec<u8>) {
+        let mut s = self.state.lock();
+        let ino = match s.names.get(name) {
+            Some(&i) => i,
+            None => {
+                let i = s.new_inode();
+                s.names.insert(name.to_string(), i);
+                s.durable_names.insert(name.to_string(), i);
+                i
+            }
+        };
+        s.inodes.insert(ino, Inode::restarted(bytes));
+    }
+}
+
+impl FaultState {
+    /// The storage a crash now would leave (see
+    /// [`FaultStorage::crash_image`]); `torn`: tear the last write under
+    /// `SyncedOnly`.
+    fn image(&self, torn: bool) -> FaultStorage {
+        let s = self;
         let (names, inodes, model) = match s.model {
             CrashModel::SyncedOnly => {
                 let mut inodes = HashMap::new();
                 for (&ino, img) in &s.inodes {
                     let mut d = img.durable.clone();
-                    if s.torn {
+                    if torn {
                         if let Some(Pending::Write { off, data }) = img.unsynced.last() {
                             // Only the very last write of the storage tears,
                             // at a sector boundary (a device writes whole
@@ -420,42 +508,24 @@ impl FaultStorage {
                 durable_names: names.clone(),
                 names,
                 model,
+                mappable: s.mappable,
                 ..FaultState::default()
             })),
         }
     }
 
-    /// A copy of a file's live bytes (for corruption tests).
-    pub fn file_bytes(&self, name: &str) -> Option<Vec<u8>> {
-        let s = self.state.lock();
-        let ino = s.names.get(name)?;
-        s.inodes.get(ino).map(|i| i.live.clone())
-    }
-
-    /// Replaces a file's live and durable bytes (for corruption tests);
-    /// creates it (durably) if needed.
-    pub fn set_file_bytes(&self, name: &str, bytes: Vec<u8>) {
-        let mut s = self.state.lock();
-        let ino = match s.names.get(name) {
-            Some(&i) => i,
-            None => {
-                let i = s.new_inode();
-                s.names.insert(name.to_string(), i);
-                s.durable_names.insert(name.to_string(), i);
-                i
-            }
-        };
-        s.inodes.insert(ino, Inode::restarted(bytes));
-    }
-}
-
-impl FaultState {
     /// Counts one operation and applies the plan.
     fn step(&mut self) -> io::Result<()> {
         if self.crashed {
             return Err(crashed_error());
         }
         let n = self.ops;
+        while self.image_points.front().is_some_and(|&p| p <= n) {
+            if self.image_points.pop_front() == Some(n) {
+                let image = self.image(self.image_tear);
+                self.images.push((n, image));
+            }
+        }
         self.ops += 1;
         match self.plan {
             Some((at, fault)) if at == n => {
@@ -512,6 +582,37 @@ impl FaultState {
         self.last_write
     }
 
+    /// Makes the inode's operations so far durable (a sync of it), or
+    /// reports the error a copy into one of its mappings left.
+    fn sync_inode(&mut self, ino: u64) -> io::Result<()> {
+        self.step()?;
+        if self.last_write == Some(ino) {
+            self.last_write = None;
+        }
+        let img = self.inode(ino)?;
+        if let Some(errno) = img.deferred.take() {
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        let ops = std::mem::take(&mut img.unsynced);
+        for p in &ops {
+            apply(&mut img.durable, p);
+        }
+        Ok(())
+    }
+
+    /// One write of `data` at `off` to inode `ino`, not synced.
+    fn write_inode(&mut self, ino: u64, off: usize, data: &[u8]) -> io::Result<()> {
+        self.last_write = Some(ino);
+        let img = self.inode(ino)?;
+        write_at(&mut img.live, off, data);
+        img.fill(off, off + data.len());
+        img.unsynced.push(Pending::Write {
+            off,
+            data: data.to_vec(),
+        });
+        Ok(())
+    }
+
     fn inode(&mut self, ino: u64) -> io::Result<&mut Inode> {
         self.inodes
             .get_mut(&ino)
@@ -526,7 +627,107 @@ struct FaultFile {
     sync_delay: Option<std::time::Duration>,
 }
 
+/// A handle on an inode for appends through simulated mappings.
+struct FaultMappable {
+    ino: u64,
+    state: Arc<Mutex<FaultState>>,
+    sync_delay: Option<std::time::Duration>,
+}
+
+/// A simulated writable mapping: a stretch of an inode, each copy into it
+/// one write of the inode (see the module documentation).
+pub(crate) struct SimulatedMap {
+    ino: u64,
+    state: Arc<Mutex<FaultState>>,
+    /// Where the stretch starts in the file, and its length.
+    at: usize,
+    len: usize,
+}
+
+impl SimulatedMap {
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Copies `bytes` to offset `off` of the stretch.
+    pub(crate) fn write(&mut self, off: usize, bytes: &[u8]) {
+        assert!(
+            off.checked_add(bytes.len()).is_some_and(|e| e <= self.len),
+            "a write past a mapping"
+        );
+        let mut s = self.state.lock();
+        let fault = s.step();
+        if s.crashed {
+            // The machine is off: nothing lands.
+            return;
+        }
+        // The inode exists as long as a handle on it does.
+        if s.write_inode(self.ino, self.at + off, bytes).is_ok() {
+            if let (Err(e), Ok(img)) = (fault, s.inode(self.ino)) {
+                img.deferred = e.raw_os_error().or(Some(libc::EIO));
+            }
+        }
+    }
+}
+
+impl MappableFile for FaultMappable {
+    fn map_writable(&self, at: u64, len: u64) -> io::Result<WritableMap> {
+        let (Ok(at), Ok(len)) = (usize::try_from(at), usize::try_from(len)) else {
+            return Err(io::ErrorKind::InvalidInput.into());
+        };
+        let end = at.checked_add(len).ok_or(io::ErrorKind::InvalidInput)?;
+        let mut s = self.state.lock();
+        s.step()?;
+        let img = s.inode(self.ino)?;
+        if img.live.len() < end {
+            img.live.resize(end, 0);
+            img.unsynced.push(Pending::SetLen(end));
+        }
+        // Preallocated: its blocks are no longer holes.
+        img.fill(at, end);
+        Ok(WritableMap::simulated(SimulatedMap {
+            ino: self.ino,
+            state: self.state.clone(),
+            at,
+            len,
+        }))
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        if let Some(d) = self.sync_delay {
+            std::thread::sleep(d);
+        }
+        self.state.lock().sync_inode(self.ino)
+    }
+
+    fn start_write_back(&self, _from: u64, _len: u64) {}
+}
+
 impl Storage for FaultStorage {
+    fn open_mappable(&self, name: &str) -> io::Result<Option<Arc<dyn MappableFile>>> {
+        let s = self.state.lock();
+        if s.crashed {
+            return Err(crashed_error());
+        }
+        if !s.mappable {
+            return Ok(None);
+        }
+        let ino = *s
+            .names
+            .get(name)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let sync_delay = s
+            .slow_syncs
+            .as_ref()
+            .filter(|(slow, _)| slow == name)
+            .map(|&(_, d)| d);
+        Ok(Some(Arc::new(FaultMappable {
+            ino,
+            state: self.state.clone(),
+            sync_delay,
+        })))
+    }
+
     fn open_file(&self, name: &str, create: bool) -> io::Result<Arc<dyn StorageFile>> {
         let mut s = self.state.lock();
         if s.crashed {
@@ -643,32 +844,14 @@ impl StorageFile for FaultFile {
         let mut s = self.state.lock();
         s.step()?;
         let off = usize::try_from(offset).map_err(|_| io::ErrorKind::InvalidInput)?;
-        s.last_write = Some(self.ino);
-        let img = s.inode(self.ino)?;
-        write_at(&mut img.live, off, data);
-        img.fill(off, off + data.len());
-        img.unsynced.push(Pending::Write {
-            off,
-            data: data.to_vec(),
-        });
-        Ok(())
+        s.write_inode(self.ino, off, data)
     }
 
     fn sync(&self) -> io::Result<()> {
         if let Some(d) = self.sync_delay {
             std::thread::sleep(d);
         }
-        let mut s = self.state.lock();
-        s.step()?;
-        if s.last_write == Some(self.ino) {
-            s.last_write = None;
-        }
-        let img = s.inode(self.ino)?;
-        let ops = std::mem::take(&mut img.unsynced);
-        for p in &ops {
-            apply(&mut img.durable, p);
-        }
-        Ok(())
+        self.state.lock().sync_inode(self.ino)
     }
 
     fn len(&self) -> io::Result<u64> {
@@ -890,6 +1073,37 @@ mod tests {
         let img = st.crash_image();
         assert_eq!(img.file_bytes("slow").unwrap(), b"abc");
         assert_eq!(img.file_bytes("fast").unwrap(), b"xyz");
+    }
+
+    /// An image taken before operation N is what a crash planned at N
+    /// leaves, and taking it stops nothing.
+    #[test]
+    fn images_taken_on_the_way_are_crash_images() {
+        let ops = |st: &FaultStorage| {
+            let f = st.open_file("a", true)?;
+            for i in 0..6u8 {
+                f.write_all_at(u64::from(i), &[i])?;
+                if i % 2 == 1 {
+                    f.sync()?;
+                }
+            }
+            st.sync_dir()
+        };
+        let st = FaultStorage::new();
+        st.image_at(&[3, 0, 5, 3, 100], true);
+        ops(&st).unwrap();
+        let images = st.take_images();
+        assert_eq!(images.iter().map(|i| i.0).collect::<Vec<_>>(), [0, 3, 5]);
+        for (at, image) in images {
+            let crashed = FaultStorage::new();
+            crashed.plan(at, Fault::Crash { tear: true });
+            assert!(ops(&crashed).is_err());
+            let want = crashed.crash_image();
+            assert_eq!(image.list_files().unwrap(), want.list_files().unwrap());
+            assert_eq!(image.file_bytes("a"), want.file_bytes("a"), "at {at}");
+        }
+        assert!(st.take_images().is_empty());
+        assert_eq!(st.file_bytes("a").unwrap(), [0, 1, 2, 3, 4, 5]);
     }
 
     #[test]

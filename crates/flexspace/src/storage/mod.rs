@@ -1,6 +1,8 @@
 //! The storage backend: a directory of named files.
 //!
-//! Invariants: every byte flexspace persists goes through a [`Storage`];
+//! Invariants: every byte flexspace and flexdb persist goes through a
+//! [`Storage`] (the write-ahead log's mapped appends through
+//! [`Storage::open_mappable`]), and so does every directory change;
 //! `FileStorage` holds an exclusive `flock` on the directory's `lock` file
 //! for its whole life, so a second open of the same directory (from this
 //! process or another) fails with `Locked`.
@@ -9,13 +11,15 @@
 //! crash tests), [`mapping`] (the read-only mapping of the data file,
 //! guarded against SIGBUS by `sigbus`),
 //! [`aligned`] (O_DIRECT-aligned buffers) and [`counting_file`] (a file
-//! wrapper counting the bytes written).
+//! wrapper counting the bytes written), [`writable_map`] (files appended
+//! through writable mappings, as the write-ahead log is).
 
 pub mod aligned;
 pub mod counting_file;
 pub mod fault;
 pub mod mapping;
 mod sigbus;
+pub mod writable_map;
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -28,6 +32,7 @@ pub use flextree::{MemFile, StorageFile};
 
 use crate::error::{Error, Result};
 pub use mapping::Mapping;
+pub use writable_map::{MappableFile, WritableMap};
 
 /// A directory of files.
 pub trait Storage: Send + Sync {
@@ -59,6 +64,13 @@ pub trait Storage: Send + Sync {
     fn allocated_bytes(&self, name: &str) -> io::Result<u64> {
         self.open_file(name, false)?.allocated_bytes()
     }
+    /// Opens the existing file `name` for appends through writable
+    /// mappings ([`MappableFile`]); the handle follows the file through
+    /// renames. `None` when the backend cannot map files (the default).
+    fn open_mappable(&self, name: &str) -> io::Result<Option<Arc<dyn MappableFile>>> {
+        let _ = name;
+        Ok(None)
+    }
 }
 
 /// Real files in a directory, locked for exclusive use.
@@ -71,7 +83,16 @@ impl FileStorage {
     /// Opens (and with `create`, creates) the directory and locks it.
     pub fn open(dir: &Path, create: bool) -> Result<FileStorage> {
         if create {
-            std::fs::create_dir_all(dir).map_err(crate::error::io("directory"))?;
+            if !dir.is_dir() {
+                std::fs::create_dir_all(dir).map_err(crate::error::io("directory"))?;
+                // The new directory's entry is durable once its parent is
+                // synced (a power loss could otherwise take the store).
+                if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    File::open(parent)
+                        .and_then(|p| p.sync_all())
+                        .map_err(crate::error::io("directory"))?;
+                }
+            }
         } else if !dir.is_dir() {
             return Err(Error::NotAFlexSpace(dir.to_path_buf()));
         }
@@ -152,6 +173,14 @@ impl Storage for FileStorage {
 
     fn allocated_bytes(&self, name: &str) -> io::Result<u64> {
         Ok(std::fs::metadata(self.dir.join(name))?.blocks() * 512)
+    }
+
+    fn open_mappable(&self, name: &str) -> io::Result<Option<Arc<dyn MappableFile>>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(self.dir.join(name))?;
+        Ok(Some(Arc::new(writable_map::RealMappable { file })))
     }
 }
 
