@@ -119,6 +119,10 @@ pub(crate) struct LogPosition {
     pub seq: u64,
     /// The checkpoint version the log belongs to.
     pub version: u64,
+    /// Batches of commits a full device failed, oldest first: the next
+    /// commit writes each as a commit of its own, at `log_end`, before its
+    /// own batch (see `maintenance/commit.rs`).
+    pub unwritten: Vec<crate::log::buffer::TakenLog>,
 }
 
 #[derive(Default)]
@@ -258,6 +262,7 @@ impl FlexSpace {
                     log_end: o.log_end,
                     seq: o.seq,
                     version: o.version,
+                    unwritten: Vec::new(),
                 }),
                 readers,
                 writer,

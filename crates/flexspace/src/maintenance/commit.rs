@@ -28,7 +28,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::error::{io, Result};
+use crate::error::{io, storage_full, Error, Result};
 use crate::log;
 use crate::open::{meta, DATA, LOG};
 use crate::segments::writers::flush;
@@ -57,6 +57,15 @@ fn trace_checkpoint(r: &flextree::CheckpointReport, g: &flextree::GiveBack) {
         give_back_error = g.error.as_ref().map(|e| e.to_string()),
         "checkpoint"
     );
+}
+
+/// How a commit's I/O failed.
+enum Failed {
+    /// A full device refused a write: nothing is lost, the commit can be
+    /// made again (the space stays usable).
+    Refused(Error),
+    /// Anything else: the space is poisoned.
+    Fatal(Error),
 }
 
 impl SpaceInner {
@@ -116,42 +125,96 @@ impl SpaceInner {
             )
         };
         let (body, emptied, open, sealed) = snap;
-        let seq = m.seq + 1;
-        let r: Result<u64> = (|| {
-            self.writer.wait_sealed(sealed).map_err(io(DATA))?;
-            if let Some((s, buf, fill)) = &open {
-                flush(self.files.data.as_ref(), *s, buf, *fill).map_err(io(DATA))?;
-            }
-            self.files.data.sync().map_err(io(DATA))?;
-            let log_file = self.files.log.as_ref();
-            let mut at = m.log_end;
-            for chunk in &body.chunks {
-                log_file.write_all_at(at, chunk).map_err(io(LOG))?;
-                at += chunk.len() as u64;
-            }
-            let commit = log::commit_entry(seq, body.entries(), body.crc());
-            log_file.write_all_at(at, &commit).map_err(io(LOG))?;
-            log_file.sync().map_err(io(LOG))?;
-            Ok((body.len + commit.len()) as u64)
-        })();
+        // The batches a full device refused first, each a commit of its own.
+        let mut bodies = std::mem::take(&mut m.unwritten);
+        bodies.push(body);
+        let r = self.write_commit(m, &bodies, open.as_ref(), sealed);
+        let commits = bodies.len() as u64;
         let mut st = self.state.write();
-        st.log_buf.recycle(body);
         match r {
             Ok(written) => {
+                for b in bodies {
+                    st.log_buf.recycle(b);
+                }
                 m.log_end += written;
-                m.seq = seq;
+                m.seq += commits;
                 self.counters.log_end.store(m.log_end, Ordering::Relaxed);
                 self.counters.commits.fetch_add(1, Ordering::Relaxed);
                 st.seg.quarantine(&emptied);
                 st.release();
-                st.commit_id = (m.version, seq);
+                st.commit_id = (m.version, m.seq);
                 Ok(())
             }
-            Err(e) => {
+            Err(Failed::Refused(e)) => {
+                // Nothing of it counts: the log's valid end, the sequence
+                // number and the emptied segments are as before, and the
+                // next commit writes the same batches again (over whatever
+                // part of them reached the file), then its own.
+                st.dirty = true;
+                st.seg.restore_pending(emptied);
+                m.unwritten = bodies;
+                Err(e)
+            }
+            Err(Failed::Fatal(e)) => {
+                for b in bodies {
+                    st.log_buf.recycle(b);
+                }
                 self.poison(&mut st, &e);
                 Err(e)
             }
         }
+    }
+
+    /// The I/O of a commit of `bodies` (see the module documentation):
+    /// returns the log bytes written. A full device's refusal of a write
+    /// (or of the log's sync: the log is written again whole from
+    /// `log_end`) is `Refused`; any other error, and any failed sync of the
+    /// data file (the kernel may have dropped the pages it could not
+    /// write, which a retry would not write again), is `Fatal`.
+    fn write_commit(
+        &self,
+        m: &mut LogPosition,
+        bodies: &[log::buffer::TakenLog],
+        open: Option<&(u32, std::sync::Arc<crate::segments::segbuf::SegBuf>, usize)>,
+        sealed: u64,
+    ) -> std::result::Result<u64, Failed> {
+        let write = |e: std::io::Error, file: &str| {
+            let refused = storage_full(&e);
+            let e = io(file)(e);
+            if refused {
+                Failed::Refused(e)
+            } else {
+                Failed::Fatal(e)
+            }
+        };
+        self.writer
+            .wait_sealed(sealed)
+            .map_err(|e| write(e, DATA))?;
+        if let Some((s, buf, fill)) = open {
+            flush(self.files.data.as_ref(), *s, buf, *fill).map_err(|e| write(e, DATA))?;
+        }
+        self.files
+            .data
+            .sync()
+            .map_err(|e| Failed::Fatal(io(DATA)(e)))?;
+        let log_file = self.files.log.as_ref();
+        let mut at = m.log_end;
+        for (i, body) in bodies.iter().enumerate() {
+            for chunk in &body.chunks {
+                log_file
+                    .write_all_at(at, chunk)
+                    .map_err(|e| write(e, LOG))?;
+                at += chunk.len() as u64;
+            }
+            let seq = m.seq + 1 + i as u64;
+            let commit = log::commit_entry(seq, body.entries(), body.crc());
+            log_file
+                .write_all_at(at, &commit)
+                .map_err(|e| write(e, LOG))?;
+            at += commit.len() as u64;
+        }
+        log_file.sync().map_err(|e| write(e, LOG))?;
+        Ok(at - m.log_end)
     }
 
     /// Commit, checkpoint, log restart (see the module documentation).
@@ -175,7 +238,12 @@ impl SpaceInner {
                 Ok(report) => report,
                 Err(e) => {
                     let e = crate::error::tree(e);
-                    self.poison(&mut self.state.write(), &e);
+                    // A checkpoint adopts nothing until its header is
+                    // synced, and one made again writes every page this
+                    // one did: a full device poisons nothing.
+                    if !e.is_storage_full() {
+                        self.poison(&mut self.state.write(), &e);
+                    }
                     return Err(e);
                 }
             }
