@@ -249,6 +249,7 @@ fn assemble(
         chunks,
         // As many as one commit retires.
         spare_logs: crate::wal::spare_logs::SpareLogs::new(max_frozen),
+        held_logs_from: Default::default(),
     })
 }
 
