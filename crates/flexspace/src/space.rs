@@ -123,6 +123,9 @@ pub(crate) struct LogPosition {
     /// commit writes each as a commit of its own, at `log_end`, before its
     /// own batch (see `maintenance/commit.rs`).
     pub unwritten: Vec<crate::log::buffer::TakenLog>,
+    /// A checkpoint's log restart a full device refused: the next commit
+    /// restarts the log under `version` first.
+    pub restart_pending: bool,
 }
 
 #[derive(Default)]
@@ -263,6 +266,7 @@ impl FlexSpace {
                     seq: o.seq,
                     version: o.version,
                     unwritten: Vec::new(),
+                    restart_pending: false,
                 }),
                 readers,
                 writer,

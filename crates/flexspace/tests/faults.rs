@@ -101,3 +101,53 @@ fn injected_errors_reach_the_caller_and_reopen_recovers() {
         "only {usable} of {failures} ENOSPC left the space usable"
     );
 }
+
+/// A device full from a random operation (`FaultStorage::fill_device`):
+/// calls fail with ENOSPC, never `Poisoned`, each failed mutation applied
+/// whole or not at all, and reads show exactly that; once the device is
+/// freed, a sync commits everything (the commits that failed meanwhile
+/// are made again) and the reopened space holds it.
+#[test]
+fn a_full_device_refuses_and_the_space_goes_on_once_freed() {
+    let master = flexsys::test_seed::TestSeed::new("a_full_device_refuses");
+    let mut rng = StdRng::seed_from_u64(master.get());
+    let iterations = flexsys::test_seed::iterations(150);
+    let mut refused = 0u64;
+    for it in 0..iterations {
+        let storage = Arc::new(FaultStorage::new());
+        let space = FlexSpace::open_with_storage(storage.clone(), opts()).unwrap();
+        let mut model = Vec::new();
+        for _ in 0..rng.gen_range(0..20) {
+            let op = random_op(&mut rng, model.len() as u64, 2000);
+            apply(&space, &op).unwrap();
+            apply_model(&mut model, &op);
+        }
+        storage.fill_device(rng.gen_range(0..30));
+        for _ in 0..60 {
+            let op = random_op(&mut rng, model.len() as u64, 2000);
+            match apply(&space, &op) {
+                Ok(()) => apply_model(&mut model, &op),
+                Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::ENOSPC) => {
+                    refused += 1;
+                    let mut post = model.clone();
+                    apply_model(&mut post, &op);
+                    let got = content(&space);
+                    assert!(got == model || got == post, "iteration {it}: half applied");
+                    model = got;
+                }
+                Err(e) => panic!("iteration {it}: {op:?} on a full device: {e}"),
+            }
+            assert_eq!(content(&space), model, "iteration {it}");
+        }
+        storage.free_device();
+        space
+            .sync()
+            .unwrap_or_else(|e| panic!("iteration {it}: sync once freed: {e}"));
+        space.check_invariants();
+        assert_eq!(content(&space), model, "iteration {it}");
+        drop(space);
+        let space = FlexSpace::open_with_storage(storage, opts()).unwrap();
+        assert_eq!(content(&space), model, "iteration {it}: reopened");
+    }
+    assert!(refused >= iterations, "only {refused} refusals");
+}

@@ -20,10 +20,11 @@
 //! not) to commit what slipped in and write the tree copy-on-write under
 //! the read lock; then, with only `maint` held, restarts the log under the
 //! new version (truncate and sync before writing the header, so old
-//! entries are never read under the new version), and has a thread give
-//! the tree file's freed pages back (cuts its free tail, punches its free
-//! blocks; the figures go out as a debug event, target
-//! `flexspace::checkpoint`). At most one such thread runs: the next
+//! entries are never read under the new version; a restart a full device
+//! refused is left to the next commit or checkpoint, `restart_pending`),
+//! and has a thread give the tree file's freed pages back (cuts its free
+//! tail, punches its free blocks; the figures go out as a debug event,
+//! target `flexspace::checkpoint`). At most one such thread runs: the next
 //! checkpoint, `close` and an explicit `checkpoint()` join it.
 
 use std::sync::atomic::Ordering;
@@ -197,6 +198,15 @@ impl SpaceInner {
             .data
             .sync()
             .map_err(|e| Failed::Fatal(io(DATA)(e)))?;
+        if m.restart_pending {
+            // A checkpoint's log restart a full device refused: done now,
+            // before any batch of the new version is appended.
+            match self.restart_log(m.version) {
+                Ok(()) => m.restart_pending = false,
+                Err(e) if e.is_storage_full() => return Err(Failed::Refused(e)),
+                Err(e) => return Err(Failed::Fatal(e)),
+            }
+        }
         let log_file = self.files.log.as_ref();
         let mut at = m.log_end;
         for (i, body) in bodies.iter().enumerate() {
@@ -226,7 +236,12 @@ impl SpaceInner {
             // the checkpoint holds exactly the last commit.
             self.commit_locked(m)?;
             if m.seq == 0 {
-                // Nothing changed since the last checkpoint.
+                // Nothing changed since the last checkpoint (whose log
+                // restart may wait still).
+                if m.restart_pending {
+                    self.restart_log(m.version)?;
+                    m.restart_pending = false;
+                }
                 return Ok(());
             }
             let st = self.state.read();
@@ -249,18 +264,21 @@ impl SpaceInner {
             }
         };
         let version = report.version;
-        let r: Result<()> = (|| {
-            let l = &self.files.log;
-            l.set_len(0).map_err(io(LOG))?;
-            l.sync().map_err(io(LOG))?;
-            l.write_all_at(0, &log::header(version)).map_err(io(LOG))?;
-            l.sync().map_err(io(LOG))
-        })();
+        let r = self.restart_log(version);
         let mut st = self.state.write();
-        if let Err(e) = r {
-            self.poison(&mut st, &e);
-            return Err(e);
-        }
+        let refused = match r {
+            Ok(()) => None,
+            // The tree holds the new version: the log restarts under it
+            // before the next commit's batches (`restart_pending`), and a
+            // crash meanwhile finds a log of an older version or a torn
+            // restart, both recovered.
+            Err(e) if e.is_storage_full() => Some(e),
+            Err(e) => {
+                self.poison(&mut st, &e);
+                return Err(e);
+            }
+        };
+        m.restart_pending = refused.is_some();
         m.log_end = log::HEADER as u64;
         m.seq = 0;
         m.version = version;
@@ -269,7 +287,18 @@ impl SpaceInner {
         st.commit_id = (version, 0);
         drop(st);
         self.give_back_tree_pages(report);
-        Ok(())
+        refused.map_or(Ok(()), Err)
+    }
+
+    /// Restarts the log under checkpoint `version`: truncate and sync it
+    /// before its new header is written (and synced), so old entries are
+    /// never read under the new version.
+    fn restart_log(&self, version: u64) -> Result<()> {
+        let l = &self.files.log;
+        l.set_len(0).map_err(io(LOG))?;
+        l.sync().map_err(io(LOG))?;
+        l.write_all_at(0, &log::header(version)).map_err(io(LOG))?;
+        l.sync().map_err(io(LOG))
     }
 
     /// Punches and cuts the tree file's pages the checkpoint of `report`
