@@ -61,8 +61,12 @@ pub enum Error {
         /// The underlying error.
         source: io::Error,
     },
-    /// The space's data file is full (live data is capped at 30/32 of
-    /// [`crate::Options::max_space_bytes`]).
+    /// No room to write: the device (or the user's quota) is full, naming
+    /// the file whose write it refused, or the space's data file is (live
+    /// data is capped at 30/32 of [`crate::Options::max_space_bytes`]).
+    /// Nothing acknowledged is lost, reads go on, and writes succeed again
+    /// once room is made (files of other programs removed, or pairs of the
+    /// store deleted), without a reopen.
     #[error("no space left in the store: {0}")]
     NoSpace(String),
     /// An earlier I/O error stopped the store's background work; writes are
@@ -87,6 +91,12 @@ impl Error {
         matches!(self, Error::Corrupt { .. })
     }
 
+    /// Whether this error says there is no room to write ([`Error::NoSpace`]):
+    /// the write may succeed once room is made.
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, Error::NoSpace(_))
+    }
+
     /// Whether the operation may succeed if run again from the start
     /// (a transaction conflict).
     pub fn is_retryable(&self) -> bool {
@@ -96,12 +106,25 @@ impl Error {
 
 /// Result alias for this crate.
 pub type Result<T> = std::result::Result<T, Error>;
-/// Maps an I/O error on `file` onto the store's error type.
+/// Maps an I/O error on `file` onto the store's error type: a full device
+/// is [`Error::NoSpace`] naming the file.
 pub(crate) fn io_err(file: &str) -> impl Fn(io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        file: file.into(),
-        source,
+    move |source| {
+        if storage_full(&source) {
+            Error::NoSpace(format!("{file}: {source}"))
+        } else {
+            Error::Io {
+                file: file.into(),
+                source,
+            }
+        }
     }
+}
+
+/// Whether `e` says the device (or the user's quota) is full.
+pub(crate) fn storage_full(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::StorageFull
+        || matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
 }
 
 /// Maps a flexspace error onto the store's error type.
@@ -114,15 +137,13 @@ pub(crate) fn space_err(e: flexspace::Error) -> Error {
                 detail: format!("truncated ({source})"),
             }
         }
-        flexspace::Error::Io { file, source } => Error::Io {
-            file: file.into(),
-            source,
-        },
+        flexspace::Error::Io { file, source } => io_err(&file)(source),
         flexspace::Error::Corrupt { file, detail } => Error::Corrupt {
             file: file.into(),
             detail,
         },
         flexspace::Error::NoSpace(s) => Error::NoSpace(s),
+        e if e.is_storage_full() => Error::NoSpace(e.to_string()),
         flexspace::Error::Locked(p) => Error::Locked(p),
         flexspace::Error::Poisoned => Error::Stopped("an earlier I/O error on the space".into()),
         e => Error::Corrupt {

@@ -34,7 +34,7 @@ use flexspace::{FlexSpace, Storage};
 use parking_lot::RwLock;
 
 use crate::commit::mailbox::CommitterMailbox;
-use crate::error::{space_err, Result};
+use crate::error::{space_err, Error, Result};
 use crate::index::interval_cache::IntervalCache;
 use crate::index::CommitterIndex;
 use crate::options::Options;
@@ -96,6 +96,11 @@ pub(crate) struct Store {
     pub snapshots: crate::read::snapshot::SnapshotRegistry,
     /// Files of committed logs, kept for the next logs (`wal::spare_logs`).
     pub spare_logs: crate::wal::spare_logs::SpareLogs,
+    /// The first generation whose log is kept because a commit held back
+    /// updates into a corrupt interval (`commit`): the space's metadata
+    /// never name it committed, and no log from it on is retired, so the
+    /// next open replays them all.
+    pub held_logs_from: parking_lot::Mutex<Option<u64>>,
     /// Debug events of `commit::TRACE_TARGET` are enabled (decided once at
     /// open): the committer times its holds and reports each commit.
     pub trace: bool,
@@ -114,5 +119,14 @@ impl Store {
     pub fn stop(&self, why: String) {
         self.mailbox.stop(why);
         self.writes.wake_stalled(false);
+    }
+
+    /// Stops the store because of `e`, unless `e` only says there is no
+    /// room to write: that failed one write, which logged nothing, and the
+    /// next may succeed once room is made (`Error::NoSpace`).
+    pub fn stop_unless_no_space(&self, e: &Error) {
+        if !e.is_no_space() {
+            self.stop(e.to_string());
+        }
     }
 }

@@ -2,7 +2,10 @@
 //!
 //! Invariant: an error from a mutating call either left the space unchanged
 //! or poisoned it (every later mutation returns [`Error::Poisoned`]); the
-//! files always reopen to a committed state.
+//! files always reopen to a committed state. A full device
+//! ([`Error::is_storage_full`]) poisons nothing where the write it refused
+//! can be made again whole (see `maintenance/commit.rs`): the call fails,
+//! and the next one retries.
 
 use std::io;
 use std::path::PathBuf;
@@ -54,6 +57,17 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether this is an I/O error of a full device or quota (ENOSPC,
+    /// EDQUOT): a commit or checkpoint it failed left the space usable, and
+    /// succeeds once room is made.
+    pub fn is_storage_full(&self) -> bool {
+        match self {
+            Error::Io { source, .. } => storage_full(source),
+            Error::Tree(flextree::Error::Io(source)) => storage_full(source),
+            _ => false,
+        }
+    }
+
     /// A copy for a second reader (the error of a background step, kept
     /// for the next call): I/O errors keep their OS error code, or their
     /// kind and message; the other kinds keep their message as `Corrupt`
@@ -84,6 +98,12 @@ impl Error {
 
 /// Result alias for this crate.
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// Whether `e` says the device (or the user's quota) is full.
+pub(crate) fn storage_full(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::StorageFull
+        || matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+}
 
 pub(crate) fn io(file: &str) -> impl Fn(io::Error) -> Error + '_ {
     move |source| Error::Io {

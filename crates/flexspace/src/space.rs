@@ -119,6 +119,13 @@ pub(crate) struct LogPosition {
     pub seq: u64,
     /// The checkpoint version the log belongs to.
     pub version: u64,
+    /// Batches of commits a full device failed, oldest first: the next
+    /// commit writes each as a commit of its own, at `log_end`, before its
+    /// own batch (see `maintenance/commit.rs`).
+    pub unwritten: Vec<crate::log::buffer::TakenLog>,
+    /// A checkpoint's log restart a full device refused: the next commit
+    /// restarts the log under `version` first.
+    pub restart_pending: bool,
 }
 
 #[derive(Default)]
@@ -260,6 +267,8 @@ impl FlexSpace {
                     log_end: o.log_end,
                     seq: o.seq,
                     version: o.version,
+                    unwritten: Vec::new(),
+                    restart_pending: false,
                 }),
                 readers,
                 writer,

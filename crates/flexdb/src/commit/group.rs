@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::merge::{merge, split_points, Edit, Merged, Update};
-use crate::error::{space_err, Result};
+use crate::error::{space_err, Error, Result};
 use crate::index::interval::{Builder, IntervalData};
 use crate::index::interval_cache::CacheRef;
 use crate::index::sparse::{separator, IntervalMeta, IntervalPos, NewInterval, UNKNOWN_COUNT};
@@ -37,19 +37,56 @@ const GROUP_BYTES: usize = 256 << 10;
 /// both fit under the split thresholds.
 const MERGE_PAIRS: usize = 4;
 
-/// The group loop of a commit (`commit::commit`): returns (updates,
-/// groups).
+/// What a commit's group loop did.
+#[derive(Default)]
+pub(super) struct GroupsDone {
+    /// Updates applied (or found already there).
+    pub count: usize,
+    /// Groups applied.
+    pub groups: usize,
+    /// Updates held back: they fall into intervals that could not be read
+    /// (see `Damaged`).
+    pub held: usize,
+    /// The first such interval's error.
+    pub damage: Option<Error>,
+}
+
+/// The group loop of a commit (`commit::commit`). The updates that fall
+/// into an interval found corrupt are held back (counted, not applied;
+/// the caller keeps their logs) and the loop goes on with the next
+/// interval.
 pub(super) fn commit_groups<'m>(
     shared: &Store,
     entries: &mut std::iter::Peekable<impl Iterator<Item = EntryRef<'m>>>,
     progress: &AtomicUsize,
-) -> Result<(usize, usize)> {
+) -> Result<GroupsDone> {
     let mut group: Vec<Update<'_>> = Vec::with_capacity(GROUP_UPDATES);
-    let (mut count, mut groups) = (0usize, 0usize);
+    let mut done = GroupsDone::default();
     while let Some(first) = entries.next() {
         group.clear();
         group.push(update(first));
-        let target = find_interval(shared, first.key)?;
+        let target = match find_interval(shared, first.key)? {
+            Ok(target) => target,
+            Err(Damaged { bound, error }) => {
+                // Every update of the interval stays out of the space.
+                let mut held = 1;
+                while entries
+                    .next_if(|e| bound.as_deref().is_none_or(|b| e.key < b))
+                    .is_some()
+                {
+                    held += 1;
+                }
+                tracing::warn!(
+                    target: super::TRACE_TARGET,
+                    error = %error,
+                    updates = held,
+                    "updates held back: their interval is corrupt"
+                );
+                done.held += held;
+                done.damage.get_or_insert(error);
+                continue;
+            }
+        };
         let mut bytes = first.key.len() + first.value.map_or(0, <[u8]>::len);
         while group.len() < GROUP_UPDATES && bytes < GROUP_BYTES {
             let Some(next) = entries.peek() else { break };
@@ -60,15 +97,15 @@ pub(super) fn commit_groups<'m>(
             group.extend(entries.next().map(update));
         }
         apply_group(shared, &target, &group)?;
-        count += group.len();
-        groups += 1;
-        if groups % 64 == 0 {
+        done.count += group.len();
+        done.groups += 1;
+        if done.groups % 64 == 0 {
             shared.views.carry_installs(&shared.index);
             shared.views.reap(Duration::ZERO);
         }
-        progress.store(count, Ordering::Release);
+        progress.store(done.count + done.held, Ordering::Release);
     }
-    Ok((count, groups))
+    Ok(done)
 }
 
 fn update(e: EntryRef<'_>) -> Update<'_> {
@@ -88,20 +125,32 @@ struct Target {
     marked: bool,
 }
 
-/// Finds the interval holding `key`. Only this thread changes the index and
-/// the space, so what it reads stays valid after the read lock goes.
-fn find_interval(shared: &Store, key: &[u8]) -> Result<Target> {
+/// An interval whose content failed its checks (`Error::Corrupt`).
+struct Damaged {
+    /// The key bound of the next interval.
+    bound: Option<Vec<u8>>,
+    error: Error,
+}
+
+/// Finds the interval holding `key`, or says it is damaged. Only this
+/// thread changes the index and the space, so what it reads stays valid
+/// after the read lock goes.
+fn find_interval(shared: &Store, key: &[u8]) -> Result<std::result::Result<Target, Damaged>> {
     let st = shared.index.read();
     let f = st.sparse.find(key);
-    let data = shared.interval(&st, &f)?;
     let bound = st.sparse.next_anchor(&f);
+    let data = match shared.interval(&st, &f) {
+        Ok(data) => data,
+        Err(error) if error.is_corruption() => return Ok(Err(Damaged { bound, error })),
+        Err(e) => return Err(e),
+    };
     let marked = st.sparse.meta(&f).fragmented;
-    Ok(Target {
+    Ok(Ok(Target {
         f,
         data,
         bound,
         marked,
-    })
+    }))
 }
 
 /// Applies a group of updates that all fall into one interval: the new
@@ -157,7 +206,17 @@ fn apply_group(shared: &Store, target: &Target, updates: &[Update<'_>]) -> Resul
         .trace
         .then(|| HoldTimer::start(&shared.counters.max_commit_hold_ns));
     st.version += 1;
-    edit_space(shared, f.offset, data, &new, &edits, rewrite, &cuts)?;
+    edit_space(shared, f.offset, data, &new, &edits, rewrite, &cuts).map_err(|(e, applied)| {
+        if applied {
+            // The space holds part of the group and the index none of it:
+            // only a reopen (which replays the logs) mends that.
+            Error::Stopped(format!("a commit failed half way through an interval: {e}"))
+        } else {
+            // Nothing changed: the group can be applied again (the
+            // committer retries a commit that found no room).
+            e
+        }
+    })?;
     // The entry the index names now (a reader may have installed a fresh
     // copy since the interval was found) is the one to drop.
     let old_word = st.sparse.meta(&f).cache.load(Ordering::Relaxed);
@@ -227,7 +286,8 @@ enum IndexChange {
 /// Writes a group's edits to the space (the caller holds `index`): the
 /// interval at `base`, whose content was `data`, becomes `new`;
 /// every interval start, and so every cut in `cuts`, starts a tagged
-/// extent.
+/// extent. On an error, also whether an edit before it was applied (a
+/// space mutation that fails changes nothing).
 fn edit_space(
     shared: &Store,
     base: u64,
@@ -236,31 +296,38 @@ fn edit_space(
     edits: &[Edit],
     rewrite: bool,
     cuts: &[usize],
-) -> Result<()> {
+) -> std::result::Result<(), (Error, bool)> {
     let space = &shared.space;
+    let mut applied = false;
+    let mut step = |r: flexspace::Result<()>| match r {
+        Ok(()) => {
+            applied = true;
+            Ok(())
+        }
+        Err(e) => Err((space_err(e), applied)),
+    };
     if rewrite {
-        space
-            .update_tagged(base, new.bytes(), data.size() as u64, PAIR_TAG)
-            .map_err(space_err)?;
+        step(space.update_tagged(base, new.bytes(), data.size() as u64, PAIR_TAG))?;
         shared.counters.defragmented.fetch_add(1, Ordering::Relaxed);
     } else {
         for e in edits {
             let bytes = &new.bytes()[e.new_start..e.new_end];
-            space
-                .update_tagged(base + e.new_start as u64, bytes, e.old_len as u64, PAIR_TAG)
-                .map_err(space_err)?;
+            step(space.update_tagged(
+                base + e.new_start as u64,
+                bytes,
+                e.old_len as u64,
+                PAIR_TAG,
+            ))?;
         }
         // A removal at the interval's start leaves the pair now there on an
         // untagged extent tail: tag it again.
         let first = edits[0];
         if first.new_start == 0 && first.new_end == 0 && !new.is_empty() {
-            space.set_tag(base, PAIR_TAG).map_err(space_err)?;
+            step(space.set_tag(base, PAIR_TAG))?;
         }
     }
     for &a in cuts {
-        space
-            .set_tag(base + new.offset(a) as u64, PAIR_TAG)
-            .map_err(space_err)?;
+        step(space.set_tag(base + new.offset(a) as u64, PAIR_TAG))?;
     }
     Ok(())
 }

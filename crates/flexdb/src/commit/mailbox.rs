@@ -3,7 +3,9 @@
 //! the committer (new work) and `flush` (a commit finished).
 //!
 //! Invariants: `committed_gen` only grows; `stopped` is set once and never
-//! cleared; every change is announced under the mailbox lock, which the
+//! cleared; `no_space` is set while the committer's last attempt failed for
+//! want of room (cleared by its next commit), and `no_space_failures`
+//! counts such attempts, only growing; every change is announced under the mailbox lock, which the
 //! waiters hold between checking and sleeping, so no wakeup falls between
 //! the two. A condition variable serves one mutex only, hence one for the
 //! committer and one for `flush` waiters (writers stalled on a full backlog
@@ -23,6 +25,11 @@ struct Mail {
     committed_gen: u64,
     /// Why the store stopped taking writes, if it did.
     stopped: Option<String>,
+    /// Why the committer's last attempt failed for want of room, if it did
+    /// (it retries: see `commit::run`).
+    no_space: Option<String>,
+    /// Commit attempts that failed for want of room.
+    no_space_failures: u64,
     /// A snapshot let go of a replaced view: the committer should reap.
     reap: bool,
     /// Views asked for by `compact` (the space moved data: a fresh view
@@ -103,6 +110,26 @@ impl CommitterMailbox {
         }
     }
 
+    /// Records that a commit attempt failed for want of room (`why`), and
+    /// wakes `flush` waiters, who report it.
+    pub fn no_space(&self, why: String) {
+        let mut m = self.mail.lock();
+        m.no_space = Some(why);
+        m.no_space_failures += 1;
+        drop(m);
+        self.flushed_cv.notify_all();
+    }
+
+    /// Refuses a write that would wait for the committer while its last
+    /// attempt failed for want of room (it retries within
+    /// `commit::NO_SPACE_WAIT_MAX`, at once for a `flush`).
+    pub fn check_no_space(&self) -> Result<()> {
+        match &self.mail.lock().no_space {
+            Some(why) => Err(Error::NoSpace(why.clone())),
+            None => Ok(()),
+        }
+    }
+
     /// Refuses writes once the store stopped.
     pub fn check_stopped(&self) -> Result<()> {
         match &self.mail.lock().stopped {
@@ -176,15 +203,27 @@ impl CommitterMailbox {
     pub fn committed(&self, gen: u64) {
         let mut m = self.mail.lock();
         m.committed_gen = m.committed_gen.max(gen);
+        m.no_space = None;
         self.flushed_cv.notify_all();
     }
 
-    /// Waits until generation `target` is committed, or the store stopped.
+    /// Waits until generation `target` is committed, or the store stopped,
+    /// or a commit attempt made meanwhile failed for want of room (that
+    /// error: the generations stay in the MemTables and their logs, for
+    /// the committer to retry).
     pub fn wait_committed(&self, target: u64) -> Result<()> {
         let mut m = self.mail.lock();
+        let failures = m.no_space_failures;
+        // The committer may be waiting before its next attempt: this one
+        // is to be made now.
+        self.work_cv.notify_all();
         loop {
             if let Some(why) = &m.stopped {
                 return Err(Error::Stopped(why.clone()));
+            }
+            if m.committed_gen < target && m.no_space_failures > failures {
+                let why = m.no_space.clone().unwrap_or_default();
+                return Err(Error::NoSpace(why));
             }
             if m.committed_gen >= target {
                 return Ok(());

@@ -16,6 +16,26 @@
 //! the space once, publishes a view of the result for readers (`read::view`),
 //! removes the batch's logs and hands its MemTables to the retiring thread.
 //!
+//! A commit that fails for want of room (`Error::NoSpace`: the device is
+//! full) stops nothing: the committer tells `flush` waiters and stalled
+//! writers (`CommitterMailbox::no_space`), waits (10 ms, doubling to 1 s,
+//! or until woken by a rotation or a flush) and commits every frozen
+//! MemTable again, from the start. That is sound because a failed group
+//! applied nothing (`group::apply_group`: the space refuses before its
+//! first edit, or the commit stops the store), the space's own failed
+//! commit is made again whole by its next one, and merging a version the
+//! space already holds changes nothing (`merge`). Meanwhile the MemTables
+//! stay in the readers' list and their logs on disk.
+//!
+//! An interval that cannot be read (`Error::Corrupt`) does not stop a
+//! commit: its updates are held back and every other interval committed.
+//! The held updates must not be lost, so from the batch that held some on
+//! (`Store::held_logs_from`) no log is retired and the space's metadata
+//! never name a generation committed: every open replays those logs
+//! (merging what the space holds already changes nothing) and holds the
+//! updates back again, until the interval is mended and they commit.
+//! Reads of the interval's keys fail with `Corrupt` meanwhile.
+//!
 //! Invariants: every interval start is the start of a tagged extent
 //! (`PAIR_TAG`), so recovery can find pair boundaries; intervals stay under
 //! the split thresholds unless a single pair is larger; the space's
@@ -49,6 +69,11 @@ pub(crate) const TRACE_TARGET: &str = "flexdb::commit";
 /// checked before a commit, in debug builds.
 #[cfg(debug_assertions)]
 const DEBUG_CHECK_ENTRIES: usize = 1 << 14;
+
+/// The first wait after a commit failed for want of room...
+const NO_SPACE_WAIT: Duration = Duration::from_millis(10);
+/// ...doubling after each failure up to this.
+const NO_SPACE_WAIT_MAX: Duration = Duration::from_secs(1);
 
 /// How often an idle committer looks for replaced views no reader holds.
 const VIEW_REAP_PERIOD: Duration = Duration::from_millis(20);
@@ -103,6 +128,8 @@ pub(crate) fn run(shared: Arc<Store>) {
 fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMemTable>>) {
     let (mut release_pool, mut committed) = (false, false);
     let mut idle = idle_compact::IdleCompaction::default();
+    // While commits fail for want of room: the wait before the next try.
+    let mut no_space: Option<Duration> = None;
     loop {
         // Views replaced by the last commit that readers still held (never
         // dropped under `work`: freeing one takes milliseconds).
@@ -125,6 +152,18 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
             if work.stopped() {
                 return;
             }
+            if let Some(wait) = no_space {
+                // Out of room: a shutdown gives up (the MemTables' logs
+                // hold every write for the next open); else wait a while,
+                // or until a rotation or a flush wakes us, and try again.
+                if work.shutting_down() {
+                    return;
+                }
+                work.wait_for(wait);
+                if work.stopped() || work.shutting_down() {
+                    return;
+                }
+            }
             // Every MemTable waiting, committed as one (see `commit`).
             let next: Vec<FrozenMemTable> = shared.writes.mems().frozen.iter().cloned().collect();
             match next {
@@ -134,16 +173,18 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
                 _ if work.republish_wanted() => {
                     drop(work);
                     if let Err(e) = republish(shared) {
-                        shared.stop(format!("committer: {e}"));
-                        return;
+                        if !failed(shared, &e, &mut no_space) {
+                            return;
+                        }
                     }
                     continue;
                 }
                 _ if idle.running() => {
                     drop(work);
                     if let Err(e) = idle.step(shared) {
-                        shared.stop(format!("committer: {e}"));
-                        return;
+                        if !failed(shared, &e, &mut no_space) {
+                            return;
+                        }
                     }
                     continue;
                 }
@@ -168,9 +209,12 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
             }
         };
         if let Err(e) = commit(shared, &batch) {
-            shared.stop(format!("committer: {e}"));
-            return;
+            if !failed(shared, &e, &mut no_space) {
+                return;
+            }
+            continue;
         }
+        no_space = None;
         committed = true;
         idle.committed();
         // A send fails only if the retirer is gone, and then returns the
@@ -181,6 +225,23 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
             }
         }
     }
+}
+
+/// After the committer's work failed with `e`: for want of room, tells
+/// the mailbox, sets the wait before the next try and returns true (go
+/// on); else stops the store and returns false.
+fn failed(shared: &Store, e: &crate::Error, no_space: &mut Option<Duration>) -> bool {
+    if !e.is_no_space() {
+        shared.stop(format!("committer: {e}"));
+        return false;
+    }
+    let wait = no_space.map_or(NO_SPACE_WAIT, |w| (w * 2).min(NO_SPACE_WAIT_MAX));
+    *no_space = Some(wait);
+    tracing::debug!(target: TRACE_TARGET, error = %e, retry_in = ?wait, "no space to commit");
+    shared.mailbox.no_space(e.to_string());
+    // Writers stalled on the full backlog fail rather than wait.
+    shared.writes.wake_stalled(true);
+    true
 }
 
 /// Publishes a fresh view of the space (nothing new committed: `compact`
@@ -221,7 +282,7 @@ fn commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
     let mut entries = newest_of(batch).peekable();
     let progress = AtomicUsize::new(0);
     let done = AtomicBool::new(false);
-    let (count, groups) = std::thread::scope(|scope| {
+    let applied = std::thread::scope(|scope| {
         let _stop = StopOnDrop(&done);
         let prefetcher = std::thread::Builder::new()
             .name("flexdb-prefetch".into())
@@ -234,6 +295,21 @@ fn commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
         }
         group::commit_groups(shared, &mut entries, &progress)
     })?;
+    let (count, groups) = (applied.count, applied.groups);
+    if applied.held > 0 {
+        // Updates into a corrupt interval: their logs, and every later
+        // one, stay (see `finish_commit`).
+        let mut from = shared.held_logs_from.lock();
+        if from.is_none() {
+            *from = batch.first().map(|f| f.gen);
+            tracing::warn!(
+                target: TRACE_TARGET,
+                from = ?*from,
+                error = ?applied.damage.as_ref().map(ToString::to_string),
+                "logs kept: a commit held back updates into a corrupt interval"
+            );
+        }
+    }
     if shared.trace {
         let cpu = crate::threads::thread_cpu() - c0;
         tracing::debug!(
@@ -306,9 +382,18 @@ fn finish_commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
     };
     let pairs = shared.index.read().pairs;
     let max_seq = shared.writes.visible();
+    // With updates held back (a corrupt interval), the generations from
+    // the first that held some are never named committed: the next open
+    // replays their logs, merging what the space holds already again
+    // (a no-op) and holding back those updates again.
+    let held_from = *shared.held_logs_from.lock();
+    let committed_gen = match held_from {
+        Some(h) => last.gen.min(h.saturating_sub(1)),
+        None => last.gen,
+    };
     CommitPoint {
         pairs,
-        committed_gen: last.gen,
+        committed_gen,
         max_seq,
     }
     .write(&shared.space)?;
@@ -326,6 +411,10 @@ fn finish_commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
         m
     });
     for frozen in batch {
+        if held_from.is_some_and(|h| frozen.gen >= h) {
+            // Kept under its name for the next open (see above).
+            continue;
+        }
         shared
             .counters
             .wal_bytes_retired

@@ -232,6 +232,7 @@ fn assemble(
         // As many as one commit retires.
         spare_logs: crate::wal::spare_logs::SpareLogs::new(max_frozen),
         salvaged: Vec::new(),
+        held_logs_from: Default::default(),
     })
 }
 

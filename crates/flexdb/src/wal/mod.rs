@@ -417,12 +417,28 @@ impl Wal {
                 .fetch_add(b.bytes.len() as u64, Ordering::Relaxed);
             return Ok(log.end());
         }
+        let (len_before, expected_before, marked_before) = (b.bytes.len(), b.expected, b.marked);
         self.encode(&mut b, seq, delta, synced, payload);
         let end = b.start + b.bytes.len() as u64;
         if b.bytes.len() >= FLUSH_BYTES {
             // Hand the buffer to the file unless a sync is doing so already.
             if let Some(_io) = self.io.try_lock() {
-                self.write_out(b)?;
+                let record = b.bytes.len() - len_before;
+                if let Err(e) = self.write_out(b) {
+                    // A full device left the buffer whole (`write_out`):
+                    // this record leaves it again, as from a mapped log,
+                    // so that the failed append logged nothing. (Appends
+                    // are serialized by the writer lock: the record is the
+                    // buffer's tail.)
+                    let mut b = self.buf.lock();
+                    if e.is_no_space() && b.failed.is_none() {
+                        let keep = b.bytes.len() - record;
+                        b.bytes.truncate(keep);
+                        b.expected = expected_before;
+                        b.marked = marked_before;
+                    }
+                    return Err(e);
+                }
             }
         }
         Ok(end)
@@ -653,7 +669,18 @@ impl Wal {
         // Appends may continue into a new buffer while this one is written.
         drop(b);
         if let Err(e) = self.file.write_all_at(start, &data) {
-            self.buf.lock().failed = Some(format!("write failed: {e}"));
+            let mut b = self.buf.lock();
+            if crate::error::storage_full(&e) {
+                // A full device: the bytes go back in front of what was
+                // appended meanwhile, to be written again from `start` by
+                // the next write-out (over whatever part of them landed).
+                let mut data = data;
+                data.extend_from_slice(&b.bytes);
+                b.bytes = data;
+                b.start = start;
+            } else {
+                b.failed = Some(format!("write failed: {e}"));
+            }
             return Err(io_err(&self.name, e));
         }
         self.written_bytes
@@ -673,10 +700,7 @@ impl Wal {
 }
 
 pub(super) fn io_err(name: &str, source: std::io::Error) -> Error {
-    Error::Io {
-        file: name.into(),
-        source,
-    }
+    crate::error::io_err(name)(source)
 }
 
 #[cfg(test)]
@@ -1452,9 +1476,9 @@ mod tests {
         };
         assert!(n > 0);
         match &err {
-            Error::Io { file, source } => {
-                assert_eq!(file.to_str(), Some("wal"));
-                assert_eq!(source.raw_os_error(), Some(libc::ENOSPC));
+            Error::NoSpace(why) => {
+                assert!(why.starts_with("wal: "), "{why}");
+                assert!(why.contains("os error 28"), "{why}");
             }
             e => panic!("unexpected error {e}"),
         }
@@ -1467,6 +1491,38 @@ mod tests {
         wal.append(n, &payload).unwrap();
         wal.sync().unwrap();
         assert_eq!(Wal::read(file.as_ref(), "wal").unwrap().len() as u64, n + 1);
+    }
+
+    /// A buffered log (storage without mappings) on a full device: the
+    /// append whose write-out is refused fails with `NoSpace` and logs
+    /// nothing, the records before it stay buffered (a sync fails too),
+    /// and once there is room they and the next append reach the file.
+    #[test]
+    fn a_full_disk_refuses_a_buffered_append_and_logs_nothing_of_it() {
+        use flexspace::Storage;
+        let st = flexspace::FaultStorage::new();
+        let file = st.open_file("wal", true).unwrap();
+        let wal = Wal::create(file.clone(), "wal", None, 0).unwrap();
+        st.fill_device(0);
+        let payload = [9u8; 1000];
+        let mut n = 0;
+        let err = loop {
+            match wal.append(n, &payload) {
+                Ok(_) => n += 1,
+                Err(e) => break e,
+            }
+        };
+        assert!(n > 0);
+        assert!(err.is_no_space(), "{err}");
+        assert!(wal.append(n, &payload).unwrap_err().is_no_space());
+        assert!(wal.sync().unwrap_err().is_no_space());
+        assert!(st.refused_writes() >= 3);
+        st.free_device();
+        wal.append(n, &payload).unwrap();
+        wal.sync().unwrap();
+        let records = Wal::read(file.as_ref(), "wal").unwrap();
+        assert_eq!(records.len() as u64, n + 1);
+        assert!(records.iter().zip(0..).all(|(r, i)| r.seq == i));
     }
 
     #[test]

@@ -340,7 +340,8 @@ impl Store {
         let end = match w.wal.append(seq, payload) {
             Ok(end) => end,
             Err(e) => {
-                self.stop(e.to_string());
+                // A full device logged nothing: this write fails alone.
+                self.stop_unless_no_space(&e);
                 return Err(e);
             }
         };
@@ -381,7 +382,10 @@ impl Store {
             }
             if sync {
                 if let Err(e) = wal.sync_to(end) {
-                    self.stop(e.to_string());
+                    // (A full device refused the buffered log's write: the
+                    // write is in the MemTable and the buffer, and the next
+                    // sync writes it.)
+                    self.stop_unless_no_space(&e);
                     return Err(e);
                 }
             }
@@ -451,6 +455,10 @@ impl Store {
                 "writer stalled: the committer's backlog is full"
             );
             self.check_stopped()?;
+            // The committer's last attempt failed for want of room: the
+            // write fails rather than wait for room someone else must
+            // make (the committer retries on its own, a flush at once).
+            self.mailbox.check_no_space()?;
         }
         Ok(())
     }
@@ -499,7 +507,10 @@ impl Store {
         let (gen, wal, reused, prepared) = match r {
             Ok(x) => x,
             Err(e) => {
-                self.stop(e.to_string());
+                // A full device: nothing changed (the new log, if made, is
+                // made again by the next rotation; a spare it took is
+                // removed by the next open), and the next write retries.
+                self.stop_unless_no_space(&e);
                 return Err(e);
             }
         };
@@ -553,7 +564,7 @@ impl Store {
     /// Makes every write so far durable.
     pub fn sync(&self) -> Result<()> {
         let wal = self.writes.lock().wal.clone();
-        wal.sync().inspect_err(|e| self.stop(e.to_string()))
+        wal.sync().inspect_err(|e| self.stop_unless_no_space(e))
     }
 
     /// Commits every write so far to the space and waits until it is

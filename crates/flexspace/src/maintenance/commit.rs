@@ -20,15 +20,16 @@
 //! not) to commit what slipped in and write the tree copy-on-write under
 //! the read lock; then, with only `maint` held, restarts the log under the
 //! new version (truncate and sync before writing the header, so old
-//! entries are never read under the new version), and has a thread give
-//! the tree file's freed pages back (cuts its free tail, punches its free
-//! blocks; the figures go out as a debug event, target
-//! `flexspace::checkpoint`). At most one such thread runs: the next
+//! entries are never read under the new version; a restart a full device
+//! refused is left to the next commit or checkpoint, `restart_pending`),
+//! and has a thread give the tree file's freed pages back (cuts its free
+//! tail, punches its free blocks; the figures go out as a debug event,
+//! target `flexspace::checkpoint`). At most one such thread runs: the next
 //! checkpoint, `close` and an explicit `checkpoint()` join it.
 
 use std::sync::atomic::Ordering;
 
-use crate::error::{io, Result};
+use crate::error::{io, storage_full, Error, Result};
 use crate::log;
 use crate::open::{meta, DATA, LOG};
 use crate::segments::writers::flush;
@@ -57,6 +58,15 @@ fn trace_checkpoint(r: &flextree::CheckpointReport, g: &flextree::GiveBack) {
         give_back_error = g.error.as_ref().map(|e| e.to_string()),
         "checkpoint"
     );
+}
+
+/// How a commit's I/O failed.
+enum Failed {
+    /// A full device refused a write: nothing is lost, the commit can be
+    /// made again (the space stays usable).
+    Refused(Error),
+    /// Anything else: the space is poisoned.
+    Fatal(Error),
 }
 
 impl SpaceInner {
@@ -116,42 +126,105 @@ impl SpaceInner {
             )
         };
         let (body, emptied, open, sealed) = snap;
-        let seq = m.seq + 1;
-        let r: Result<u64> = (|| {
-            self.writer.wait_sealed(sealed).map_err(io(DATA))?;
-            if let Some((s, buf, fill)) = &open {
-                flush(self.files.data.as_ref(), *s, buf, *fill).map_err(io(DATA))?;
-            }
-            self.files.data.sync().map_err(io(DATA))?;
-            let log_file = self.files.log.as_ref();
-            let mut at = m.log_end;
-            for chunk in &body.chunks {
-                log_file.write_all_at(at, chunk).map_err(io(LOG))?;
-                at += chunk.len() as u64;
-            }
-            let commit = log::commit_entry(seq, body.entries(), body.crc());
-            log_file.write_all_at(at, &commit).map_err(io(LOG))?;
-            log_file.sync().map_err(io(LOG))?;
-            Ok((body.len + commit.len()) as u64)
-        })();
+        // The batches a full device refused first, each a commit of its own.
+        let mut bodies = std::mem::take(&mut m.unwritten);
+        bodies.push(body);
+        let r = self.write_commit(m, &bodies, open.as_ref(), sealed);
+        let commits = bodies.len() as u64;
         let mut st = self.state.write();
-        st.log_buf.recycle(body);
         match r {
             Ok(written) => {
+                for b in bodies {
+                    st.log_buf.recycle(b);
+                }
                 m.log_end += written;
-                m.seq = seq;
+                m.seq += commits;
                 self.counters.log_end.store(m.log_end, Ordering::Relaxed);
                 self.counters.commits.fetch_add(1, Ordering::Relaxed);
                 st.seg.quarantine(&emptied);
                 st.release();
-                st.commit_id = (m.version, seq);
+                st.commit_id = (m.version, m.seq);
                 Ok(())
             }
-            Err(e) => {
+            Err(Failed::Refused(e)) => {
+                // Nothing of it counts: the log's valid end, the sequence
+                // number and the emptied segments are as before, and the
+                // next commit writes the same batches again (over whatever
+                // part of them reached the file), then its own.
+                st.dirty = true;
+                st.seg.restore_pending(emptied);
+                m.unwritten = bodies;
+                Err(e)
+            }
+            Err(Failed::Fatal(e)) => {
+                for b in bodies {
+                    st.log_buf.recycle(b);
+                }
                 self.poison(&mut st, &e);
                 Err(e)
             }
         }
+    }
+
+    /// The I/O of a commit of `bodies` (see the module documentation):
+    /// returns the log bytes written. A full device's refusal of a write
+    /// (or of the log's sync: the log is written again whole from
+    /// `log_end`) is `Refused`; any other error, and any failed sync of the
+    /// data file (the kernel may have dropped the pages it could not
+    /// write, which a retry would not write again), is `Fatal`.
+    fn write_commit(
+        &self,
+        m: &mut LogPosition,
+        bodies: &[log::buffer::TakenLog],
+        open: Option<&(u32, std::sync::Arc<crate::segments::segbuf::SegBuf>, usize)>,
+        sealed: u64,
+    ) -> std::result::Result<u64, Failed> {
+        let write = |e: std::io::Error, file: &str| {
+            let refused = storage_full(&e);
+            let e = io(file)(e);
+            if refused {
+                Failed::Refused(e)
+            } else {
+                Failed::Fatal(e)
+            }
+        };
+        self.writer
+            .wait_sealed(sealed)
+            .map_err(|e| write(e, DATA))?;
+        if let Some((s, buf, fill)) = open {
+            flush(self.files.data.as_ref(), *s, buf, *fill).map_err(|e| write(e, DATA))?;
+        }
+        self.files
+            .data
+            .sync()
+            .map_err(|e| Failed::Fatal(io(DATA)(e)))?;
+        if m.restart_pending {
+            // A checkpoint's log restart a full device refused: done now,
+            // before any batch of the new version is appended.
+            match self.restart_log(m.version) {
+                Ok(()) => m.restart_pending = false,
+                Err(e) if e.is_storage_full() => return Err(Failed::Refused(e)),
+                Err(e) => return Err(Failed::Fatal(e)),
+            }
+        }
+        let log_file = self.files.log.as_ref();
+        let mut at = m.log_end;
+        for (i, body) in bodies.iter().enumerate() {
+            for chunk in &body.chunks {
+                log_file
+                    .write_all_at(at, chunk)
+                    .map_err(|e| write(e, LOG))?;
+                at += chunk.len() as u64;
+            }
+            let seq = m.seq + 1 + i as u64;
+            let commit = log::commit_entry(seq, body.entries(), body.crc());
+            log_file
+                .write_all_at(at, &commit)
+                .map_err(|e| write(e, LOG))?;
+            at += commit.len() as u64;
+        }
+        log_file.sync().map_err(|e| write(e, LOG))?;
+        Ok(at - m.log_end)
     }
 
     /// Commit, checkpoint, log restart (see the module documentation).
@@ -163,7 +236,12 @@ impl SpaceInner {
             // the checkpoint holds exactly the last commit.
             self.commit_locked(m)?;
             if m.seq == 0 {
-                // Nothing changed since the last checkpoint.
+                // Nothing changed since the last checkpoint (whose log
+                // restart may wait still).
+                if m.restart_pending {
+                    self.restart_log(m.version)?;
+                    m.restart_pending = false;
+                }
                 return Ok(());
             }
             let st = self.state.read();
@@ -175,24 +253,32 @@ impl SpaceInner {
                 Ok(report) => report,
                 Err(e) => {
                     let e = crate::error::tree(e);
-                    self.poison(&mut self.state.write(), &e);
+                    // A checkpoint adopts nothing until its header is
+                    // synced, and one made again writes every page this
+                    // one did: a full device poisons nothing.
+                    if !e.is_storage_full() {
+                        self.poison(&mut self.state.write(), &e);
+                    }
                     return Err(e);
                 }
             }
         };
         let version = report.version;
-        let r: Result<()> = (|| {
-            let l = &self.files.log;
-            l.set_len(0).map_err(io(LOG))?;
-            l.sync().map_err(io(LOG))?;
-            l.write_all_at(0, &log::header(version)).map_err(io(LOG))?;
-            l.sync().map_err(io(LOG))
-        })();
+        let r = self.restart_log(version);
         let mut st = self.state.write();
-        if let Err(e) = r {
-            self.poison(&mut st, &e);
-            return Err(e);
-        }
+        let refused = match r {
+            Ok(()) => None,
+            // The tree holds the new version: the log restarts under it
+            // before the next commit's batches (`restart_pending`), and a
+            // crash meanwhile finds a log of an older version or a torn
+            // restart, both recovered.
+            Err(e) if e.is_storage_full() => Some(e),
+            Err(e) => {
+                self.poison(&mut st, &e);
+                return Err(e);
+            }
+        };
+        m.restart_pending = refused.is_some();
         m.log_end = log::HEADER as u64;
         m.seq = 0;
         m.version = version;
@@ -201,7 +287,18 @@ impl SpaceInner {
         st.commit_id = (version, 0);
         drop(st);
         self.give_back_tree_pages(report);
-        Ok(())
+        refused.map_or(Ok(()), Err)
+    }
+
+    /// Restarts the log under checkpoint `version`: truncate and sync it
+    /// before its new header is written (and synced), so old entries are
+    /// never read under the new version.
+    fn restart_log(&self, version: u64) -> Result<()> {
+        let l = &self.files.log;
+        l.set_len(0).map_err(io(LOG))?;
+        l.sync().map_err(io(LOG))?;
+        l.write_all_at(0, &log::header(version)).map_err(io(LOG))?;
+        l.sync().map_err(io(LOG))
     }
 
     /// Punches and cuts the tree file's pages the checkpoint of `report`

@@ -227,6 +227,12 @@ impl SegmentTable {
         p
     }
 
+    /// A commit that took `segs` failed and left nothing durable: they are
+    /// pending again, for the next commit to take.
+    pub fn restore_pending(&mut self, segs: Vec<u32>) {
+        self.pending.extend(segs);
+    }
+
     /// After the commit that took `segs` is durable: they wait for the
     /// grace period.
     pub fn quarantine(&mut self, segs: &[u32]) {

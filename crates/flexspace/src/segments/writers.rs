@@ -13,7 +13,13 @@
 //!   segment sealed at or before the given sequence number is in flight.
 //! - A failed write is remembered for good: every later wait reports it, and
 //!   the failed segment's buffer is never handed back for reaping, so reads
-//!   keep being served from memory.
+//!   keep being served from memory. Except a write a full device refused
+//!   (ENOSPC, EDQUOT): its job waits in `retry`, its buffer still serving
+//!   reads, and the next [`SegmentWriters::wait_sealed`] writes it again
+//!   (reporting the device full while it still fails). So a commit, which
+//!   waits for every segment sealed before it, succeeds only once every
+//!   such segment is in the file: a segment is never freed (and reused)
+//!   while a stale write of it waits.
 //! - Worker threads start on demand (at most `threads`) and exit after a
 //!   short idle time, so a space that is leaked (never closed) leaves no
 //!   thread behind for long.
@@ -27,6 +33,7 @@ use std::time::Duration;
 use flextree::DIRECT_ALIGN;
 use parking_lot::{Condvar, Mutex};
 
+use crate::error::storage_full;
 use crate::options::SEGMENT_SIZE;
 use crate::segments::segbuf::SegBuf;
 use crate::storage::aligned::AlignedBuf;
@@ -92,6 +99,10 @@ struct Queue {
     /// Written segments, for the owner to stop serving from memory.
     finished: Vec<(u32, Arc<SegBuf>)>,
     failure: Option<Failure>,
+    /// Segments whose write a full device refused, oldest first, and the
+    /// last such refusal (see the module invariants).
+    retry: Vec<Job>,
+    full: Option<Failure>,
     threads: usize,
     idle: usize,
 }
@@ -179,17 +190,44 @@ impl SegmentWriters {
     }
 
     /// Waits until every segment sealed as number `upto` or earlier is
-    /// written; reports a failed write (this one or an earlier one).
+    /// written, first writing again (in the calling thread) those a full
+    /// device refused; reports a failed write (this one or an earlier one),
+    /// or the device still full.
     pub fn wait_sealed(&self, upto: u64) -> io::Result<()> {
         let sh = &self.shared;
+        let retry = {
+            let mut q = sh.q.lock();
+            let retry = std::mem::take(&mut q.retry);
+            // In flight again while written: a concurrent wait waits.
+            for job in &retry {
+                q.inflight.insert(job.seq);
+                sh.inflight.fetch_add(1, Ordering::Relaxed);
+            }
+            retry
+        };
+        for job in retry {
+            let r = flush(sh.file.as_ref(), job.seg, &job.buf, SEGMENT_SIZE as usize);
+            let mut q = sh.q.lock();
+            sh.finish(&mut q, job, r);
+        }
         let mut q = sh.q.lock();
         while q.inflight.first().is_some_and(|&s| s <= upto) {
             sh.done.wait(&mut q);
         }
-        match &q.failure {
-            Some(f) => Err(f.to_error()),
-            None => Ok(()),
+        if let Some(f) = &q.failure {
+            return Err(f.to_error());
         }
+        match (&q.full, q.retry.iter().any(|j| j.seq <= upto)) {
+            (Some(f), true) => Err(f.to_error()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Segments whose write a full device refused and that wait to be
+    /// written again.
+    #[cfg(test)]
+    pub fn refused(&self) -> usize {
+        self.shared.q.lock().retry.len()
     }
 
     /// Waits until no segment is in flight (failed writes count as done).
@@ -266,6 +304,15 @@ impl WritersInner {
         self.inflight.fetch_sub(1, Ordering::Relaxed);
         match r {
             Ok(()) => q.finished.push((job.seg, job.buf)),
+            Err(e) if storage_full(&e) => {
+                q.full = Some(Failure {
+                    code: e.raw_os_error(),
+                    kind: e.kind(),
+                    msg: e.to_string(),
+                });
+                let at = q.retry.partition_point(|j| j.seq < job.seq);
+                q.retry.insert(at, job);
+            }
             Err(e) => {
                 if q.failure.is_none() {
                     q.failure = Some(Failure {
@@ -328,5 +375,35 @@ mod tests {
         // Nothing new: no write.
         flush(&file, 1, f.shared(), 5100).unwrap();
         assert!(flush(&file, 1, f.shared(), 6000).is_err());
+    }
+
+    /// A segment a full device refused stays in memory and is written by
+    /// the next wait once there is room; meanwhile each wait reports the
+    /// device full, and nothing counts as a lasting failure.
+    #[test]
+    fn a_refused_segment_is_written_again_once_there_is_room() {
+        use crate::storage::fault::FaultStorage;
+        use crate::storage::Storage;
+        let st = FaultStorage::new();
+        let file = st.open_file("data", true).unwrap();
+        let w = SegmentWriters::new(file, 1);
+        st.fill_device(0);
+        w.submit(0, full_segment(5), 1);
+        for _ in 0..2 {
+            let e = w.wait_sealed(1).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
+            assert_eq!(w.refused(), 1);
+            assert!(w.failure().is_none());
+            assert!(w.take_finished().is_empty());
+        }
+        // A wait for earlier segments is not held up by it.
+        w.wait_sealed(0).unwrap();
+        st.free_device();
+        w.wait_sealed(1).unwrap();
+        assert_eq!(w.refused(), 0);
+        assert_eq!(w.take_finished().len(), 1);
+        let bytes = st.file_bytes("data").unwrap();
+        assert_eq!(bytes.len(), SEGMENT_SIZE as usize);
+        assert!(bytes.iter().all(|&b| b == 5));
     }
 }

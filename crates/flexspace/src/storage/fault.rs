@@ -215,6 +215,8 @@ struct FaultState {
     image_points: std::collections::VecDeque<u64>,
     image_tear: bool,
     images: Vec<(u64, FaultStorage)>,
+    /// A full device (see "A full device" below).
+    full: FullDevice,
 }
 
 impl Default for FaultState {
@@ -241,6 +243,7 @@ impl Default for FaultState {
             image_points: Default::default(),
             image_tear: false,
             images: Vec::new(),
+            full: FullDevice::default(),
         }
     }
 }
@@ -844,6 +847,7 @@ impl StorageFile for FaultFile {
         let mut s = self.state.lock();
         s.step()?;
         let off = usize::try_from(offset).map_err(|_| io::ErrorKind::InvalidInput)?;
+        s.refuse_allocation(self.ino, off, data.len())?;
         s.write_inode(self.ino, off, data)
     }
 
@@ -903,6 +907,84 @@ impl StorageFile for FaultFile {
             return Err(crashed_error());
         }
         Ok(s.inode(self.ino)?.allocated())
+    }
+}
+
+// ---- A full device ----------------------------------------------------
+//
+// `FaultStorage::fill_device(at)`: from operation `at` on (counting from
+// now) the device is full until `free_device()`: a write that needs a new
+// block (past the end of its file, into a punched hole or a block of
+// zeros) fails with
+// ENOSPC and changes nothing, counted as an operation like any other.
+// Everything else succeeds: overwrites of allocated blocks, syncs, length
+// changes (a longer file is sparse: its new blocks are zeros, and a block
+// of zeros counts as unallocated), creations, renames, removals, punches.
+// Crash images do not inherit it.
+
+/// The state of a full device.
+#[derive(Clone, Copy, Default)]
+struct FullDevice {
+    /// The operation from which the device is full, if it fills.
+    from: Option<u64>,
+    /// Writes refused so far.
+    refused: u64,
+}
+
+impl FaultStorage {
+    /// Makes the device full from operation number `at` (counting from
+    /// now) until [`FaultStorage::free_device`] (see "A full device" in
+    /// the source).
+    pub fn fill_device(&self, at: u64) {
+        let mut s = self.state.lock();
+        let now = s.ops;
+        s.full.from = Some(now + at);
+    }
+
+    /// Frees the device: writes that need new blocks succeed again.
+    pub fn free_device(&self) {
+        self.state.lock().full.from = None;
+    }
+
+    /// Whether the device is full now.
+    pub fn device_full(&self) -> bool {
+        let s = self.state.lock();
+        s.full.from.is_some_and(|from| s.ops >= from)
+    }
+
+    /// Writes a full device refused so far.
+    pub fn refused_writes(&self) -> u64 {
+        self.state.lock().full.refused
+    }
+}
+
+impl FaultState {
+    /// Fails a write of `len` bytes at `off` of inode `ino` with ENOSPC
+    /// when the device is full and the write needs a new block (the
+    /// operation was counted already: it is the one numbered `ops - 1`).
+    fn refuse_allocation(&mut self, ino: u64, off: usize, len: usize) -> io::Result<()> {
+        let Some(from) = self.full.from else {
+            return Ok(());
+        };
+        if self.ops <= from || len == 0 {
+            return Ok(());
+        }
+        let img = self.inode(ino)?;
+        let end = off.saturating_add(len);
+        let grows = end > img.live.len();
+        // A block of zeros is taken for unallocated: a hole, or the sparse
+        // tail a longer `set_len` left (a block written with zeros counts
+        // as one too: a stricter device, never a laxer one).
+        let unallocated = (off / BLOCK..end.div_ceil(BLOCK)).any(|b| {
+            let block =
+                &img.live[(b * BLOCK).min(img.live.len())..((b + 1) * BLOCK).min(img.live.len())];
+            img.holes.contains(&b) || block.iter().all(|&x| x == 0)
+        });
+        if grows || unallocated {
+            self.full.refused += 1;
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        Ok(())
     }
 }
 
@@ -1214,5 +1296,46 @@ mod tests {
             seen.insert((old, names));
         }
         assert!(seen.len() >= 4, "{seen:?}");
+    }
+
+    /// A full device refuses exactly the writes that need new blocks, from
+    /// the operation planned until it is freed, and changes nothing when
+    /// it refuses.
+    #[test]
+    fn a_full_device_refuses_only_writes_that_allocate() {
+        let st = FaultStorage::new();
+        let f = st.open_file("a", true).unwrap();
+        f.write_all_at(0, &[1u8; 2 * BLOCK]).unwrap();
+        f.punch_hole(BLOCK as u64, BLOCK as u64).unwrap();
+        st.fill_device(1);
+        // Operation 0 from now: still room.
+        f.write_all_at(2 * BLOCK as u64, &[2u8; 10]).unwrap();
+        assert!(st.device_full());
+        let full = |r: io::Result<()>| r.unwrap_err().raw_os_error() == Some(libc::ENOSPC);
+        let len = 2 * BLOCK as u64 + 10;
+        assert!(full(f.write_all_at(len, b"x")), "past the end");
+        assert!(full(f.write_all_at(BLOCK as u64 + 5, b"x")), "into a hole");
+        assert_eq!(st.refused_writes(), 2);
+        assert_eq!(
+            st.file_bytes("a").unwrap()[BLOCK + 5],
+            0,
+            "a refused write changes nothing"
+        );
+        assert_eq!(f.len().unwrap(), len);
+        // Overwrites, syncs, length changes and directory changes succeed.
+        f.write_all_at(3, b"over").unwrap();
+        f.sync().unwrap();
+        f.set_len(4 * BLOCK as u64).unwrap();
+        assert!(
+            full(f.write_all_at(3 * BLOCK as u64, b"sparse")),
+            "into a sparse tail"
+        );
+        st.open_file("b", true).unwrap();
+        st.rename("b", "c").unwrap();
+        st.sync_dir().unwrap();
+        st.free_device();
+        assert!(!st.device_full());
+        f.write_all_at(BLOCK as u64 + 5, b"x").unwrap();
+        f.write_all_at(4 * BLOCK as u64, b"x").unwrap();
     }
 }
