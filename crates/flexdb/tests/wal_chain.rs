@@ -89,7 +89,10 @@ fn a_torn_older_log_drops_the_newer_logs_and_recovers_a_prefix() {
     let mut rng = StdRng::seed_from_u64(36);
     let mut tried = 0;
     for round in 0..12 {
-        let storage = Arc::new(FaultStorage::new());
+        // The buffered log path: a log's file then ends at its last
+        // record (a mapped log's file has a preallocated zero tail), so
+        // cutting its end cuts its last record.
+        let storage = Arc::new(FaultStorage::new().without_mappings());
         // The committer's first commit waits on the data file: the logs
         // stay to be replayed.
         storage.slow_syncs("data", Duration::from_millis(400));
