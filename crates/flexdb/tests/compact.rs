@@ -4,8 +4,8 @@
 //! after reopening. The disk breakdown of `Stats` adds up and matches the
 //! directory. On the fault-injecting backend, crashes at random storage
 //! operations during compaction (punches included) recover every write
-//! flushed before it. `COMPACT_CRASH_ITERATIONS` sets the number of
-//! crashes (default 8).
+//! flushed before it. `CRASH_ITERATIONS` sets the number of crashes
+//! (default 8); the seed is random per run (`CRASH_SEED` replays).
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -265,11 +265,10 @@ fn run(seed: u64, storage: Arc<FaultStorage>) -> (Model, bool, flexdb::CompactRe
 
 #[test]
 fn crashes_during_compaction_keep_every_flushed_write() {
-    let iterations: u64 = std::env::var("COMPACT_CRASH_ITERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(8);
-    let mut rng = StdRng::seed_from_u64(0xDB);
+    let iterations = flexsys::test_seed::iterations(8);
+    let master =
+        flexsys::test_seed::TestSeed::new("crashes_during_compaction_keep_every_flushed_write");
+    let mut rng = StdRng::seed_from_u64(master.get());
     for it in 0..iterations {
         let seed = rng.gen();
         let model_seed = rng.gen();

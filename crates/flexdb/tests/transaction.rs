@@ -425,11 +425,9 @@ fn recovered(db: &Db) -> (BTreeMap<Vec<u8>, u64>, usize) {
 /// transfer whose synced commit returned is there, and the store checks.
 #[test]
 fn bank_total_survives_crashes() {
-    let iterations: u64 = std::env::var("CRASH_ITERATIONS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
-    let mut rng = StdRng::seed_from_u64(35);
+    let iterations = flexsys::test_seed::iterations(40);
+    let master = flexsys::test_seed::TestSeed::new("bank_total_survives_crashes");
+    let mut rng = StdRng::seed_from_u64(master.get());
     let workload = |storage: Arc<FaultStorage>, seed: u64| -> Vec<u64> {
         // The transfers whose synced commit returned.
         let Ok(db) = Db::open_with_storage(storage, "bank", small()) else {

@@ -3,8 +3,8 @@
 //! crashes at random storage operations of a workload that punches free
 //! segments after its commits and compacts now and then (the reordering
 //! crash model; the recovered content is a state no older than the last
-//! completed sync or compaction). `COMPACT_CRASH_ITERATIONS` sets the
-//! number of crashes (default 8).
+//! completed sync or compaction). `CRASH_ITERATIONS` sets the number of
+//! crashes (default 8); the seed is random per run (`CRASH_SEED` replays).
 
 mod common;
 
@@ -173,11 +173,11 @@ fn run(seed: u64, storage: Arc<FaultStorage>) -> Run {
 
 #[test]
 fn crashes_while_punching_and_compacting_recover_a_state_since_the_last_sync() {
-    let iterations: u64 = std::env::var("COMPACT_CRASH_ITERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(8);
-    let mut rng = StdRng::seed_from_u64(0xC0);
+    let iterations = flexsys::test_seed::iterations(8);
+    let master = flexsys::test_seed::TestSeed::new(
+        "crashes_while_punching_and_compacting_recover_a_state_since_the_last_sync",
+    );
+    let mut rng = StdRng::seed_from_u64(master.get());
     for it in 0..iterations {
         let seed = rng.gen();
         let model = CrashModel::Reorder { seed: rng.gen() };
