@@ -90,6 +90,11 @@ fn make_bar(total: Option<u64>) -> ProgressBar {
             "{spinner} [{elapsed_precise}] {msg}",
         ),
     };
+    styled(bar, template)
+}
+
+/// `bar` drawn with `template` on stderr, ticking on its own.
+fn styled(bar: ProgressBar, template: &str) -> ProgressBar {
     let style = ProgressStyle::with_template(template)
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> ");
@@ -97,6 +102,27 @@ fn make_bar(total: Option<u64>) -> ProgressBar {
     bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
     bar.enable_steady_tick(Duration::from_millis(200));
     bar
+}
+
+/// Runs `work`, which reports `(done, total)` as it goes, with a bar
+/// drawn from it by `template` on stderr (only on a terminal and when not
+/// `quiet`), cleared when `work` returns.
+pub fn with_bar<T>(
+    quiet: bool,
+    template: &str,
+    work: impl FnOnce(&mut dyn FnMut(u64, u64)) -> T,
+) -> T {
+    let bar = (!quiet && io::stderr().is_terminal()).then(|| styled(ProgressBar::new(1), template));
+    let out = work(&mut |done, total| {
+        if let Some(bar) = &bar {
+            bar.set_length(total.max(1));
+            bar.set_position(done);
+        }
+    });
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    out
 }
 
 /// The summary line.

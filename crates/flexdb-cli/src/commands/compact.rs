@@ -6,12 +6,10 @@
 //! (stdout) as two `name  value` lines per figure or one JSON object with
 //! the fields of [`flexdb::CompactReport`].
 
-use std::io::{self, IsTerminal, Write};
+use std::io::Write;
 use std::path::Path;
-use std::time::Duration;
 
 use flexdb::{CompactReport, Db};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
 use super::stdout_err;
@@ -26,16 +24,9 @@ pub fn compact(
     quiet: bool,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let bar = (!quiet && io::stderr().is_terminal()).then(make_bar);
-    let res = db.compact_with_progress(|p| {
-        if let Some(bar) = &bar {
-            bar.set_length(p.total.max(1));
-            bar.set_position(p.done);
-        }
+    let res = crate::progress::with_bar(quiet, BAR, |tick| {
+        db.compact_with_progress(|p| tick(p.done, p.total))
     });
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
     let report = res.map_err(|e| CliError::db(dir, e))?;
     out.write_all(render(&report, json).as_bytes())
         .map_err(stdout_err)
@@ -69,19 +60,10 @@ pub fn render(r: &CompactReport, json: bool) -> String {
         .collect()
 }
 
-fn make_bar() -> ProgressBar {
-    let bar = ProgressBar::new(1);
-    let style = ProgressStyle::with_template(
-        "{spinner} [{elapsed_precise}] [{wide_bar}] {decimal_bytes}/{decimal_total_bytes} \
-         relocated (ETA {eta})",
-    )
-    .unwrap_or_else(|_| ProgressStyle::default_bar())
-    .progress_chars("=> ");
-    bar.set_style(style);
-    bar.set_draw_target(ProgressDrawTarget::stderr());
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
-}
+/// The bar: live bytes relocated so far.
+const BAR: &str =
+    "{spinner} [{elapsed_precise}] [{wide_bar}] {decimal_bytes}/{decimal_total_bytes} \
+     relocated (ETA {eta})";
 
 #[cfg(test)]
 mod tests {

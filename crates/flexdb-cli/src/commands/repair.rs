@@ -9,12 +9,10 @@
 //! repair that completes succeeds even when it lost pairs: the report
 //! says which key ranges.
 
-use std::io::{self, IsTerminal, Write};
+use std::io::Write;
 use std::path::Path;
-use std::time::Duration;
 
 use flexdb::{Db, RepairReport};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
 use super::stdout_err;
@@ -29,16 +27,9 @@ pub fn repair(
     quiet: bool,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let bar = (!quiet && io::stderr().is_terminal()).then(make_bar);
-    let res = Db::repair(dir, into, |p| {
-        if let Some(bar) = &bar {
-            bar.set_length(p.total.max(1));
-            bar.set_position(p.done);
-        }
+    let res = crate::progress::with_bar(quiet, BAR, |tick| {
+        Db::repair(dir, into, |p| tick(p.done, p.total))
     });
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
     let report = res.map_err(|e| CliError::db(dir, e))?;
     out.write_all(render(&report, json).as_bytes())
         .map_err(stdout_err)
@@ -96,15 +87,6 @@ pub fn render(r: &RepairReport, json: bool) -> String {
     t
 }
 
-fn make_bar() -> ProgressBar {
-    let bar = ProgressBar::new(1);
-    let style = ProgressStyle::with_template(
-        "{spinner} [{elapsed_precise}] [{wide_bar}] {pos}/{len} intervals read (ETA {eta})",
-    )
-    .unwrap_or_else(|_| ProgressStyle::default_bar())
-    .progress_chars("=> ");
-    bar.set_style(style);
-    bar.set_draw_target(ProgressDrawTarget::stderr());
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
-}
+/// The bar: intervals of the damaged store read so far.
+const BAR: &str =
+    "{spinner} [{elapsed_precise}] [{wide_bar}] {pos}/{len} intervals read (ETA {eta})";
