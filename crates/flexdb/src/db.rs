@@ -469,26 +469,20 @@ impl Db {
             s.space.len(),
             &s.index.read().sparse,
         )?;
+        // A log prepared ahead of a rotation that never came holds nothing.
+        // It goes first (and durably): it follows the active log, and a log
+        // left behind its removed predecessor reads as lost commits at the
+        // next open (`recovery::open`).
+        if let Some(p) = s.writes.next_log.take_any() {
+            let name = crate::wal::log_files::wal_name(p.gen);
+            drop(p);
+            remove_durably(s.storage.as_ref(), &name)?;
+        }
         if empty {
             // The flush left the active log without a record: removing it
             // spares the next open reading a preallocated file of zeros.
             let name = crate::wal::log_files::wal_name(gen);
-            match s.storage.remove_file(&name) {
-                Ok(()) => s.storage.sync_dir().map_err(crate::error::io_err(&name))?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(crate::error::io_err(&name)(e)),
-            }
-        }
-        // A log prepared ahead of a rotation that never came holds nothing.
-        if let Some(p) = s.writes.next_log.take_any() {
-            let name = crate::wal::log_files::wal_name(p.gen);
-            drop(p);
-            match s.storage.remove_file(&name) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(crate::error::io_err(&name)(e))
-                }
-                _ => {}
-            }
+            remove_durably(s.storage.as_ref(), &name)?;
         }
         // Last, so that a spare that cannot be removed (it holds nothing
         // anyone needs, and the next open removes it) costs nothing above.
@@ -500,6 +494,15 @@ impl Drop for Db {
     fn drop(&mut self) {
         // Errors cannot be reported from drop; every synced write is safe.
         let _ = self.shutdown();
+    }
+}
+
+/// Removes the file `name` if it is there, and syncs the directory.
+fn remove_durably(storage: &dyn Storage, name: &str) -> Result<()> {
+    match storage.remove_file(name) {
+        Ok(()) => storage.sync_dir().map_err(crate::error::io_err(name)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(crate::error::io_err(name)(e)),
     }
 }
 

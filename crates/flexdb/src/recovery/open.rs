@@ -10,7 +10,10 @@
 //! threads at once (each also synced by a helper thread meanwhile); their
 //! results are then taken oldest first, as a sequential replay would take
 //! them, and the first log that fails (in generation order) fails the
-//! open. The sparse index is the one saved at a clean close when it
+//! open. A log that follows (by its header or chain record) a generation
+//! the space never committed and of which no log is left means the space
+//! lost commits: `Corrupt`, never the older state (`lost_predecessor`).
+//! The sparse index is the one saved at a clean close when it
 //! describes the space as recovered, and otherwise rebuilt by sampling the
 //! space (`rebuild`).
 //!
@@ -158,7 +161,7 @@ fn create(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Store>
     let space = FlexSpace::open_with_storage(storage.clone(), space_options(&opts, true))
         .map_err(space_err)?;
     let gen = 1;
-    let wal = new_wal(&storage, &opts, gen, 1, None)?;
+    let wal = new_wal(&storage, &opts, gen, 1, None, None)?;
     // The manifest last: a store exists once it is durable.
     manifest::write_manifest(storage.as_ref())?;
     assemble(
@@ -269,7 +272,12 @@ fn recover(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Store
     // taken in generation order as one sequential replay would, each
     // only after the one it is linked to (see the module's doc).
     let mut taken: Option<(u64, u64)> = None;
+    // What the log made below follows: the newest log taken with writes,
+    // else the committed generation.
+    let mut follows = committed_gen;
+    let present: std::collections::BTreeSet<u64> = logs.iter().map(|(gen, _)| *gen).collect();
     let mut dropped = Vec::new();
+    let mut empty = Vec::new();
     let mut salvaged: Vec<String> = space.salvaged().to_vec();
     for ((gen, name), replayed) in logs.iter().zip(replay_logs(&storage, &logs, opts.salvage)) {
         let (mem, file, next, found, lost) = replayed?;
@@ -277,6 +285,25 @@ fn recover(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Store
             salvaged.push(format!("{name}: {why}; the writes after it are lost"));
         }
         last_gen = *gen;
+        // The log this one follows: as its header recorded it at creation
+        // (version 4), else as its chain record names it.
+        let prev = match found.back {
+            0 => found.chain.map(|(prev_gen, _)| prev_gen),
+            back => Some(gen.saturating_sub(u64::from(back))),
+        };
+        if let Some(prev_gen) = prev {
+            if !opts.salvage && lost_predecessor(prev_gen, committed_gen, &present) {
+                return Err(Error::Corrupt {
+                    file: "log".into(),
+                    detail: format!(
+                        "the space's commits end at generation {committed_gen}, but {name} \
+                         follows generation {prev_gen}, whose write-ahead log is gone: the \
+                         space's log lost its latest commits (cut or rolled back), or that \
+                         write-ahead log was removed"
+                    ),
+                });
+            }
+        }
         if let Some((prev_gen, prev_end)) = found.chain {
             if prev_gen > committed_gen && taken != Some((prev_gen, prev_end)) && opts.salvage {
                 salvaged.push(format!(
@@ -299,9 +326,10 @@ fn recover(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Store
         taken = Some((*gen, found.end));
         next_seq = next_seq.max(next);
         if mem.is_empty() {
-            storage.remove_file(name).map_err(io_err(name))?;
+            empty.push(name.clone());
             continue;
         }
+        follows = *gen;
         // The committer reads the log only to sync it, which is done.
         let len = file.len().map_err(io_err(name))?;
         let wal = Arc::new(Wal::detached(file, name, len));
@@ -321,9 +349,15 @@ fn recover(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Store
         storage.sync_dir().map_err(io_err("."))?;
         tracing::debug!(target: TRACE_TARGET, logs = ?dropped, "logs after a torn log dropped");
     }
+    // Only now, when no dropped log is left that follows one of them, and
+    // newest first: a log is never left behind a removed predecessor
+    // (`lost_predecessor`).
+    for name in empty.iter().rev() {
+        storage.remove_file(name).map_err(io_err(name))?;
+    }
     let t_replay = t0.elapsed();
     let gen = last_gen + 1;
-    let wal = new_wal(&storage, &opts, gen, next_seq, None)?;
+    let wal = new_wal(&storage, &opts, gen, next_seq, None, Some(follows))?;
     let t_wal = t0.elapsed();
     // The index saved by a clean close, when it describes this very state
     // of the space; otherwise the space is sampled.
@@ -365,4 +399,22 @@ fn recover(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Store
     )?;
     store.salvaged = salvaged;
     Ok(store)
+}
+
+/// Whether a log that follows generation `prev_gen` (as its header or
+/// chain record says) lost writes that are nowhere now: the space never
+/// committed `prev_gen` (its commits end at `committed_gen`) and no log of
+/// it is `present`. Logs are removed only once the space committed their
+/// generation, or when they hold no write: by recovery (newest first,
+/// after every log that follows one; the log an open makes follows the
+/// newest log it took with writes, else the committed generation) and by a
+/// close (the log prepared ahead first). So this is damage: the space's
+/// log lost commits (a cut at an entry boundary reads as an older state)
+/// or a log was removed.
+fn lost_predecessor(
+    prev_gen: u64,
+    committed_gen: u64,
+    present: &std::collections::BTreeSet<u64>,
+) -> bool {
+    prev_gen > committed_gen && !present.contains(&prev_gen)
 }

@@ -8,14 +8,17 @@
 //! an all-zero version-2 record header never verifies (its CRC is not 0).
 
 pub(super) const MAGIC: &[u8; 8] = b"FLEXWAL1";
-/// The version new logs are written in; replay also reads versions 1 and 2.
-pub(super) const FORMAT_VERSION: u32 = 3;
-/// Bytes of a version-2 or version-3 header (the logs this build writes).
+/// The version new logs are written in; replay also reads versions 1 to 3.
+pub(super) const FORMAT_VERSION: u32 = 4;
+/// Bytes of a version-2, 3 or 4 header (the logs this build writes).
 pub const HEADER_LEN: u64 = 48;
 /// Bytes of a version-1 header (no first sequence number).
 pub(super) const V1_HEADER_LEN: u64 = 32;
 /// Where a version-2 header holds the first sequence number, and its CRC.
 pub(super) const FIRST_AT: usize = 32;
+/// Where a version-4 header holds how many generations back the log it
+/// follows is (covered by the first sequence number's CRC).
+pub(super) const BACK_AT: usize = 44;
 /// Where the durable-length slot lies in the header.
 pub(super) const SLOT_AT: u64 = 16;
 /// Bytes of a version-1 or version-2 record's head.
@@ -35,25 +38,40 @@ pub(super) fn slot(len: u64) -> [u8; 16] {
 }
 
 /// A log's header: magic, version, the durable-length slot and (versions 2
-/// and 3) the lowest sequence number any record of the log may carry with
+/// to 4) the lowest sequence number any record of the log may carry with
 /// its CRC. `first` lets a log reuse a file that still holds an older log's
 /// records (`log_files::new_wal`): theirs are all below it, so replay never
-/// takes one for a record of this log.
+/// takes one for a record of this log. Version 4 adds `back`: the log
+/// follows the log `back` generations before its own (0: not recorded).
 #[cfg(test)]
 pub(super) fn header(first: u64) -> [u8; HEADER_LEN as usize] {
-    header_of_version(FORMAT_VERSION, first)
+    header_of_version(FORMAT_VERSION, first, 0)
 }
 
-/// A header of `version` (2 or 3: the same layout).
-pub(super) fn header_of_version(version: u32, first: u64) -> [u8; HEADER_LEN as usize] {
+/// A header of `version` (2 to 4: the same layout; `back` only in 4).
+pub(super) fn header_of_version(version: u32, first: u64, back: u32) -> [u8; HEADER_LEN as usize] {
     let mut b = [0u8; HEADER_LEN as usize];
     b[..8].copy_from_slice(MAGIC);
     b[8..12].copy_from_slice(&version.to_le_bytes());
     b[SLOT_AT as usize..SLOT_AT as usize + 16].copy_from_slice(&slot(HEADER_LEN));
     b[FIRST_AT..FIRST_AT + 8].copy_from_slice(&first.to_le_bytes());
-    let crc = crc32c::crc32c(&b[FIRST_AT..FIRST_AT + 8]);
+    if version >= 4 {
+        b[BACK_AT..BACK_AT + 4].copy_from_slice(&back.to_le_bytes());
+    }
+    let crc = first_crc(&b, version);
     b[FIRST_AT + 8..FIRST_AT + 12].copy_from_slice(&crc.to_le_bytes());
     b
+}
+
+/// The CRC32C of the header's first sequence number and, in version 4,
+/// of the `back` field after it.
+fn first_crc(b: &[u8], version: u32) -> u32 {
+    let crc = crc32c::crc32c(&b[FIRST_AT..FIRST_AT + 8]);
+    if version >= 4 {
+        crc32c::crc32c_append(crc, &b[BACK_AT..BACK_AT + 4])
+    } else {
+        crc
+    }
 }
 
 /// What replay needs from a header.
@@ -69,6 +87,9 @@ pub(super) struct Header {
     pub(super) version: u32,
     /// The header's first sequence number (0 in version 1).
     pub(super) first: u64,
+    /// How many generations back the log this one follows is (version 4;
+    /// 0 when not recorded).
+    pub(super) back: u32,
 }
 
 /// The first `V1_HEADER_LEN` bytes of a file tell its version and so its
@@ -79,7 +100,7 @@ pub(super) fn header_len(b: &[u8]) -> Result<u64, String> {
     }
     match u32_at(b, 8) {
         1 => Ok(V1_HEADER_LEN),
-        2 | 3 => Ok(HEADER_LEN),
+        2..=4 => Ok(HEADER_LEN),
         v => Err(format!(
             "unknown log format version {v} (a newer build's? this build reads versions 1 to {FORMAT_VERSION})"
         )),
@@ -98,10 +119,11 @@ pub(super) fn parse_header(b: &[u8]) -> Result<Header, String> {
             durable,
             version,
             first: 0,
+            back: 0,
         });
     }
     let first = u64_at(b, FIRST_AT);
-    if u32_at(b, FIRST_AT + 8) != crc32c::crc32c(&b[FIRST_AT..FIRST_AT + 8]) {
+    if u32_at(b, FIRST_AT + 8) != first_crc(b, version) {
         return Err("its header's first sequence number is damaged".into());
     }
     Ok(Header {
@@ -110,6 +132,7 @@ pub(super) fn parse_header(b: &[u8]) -> Result<Header, String> {
         durable,
         version,
         first,
+        back: if version >= 4 { u32_at(b, BACK_AT) } else { 0 },
     })
 }
 

@@ -53,14 +53,23 @@ pub(crate) fn is_wal_file(name: &str) -> bool {
 /// synced, then renamed and the directory synced, so that a file named as a
 /// log always has a whole header (see `recovery::manifest`). With `spare` (see
 /// `spare_logs`), the log takes that file over instead of a new one: the
-/// spare's name is such a temporary name already.
+/// spare's name is such a temporary name already. The header records the
+/// generation the log `follows` (the one it rotates from, or what an open
+/// took), so recovery can tell a predecessor that was removed without
+/// being committed (`recovery::open`).
 pub(crate) fn new_wal(
     storage: &Arc<dyn Storage>,
     opts: &Options,
     gen: u64,
     first: u64,
     spare: Option<String>,
+    follows: Option<u64>,
 ) -> Result<Arc<Wal>> {
+    // (A distance that does not fit is left unrecorded: never in practice.)
+    let back = follows
+        .and_then(|f| gen.checked_sub(f))
+        .and_then(|d| u32::try_from(d).ok())
+        .unwrap_or(0);
     let name = wal_name(gen);
     let reused = spare.is_some();
     let tmp = spare.unwrap_or_else(|| wal_tmp_name(gen));
@@ -73,9 +82,9 @@ pub(crate) fn new_wal(
     let capacity = opts.memtable_bytes as u64 + (1 << 20);
     let mapping = mappable.map(|m| (m, capacity));
     let wal = if reused {
-        Wal::reuse(file, &name, mapping, first)?
+        Wal::reuse_following(file, &name, mapping, first, back)?
     } else {
-        Wal::create(file, &name, mapping, first)?
+        Wal::create_following(file, &name, mapping, first, back)?
     };
     storage.rename(&tmp, &name).map_err(io_err(&name))?;
     storage.sync_dir().map_err(io_err(&name))?;

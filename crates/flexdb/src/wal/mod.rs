@@ -1,9 +1,10 @@
 //! The write-ahead log: numbered, checksummed records with group commit.
 //!
 //! File format (docs/FORMAT.md): a 48-byte header (`FLEXWAL1`, format
-//! version 3, zero, a *durable-length slot*: a file length known durable,
+//! version 4, zero, a *durable-length slot*: a file length known durable,
 //! with its CRC, then the lowest sequence number any record of the log
-//! carries, with its CRC), then records (`record3`): `crc32c u32 |
+//! carries and how many generations back the log it follows is, with their
+//! CRC), then records (`record3`): `crc32c u32 |
 //! varint(len << 2 | kind) | body`, the CRC covering everything after it
 //! and seeded with the header's first sequence number. A batch's body is
 //! its sequence number's distance from the expected one (a varint, one
@@ -198,14 +199,27 @@ impl Wal {
     /// with room for `capacity` bytes to begin with (buffered writes when the
     /// file cannot be preallocated and mapped). Every record appended must
     /// carry a sequence number of at least `first`.
+    #[cfg(test)]
     pub fn create(
         file: Arc<dyn StorageFile>,
         name: &str,
         mapping: Option<(Arc<dyn MappableFile>, u64)>,
         first: u64,
     ) -> Result<Wal> {
+        Self::create_following(file, name, mapping, first, 0)
+    }
+
+    /// [`Wal::create`] for a log that follows the log `back` generations
+    /// before its own (0: none), which its header records durably.
+    pub fn create_following(
+        file: Arc<dyn StorageFile>,
+        name: &str,
+        mapping: Option<(Arc<dyn MappableFile>, u64)>,
+        first: u64,
+        back: u32,
+    ) -> Result<Wal> {
         file.set_len(0).map_err(|e| io_err(name, e))?;
-        Self::reuse(file, name, mapping, first)
+        Self::reuse_as(file, name, mapping, first, FORMAT_VERSION, back)
     }
 
     /// Starts a new, empty log in `file`, which holds a log that is no
@@ -216,25 +230,40 @@ impl Wal {
     /// from this log's records by that. The point is the file's pages,
     /// which are in memory already: appending into them costs no page
     /// allocation (docs/DESIGN.md, "Logs reused").
+    #[cfg(test)]
     pub fn reuse(
         file: Arc<dyn StorageFile>,
         name: &str,
         mapping: Option<(Arc<dyn MappableFile>, u64)>,
         first: u64,
     ) -> Result<Wal> {
-        Self::reuse_as(file, name, mapping, first, FORMAT_VERSION)
+        Self::reuse_following(file, name, mapping, first, 0)
     }
 
-    /// [`Wal::reuse`] writing records of format `version` (2 or 3).
+    /// [`Wal::reuse`] for a log that follows the log `back` generations
+    /// before its own (0: none), which its header records durably.
+    pub fn reuse_following(
+        file: Arc<dyn StorageFile>,
+        name: &str,
+        mapping: Option<(Arc<dyn MappableFile>, u64)>,
+        first: u64,
+        back: u32,
+    ) -> Result<Wal> {
+        Self::reuse_as(file, name, mapping, first, FORMAT_VERSION, back)
+    }
+
+    /// [`Wal::reuse`] writing a header and records of format `version`
+    /// (2 to 4; `back` only in 4).
     fn reuse_as(
         file: Arc<dyn StorageFile>,
         name: &str,
         mapping: Option<(Arc<dyn MappableFile>, u64)>,
         first: u64,
         version: u32,
+        back: u32,
     ) -> Result<Wal> {
         let io = |e| io_err(name, e);
-        file.write_all_at(0, &header_of_version(version, first))
+        file.write_all_at(0, &header_of_version(version, first, back))
             .map_err(io)?;
         file.sync().map_err(io)?;
         let mapped = mapping.and_then(|(file, capacity)| {
@@ -721,12 +750,12 @@ mod tests {
     /// A new, empty version-2 log in `file`.
     fn create2(file: Arc<dyn StorageFile>, name: &str, first: u64) -> Result<Wal> {
         file.set_len(0).unwrap();
-        Wal::reuse_as(file, name, None, first, 2)
+        Wal::reuse_as(file, name, None, first, 2, 0)
     }
 
     /// A version-2 log taking over `file`.
     fn reuse2(file: Arc<dyn StorageFile>, name: &str, first: u64) -> Result<Wal> {
-        Wal::reuse_as(file, name, None, first, 2)
+        Wal::reuse_as(file, name, None, first, 2, 0)
     }
 
     #[test]

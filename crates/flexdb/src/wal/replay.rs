@@ -35,6 +35,9 @@ pub struct Replayed {
     /// A sync of this log completed while it was written (its durable-
     /// length slot or a sync mark says so; version 3 only).
     pub synced_once: bool,
+    /// How many generations back the log this one follows is, as its
+    /// header recorded at creation (version 4; 0 when not recorded).
+    pub back: u32,
 }
 
 /// A window of a file that replay slides forward: the bytes asked for are

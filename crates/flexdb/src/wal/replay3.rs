@@ -39,6 +39,7 @@ pub(super) fn replay(
     let salt = salt(h.first);
     let mut done = Replayed {
         end: h.len,
+        back: h.back,
         ..Replayed::default()
     };
     let mut expected = h.first;

@@ -32,7 +32,7 @@ fn reference(b: &[u8]) -> Verdict {
         return Err(true);
     }
     let h = parse_header(b).map_err(|_| true)?;
-    assert_eq!(h.version, 3);
+    assert_eq!(h.version, FORMAT_VERSION);
     if (b.len() as u64) < h.durable {
         return Err(true);
     }
@@ -225,9 +225,9 @@ fn damage_vouched_for_by_a_later_mark_is_corruption() {
 #[test]
 fn a_log_that_takes_over_a_file_replays_only_its_own_records() {
     // Over a version-3 log and over a version-2 one.
-    for old_version in [2, 3] {
+    for old_version in [2, 3, 4] {
         let f = mem();
-        let old = Wal::reuse_as(f.clone(), "old", None, 1, old_version).unwrap();
+        let old = Wal::reuse_as(f.clone(), "old", None, 1, old_version, 0).unwrap();
         for seq in 1..=300u64 {
             old.append(seq, &vec![seq as u8; 1 + (seq as usize * 7) % 90])
                 .unwrap();
@@ -253,14 +253,39 @@ fn a_log_that_takes_over_a_file_replays_only_its_own_records() {
 }
 
 #[test]
+fn a_log_records_the_log_it_follows_and_a_flip_there_is_damage() {
+    let f = mem();
+    let wal = Wal::create_following(f.clone(), "wal", None, 7, 3).unwrap();
+    wal.append(7, b"one").unwrap();
+    wal.sync().unwrap();
+    let found = Wal::replay(f.as_ref(), "wal", |_, _| Ok(())).unwrap();
+    assert_eq!((found.back, found.records), (3, 1));
+    // Version 3 had no such field: it reads as not recorded.
+    let old = mem();
+    Wal::reuse_as(old.clone(), "old", None, 7, 3, 3).unwrap();
+    assert_eq!(
+        Wal::replay(old.as_ref(), "old", |_, _| Ok(()))
+            .unwrap()
+            .back,
+        0
+    );
+    for bit in 0..32 {
+        let mut b = bytes_of(f.as_ref());
+        b[BACK_AT + bit / 8] ^= 1 << (bit % 8);
+        let e = Wal::replay(&MemFile::from_bytes(b), "wal", |_, _| Ok(())).unwrap_err();
+        assert!(e.is_corruption(), "bit {bit}: {e}");
+    }
+}
+
+#[test]
 fn a_log_of_a_newer_version_is_refused_by_name() {
     let f = mem();
     Wal::create(f.clone(), "wal", None, 1).unwrap();
     let mut b = bytes_of(f.as_ref());
-    b[8..12].copy_from_slice(&4u32.to_le_bytes());
+    b[8..12].copy_from_slice(&5u32.to_le_bytes());
     let e = Wal::read(&MemFile::from_bytes(b), "wal").unwrap_err();
     assert!(e.is_corruption(), "{e}");
-    assert!(e.to_string().contains("version 4"), "{e}");
+    assert!(e.to_string().contains("version 5"), "{e}");
 }
 
 #[test]
@@ -415,7 +440,7 @@ fn a_store_with_version_2_logs_recovers() {
         let first = parse_header(&bytes).unwrap().first;
         let records = Wal::read(file.as_ref(), &name).unwrap();
         let v2: Arc<dyn StorageFile> = Arc::new(MemFile::new());
-        let wal = Wal::reuse_as(v2.clone(), &name, None, first, 2).unwrap();
+        let wal = Wal::reuse_as(v2.clone(), &name, None, first, 2, 0).unwrap();
         for r in &records {
             wal.append(r.seq, &r.payload).unwrap();
         }

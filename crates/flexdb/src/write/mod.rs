@@ -104,7 +104,16 @@ impl LogToPrepare {
     fn run(self) {
         let t = Instant::now();
         let reused = self.spare.is_some();
-        let made = new_wal(&self.storage, &self.opts, self.gen, self.first, self.spare);
+        // It follows the log of the generation before its own, active now.
+        let follows = self.gen.checked_sub(1);
+        let made = new_wal(
+            &self.storage,
+            &self.opts,
+            self.gen,
+            self.first,
+            self.spare,
+            follows,
+        );
         let t_log = t.elapsed();
         // Sized for as many keys as the active table will hold
         // (`hash_sizing`), as the rotation would make it.
@@ -490,7 +499,14 @@ impl Store {
                 None => {
                     let spare = self.spare_logs.take();
                     let reused = spare.is_some();
-                    let wal = new_wal(&self.storage, &self.opts, gen, w.next_seq, spare)?;
+                    let wal = new_wal(
+                        &self.storage,
+                        &self.opts,
+                        gen,
+                        w.next_seq,
+                        spare,
+                        Some(w.gen),
+                    )?;
                     (wal, reused, false)
                 }
             };
