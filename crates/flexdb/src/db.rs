@@ -367,6 +367,7 @@ impl Db {
             cache_hit_ratio: s.cache.hit_ratio(),
             cache_hits,
             cache_lookups,
+            row_cache_bytes: s.rows.as_ref().map_or(0, |r| r.held_bytes() as u64),
             wal_bytes_written: s.counters.wal_bytes_retired.load(Ordering::Relaxed) + wal_live,
             data_bytes_written: sp.data_bytes_written,
             tree_bytes_written: sp.tree_bytes_written,

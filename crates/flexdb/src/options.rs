@@ -21,8 +21,9 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Refuse to open a store that already exists (default: false).
     pub error_if_exists: bool,
-    /// Bytes of decoded intervals the interval cache may hold
-    /// (default: 256 MiB).
+    /// Bytes of memory for cached reads (default: 256 MiB): one sixteenth
+    /// holds the rows of keys that gets read often (the row cache), the
+    /// rest decoded intervals (the interval cache).
     pub cache_bytes: usize,
     /// Bytes of writes a MemTable takes before it is frozen and committed
     /// to the space (default: 512 MiB, measured: docs/DESIGN.md, "The
@@ -63,6 +64,14 @@ pub struct Options {
     /// copying the same page at that instant may get `Corrupt`). Set it
     /// to false to read with `pread` only.
     pub mmap_reads: bool,
+    /// Whether gets keep the rows of keys they read often (the row cache,
+    /// one sixteenth of `cache_bytes`; default: true). A get of such a key
+    /// that no MemTable holds costs one hash probe instead of a search of
+    /// the sparse index and the key's interval: at 3 M pairs, Zipfian gets
+    /// took 1.28 µs of CPU each against 2.18 without
+    /// (docs/experiments/2026-11-28-row-cache.md). Off, the interval cache
+    /// takes all of `cache_bytes`.
+    pub row_cache: bool,
     /// The space collects garbage when the garbage in its segments that
     /// still hold live data passes this fraction of them (default: 0.25),
     /// relocating the live bytes of the emptiest segments...
@@ -94,6 +103,7 @@ impl Default for Options {
             sync_writes: false,
             max_space_bytes: 1 << 40,
             mmap_reads: cfg!(target_pointer_width = "64"),
+            row_cache: true,
             gc_garbage_high: 0.25,
             gc_garbage_low: 0.2,
             salvage: false,
@@ -141,6 +151,12 @@ impl Options {
         self.max_space_bytes = bytes;
         self
     }
+    /// Sets [`Options::row_cache`].
+    pub fn row_cache(mut self, yes: bool) -> Self {
+        self.row_cache = yes;
+        self
+    }
+
     /// Sets [`Options::mmap_reads`].
     pub fn mmap_reads(mut self, yes: bool) -> Self {
         self.mmap_reads = yes;

@@ -49,6 +49,9 @@ pub struct Stats {
     /// caller can tell the hit ratio of a stretch of time from two
     /// snapshots.
     pub cache_lookups: u64,
+    /// Bytes the row cache holds (rows of hot keys: `cache_bytes` of the
+    /// options less the interval cache's capacity bounds it).
+    pub row_cache_bytes: u64,
     /// Bytes written to the write-ahead log since open.
     pub wal_bytes_written: u64,
     /// Bytes written to the space's data file since open.

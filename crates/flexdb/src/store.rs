@@ -81,6 +81,9 @@ pub(crate) struct Store {
     pub storage: Arc<dyn Storage>,
     pub space: FlexSpace,
     pub cache: IntervalCache,
+    /// Rows of hot keys (`read::row_cache`; `None` when the budget is too
+    /// small for one set).
+    pub rows: Option<crate::read::row_cache::RowCache>,
     /// The writer lock, the MemTables and what is visible (`write`).
     pub writes: WriteSide,
     /// The committer's index (see `index::CommitterIndex`).

@@ -28,6 +28,8 @@ pub struct EngineConfig {
     pub sync: bool,
     /// flexdb: read the data file with `pread`, not through a mapping.
     pub pread: bool,
+    /// flexdb: keep the rows of keys read often (`Options::row_cache`).
+    pub row_cache: bool,
     /// flexdb: garbage-collection thresholds (high, low); `None`: the
     /// store's defaults.
     pub gc_garbage: Option<(f64, f64)>,
@@ -204,6 +206,7 @@ mod tests {
                 max_frozen: None,
                 sync: false,
                 pread,
+                row_cache: true,
                 gc_garbage: None,
                 transactions: false,
             };

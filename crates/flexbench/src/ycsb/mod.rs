@@ -107,6 +107,9 @@ pub struct YcsbArgs {
     /// memory mapping (`flexdb::Options::mmap_reads` off).
     #[arg(long)]
     pub pread: bool,
+    /// flexdb without its row cache (`flexdb::Options::row_cache` off).
+    #[arg(long)]
+    pub no_row_cache: bool,
     /// Hold a snapshot (taken before the phase) through every timed phase
     /// and its settling flush: what a long-lived reader costs the writers,
     /// the disk and the memory (`snapshot_held_bytes` in the JSON).
@@ -279,6 +282,7 @@ impl YcsbArgs {
             max_frozen: self.max_frozen,
             sync: self.sync,
             pread: self.pread,
+            row_cache: !self.no_row_cache,
             gc_garbage: self.gc_garbage.as_ref().map(|g| (g[0], g[1])),
             transactions: self
                 .workloads
@@ -339,6 +343,7 @@ impl YcsbArgs {
         for (flag, on) in [
             ("--sync", self.sync),
             ("--pread", self.pread),
+            ("--no-row-cache", self.no_row_cache),
             ("--keep", self.keep),
             ("--no-reopen", self.no_reopen),
             ("--scan-reverse", self.scan_reverse),
@@ -860,6 +865,7 @@ pub fn crash_child(a: &CrashChildArgs) -> u8 {
             max_frozen: None,
             sync: a.sync,
             pread: a.pread,
+            row_cache: true,
             gc_garbage: None,
             transactions: false,
         };

@@ -356,6 +356,7 @@ mod tests {
             max_frozen: None,
             sync: false,
             pread: false,
+            row_cache: true,
             gc_garbage: None,
             transactions: false,
         }

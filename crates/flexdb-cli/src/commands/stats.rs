@@ -30,6 +30,7 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         cache_hit_ratio,
         cache_hits,
         cache_lookups,
+        row_cache_bytes,
         wal_bytes_written,
         data_bytes_written,
         tree_bytes_written,
@@ -75,6 +76,7 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         ("cache_hit_ratio", json!(cache_hit_ratio), false),
         ("cache_hits", json!(cache_hits), false),
         ("cache_lookups", json!(cache_lookups), false),
+        ("row_cache_bytes", json!(row_cache_bytes), true),
         ("wal_bytes_written", json!(wal_bytes_written), true),
         ("data_bytes_written", json!(data_bytes_written), true),
         ("tree_bytes_written", json!(tree_bytes_written), true),
@@ -170,7 +172,7 @@ mod tests {
     fn json_has_every_field() {
         let v = to_json(&sample());
         let obj = v.as_object().unwrap();
-        assert_eq!(obj.len(), 41);
+        assert_eq!(obj.len(), 42);
         assert_eq!(v["pairs"], 3);
         assert_eq!(v["space_bytes"], 123_456);
         assert_eq!(v["cache_hit_ratio"], 0.5);
@@ -181,7 +183,7 @@ mod tests {
     fn table_lines() {
         let t = table(&sample());
         let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 41);
+        assert_eq!(lines.len(), 42);
         assert_eq!(lines[0], "pairs                     3");
         assert_eq!(lines[1], "space_bytes               123456 (123.5 kB)");
         assert!(t.contains("cache_hit_ratio           0.500\n"));

@@ -10,6 +10,7 @@
 
 mod fetch;
 pub(crate) mod iter;
+pub(crate) mod row_cache;
 pub(crate) mod snapshot;
 pub(crate) mod view;
 mod walk_ahead;
@@ -55,6 +56,18 @@ impl Store {
         }
         // After the MemTables (see `view`'s invariants).
         let view = self.views.load();
+        // A hot key's row, as this view's generation gave it (`row_cache`).
+        let hash = crc32c::crc32c(key);
+        if let Some(rows) = &self.rows {
+            if let Some(out) = rows.get(key, hash, view.gen, &mut read) {
+                return Ok(out);
+            }
+        }
+        let offer = |value: Option<&[u8]>| {
+            if let Some(rows) = &self.rows {
+                rows.offer(key, hash, view.gen, value);
+            }
+        };
         let f = view.sparse.find(key);
         let meta = view.sparse.meta(&f);
         if meta.size == 0 {
@@ -64,13 +77,17 @@ impl Store {
         // reference to the interval (whose count the threads reading a
         // hot interval would all write).
         let word = meta.cache.load(Ordering::Acquire);
-        let hit = self
-            .cache
-            .read_nowait(CacheRef::unpack(word), |d| read(d.get(key)));
+        let hit = self.cache.read_nowait(CacheRef::unpack(word), |d| {
+            let value = d.get(key);
+            offer(value);
+            read(value)
+        });
         if let Some(out) = hit {
             return Ok(out);
         }
         let data = self.view_interval(&view, &f)?;
-        Ok(read(data.get(key)))
+        let value = data.get(key);
+        offer(value);
+        Ok(read(value))
     }
 }

@@ -214,9 +214,15 @@ fn assemble(
     // leave part of a commit in it): at most those below the active one.
     let view = PublishedView::copy(&sparse, &space, writer.gen - 1, 0)?;
     let trace_views = tracing::enabled!(target: crate::read::view::TRACE_TARGET, Level::DEBUG);
+    let row_bytes = if opts.row_cache {
+        opts.cache_bytes / ROW_CACHE_SHARE
+    } else {
+        0
+    };
     Ok(Store {
         dir: dir.to_path_buf(),
-        cache: IntervalCache::new(opts.cache_bytes),
+        cache: IntervalCache::new(opts.cache_bytes - row_bytes),
+        rows: crate::read::row_cache::RowCache::new(row_bytes),
         opts,
         storage,
         space,
@@ -238,6 +244,10 @@ fn assemble(
         held_logs_from: Default::default(),
     })
 }
+
+/// The row cache takes this share of `Options::cache_bytes` (one part in
+/// so many), the interval cache the rest.
+const ROW_CACHE_SHARE: usize = 16;
 
 fn recover(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Store> {
     let t0 = std::time::Instant::now();

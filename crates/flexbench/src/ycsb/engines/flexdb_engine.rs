@@ -18,7 +18,8 @@ pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
         .cache_bytes(cfg.cache_bytes)
         .memtable_bytes(cfg.memtable_bytes)
         .sync_writes(cfg.sync)
-        .mmap_reads(!cfg.pread);
+        .mmap_reads(!cfg.pread)
+        .row_cache(cfg.row_cache);
     if let Some((high, low)) = cfg.gc_garbage {
         opts = opts.gc_garbage(high, low);
     }

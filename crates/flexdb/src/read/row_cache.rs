@@ -1,0 +1,256 @@
+//! The row cache (EvenDB §2.2): values of keys that gets read often, so a
+//! get of a hot key that no MemTable holds takes one hash probe instead of
+//! a descent of the sparse index and a search of the key's interval.
+//! Zipfian gets over keys spread across the key space (little spatial
+//! locality) hit it most; the interval cache still serves scans, and
+//! every get it misses.
+//!
+//! Invariants:
+//! - A row holds what a published view of generation `tag` gave for its
+//!   key (a value, or none), as read by a get that found the key in no
+//!   MemTable. It is served only to a get whose view has that same
+//!   generation: a write to the key that such a get could miss is in a
+//!   MemTable newer than the view's generation, which stays in the list
+//!   until a view of a newer generation is published (`read::view`), and a
+//!   get finds it there first. A row of an older generation is never
+//!   served, only replaced.
+//! - Readers write nothing shared: a slot is an `ArcSwapOption`, loaded
+//!   without a lock; a replaced row lives until its last reader drops it.
+//! - A row is kept only after its key missed twice within one window of
+//!   misses (a one-bit doorkeeper per hash), so keys read once do not
+//!   push out hot ones; rows of more than `MAX_ROW` bytes are not kept.
+//! - The slots and the rows' bytes stay within the budget: an insert that
+//!   would pass it is dropped.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+
+/// Ways a key may occupy (the set its hash picks).
+const WAYS: usize = 4;
+/// The largest row kept (key and value bytes).
+const MAX_ROW: usize = 1024;
+/// Bytes a slot and a row's fixed part take, charged with the row.
+const SLOT_BYTES: usize = 16;
+const ROW_OVERHEAD: usize = 64;
+
+/// One cached row.
+struct Row {
+    hash: u32,
+    tag: u64,
+    klen: usize,
+    /// `None`: the key is absent.
+    present: bool,
+    /// The key, then the value.
+    bytes: Box<[u8]>,
+}
+
+/// A fixed number of sets of `WAYS` slots.
+pub(crate) struct RowCache {
+    slots: Box<[ArcSwapOption<Row>]>,
+    sets: usize,
+    /// Bytes of the rows held (their charge).
+    held: AtomicUsize,
+    budget: usize,
+    /// Doorkeeper: one bit per hash bucket, cleared every `window` misses.
+    seen: Box<[AtomicU64]>,
+    misses: AtomicUsize,
+    window: usize,
+}
+
+impl RowCache {
+    /// A cache of at most `budget` bytes; `None` when that holds no set.
+    pub fn new(budget: usize) -> Option<RowCache> {
+        // A quarter of the budget for slots, the rest for rows of about
+        // 200 bytes.
+        let sets = budget / 4 / (SLOT_BYTES * WAYS);
+        if sets == 0 {
+            return None;
+        }
+        let words = (sets * WAYS * 2).div_ceil(64);
+        Some(RowCache {
+            slots: (0..sets * WAYS).map(|_| ArcSwapOption::empty()).collect(),
+            sets,
+            held: AtomicUsize::new(0),
+            budget: budget - sets * WAYS * SLOT_BYTES,
+            seen: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            misses: AtomicUsize::new(0),
+            window: sets * WAYS,
+        })
+    }
+
+    fn set_of(&self, hash: u32) -> std::ops::Range<usize> {
+        let s = (hash as usize) % self.sets * WAYS;
+        s..s + WAYS
+    }
+
+    /// `read` applied to the row of `key` as a view of generation `tag`
+    /// gave it (`Some(None)`: absent), or `None` when no such row is held.
+    pub fn get<R>(
+        &self,
+        key: &[u8],
+        hash: u32,
+        tag: u64,
+        read: &mut impl FnMut(Option<&[u8]>) -> R,
+    ) -> Option<R> {
+        for slot in &self.slots[self.set_of(hash)] {
+            let row = slot.load();
+            let Some(row) = row.as_ref() else { continue };
+            if row.hash == hash && row.tag == tag && &row.bytes[..row.klen] == key {
+                let value = row.present.then(|| &row.bytes[row.klen..]);
+                return Some(read(value));
+            }
+        }
+        None
+    }
+
+    /// Offers the row of `key` as a view of generation `tag` gave it; kept
+    /// if the key missed recently too and there is room.
+    pub fn offer(&self, key: &[u8], hash: u32, tag: u64, value: Option<&[u8]>) {
+        let len = key.len() + value.map_or(0, <[u8]>::len);
+        if len > MAX_ROW || !self.admit(hash) {
+            return;
+        }
+        let charge = len + ROW_OVERHEAD;
+        let set = self.set_of(hash);
+        // A way that is empty or holds an older generation's row, else the
+        // one the hash's next bits pick.
+        let mut victim = set.start + (hash as usize >> 24) % WAYS;
+        for i in set {
+            match self.slots[i].load().as_ref() {
+                None => {
+                    victim = i;
+                    break;
+                }
+                Some(row) if row.tag != tag => {
+                    victim = i;
+                    break;
+                }
+                Some(_) => {}
+            }
+        }
+        let old = self.slots[victim]
+            .load()
+            .as_ref()
+            .map_or(0, |r| r.bytes.len() + ROW_OVERHEAD);
+        if self.held.load(Ordering::Relaxed) + charge > self.budget + old {
+            return;
+        }
+        let mut bytes = Vec::with_capacity(len);
+        bytes.extend_from_slice(key);
+        bytes.extend_from_slice(value.unwrap_or_default());
+        let row = Arc::new(Row {
+            hash,
+            tag,
+            klen: key.len(),
+            present: value.is_some(),
+            bytes: bytes.into_boxed_slice(),
+        });
+        // Racing offers may both count: the charge is what the slot held
+        // when swapped out.
+        let out = self.slots[victim].swap(Some(row));
+        let freed = out.as_ref().map_or(0, |r| r.bytes.len() + ROW_OVERHEAD);
+        self.held.fetch_add(charge, Ordering::Relaxed);
+        self.held.fetch_sub(freed, Ordering::Relaxed);
+    }
+
+    /// Whether the hash's doorkeeper bit was set (it is set now), clearing
+    /// every bit once a window of misses has passed.
+    fn admit(&self, hash: u32) -> bool {
+        if self.misses.fetch_add(1, Ordering::Relaxed) % self.window == self.window - 1 {
+            for w in self.seen.iter() {
+                w.store(0, Ordering::Relaxed);
+            }
+        }
+        let bit = (hash as usize).wrapping_mul(0x9E37_79B9) % (self.seen.len() * 64);
+        let mask = 1u64 << (bit % 64);
+        let word = &self.seen[bit / 64];
+        if word.load(Ordering::Relaxed) & mask != 0 {
+            return true;
+        }
+        word.fetch_or(mask, Ordering::Relaxed);
+        false
+    }
+
+    /// Bytes the rows hold (their charge), for `Stats`.
+    pub fn held_bytes(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hash(key: &[u8]) -> u32 {
+        crc32c::crc32c(key)
+    }
+
+    fn got(c: &RowCache, key: &[u8], tag: u64) -> Option<Option<Vec<u8>>> {
+        c.get(key, hash(key), tag, &mut |v| v.map(<[u8]>::to_vec))
+    }
+
+    #[test]
+    fn a_row_is_kept_on_its_second_miss_and_served_only_to_its_generation() {
+        let c = RowCache::new(1 << 20).unwrap();
+        c.offer(b"k", hash(b"k"), 5, Some(b"v"));
+        assert_eq!(got(&c, b"k", 5), None, "kept on the first miss");
+        c.offer(b"k", hash(b"k"), 5, Some(b"v"));
+        assert_eq!(got(&c, b"k", 5), Some(Some(b"v".to_vec())));
+        assert_eq!(got(&c, b"k", 6), None, "another generation");
+        assert_eq!(got(&c, b"other", 5), None);
+        c.offer(b"gone", hash(b"gone"), 5, None);
+        c.offer(b"gone", hash(b"gone"), 5, None);
+        assert_eq!(got(&c, b"gone", 5), Some(None), "an absent key");
+        // A newer generation's row replaces the old one.
+        c.offer(b"k", hash(b"k"), 6, Some(b"w"));
+        assert_eq!(got(&c, b"k", 6), Some(Some(b"w".to_vec())));
+    }
+
+    #[test]
+    fn the_rows_stay_within_the_budget_and_big_rows_are_not_kept() {
+        let budget = 64 << 10;
+        let c = RowCache::new(budget).unwrap();
+        for i in 0..20_000u32 {
+            let k = format!("key{i}");
+            for _ in 0..2 {
+                c.offer(k.as_bytes(), hash(k.as_bytes()), 1, Some(&[7; 300]));
+            }
+            assert!(
+                c.held_bytes() <= c.budget,
+                "{} > {}",
+                c.held_bytes(),
+                c.budget
+            );
+        }
+        assert!(c.held_bytes() > c.budget / 2, "{}", c.held_bytes());
+        let big = vec![1u8; MAX_ROW];
+        c.offer(b"big", hash(b"big"), 1, Some(&big));
+        c.offer(b"big", hash(b"big"), 1, Some(&big));
+        assert_eq!(got(&c, b"big", 1), None);
+        assert!(RowCache::new(10).is_none());
+    }
+
+    #[test]
+    fn rows_read_while_others_replace_them_are_whole() {
+        let c = Arc::new(RowCache::new(16 << 10).unwrap());
+        let keys: Vec<Vec<u8>> = (0..500u32).map(|i| format!("k{i}").into_bytes()).collect();
+        std::thread::scope(|s| {
+            for t in 0..2u64 {
+                let (c, keys) = (&c, &keys);
+                s.spawn(move || {
+                    for round in 0..200u64 {
+                        for k in keys {
+                            let v = [k.len() as u8; 40];
+                            c.offer(k, hash(k), round % 3 + t, Some(&v));
+                            if let Some(Some(got)) = got(c, k, round % 3) {
+                                assert_eq!(got, v.to_vec());
+                            }
+                        }
+                    }
+                });
+            }
+        });
+    }
+}
