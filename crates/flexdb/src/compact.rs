@@ -57,9 +57,12 @@ pub(crate) fn compact(
     // Every punch counts, the space's punching thread's too.
     let punched_before = shared.space.stats().punched_bytes;
     shared.flush()?;
+    // The space does not wait for the readers of the segments it empties:
+    // the store's current view is one, and only the republishing below
+    // lets it go.
     let r = shared
         .space
-        .compact(|done, total| progress(CompactProgress { done, total }))
+        .compact_without_reader_wait(|done, total| progress(CompactProgress { done, total }))
         .map_err(space_err)?;
     let deadline = Instant::now() + VIEW_WAIT;
     loop {

@@ -606,7 +606,23 @@ impl FlexSpace {
     /// system's refusal to punch holes is not an error (nothing is given
     /// back).
     pub fn compact(&self, mut progress: impl FnMut(u64, u64)) -> Result<CompactReport> {
-        self.s.compact(&mut progress)
+        self.s.compact(
+            &mut progress,
+            crate::maintenance::compact::ReaderWait::Brief,
+        )
+    }
+
+    /// [`FlexSpace::compact`] without waiting for readers of the emptied
+    /// segments: for a layer above whose own snapshot holds them until it
+    /// replaces it (which it can only do once this returns), then calls
+    /// [`FlexSpace::punch_free_segments`]. Waiting here would always wait
+    /// out the whole grace wait (2 s) for that snapshot.
+    pub fn compact_without_reader_wait(
+        &self,
+        mut progress: impl FnMut(u64, u64),
+    ) -> Result<CompactReport> {
+        self.s
+            .compact(&mut progress, crate::maintenance::compact::ReaderWait::None)
     }
 
     /// One round of [`FlexSpace::compact`] (relocating the least utilized

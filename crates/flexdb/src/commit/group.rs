@@ -21,7 +21,7 @@ use crate::index::interval::{Builder, IntervalData};
 use crate::index::interval_cache::CacheRef;
 use crate::index::sparse::{separator, IntervalMeta, IntervalPos, NewInterval, UNKNOWN_COUNT};
 use crate::index::{CommitterIndex, PAIR_TAG};
-use crate::store::Store;
+use crate::store::{CommitPoint, Store};
 use crate::write::memtable::EntryRef;
 
 /// An interval splits above this many pairs (§5.1: 16).
@@ -221,6 +221,18 @@ fn apply_group(shared: &Store, target: &Target, updates: &[Update<'_>]) -> Resul
     // copy since the interval was found) is the one to drop.
     let old_word = st.sparse.meta(&f).cache.load(Ordering::Relaxed);
     st.pairs = pairs_after(st.pairs, pairs_delta);
+    if pairs_delta != 0 {
+        // The count goes into the space's metadata words with the edits:
+        // the space may commit before this commit's end (a collection or
+        // a checkpoint in `reserve` or `maintain` for a later group), and a
+        // crash then recovers these edits, which replaying the logs does
+        // not count again (merging what the space holds changes nothing).
+        let mut point = CommitPoint::read(space);
+        point.pairs = st.pairs;
+        point.write(space).map_err(|e| {
+            Error::Stopped(format!("a commit failed half way through an interval: {e}"))
+        })?;
+    }
     st.sparse.set_fragmented(&f, false);
     // The cache word of a neighbour the interval joined, if it did, and
     // the word the published view held for the interval if it was given

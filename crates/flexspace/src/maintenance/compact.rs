@@ -31,6 +31,15 @@ use crate::storage::StorageFile;
 /// How long `compact` waits for readers to release emptied segments.
 const COMPACT_GRACE_WAIT: Duration = Duration::from_secs(2);
 
+/// Whether `compact` waits for the readers of the segments it emptied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReaderWait {
+    /// Up to [`COMPACT_GRACE_WAIT`].
+    Brief,
+    /// Not at all: the caller holds the readers and releases them after.
+    None,
+}
+
 /// The thread that punches free segments (`SpaceInner::punch_soon`).
 /// `running` is cleared by the thread itself, under the lock, when it
 /// finds `again` unset: a request made while it runs is never lost.
@@ -136,8 +145,14 @@ impl SpaceInner {
         Ok(freed)
     }
 
-    /// See [`crate::FlexSpace::compact`].
-    pub(crate) fn compact(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<CompactReport> {
+    /// See [`crate::FlexSpace::compact`]; `reader_wait`: how long to wait
+    /// for readers of emptied segments ([`COMPACT_GRACE_WAIT`], or zero
+    /// for [`crate::FlexSpace::compact_without_reader_wait`]).
+    pub(crate) fn compact(
+        &self,
+        progress: &mut dyn FnMut(u64, u64),
+        reader_wait: ReaderWait,
+    ) -> Result<CompactReport> {
         self.check_usable()?;
         let data_allocated_before = self.files.data.allocated_bytes().map_err(io(DATA))?;
         let punched_before = self.counters.punched.load(Ordering::Relaxed);
@@ -179,7 +194,10 @@ impl SpaceInner {
             let mut m = self.maint.lock();
             self.checkpoint_locked(&mut m)?;
         }
-        self.settle_freed(COMPACT_GRACE_WAIT)?;
+        self.settle_freed(match reader_wait {
+            ReaderWait::Brief => COMPACT_GRACE_WAIT,
+            ReaderWait::None => Duration::ZERO,
+        })?;
         // The punching thread gives back what the rounds' commits freed;
         // the rest is punched here. The report counts both.
         self.join_punch_thread();
