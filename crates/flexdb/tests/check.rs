@@ -2,69 +2,27 @@
 //! keys it may have held, the walk going on past each; the pairs elsewhere
 //! read back.
 
-use std::collections::BTreeMap;
+mod common;
+
 use std::sync::Arc;
 
-use flexdb::{Db, Error, Options};
-use flexspace::{FaultStorage, Storage};
-
-fn opts() -> Options {
-    Options::new()
-        .memtable_bytes(16 << 10)
-        .cache_bytes(64 << 10)
-}
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:05}").into_bytes()
-}
-
-/// Each value carries a marker the test can find in the data file.
-fn value(i: u32) -> Vec<u8> {
-    format!("<MARK{i:05}>-{}", "v".repeat((i % 50) as usize)).into_bytes()
-}
+use common::damage::damage_marks;
+use common::fill::{create, fill, key, marked_value, small_opts};
+use flexdb::{Db, Error};
+use flexspace::FaultStorage;
 
 #[test]
 fn check_reports_every_damaged_record_with_its_key_range() {
     let storage = FaultStorage::new();
-    let db = Db::open_with_storage(
-        Arc::new(storage.clone()),
-        "store",
-        opts().create_if_missing(true),
-    )
-    .unwrap();
-    let mut model = BTreeMap::new();
-    for i in 0..3000u32 {
-        let i = (i * 7919) % 3000;
-        db.put(key(i), value(i)).unwrap();
-        model.insert(key(i), value(i));
-    }
+    let db = create(&storage, small_opts());
+    let model = fill(&db, 3000, |i, _| marked_value(i, ""));
     db.close().unwrap();
     let image = storage.crash_image();
-    let data = image
-        .list_files()
-        .unwrap()
-        .into_iter()
-        .find(|n| n.ends_with("data"))
-        .expect("a data file");
-    let mut bytes = image.file_bytes(&data).unwrap();
     // Damage the values of three pairs far apart (every copy: the file
     // also holds garbage, copies rewritten since).
     let hurt = [150u32, 1400, 2850];
-    for i in hurt {
-        let mark = format!("<MARK{i:05}>").into_bytes();
-        let at: Vec<usize> = bytes
-            .windows(mark.len())
-            .enumerate()
-            .filter(|(_, w)| *w == mark.as_slice())
-            .map(|(at, _)| at)
-            .collect();
-        assert!(!at.is_empty(), "the marker is in the data file");
-        for a in at {
-            bytes[a + 2] ^= 0x10;
-        }
-    }
-    image.set_file_bytes(&data, bytes);
-    let db = Db::open_with_storage(Arc::new(image), "store", opts()).unwrap();
+    damage_marks(&image, &hurt);
+    let db = Db::open_with_storage(Arc::new(image), "store", small_opts()).unwrap();
     let report = db.check().unwrap();
     assert!(!report.is_ok());
     assert_eq!(

@@ -11,67 +11,26 @@
 //! would), a reopen commits the held updates: every acknowledged write is
 //! there.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use common::damage::{damage_marks, mend_marks};
+use common::fill::{content, create, fill, key, marked_value, small_opts, Model};
 use flexdb::{Db, Error, Options};
 use flexspace::{FaultStorage, Storage};
 
 fn opts() -> Options {
-    Options::new()
-        .memtable_bytes(16 << 10)
-        .cache_bytes(64 << 10)
-        .mmap_reads(false)
+    small_opts().mmap_reads(false)
 }
 
 const KEYS: u32 = 3000;
 
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:05}").into_bytes()
-}
-
-/// Each first value carries a marker the test can find in the data file.
-fn value(i: u32) -> Vec<u8> {
-    format!("<MARK{i:05}>-{}", "v".repeat((i % 50) as usize)).into_bytes()
-}
-
-/// The name of the space's data file.
-fn data_file(storage: &FaultStorage) -> String {
-    storage
-        .list_files()
-        .unwrap()
-        .into_iter()
-        .find(|n| n.ends_with("data"))
-        .expect("a data file")
-}
-
-/// Replaces every copy of `from` in the data file with `to` (same length);
-/// returns how many.
-fn replace_in_data(storage: &FaultStorage, from: &[u8], to: &[u8]) -> usize {
-    let name = data_file(storage);
-    let mut bytes = storage.file_bytes(&name).unwrap();
-    let at: Vec<usize> = bytes
-        .windows(from.len())
-        .enumerate()
-        .filter(|(_, w)| *w == from)
-        .map(|(at, _)| at)
-        .collect();
-    for &a in &at {
-        bytes[a..a + to.len()].copy_from_slice(to);
-    }
-    storage.set_file_bytes(&name, bytes);
-    at.len()
-}
-
 /// Checks every key of `model` outside `damaged` (a key range) by get and
 /// by a scan of each side, and that a get inside fails with `Corrupt`
 /// naming the data file and an offset.
-fn check_around(
-    db: &Db,
-    model: &BTreeMap<Vec<u8>, Vec<u8>>,
-    damaged: &(Vec<u8>, Option<Vec<u8>>),
-    what: &str,
-) {
+fn check_around(db: &Db, model: &Model, damaged: &(Vec<u8>, Option<Vec<u8>>), what: &str) {
     let inside = |k: &[u8]| k >= damaged.0.as_slice() && damaged.1.as_deref().is_none_or(|b| k < b);
     let mut inside_keys = 0;
     for (k, v) in model {
@@ -130,28 +89,13 @@ fn check_around(
 #[test]
 fn a_corrupt_interval_fails_only_its_operations() {
     let storage = FaultStorage::new();
-    let db = Db::open_with_storage(
-        Arc::new(storage.clone()),
-        "store",
-        opts().create_if_missing(true),
-    )
-    .unwrap();
-    let mut model = BTreeMap::new();
-    for i in 0..KEYS {
-        let i = (i * 7919) % KEYS;
-        db.put(key(i), value(i)).unwrap();
-        model.insert(key(i), value(i));
-    }
+    let db = create(&storage, opts());
+    let mut model = fill(&db, KEYS, |i, _| marked_value(i, ""));
     db.close().unwrap();
     // Damage one pair (every copy of it: the file may hold stale ones).
     let storage = storage.crash_image();
     let hurt = 1400u32;
-    let mark = format!("<MARK{hurt:05}>").into_bytes();
-    let bad = format!("<MQRK{hurt:05}>").into_bytes();
-    assert!(
-        replace_in_data(&storage, &mark, &bad) > 0,
-        "the marker is in the data file"
-    );
+    damage_marks(&storage, &[hurt]);
     let db = Db::open_with_storage(Arc::new(storage.clone()), "store", opts()).unwrap();
     let report = db.check().unwrap();
     assert_eq!(report.damaged.len(), 1, "{:?}", report.problems);
@@ -190,7 +134,7 @@ fn a_corrupt_interval_fails_only_its_operations() {
 
     // Mended: the held updates are committed at the next open, and every
     // acknowledged write reads back.
-    assert!(replace_in_data(&storage, &bad, &mark) > 0);
+    mend_marks(&storage, &[hurt]);
     let db = Db::open_with_storage(Arc::new(storage.clone()), "store", opts()).unwrap();
     db.flush().unwrap();
     for (k, v) in &model {
@@ -201,15 +145,13 @@ fn a_corrupt_interval_fails_only_its_operations() {
             k.escape_ascii()
         );
     }
-    let all: BTreeMap<_, _> = db.iter().map(|kv| kv.unwrap()).collect();
-    assert!(all == model, "mended: a scan");
+    assert!(content(&db) == model, "mended: a scan");
     let report = db.check().unwrap();
     assert!(report.problems.is_empty(), "mended: {:?}", report.problems);
     db.close().unwrap();
     // The logs kept meanwhile are gone once committed.
     let db = Db::open_with_storage(Arc::new(storage.clone()), "store", opts()).unwrap();
-    let all: BTreeMap<_, _> = db.iter().map(|kv| kv.unwrap()).collect();
-    assert!(all == model, "reopened after mending");
+    assert!(content(&db) == model, "reopened after mending");
     drop(db);
     let logs = storage
         .list_files()

@@ -3,36 +3,26 @@
 //! names the file, or a store whose content is exactly the original (the
 //! damage hit bytes nothing refers to), never different content.
 
-use std::collections::BTreeMap;
+mod common;
+
 use std::sync::Arc;
 
+use common::fill::{create, fill, power_loss, read_all, small_opts, Model};
 use flexdb::{Db, Error, Options};
 use flexspace::{FaultStorage, Storage};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
 fn opts() -> Options {
-    Options::new()
-        .create_if_missing(false)
-        .memtable_bytes(16 << 10)
-        .cache_bytes(64 << 10)
+    small_opts().create_if_missing(false)
 }
 
-/// Writes the pairs every store here starts with (3000 keys in a scrambled
-/// order, values of 8 to 99 bytes); returns them.
-fn fill(db: &Db) -> Model {
-    let mut model = Model::new();
-    for i in 0..3000u32 {
-        let k = format!("key{:05}", (i * 7919) % 3000).into_bytes();
-        let v = format!("value-{i}-")
-            .repeat(1 + (i % 9) as usize)
-            .into_bytes();
-        db.put(&k, &v).unwrap();
-        model.insert(k, v);
-    }
-    model
+/// The value every store here starts with for its `nth` write (8 to 99
+/// bytes).
+fn value(_: u32, nth: u32) -> Vec<u8> {
+    format!("value-{nth}-")
+        .repeat(1 + (nth % 9) as usize)
+        .into_bytes()
 }
 
 /// A closed store with pairs in its space and, with `pending`, synced writes
@@ -43,38 +33,31 @@ fn fill(db: &Db) -> Model {
 /// docs/DESIGN.md, "Corruption").
 fn build(pending: bool) -> (FaultStorage, Model, Model) {
     let storage = FaultStorage::new();
-    let db = Db::open_with_storage(
-        Arc::new(storage.clone()),
-        "store",
-        opts().create_if_missing(true),
-    )
-    .unwrap();
-    let mut model = fill(&db);
+    let db = create(&storage, opts());
+    let mut model = fill(&db, 3000, value);
     db.close().unwrap();
     let mut before_last = model.clone();
-    if pending {
-        // Reopen, write a little more and stop without flushing: the
-        // writes stay in the log (synced), to be replayed.
-        let db = Db::open_with_storage(Arc::new(storage.clone()), "store", opts()).unwrap();
-        for i in 0..40u32 {
-            let k = format!("late{i:03}").into_bytes();
-            db.put_opt(&k, b"v", &flexdb::WriteOptions { sync: true })
-                .unwrap();
-            before_last = model.clone();
-            model.insert(k, b"v".to_vec());
-        }
-        std::mem::forget(db);
+    if !pending {
+        return (storage.crash_image(), model, before_last);
     }
-    (storage.crash_image(), model, before_last)
+    // Reopen, write a little more and stop without flushing: the writes
+    // stay in the log (synced), to be replayed.
+    let db = Db::open_with_storage(Arc::new(storage.clone()), "store", opts()).unwrap();
+    for i in 0..40u32 {
+        let k = format!("late{i:03}").into_bytes();
+        db.put_opt(&k, b"v", &flexdb::WriteOptions { sync: true })
+            .unwrap();
+        before_last = model.clone();
+        model.insert(k, b"v".to_vec());
+    }
+    (power_loss(&storage, db), model, before_last)
 }
 
-/// Opens and reads everything; `Ok` only if every read succeeded.
-fn read_all(storage: FaultStorage, model: &Model) -> Result<Model, Error> {
+/// Opens and reads everything, then checks; `Ok` only if every read
+/// succeeded and the check passed.
+fn read_checked(storage: FaultStorage, model: &Model) -> Result<Model, Error> {
     let db = Db::open_with_storage(Arc::new(storage), "store", opts())?;
-    for k in model.keys() {
-        db.get(k)?;
-    }
-    let all = db.iter().collect::<Result<Model, Error>>()?;
+    let all = read_all(&db, model)?;
     let report = db.check()?;
     if !report.is_ok() {
         return Err(Error::Corrupt {
@@ -94,7 +77,7 @@ fn names_a_file(e: &Error) -> bool {
 
 fn damage_each_file(pending: bool, trials_per_file: usize) {
     let (clean, model, before_last) = build(pending);
-    assert_eq!(read_all(clean.crash_image(), &model).unwrap(), model);
+    assert_eq!(read_checked(clean.crash_image(), &model).unwrap(), model);
     let mut rng = StdRng::seed_from_u64(if pending { 2 } else { 1 });
     let files = clean.list_files().unwrap();
     for name in files.iter().filter(|n| *n != "lock") {
@@ -115,7 +98,7 @@ fn damage_each_file(pending: bool, trials_per_file: usize) {
                 format!("bit flipped at {at}")
             };
             damaged.set_file_bytes(name, b);
-            match read_all(damaged, &model) {
+            match read_checked(damaged, &model) {
                 Ok(got) => assert!(
                     got == model || (name.starts_with("wal-") && got == before_last),
                     "{name} {how}: the store opened with different content ({} pairs of {})",
@@ -149,12 +132,7 @@ fn damage_to_a_store_with_logged_writes_is_reported_not_served() {
 #[test]
 fn a_flip_in_the_space_log_is_reported_never_rolled_back() {
     let storage = FaultStorage::new();
-    let db = Db::open_with_storage(
-        Arc::new(storage.clone()),
-        "store",
-        opts().create_if_missing(true),
-    )
-    .unwrap();
+    let db = create(&storage, opts());
     let mut model = Model::new();
     for round in 0..8u32 {
         let mut batch = flexdb::WriteBatch::new();
@@ -169,8 +147,7 @@ fn a_flip_in_the_space_log_is_reported_never_rolled_back() {
         // write-ahead log holding the writes is removed.
         db.flush().unwrap();
     }
-    let image = storage.crash_image();
-    std::mem::forget(db);
+    let image = power_loss(&storage, db);
     let log = image
         .file_bytes("store/log")
         .or_else(|| image.file_bytes("log"));
@@ -191,7 +168,7 @@ fn a_flip_in_the_space_log_is_reported_never_rolled_back() {
         let at = rng.gen_range(0..b.len());
         b[at] ^= 1 << rng.gen_range(0..8);
         damaged.set_file_bytes(name, b);
-        match read_all(damaged, &model) {
+        match read_checked(damaged, &model) {
             Err(Error::Corrupt { file, .. }) => assert!(file.ends_with("log"), "{file:?}"),
             Err(e) => panic!("flip at {at}: expected corruption naming the log, got {e}"),
             Ok(got) => panic!(
@@ -202,7 +179,7 @@ fn a_flip_in_the_space_log_is_reported_never_rolled_back() {
             ),
         }
     }
-    assert_eq!(read_all(image, &model).unwrap(), model);
+    assert_eq!(read_checked(image, &model).unwrap(), model);
 }
 
 /// The space's logical log cut back at an entry boundary (here: replaced by
@@ -294,7 +271,7 @@ fn a_log_torn_inside_its_header_is_reported_not_read_as_empty() {
         let mut b = clean.file_bytes(&log).unwrap();
         b.truncate(cut);
         damaged.set_file_bytes(&log, b);
-        match read_all(damaged, &model) {
+        match read_checked(damaged, &model) {
             Err(Error::Corrupt { file, .. }) => {
                 assert_eq!(
                     file.file_name().and_then(|n| n.to_str()),
@@ -330,14 +307,11 @@ fn damage_to_a_mapped_data_file_is_reported_not_served() {
     let clean = root.path().join("clean");
     let mapped = || opts().mmap_reads(true);
     let db = Db::open(&clean, mapped().create_if_missing(true)).unwrap();
-    let model = fill(&db);
+    let model = fill(&db, 3000, value);
     db.close().unwrap();
     let read = |dir: &std::path::Path| -> Result<Model, Error> {
         let db = Db::open(dir, mapped())?;
-        for k in model.keys() {
-            db.get(k)?;
-        }
-        let all = db.iter().collect::<Result<Model, Error>>()?;
+        let all = read_all(&db, &model)?;
         db.close()?;
         Ok(all)
     };

@@ -19,45 +19,25 @@
 //!   in place: the repaired store opens under the old name, the damaged
 //!   files are kept, an undamaged store repairs to the same content.
 
-use std::collections::BTreeMap;
+mod common;
+
 use std::sync::Arc;
 
-use flexdb::{Db, Error, Options, WriteOptions};
+use common::damage::{damage_marks, file_named};
+use common::fill::{content, create, fill, key, marked_value, power_loss, small_opts, Model};
+use flexdb::{Db, Error, WriteOptions};
 use flexspace::{FaultStorage, Storage};
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
-fn opts() -> Options {
-    Options::new()
-        .memtable_bytes(16 << 10)
-        .cache_bytes(64 << 10)
-}
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:05}").into_bytes()
-}
-
-/// Each value carries a marker the test can find in the data file.
 fn value(i: u32, round: u32) -> Vec<u8> {
-    format!("<MARK{i:05}>-{round}-{}", "v".repeat((i % 50) as usize)).into_bytes()
+    marked_value(i, &format!("{round}-"))
 }
 
 /// A store with 3000 pairs committed to its space, then, with `logged`,
 /// synced overwrites and deletes left in its write-ahead log by a crash.
 fn build(logged: bool) -> (FaultStorage, Model) {
     let storage = FaultStorage::new();
-    let db = Db::open_with_storage(
-        Arc::new(storage.clone()),
-        "store",
-        opts().create_if_missing(true),
-    )
-    .unwrap();
-    let mut model = Model::new();
-    for i in 0..3000u32 {
-        let i = (i * 7919) % 3000;
-        db.put(key(i), value(i, 0)).unwrap();
-        model.insert(key(i), value(i, 0));
-    }
+    let db = create(&storage, small_opts());
+    let mut model = fill(&db, 3000, |i, _| value(i, 0));
     db.flush().unwrap();
     if logged {
         let sync = WriteOptions { sync: true };
@@ -69,32 +49,17 @@ fn build(logged: bool) -> (FaultStorage, Model) {
             db.delete_opt(key(i), &sync).unwrap();
             model.remove(&key(i));
         }
-        let image = storage.crash_image();
-        std::mem::forget(db);
-        return (image, model);
+        return (power_loss(&storage, db), model);
     }
     db.close().unwrap();
     (storage.crash_image(), model)
-}
-
-fn file_named(image: &FaultStorage, suffix: &str) -> String {
-    image
-        .list_files()
-        .unwrap()
-        .into_iter()
-        .find(|n| n.ends_with(suffix))
-        .unwrap_or_else(|| panic!("no {suffix} file"))
-}
-
-fn content(db: &Db) -> Model {
-    db.iter().collect::<Result<Model, Error>>().unwrap()
 }
 
 fn repair_into_new(damaged: FaultStorage) -> (Db, flexdb::RepairReport) {
     let new = Db::open_with_storage(
         Arc::new(FaultStorage::new()),
         "new",
-        opts().create_if_missing(true),
+        small_opts().create_if_missing(true),
     )
     .unwrap();
     let mut seen = 0;
@@ -116,23 +81,8 @@ fn in_ranges(k: &[u8], lost: &[flexdb::DamagedRange]) -> bool {
 #[test]
 fn damaged_records_lose_only_their_key_ranges() {
     let (image, model) = build(true);
-    let data = file_named(&image, "data");
-    let mut bytes = image.file_bytes(&data).unwrap();
     let hurt = [150u32, 1400, 2850];
-    for i in hurt {
-        let mark = format!("<MARK{i:05}>").into_bytes();
-        let at: Vec<usize> = bytes
-            .windows(mark.len())
-            .enumerate()
-            .filter(|(_, w)| *w == mark.as_slice())
-            .map(|(at, _)| at)
-            .collect();
-        assert!(!at.is_empty(), "the marker is in the data file");
-        for a in at {
-            bytes[a + 2] ^= 0x10;
-        }
-    }
-    image.set_file_bytes(&data, bytes);
+    damage_marks(&image, &hurt);
     let (new, report) = repair_into_new(image.crash_image());
     assert_eq!(report.lost.len(), hurt.len(), "{report:?}");
     assert!(report.salvaged.is_empty(), "{:?}", report.salvaged);
@@ -169,12 +119,7 @@ fn damaged_records_lose_only_their_key_ranges() {
 #[test]
 fn a_damaged_space_log_is_salvaged_up_to_the_damage() {
     let storage = FaultStorage::new();
-    let db = Db::open_with_storage(
-        Arc::new(storage.clone()),
-        "store",
-        opts().create_if_missing(true),
-    )
-    .unwrap();
+    let db = create(&storage, small_opts());
     let mut writes = Vec::new();
     for round in 0..6u32 {
         for i in 0..300u32 {
@@ -184,14 +129,13 @@ fn a_damaged_space_log_is_salvaged_up_to_the_damage() {
         }
         db.flush().unwrap();
     }
-    let image = storage.crash_image();
-    std::mem::forget(db);
+    let image = power_loss(&storage, db);
     let log = file_named(&image, "log");
     let mut bytes = image.file_bytes(&log).unwrap();
     let at = bytes.len() / 2;
     bytes[at] ^= 4;
     image.set_file_bytes(&log, bytes);
-    match Db::open_with_storage(Arc::new(image.crash_image()), "store", opts()) {
+    match Db::open_with_storage(Arc::new(image.crash_image()), "store", small_opts()) {
         Err(Error::Corrupt { .. }) => {}
         Err(e) => panic!("expected Corrupt, got {e}"),
         Ok(_) => panic!("a flipped log entry opened"),
@@ -224,7 +168,7 @@ fn repair_in_place_keeps_the_damaged_store_beside_it() {
     let path = dir.path().join("store");
     let mut model = Model::new();
     {
-        let db = Db::open(&path, opts().create_if_missing(true)).unwrap();
+        let db = Db::open(&path, small_opts().create_if_missing(true)).unwrap();
         for i in 0..2000u32 {
             db.put(key(i), value(i, 1)).unwrap();
             model.insert(key(i), value(i, 1));
@@ -233,7 +177,7 @@ fn repair_in_place_keeps_the_damaged_store_beside_it() {
     }
     // Open elsewhere: refused, nothing changed.
     {
-        let db = Db::open(&path, opts()).unwrap();
+        let db = Db::open(&path, small_opts()).unwrap();
         assert!(matches!(
             Db::repair(&path, None, |_| {}),
             Err(Error::Locked(_))
@@ -245,13 +189,13 @@ fn repair_in_place_keeps_the_damaged_store_beside_it() {
     let report = Db::repair(&path, Some(&copy), |_| {}).unwrap();
     assert!(report.is_complete(), "{report:?}");
     assert_eq!(report.pairs, 2000);
-    assert_eq!(content(&Db::open(&copy, opts()).unwrap()), model);
+    assert_eq!(content(&Db::open(&copy, small_opts()).unwrap()), model);
     // In place.
     let report = Db::repair(&path, None, |_| {}).unwrap();
     assert!(report.is_complete(), "{report:?}");
     let original = report.original.expect("the damaged store is kept");
     assert!(original.join("data").exists());
-    let db = Db::open(&path, opts()).unwrap();
+    let db = Db::open(&path, small_opts()).unwrap();
     assert_eq!(content(&db), model);
     db.close().unwrap();
     // No work directory left behind.
@@ -296,7 +240,7 @@ fn a_damaged_write_ahead_log_keeps_the_writes_before_the_damage() {
     bytes[at] ^= 0x20;
     image.set_file_bytes(&wal, bytes);
     assert!(matches!(
-        Db::open_with_storage(Arc::new(image.crash_image()), "store", opts()),
+        Db::open_with_storage(Arc::new(image.crash_image()), "store", small_opts()),
         Err(Error::Corrupt { .. })
     ));
     let (new, report) = repair_into_new(image);

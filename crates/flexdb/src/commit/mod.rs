@@ -402,7 +402,12 @@ fn finish_commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
     shared
         .views
         .publish(&shared.index, &shared.space, last.gen)?;
-    // Readers load the old list or the new one, never wait.
+    // Readers load the old list or the new one, never wait. Writers do
+    // (the writer lock) until the batch's logs are retired: a rotation and
+    // the next log's preparation in between would find neither the
+    // committed log gone nor its spare (`in_use` below would be stale),
+    // two files over the WAL's bound for as long as they last.
+    let w = shared.writes.lock();
     shared.writes.replace_mems(|m| {
         let mut m = crate::write::MemTables::clone(m);
         while m.frozen.front().is_some_and(|f| f.gen <= last.gen) {
@@ -432,6 +437,7 @@ fn finish_commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
             .spare_logs
             .retire(&*shared.storage, frozen.gen, &frozen.wal, in_use)?;
     }
+    drop(w);
     // Caught up, the active MemTable barely begun (after a flush, or
     // writes slower than commits): the WAL shrinks to the active log
     // (`wal::footprint`; best effort), before a flush waiting for this

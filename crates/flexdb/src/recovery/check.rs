@@ -1,32 +1,26 @@
 //! A full consistency check (`Db::check`) and its report.
 //!
-//! The check reads the published view (the sparse index and the space as
-//! of the last commit, `read::view`) interval by interval, holding no lock
-//! of the store: writers, the committer and readers go on meanwhile. It
-//! verifies every record's checksum, strictly increasing keys, that every
-//! interval starts on a pair boundary with its first key at or above its
-//! anchor and its last below the next interval's anchor, that known counts
-//! match the pairs, that the pair count matches (when no commit ran since
-//! the view), and the space's own metadata (`FlexSpace::check`).
-//!
-//! A record that fails its checksum or length check makes the rest of its
-//! interval unreadable (records are found by walking from the interval's
-//! start), not the store's: the walk goes on at the next interval, which
-//! starts on a pair boundary (a tagged extent). Each such stretch is
-//! reported as a [`DamagedRange`]: the keys that may be lost lie strictly
-//! between the last key read before it and the next interval's anchor.
+//! The check walks the published view (the sparse index and the space as
+//! of the last commit, `read::view`) interval by interval (`walk`),
+//! holding no lock of the store: writers, the committer and readers go on
+//! meanwhile. It verifies every record's checksum, strictly increasing
+//! keys, that every interval starts on a pair boundary with its first key
+//! at or above its anchor and its last below the next interval's anchor,
+//! that known counts match the pairs, that the pair count matches (when
+//! no commit ran since the view), and the space's own metadata
+//! (`FlexSpace::check`). A record that fails its checksum or length check
+//! ends its interval's walk, not the check: it is reported as a
+//! [`DamagedRange`] with the keys that may be lost, and the walk goes on
+//! at the next interval.
 //!
 //! Invariants: `problems` is empty exactly when every check passed; every
 //! damaged stretch is in `damaged` (and, up to `MAX_PROBLEMS` lines, in
 //! `problems`), however many there are.
 
-use std::sync::atomic::Ordering;
-
-use crate::codec::{decode_pair, Decoded};
 use crate::error::space_err;
 use crate::error::Result;
 use crate::index::sparse::UNKNOWN_COUNT;
-use crate::read::view::PublishedView;
+use crate::recovery::walk::{Damage, End, Walk};
 use crate::store::Store;
 
 /// What `Db::check` verified and what it found wrong.
@@ -122,45 +116,6 @@ impl Problems {
     }
 }
 
-/// Holds a view for the check (`PublishedView::pins`): the committer
-/// does not wait for it to be let go of when it retires the view.
-pub(super) struct Pinned<'a>(&'a PublishedView);
-
-impl<'a> Pinned<'a> {
-    pub(super) fn new(view: &'a PublishedView) -> Self {
-        view.pins.fetch_add(1, Ordering::AcqRel);
-        Pinned(view)
-    }
-}
-
-impl Drop for Pinned<'_> {
-    fn drop(&mut self) {
-        self.0.pins.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// One interval of the view, as the sparse index describes it.
-pub(super) struct Interval {
-    pub offset: u64,
-    pub anchor: Vec<u8>,
-    pub size: u32,
-    pub count: u16,
-}
-
-/// The intervals of `view`'s sparse index, in key order.
-pub(super) fn view_intervals(view: &PublishedView) -> Vec<Interval> {
-    let mut intervals = Vec::new();
-    view.sparse.for_each(|a, offset, m| {
-        intervals.push(Interval {
-            offset,
-            anchor: a.to_vec(),
-            size: m.size,
-            count: m.count,
-        })
-    });
-    intervals
-}
-
 pub(crate) fn check(shared: &Store) -> Result<CheckReport> {
     let mut report = CheckReport::default();
     let mut problems = Problems::default();
@@ -173,7 +128,7 @@ pub(crate) fn check(shared: &Store) -> Result<CheckReport> {
         problems.push(format!("space: {p}"));
     }
     let view = shared.views.load_full();
-    let _pin = Pinned::new(&view);
+    let mut walk = Walk::new(&view);
     let len = view.space.len();
     if view.sparse.total() != len {
         problems.push(format!(
@@ -181,90 +136,74 @@ pub(crate) fn check(shared: &Store) -> Result<CheckReport> {
             view.sparse.total()
         ));
     }
-    let intervals = view_intervals(&view);
-    report.intervals = intervals.len() as u64;
-    let mut last_key: Option<Vec<u8>> = None;
-    let mut buf: Vec<u8> = Vec::new();
+    report.intervals = walk.len() as u64;
     let mut damaged_any = false;
-    for (i, iv) in intervals.iter().enumerate() {
-        let next_anchor = intervals.get(i + 1).map(|n| n.anchor.clone());
-        let end = iv.offset + u64::from(iv.size);
-        if end > len {
-            problems.push(format!(
-                "sparse index: interval {i} ends at {end}, past the end of the space ({len})"
-            ));
-            break;
+    while let Some(step) = walk.next_step() {
+        let (i, iv) = (step.index, step.interval);
+        let damage = match step.end {
+            End::Whole => None,
+            End::Damaged { why, range } => Some((why, range)),
+        };
+        match damage {
+            Some((Damage::PastSpace { end, len }, _)) => {
+                problems.push(format!(
+                    "sparse index: interval {i} ends at {end}, past the end of the space ({len})"
+                ));
+                break;
+            }
+            Some((Damage::Unreadable(e), range)) => {
+                problems.push(format!("data: interval {i} at offset {}: {e}", iv.offset));
+                report.damaged.push(range);
+                damaged_any = true;
+                continue;
+            }
+            _ => {}
         }
-        buf.resize(iv.size as usize, 0);
-        let read = view
-            .space
-            .plan_read(iv.offset, u64::from(iv.size))
-            .and_then(|p| p.read(&mut buf));
-        if let Err(e) = read {
-            problems.push(format!("data: interval {i} at offset {}: {e}", iv.offset));
-            report.damaged.push(DamagedRange {
-                offset: iv.offset,
-                after: last_key.clone(),
-                before: next_anchor,
-                interval_from: iv.anchor.clone(),
-            });
-            damaged_any = true;
-            continue;
-        }
-        if last_key.as_ref().is_some_and(|k| *k >= iv.anchor) {
+        if step.after.is_some_and(|k| k >= iv.anchor.as_slice()) {
             problems.push(format!(
                 "sparse index: anchor of interval {i} is not above the previous pair"
             ));
         }
-        let (mut pos, mut pairs) = (0usize, 0u64);
-        while pos < buf.len() {
-            let at = iv.offset + pos as u64;
-            let (key, rec_len) = match decode_pair(&buf[pos..]) {
-                Decoded::Pair { key, len, .. } => (key, len),
-                Decoded::Incomplete { .. } => {
-                    problems.push(format!(
-                        "data: the pair at offset {at} runs past the end of interval {i}"
-                    ));
-                    break;
-                }
-                Decoded::Invalid => {
-                    let d = DamagedRange {
-                        offset: at,
-                        after: last_key.clone(),
-                        before: next_anchor.clone(),
-                        interval_from: iv.anchor.clone(),
-                    };
-                    problems.push(d.to_string());
-                    report.damaged.push(d);
-                    damaged_any = true;
-                    break;
-                }
-            };
-            if key < iv.anchor.as_slice() {
+        let mut prev = step.after;
+        for p in &step.pairs {
+            let at = p.offset;
+            if p.key < iv.anchor.as_slice() {
                 problems.push(format!(
                     "sparse index: the pair at offset {at} lies below its interval's anchor"
                 ));
             }
-            if next_anchor.as_deref().is_some_and(|b| key >= b) {
+            if step.next_anchor.is_some_and(|b| p.key >= b) {
                 problems.push(format!(
                     "sparse index: the pair at offset {at} lies at or above the next interval's anchor"
                 ));
             }
-            if last_key.as_deref().is_some_and(|k| k >= key) {
+            if prev.is_some_and(|k| k >= p.key) {
                 problems.push(format!("data: the pair at offset {at} is out of key order"));
             }
-            last_key = Some(key.to_vec());
-            report.pairs += 1;
-            pairs += 1;
-            pos += rec_len;
+            prev = Some(p.key);
         }
-        if pos == buf.len() && iv.count != UNKNOWN_COUNT && u64::from(iv.count) != pairs {
-            problems.push(format!(
-                "sparse index: interval {i} counts {} pairs, the space holds {pairs}",
-                iv.count
-            ));
+        report.pairs += step.pairs.len() as u64;
+        match damage {
+            None => {
+                let pairs = step.pairs.len() as u64;
+                if iv.count != UNKNOWN_COUNT && u64::from(iv.count) != pairs {
+                    problems.push(format!(
+                        "sparse index: interval {i} counts {} pairs, the space holds {pairs}",
+                        iv.count
+                    ));
+                }
+            }
+            Some((Damage::RunsPast, range)) => problems.push(format!(
+                "data: the pair at offset {} runs past the end of interval {i}",
+                range.offset
+            )),
+            Some((_, range)) => {
+                problems.push(range.to_string());
+                report.damaged.push(range);
+                damaged_any = true;
+            }
         }
-        report.bytes = end;
+        report.bytes = iv.offset + u64::from(iv.size);
     }
     // The pair count of the store, if no group changed the index since
     // the view was published (else it counts pairs the view does not

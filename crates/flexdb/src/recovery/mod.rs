@@ -1,7 +1,8 @@
 //! Opening a store: creation or recovery (`open`, with `replay` for the
 //! logs and `rebuild` for the sparse index after a crash), the manifest and
-//! what a store directory holds (`manifest`), and the full consistency
-//! check (`check`).
+//! what a store directory holds (`manifest`), the full consistency check
+//! (`check`) and the salvage of a damaged store (`repair`), both reading
+//! the data through one walk (`walk`).
 //!
 //! Invariants: a directory holds a store exactly when its manifest
 //! verifies; an open store holds every write whose sync returned before a
@@ -13,6 +14,7 @@ pub(crate) mod open;
 mod rebuild;
 pub(crate) mod repair;
 mod replay;
+mod walk;
 
 /// The tracing target of recovery's events: the step timings of an open
 /// (`store recovered`) and each replayed log (`log replayed`).

@@ -5,12 +5,12 @@
 //! keeps what its files allow instead of refusing the damage: the space's
 //! log up to the damaged entry, each write-ahead log up to its damaged
 //! record, and logs that follow a missing one (each thing given up is one
-//! line of [`RepairReport::salvaged`]). Then every interval of the
-//! published view is read as `check` reads it (`recovery::check`): each
-//! pair that verifies goes to the new store, and each stretch that does
-//! not is reported as lost with the key range it may have held. Last, the
-//! MemTables the logs were replayed into, newer than the space, are
-//! written over those pairs, oldest first, deletions included.
+//! line of [`RepairReport::salvaged`]). Then the published view is walked
+//! as `check` walks it (`recovery::walk`): each pair that verifies goes
+//! to the new store, and each stretch that does not is reported as lost
+//! with the key range it may have held. Last, the MemTables the logs were
+//! replayed into, newer than the space, are written over those pairs,
+//! oldest first, deletions included.
 //!
 //! Invariants: the new store holds exactly the pairs read intact from the
 //! space, overwritten by the replayed writes in their order; every key
@@ -25,11 +25,11 @@ use std::sync::Arc;
 use flexspace::{FileStorage, Storage};
 
 use crate::batch::WriteBatch;
-use crate::codec::{decode_pair, Decoded};
 use crate::error::{Error, Result};
 use crate::options::Options;
-use crate::recovery::check::{view_intervals, DamagedRange, Pinned};
+use crate::recovery::check::DamagedRange;
 use crate::recovery::open::open_storage;
+use crate::recovery::walk::{End, Walk};
 use crate::store::Store;
 use crate::Db;
 
@@ -103,55 +103,28 @@ fn copy_space(
     progress: &mut dyn FnMut(RepairProgress),
 ) -> Result<()> {
     let view = store.views.load_full();
-    let _pin = Pinned::new(&view);
-    let intervals = view_intervals(&view);
-    let total = intervals.len() as u64;
+    let mut walk = Walk::new(&view);
+    let total = walk.len() as u64;
     let mut batch = WriteBatch::new();
     let mut in_batch = 0;
-    let mut last_key: Option<Vec<u8>> = None;
-    let mut buf = Vec::new();
-    for (i, iv) in intervals.iter().enumerate() {
-        let lost = |offset, after: Option<Vec<u8>>| DamagedRange {
-            offset,
-            after,
-            before: intervals.get(i + 1).map(|n| n.anchor.clone()),
-            interval_from: iv.anchor.clone(),
-        };
-        buf.resize(iv.size as usize, 0);
-        let read = view
-            .space
-            .plan_read(iv.offset, u64::from(iv.size))
-            .and_then(|p| p.read(&mut buf));
-        if read.is_err() {
-            report.lost.push(lost(iv.offset, last_key.clone()));
-        } else {
-            let mut pos = 0;
-            let mut prev: Option<&[u8]> = None;
-            while pos < buf.len() {
-                let Decoded::Pair { key, value, len } = decode_pair(&buf[pos..]) else {
-                    let after = prev.map(<[u8]>::to_vec).or_else(|| last_key.clone());
-                    report.lost.push(lost(iv.offset + pos as u64, after));
-                    break;
-                };
-                // Keys out of order or outside the interval (damage that
-                // verified) go in as they come: the later one wins, as a
-                // scan would have met them.
-                batch.put(key, value)?;
-                in_batch += 1;
-                report.pairs += 1;
-                pos += len;
-                prev = Some(key);
-            }
-            if let Some(k) = prev {
-                last_key = Some(k.to_vec());
-            }
+    while let Some(step) = walk.next_step() {
+        // Keys out of order or outside the interval (damage that
+        // verified) go in as they come: the later one wins, as a scan
+        // would have met them.
+        for p in &step.pairs {
+            batch.put(p.key, p.value)?;
+        }
+        in_batch += step.pairs.len();
+        report.pairs += step.pairs.len() as u64;
+        if let End::Damaged { range, .. } = step.end {
+            report.lost.push(range);
         }
         if in_batch >= BATCH_PAIRS {
             into.write(std::mem::take(&mut batch))?;
             in_batch = 0;
         }
         progress(RepairProgress {
-            done: i as u64 + 1,
+            done: step.index as u64 + 1,
             total,
         });
     }

@@ -1,9 +1,15 @@
 //! Helpers shared by flexdb's integration tests: random range bounds for
-//! model tests, and a child process that reruns one test (SIGKILL tests).
+//! model tests, a child process that reruns one test (SIGKILL tests),
+//! filled stores and their crash images (`fill`), and damage to chosen
+//! bytes of their files (`damage`).
 //!
-//! Invariant: nothing here checks the store; each helper only builds input
-//! or starts a process, so a test's assertions stay in the test.
+//! Invariant: nothing here checks what a store holds; each helper only
+//! builds input, damages it, reads it back or starts a process, so a
+//! test's assertions stay in the test.
 #![allow(dead_code)] // each test file uses a part
+
+pub mod damage;
+pub mod fill;
 
 use std::io::{BufRead, BufReader, Lines};
 use std::ops::Bound;

@@ -16,28 +16,90 @@
 //!
 //! Invariants:
 //! - The handler only reads atomics, calls `mmap` and sets a const-
-//!   initialized thread-local atomic: nothing that allocates or locks.
+//!   initialized thread-local atomic: nothing that allocates or locks, and
+//!   no call POSIX does not list as async-signal-safe (the page size is
+//!   read once, by `install`, before the handler can run).
 //! - A zero page replaces a file page only between a fault and the end of
 //!   the faulting copy. Another thread copying the same page in that
 //!   window gets zeros without a fault: flexdb's pairs carry checksums,
 //!   so that read fails as `Corrupt`, never as a wrong value.
-//! - A slot is cleared before its mapping is unmapped, and an address is
-//!   only ever looked up while a copy from its mapping runs.
+//! - A slot is set after its mapping is mapped and cleared before it is
+//!   unmapped, so a copy from a registered mapping always finds its slot.
+//! - The handler sees a slot's `start` and `len` as one registration set
+//!   them, never a new start with an old length: a sequence word, odd
+//!   while the two change, is read around them (a seqlock), and a slot
+//!   that changed meanwhile is passed over. That is right: a slot changes
+//!   only before its mapping is read or once it no longer is, so no fault
+//!   in a copy from a mapping can be in a slot that is changing.
 
-use std::sync::atomic::{compiler_fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 
 /// Mappings that can be registered at once (more are read unguarded).
 const SLOTS: usize = 64;
 
-/// `(start, len)` of each registered mapping; `len` 0 is a free slot.
-static RANGES: [(AtomicUsize, AtomicUsize); SLOTS] =
-    [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; SLOTS];
+/// One registered range (`len` 0: free), behind a sequence word.
+struct Slot {
+    /// Odd while `start` and `len` change; two steps per change.
+    seq: AtomicUsize,
+    start: AtomicUsize,
+    len: AtomicUsize,
+}
+
+impl Slot {
+    /// A free slot.
+    const fn free() -> Slot {
+        Slot {
+            seq: AtomicUsize::new(0),
+            start: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
+        }
+    }
+
+    /// Sets the range (`len` 0 frees the slot). Callers serialize their
+    /// changes (`REGISTER`); `range` may run meanwhile, on any thread or
+    /// in the handler.
+    fn set(&self, start: usize, len: usize) {
+        let seq = self.seq.load(Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        // The odd word is seen before either store below by any reader
+        // that sees one of them.
+        fence(Ordering::Release);
+        self.start.store(start, Ordering::Relaxed);
+        self.len.store(len, Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(2), Ordering::Release);
+    }
+
+    /// Whether the slot is free (for `register`, under `REGISTER`).
+    fn is_free(&self) -> bool {
+        self.len.load(Ordering::Relaxed) == 0
+    }
+
+    /// `(start, len)` as one `set` left them, or `None` when the slot is
+    /// free or a `set` ran meanwhile. Async-signal-safe (atomics only).
+    fn range(&self) -> Option<(usize, usize)> {
+        let seq = self.seq.load(Ordering::Acquire);
+        if seq & 1 == 1 {
+            return None;
+        }
+        let start = self.start.load(Ordering::Relaxed);
+        let len = self.len.load(Ordering::Relaxed);
+        // The two loads above happen before the second look at the word.
+        fence(Ordering::Acquire);
+        (len > 0 && self.seq.load(Ordering::Relaxed) == seq).then_some((start, len))
+    }
+}
+
+/// The registered mappings.
+static RANGES: [Slot; SLOTS] = [const { Slot::free() }; SLOTS];
 /// Serializes registration (the handler reads without it).
 static REGISTER: Mutex<()> = Mutex::new(());
 static INSTALL: Once = Once::new();
 /// The SIGBUS action before ours, for faults outside the mappings.
 static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
+/// The page size, read by `install` before the handler exists: the
+/// handler may not call `sysconf`, which is not async-signal-safe.
+static PAGE_SIZE: AtomicUsize = AtomicUsize::new(4096);
 
 thread_local! {
     /// Set by the handler when a copy on this thread faulted (an atomic,
@@ -46,10 +108,11 @@ thread_local! {
     static FAULTED: AtomicBool = const { AtomicBool::new(false) };
 }
 
+/// The page size `install` read. Its readers (the handler, for an address
+/// in a slot, and `guarded_copy`, for a registered mapping) run after a
+/// registration, which `install` precedes: they see the system's value.
 fn page_size() -> usize {
-    // SAFETY: sysconf reads a constant of the system; no memory is touched.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(p).unwrap_or(4096).max(4096)
+    PAGE_SIZE.load(Ordering::Relaxed)
 }
 
 /// Registers `start..start + len` (a mapping); returns its slot, or `None`
@@ -59,29 +122,32 @@ pub(crate) fn register(start: usize, len: usize) -> Option<usize> {
     INSTALL.call_once(install);
     PREVIOUS.get()?;
     let _g = REGISTER.lock().unwrap_or_else(|e| e.into_inner());
-    let slot = RANGES
-        .iter()
-        .position(|(_, l)| l.load(Ordering::Acquire) == 0)?;
-    RANGES[slot].0.store(start, Ordering::Release);
-    RANGES[slot].1.store(len, Ordering::Release);
+    let slot = RANGES.iter().position(Slot::is_free)?;
+    RANGES[slot].set(start, len);
     Some(slot)
 }
 
 /// Frees `slot` (before its mapping is unmapped).
 pub(crate) fn unregister(slot: usize) {
     let _g = REGISTER.lock().unwrap_or_else(|e| e.into_inner());
-    RANGES[slot].1.store(0, Ordering::Release);
+    RANGES[slot].set(0, 0);
 }
 
+/// Whether `addr` lies in a registered mapping. Each slot's start and
+/// length come from one registration (`Slot::range`); a slot changing
+/// meanwhile is not one a copy is reading from (module invariants).
 fn registered(addr: usize) -> bool {
-    RANGES.iter().any(|(s, l)| {
-        let len = l.load(Ordering::Acquire);
-        let start = s.load(Ordering::Acquire);
-        len > 0 && addr >= start && addr - start < len
-    })
+    RANGES
+        .iter()
+        .filter_map(Slot::range)
+        .any(|(start, len)| addr >= start && addr - start < len)
 }
 
 fn install() {
+    // SAFETY: sysconf reads a constant of the system; no memory is touched.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let page = usize::try_from(page).unwrap_or(4096).max(4096);
+    PAGE_SIZE.store(page, Ordering::Relaxed);
     // SAFETY: a zeroed sigaction is a valid value to fill in; sigaction
     // writes the old action into `old` and installs `new`, whose handler
     // has the SA_SIGINFO signature. The old action is stored before any
@@ -104,14 +170,15 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     // SAFETY: the kernel passes a valid siginfo for a SA_SIGINFO handler.
     let addr = unsafe { (*info).si_addr() } as usize;
     if registered(addr) {
-        let page = addr & !(page_size() - 1);
+        let ps = page_size();
+        let page = addr & !(ps - 1);
         // SAFETY: replaces one page inside a registered read-only mapping
         // (its owner keeps it mapped while a copy from it runs) with a
         // private zero page; no Rust reference points into the mapping.
         let p = unsafe {
             libc::mmap(
                 page as *mut libc::c_void,
-                page_size(),
+                ps,
                 libc::PROT_READ,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
                 -1,
@@ -195,4 +262,69 @@ pub(crate) unsafe fn guarded_copy(
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    /// A slot registered, freed and registered again with other ranges
+    /// while readers look at it: every range a reader sees is one that was
+    /// set, never one registration's start with another's length.
+    #[test]
+    fn a_slot_is_never_seen_half_changed() {
+        const RANGES_SET: [(usize, usize); 3] = [(0x1000, 0x10), (0x9000, 0x1), (0x4000, 0x300)];
+        // Long enough for the readers to overlap many changes.
+        let (changes, least) = if cfg!(miri) {
+            (200, std::time::Duration::ZERO)
+        } else {
+            (1_000, std::time::Duration::from_millis(300))
+        };
+        let began = std::time::Instant::now();
+        let slot = Arc::new(Slot::free());
+        let done = Arc::new(AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (slot, done) = (slot.clone(), done.clone());
+                std::thread::spawn(move || {
+                    let mut seen = false;
+                    while !seen || !done.load(Ordering::Relaxed) {
+                        if let Some(r) = slot.range() {
+                            assert!(RANGES_SET.contains(&r), "a mixed range {r:x?}");
+                            seen = true;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut i = 0;
+        while i < changes || began.elapsed() < least {
+            let (start, len) = RANGES_SET[i % RANGES_SET.len()];
+            slot.set(start, len);
+            assert!(!slot.is_free());
+            if i % 5 == 4 {
+                slot.set(0, 0);
+                assert!(slot.is_free() && slot.range().is_none());
+            }
+            i += 1;
+        }
+        slot.set(RANGES_SET[0].0, RANGES_SET[0].1);
+        done.store(true, Ordering::Relaxed);
+        for r in readers {
+            r.join().unwrap();
+        }
+    }
+
+    /// The handler's page size is the system's, read at install.
+    #[test]
+    #[cfg_attr(miri, ignore = "sigaction is not supported under Miri")]
+    fn the_page_size_is_read_at_install() {
+        INSTALL.call_once(install);
+        // SAFETY: sysconf reads a constant of the system.
+        let system = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        assert_eq!(page_size() as libc::c_long, system.max(4096));
+        assert!(page_size().is_power_of_two());
+    }
 }
