@@ -131,7 +131,11 @@ impl SpaceState {
     }
 
     pub fn log(&mut self, op: LogOp) {
-        self.log_buf.push(&log::entry(&op));
+        match op {
+            // Only the last words of a commit count (`log::buffer`).
+            LogOp::Meta { .. } => self.log_buf.push_meta(&log::entry(&op)),
+            _ => self.log_buf.push(&log::entry(&op)),
+        }
         self.dirty = true;
     }
 

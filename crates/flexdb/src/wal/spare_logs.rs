@@ -17,8 +17,9 @@
 //! logs in use (the active one and the frozen ones) and the spares, number
 //! at most `keep + 1` (with `keep` = `Options::max_frozen_memtables`: as
 //! many logs as MemTables may exist at once). So the WAL holds at most
-//! `max_frozen_memtables + 1` files of about `memtable_bytes` each (one
-//! more for a moment when a rotation races a commit), spares included; it
+//! `max_frozen_memtables + 1` files of about `memtable_bytes` each, and
+//! the log prepared ahead of a rotation (the committer retires logs under
+//! the writer lock, so no rotation races the count), spares included; it
 //! used to keep up to 3 spares beside 4 logs in use. A rotation
 //! still finds a spare whenever a commit retired a log since the last
 //! rotation: logs in use and spares together stay at the bound.

@@ -10,7 +10,13 @@
 //! Invariants: every chunk but the last is exactly `CHUNK` bytes; the
 //! chunks, concatenated, are the entries in logging order; `len` is their
 //! total length, a multiple of `log::ENTRY`; spare chunks are empty and
-//! have `CHUNK` capacity, and at most `SPARE` of them are kept.
+//! have `CHUNK` capacity, and at most `SPARE` of them are kept; `meta_at`,
+//! when set, is where the one metadata entry of the pending entries lies.
+//!
+//! Only the metadata words a commit ends with matter (they are read at
+//! recovery, after whole commits), so a pending metadata entry is
+//! overwritten by the next one instead of followed by it: a caller may set
+//! the words after every step of a long commit for a log entry a commit.
 
 use crate::log::ENTRY;
 
@@ -25,6 +31,8 @@ pub struct LogBuf {
     chunks: Vec<Vec<u8>>,
     len: usize,
     spare: Vec<Vec<u8>>,
+    /// Byte offset of the pending metadata entry, if there is one.
+    meta_at: Option<usize>,
 }
 
 /// Filled chunks taken by a commit.
@@ -66,6 +74,19 @@ impl LogBuf {
         self.len += ENTRY;
     }
 
+    /// Appends the metadata entry `entry`, or overwrites the pending one
+    /// (see the module's documentation).
+    pub fn push_meta(&mut self, entry: &[u8; ENTRY]) {
+        if let Some(at) = self.meta_at {
+            if let Some(c) = self.chunks.get_mut(at / CHUNK) {
+                c[at % CHUNK..at % CHUNK + ENTRY].copy_from_slice(entry);
+                return;
+            }
+        }
+        self.meta_at = Some(self.len);
+        self.push(entry);
+    }
+
     /// Bytes of pending entries.
     pub fn len(&self) -> usize {
         self.len
@@ -74,6 +95,7 @@ impl LogBuf {
     /// Takes every pending entry, leaving the buffer empty (its spare
     /// chunks stay).
     pub fn take(&mut self) -> TakenLog {
+        self.meta_at = None;
         let len = std::mem::take(&mut self.len);
         TakenLog {
             chunks: std::mem::take(&mut self.chunks),
@@ -139,6 +161,34 @@ mod tests {
         e[..4].copy_from_slice(&i.to_le_bytes());
         e[ENTRY - 1] = 0xAB;
         e
+    }
+
+    #[test]
+    fn a_pending_metadata_entry_is_overwritten_by_the_next() {
+        let mut b = LogBuf::default();
+        let mut flat = Vec::new();
+        // Across chunk boundaries: the first metadata entry lies in the
+        // first chunk, later ones overwrite it there.
+        for i in 0..(CHUNK / ENTRY) as u32 * 2 {
+            b.push(&entry(i));
+            flat.extend_from_slice(&entry(i));
+            if i == 5 {
+                b.push_meta(&entry(1_000_000));
+                flat.extend_from_slice(&entry(0));
+            }
+            if i % 1000 == 999 {
+                b.push_meta(&entry(1_000_000 + i));
+            }
+        }
+        let last = 1_000_000 + (CHUNK / ENTRY) as u32 * 2 / 1000 * 1000 - 1;
+        flat[6 * ENTRY..7 * ENTRY].copy_from_slice(&entry(last));
+        assert_eq!(b.len(), flat.len());
+        assert_eq!(b.take().chunks.concat(), flat);
+        // After a commit took the entries, the next one is appended.
+        b.push(&entry(1));
+        b.push_meta(&entry(2));
+        b.push_meta(&entry(3));
+        assert_eq!(b.take().chunks.concat(), [entry(1), entry(3)].concat());
     }
 
     #[test]
