@@ -222,7 +222,7 @@ fn a_space_log_cut_back_to_an_earlier_commit_is_reported() {
     }
     let image = storage.crash_image();
     std::mem::forget(db);
-    assert_eq!(read_all(image.crash_image(), &model).unwrap(), model);
+    assert_eq!(read_checked(image.crash_image(), &model).unwrap(), model);
     let now = image.file_bytes(log_name).expect("the space's log");
     let (mut cut, mut after_reopen) = (0, 0);
     for (round, bytes) in earlier {
@@ -234,7 +234,7 @@ fn a_space_log_cut_back_to_an_earlier_commit_is_reported() {
         after_reopen += usize::from(round >= 4);
         let damaged = image.crash_image();
         damaged.set_file_bytes(log_name, bytes);
-        match read_all(damaged, &model) {
+        match read_checked(damaged, &model) {
             Err(Error::Corrupt { file, detail }) => assert!(
                 file.ends_with("log") || file.ends_with("tree"),
                 "log as before round {round}: {file:?}: {detail}"
