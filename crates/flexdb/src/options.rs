@@ -48,6 +48,14 @@ pub struct Options {
     /// Whether `put`, `delete` and `write` sync the write-ahead log before
     /// returning (default: false; per write with [`WriteOptions`]).
     pub sync_writes: bool,
+    /// Whether each sync of the write-ahead log also makes its own length
+    /// durable, with a second fsync (default: false). Without it, damage
+    /// to the records of the last sync before a crash cannot be told from
+    /// a write the crash tore, and replay drops them as a torn tail (the
+    /// one case where damage to the log is not reported; every other
+    /// record is vouched for by a later sync). With it, such damage fails
+    /// the open with `Error::Corrupt`, and a sync costs two fsyncs.
+    pub strict_wal_sync: bool,
     /// Capacity of the space's data file in bytes; live data may use 30/32
     /// of it (default: 1 TiB; the file is sparse and grows as needed).
     pub max_space_bytes: u64,
@@ -101,6 +109,7 @@ impl Default for Options {
             memtable_bytes: 512 << 20,
             max_frozen_memtables: 3,
             sync_writes: false,
+            strict_wal_sync: false,
             max_space_bytes: 1 << 40,
             mmap_reads: cfg!(target_pointer_width = "64"),
             row_cache: true,
@@ -154,6 +163,12 @@ impl Options {
     /// Sets [`Options::row_cache`].
     pub fn row_cache(mut self, yes: bool) -> Self {
         self.row_cache = yes;
+        self
+    }
+
+    /// Sets [`Options::strict_wal_sync`].
+    pub fn strict_wal_sync(mut self, yes: bool) -> Self {
+        self.strict_wal_sync = yes;
         self
     }
 

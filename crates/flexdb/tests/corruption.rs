@@ -32,6 +32,12 @@ fn value(_: u32, nth: u32) -> Vec<u8> {
 /// told from a crash's torn tail when nothing was written after them; see
 /// docs/DESIGN.md, "Corruption").
 fn build(pending: bool) -> (FaultStorage, Model, Model) {
+    build_with(pending, false)
+}
+
+/// [`build`], the pending writes made with `Options::strict_wal_sync` as
+/// `strict` says.
+fn build_with(pending: bool, strict: bool) -> (FaultStorage, Model, Model) {
     let storage = FaultStorage::new();
     let db = create(&storage, opts());
     let mut model = fill(&db, 3000, value);
@@ -42,7 +48,8 @@ fn build(pending: bool) -> (FaultStorage, Model, Model) {
     }
     // Reopen, write a little more and stop without flushing: the writes
     // stay in the log (synced), to be replayed.
-    let db = Db::open_with_storage(Arc::new(storage.clone()), "store", opts()).unwrap();
+    let reopen = opts().strict_wal_sync(strict);
+    let db = Db::open_with_storage(Arc::new(storage.clone()), "store", reopen).unwrap();
     for i in 0..40u32 {
         let k = format!("late{i:03}").into_bytes();
         db.put_opt(&k, b"v", &flexdb::WriteOptions { sync: true })
@@ -108,6 +115,44 @@ fn damage_each_file(pending: bool, trials_per_file: usize) {
                 Err(e) => assert!(
                     names_a_file(&e) || matches!(e, Error::NotAStore(..)),
                     "{name} {how}: {e}"
+                ),
+            }
+        }
+    }
+}
+
+/// The records of the last sync before a crash: damage to them reads as
+/// a torn tail by default (the store opens without that write), and is
+/// reported with `Options::strict_wal_sync`, whose second fsync made the
+/// sync's length durable.
+#[test]
+fn damage_to_the_last_synced_write_is_reported_with_strict_wal_sync() {
+    for strict in [false, true] {
+        let (clean, model, before_last) = build_with(true, strict);
+        let wal = clean
+            .list_files()
+            .unwrap()
+            .into_iter()
+            .filter(|n| n.starts_with("wal-") && n.ends_with(".log"))
+            .max()
+            .expect("a write-ahead log");
+        let bytes = clean.file_bytes(&wal).unwrap();
+        let end = bytes.iter().rposition(|&b| b != 0).unwrap() + 1;
+        // The last record is a 7-byte head and a batch of one short put.
+        for back in 1..=10 {
+            let damaged = clean.crash_image();
+            let mut b = bytes.clone();
+            b[end - back] ^= 0x04;
+            damaged.set_file_bytes(&wal, b);
+            match (strict, read_checked(damaged, &model)) {
+                (true, Err(Error::Corrupt { file, .. })) => {
+                    assert!(file.ends_with(&wal), "byte {}: {file:?}", end - back)
+                }
+                (false, Ok(got)) => assert!(got == before_last, "byte {}", end - back),
+                (strict, got) => panic!(
+                    "strict {strict}, byte {}: {:?}",
+                    end - back,
+                    got.map(|m| m.len())
                 ),
             }
         }

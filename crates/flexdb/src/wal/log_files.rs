@@ -86,6 +86,7 @@ pub(crate) fn new_wal(
     } else {
         Wal::create_following(file, &name, mapping, first, back)?
     };
+    wal.set_strict_sync(opts.strict_wal_sync);
     storage.rename(&tmp, &name).map_err(io_err(&name))?;
     storage.sync_dir().map_err(io_err(&name))?;
     Ok(Arc::new(wal))

@@ -174,6 +174,9 @@ pub struct Wal {
     written_bytes: AtomicU64,
     /// The length the durable-length slot holds (I/O lock).
     slot: AtomicU64,
+    /// Each sync also makes its own length durable in the slot (a second
+    /// fsync): see [`Wal::set_strict_sync`].
+    strict_sync: std::sync::atomic::AtomicBool,
     /// File offset up to which early write-back was requested (mapped
     /// logs; see `writeback`).
     written_back: AtomicU64,
@@ -291,6 +294,7 @@ impl Wal {
             synced: AtomicU64::new(HEADER_LEN),
             written_bytes: AtomicU64::new(HEADER_LEN),
             slot: AtomicU64::new(HEADER_LEN),
+            strict_sync: std::sync::atomic::AtomicBool::new(false),
             written_back: AtomicU64::new(HEADER_LEN),
             own: true,
             version,
@@ -320,6 +324,7 @@ impl Wal {
             synced: AtomicU64::new(len),
             written_bytes: AtomicU64::new(0),
             slot: AtomicU64::new(len),
+            strict_sync: std::sync::atomic::AtomicBool::new(false),
             written_back: AtomicU64::new(len),
             own: false,
             version: FORMAT_VERSION,
@@ -550,6 +555,15 @@ impl Wal {
         self.write_out(self.buf.lock())
     }
 
+    /// With `strict`, each sync of this log also writes the length it made
+    /// durable into the durable-length slot and syncs again before it
+    /// returns (`Options::strict_wal_sync`). Replay takes damage below the
+    /// slot's length for corruption, so damage to the records of the last
+    /// sync before a crash is reported instead of taken for a torn tail.
+    pub fn set_strict_sync(&self, strict: bool) {
+        self.strict_sync.store(strict, Ordering::Relaxed);
+    }
+
     /// Makes every record ending at or before `end` durable.
     pub fn sync_to(&self, end: u64) -> Result<()> {
         if self.synced.load(Ordering::Acquire) >= end {
@@ -582,6 +596,19 @@ impl Wal {
             return Err(io_err(&self.name, e));
         }
         self.synced.store(stop, Ordering::Release);
+        if self.strict_sync.load(Ordering::Relaxed) && stop > self.slot.load(Ordering::Relaxed) {
+            // `stop` is durable now, so the slot may say so whatever
+            // order the device writes in.
+            let r = self
+                .file
+                .write_all_at(SLOT_AT, &slot(stop))
+                .and_then(|()| self.file.sync());
+            if let Err(e) = r {
+                self.buf.lock().failed = Some(format!("sync failed: {e}"));
+                return Err(io_err(&self.name, e));
+            }
+            self.slot.store(stop, Ordering::Relaxed);
+        }
         Ok(())
     }
 
@@ -604,6 +631,15 @@ impl Wal {
             return Err(io_err(&self.name, e));
         }
         self.synced.store(stop, Ordering::Release);
+        if self.strict_sync.load(Ordering::Relaxed) && stop > self.slot.load(Ordering::Relaxed) {
+            // As in `sync_to`: `stop` is durable, the slot may say so.
+            m.log.lock().write_at(SLOT_AT, &slot(stop));
+            if let Err(e) = m.sync_file.sync_data() {
+                self.buf.lock().failed = Some(format!("sync failed: {e}"));
+                return Err(io_err(&self.name, e));
+            }
+            self.slot.store(stop, Ordering::Relaxed);
+        }
         Ok(())
     }
 
@@ -871,6 +907,7 @@ mod tests {
             synced: AtomicU64::new(HEADER_LEN + 5 * (RECORD_HEAD as u64 + 8)),
             written_bytes: AtomicU64::new(0),
             slot: AtomicU64::new(HEADER_LEN),
+            strict_sync: std::sync::atomic::AtomicBool::new(false),
             written_back: AtomicU64::new(HEADER_LEN),
             own: true,
             version: 2,
