@@ -169,6 +169,21 @@ fn damage_to_a_store_with_logged_writes_is_reported_not_served() {
     damage_each_file(true, 60);
 }
 
+/// Round `round` of the space-log tests: a batch of 200 puts over 1000
+/// keys, then a flush, which commits the MemTable to the space (the log
+/// gains a batch) and removes the write-ahead log that held the writes.
+fn write_round(db: &Db, model: &mut Model, round: u32) {
+    let mut batch = flexdb::WriteBatch::new();
+    for i in 0..200u32 {
+        let k = format!("key{:05}", (i * 7919 + round) % 1000).into_bytes();
+        let v = format!("r{round}-{i}").into_bytes();
+        batch.put(&k, &v).unwrap();
+        model.insert(k, v);
+    }
+    db.write(batch).unwrap();
+    db.flush().unwrap();
+}
+
 /// The space's logical log of a store stopped while writers committed
 /// (no close, so its batches are not yet in a checkpoint): every flipped
 /// bit in it is `Corrupt` naming the log. Rolling back to the commit
@@ -180,17 +195,7 @@ fn a_flip_in_the_space_log_is_reported_never_rolled_back() {
     let db = create(&storage, opts());
     let mut model = Model::new();
     for round in 0..8u32 {
-        let mut batch = flexdb::WriteBatch::new();
-        for i in 0..200u32 {
-            let k = format!("key{:05}", (i * 7919 + round) % 1000).into_bytes();
-            let v = format!("r{round}-{i}").into_bytes();
-            batch.put(&k, &v).unwrap();
-            model.insert(k, v);
-        }
-        db.write(batch).unwrap();
-        // Commits the MemTable to the space: the log gains a batch and the
-        // write-ahead log holding the writes is removed.
-        db.flush().unwrap();
+        write_round(&db, &mut model, round);
     }
     let image = power_loss(&storage, db);
     let log = image
@@ -255,15 +260,7 @@ fn a_space_log_cut_back_to_an_earlier_commit_is_reported() {
             db = Db::open_with_storage(Arc::new(storage.clone()), "store", opts()).unwrap();
         }
         earlier.push((round, storage.file_bytes(log_name).unwrap_or_default()));
-        let mut batch = flexdb::WriteBatch::new();
-        for i in 0..200u32 {
-            let k = format!("key{:05}", (i * 7919 + round) % 1000).into_bytes();
-            let v = format!("r{round}-{i}").into_bytes();
-            batch.put(&k, &v).unwrap();
-            model.insert(k, v);
-        }
-        db.write(batch).unwrap();
-        db.flush().unwrap();
+        write_round(&db, &mut model, round);
     }
     let image = storage.crash_image();
     std::mem::forget(db);
