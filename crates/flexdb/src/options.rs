@@ -49,12 +49,12 @@ pub struct Options {
     /// returning (default: false; per write with [`WriteOptions`]).
     pub sync_writes: bool,
     /// Whether each sync of the write-ahead log also makes its own length
-    /// durable, with a second fsync (default: false). Without it, damage
-    /// to the records of the last sync before a crash cannot be told from
-    /// a write the crash tore, and replay drops them as a torn tail (the
-    /// one case where damage to the log is not reported; every other
-    /// record is vouched for by a later sync). With it, such damage fails
-    /// the open with `Error::Corrupt`, and a sync costs two fsyncs.
+    /// durable, with a second fsync (default: true). With it, damage to
+    /// any synced record fails the open with `Error::Corrupt`. Without it
+    /// a sync costs one fsync, but damage to the records of the last sync
+    /// before a crash cannot be told from a write the crash tore, and
+    /// replay drops them as a torn tail (every other record is vouched for
+    /// by a later sync). Writes that are not synced do not pay for it.
     pub strict_wal_sync: bool,
     /// Capacity of the space's data file in bytes; live data may use 30/32
     /// of it (default: 1 TiB; the file is sparse and grows as needed).
@@ -109,7 +109,7 @@ impl Default for Options {
             memtable_bytes: 512 << 20,
             max_frozen_memtables: 3,
             sync_writes: false,
-            strict_wal_sync: false,
+            strict_wal_sync: true,
             max_space_bytes: 1 << 40,
             mmap_reads: cfg!(target_pointer_width = "64"),
             row_cache: true,
