@@ -162,6 +162,12 @@ pub fn escape(bytes: &[u8]) -> String {
     out
 }
 
+/// A key bound of a damage report (`check`, `repair`) as one line of
+/// ASCII (`None`: the store's end).
+pub fn shown_bound(key: &Option<Vec<u8>>) -> Option<String> {
+    key.as_ref().map(|k| k.escape_ascii().to_string())
+}
+
 fn push_hex_escape(out: &mut String, b: u8) {
     out.push_str("\\x");
     out.push_str(&hex_encode(&[b]));

@@ -11,6 +11,7 @@ use flexdb::CheckReport;
 use serde_json::json;
 
 use super::stdout_err;
+use crate::encoding::shown_bound;
 use crate::exit::{CliError, Code};
 use crate::progress::human_bytes;
 
@@ -32,7 +33,6 @@ pub fn print(
         problems,
         damaged,
     } = report;
-    let show = |k: &Option<Vec<u8>>| k.as_ref().map(|k| k.escape_ascii().to_string());
     let text = if json {
         let v = json!({
             "ok": report.is_ok(),
@@ -46,8 +46,8 @@ pub fn print(
                 .map(|d| {
                     json!({
                         "offset": d.offset,
-                        "after": show(&d.after),
-                        "before": show(&d.before),
+                        "after": shown_bound(&d.after),
+                        "before": shown_bound(&d.before),
                         "interval_from": d.interval_from.escape_ascii().to_string(),
                     })
                 })

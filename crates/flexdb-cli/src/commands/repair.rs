@@ -16,6 +16,7 @@ use flexdb::{Db, RepairReport};
 use serde_json::json;
 
 use super::stdout_err;
+use crate::encoding::shown_bound;
 use crate::exit::CliError;
 
 /// Repairs the store in `dir` (into `into`, or in place) and prints the
@@ -46,7 +47,6 @@ pub fn render(r: &RepairReport, json: bool) -> String {
         into,
         original,
     } = r;
-    let show = |k: &Option<Vec<u8>>| k.as_ref().map(|k| k.escape_ascii().to_string());
     if json {
         let v = json!({
             "complete": r.is_complete(),
@@ -59,8 +59,8 @@ pub fn render(r: &RepairReport, json: bool) -> String {
                 .iter()
                 .map(|d| json!({
                     "offset": d.offset,
-                    "after": show(&d.after),
-                    "before": show(&d.before),
+                    "after": shown_bound(&d.after),
+                    "before": shown_bound(&d.before),
                 }))
                 .collect::<Vec<_>>(),
         });

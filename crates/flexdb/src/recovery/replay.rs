@@ -159,7 +159,7 @@ mod tests {
         for gen in 1..=6u64 {
             let name = crate::wal::log_files::wal_name(gen);
             let file = storage.open_file(&name, true).unwrap();
-            let wal = Wal::create(file.clone(), &name, None, 0).unwrap();
+            let wal = Wal::create(file.clone(), &name, None, 0, 0).unwrap();
             let mut model = Newest::new();
             // Log 4 stays empty; log 5 is not a log at all.
             let batches = if gen == 4 { 0 } else { 150 * gen };

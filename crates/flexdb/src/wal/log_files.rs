@@ -82,9 +82,9 @@ pub(crate) fn new_wal(
     let capacity = opts.memtable_bytes as u64 + (1 << 20);
     let mapping = mappable.map(|m| (m, capacity));
     let wal = if reused {
-        Wal::reuse_following(file, &name, mapping, first, back)?
+        Wal::reuse(file, &name, mapping, first, back)?
     } else {
-        Wal::create_following(file, &name, mapping, first, back)?
+        Wal::create(file, &name, mapping, first, back)?
     };
     wal.set_strict_sync(opts.strict_wal_sync);
     storage.rename(&tmp, &name).map_err(io_err(&name))?;

@@ -201,20 +201,10 @@ impl Wal {
     /// opened for mapped appends, records are appended through a mapping
     /// with room for `capacity` bytes to begin with (buffered writes when the
     /// file cannot be preallocated and mapped). Every record appended must
-    /// carry a sequence number of at least `first`.
-    #[cfg(test)]
+    /// carry a sequence number of at least `first`. The log follows the log
+    /// `back` generations before its own (0: none), which its header
+    /// records durably.
     pub fn create(
-        file: Arc<dyn StorageFile>,
-        name: &str,
-        mapping: Option<(Arc<dyn MappableFile>, u64)>,
-        first: u64,
-    ) -> Result<Wal> {
-        Self::create_following(file, name, mapping, first, 0)
-    }
-
-    /// [`Wal::create`] for a log that follows the log `back` generations
-    /// before its own (0: none), which its header records durably.
-    pub fn create_following(
         file: Arc<dyn StorageFile>,
         name: &str,
         mapping: Option<(Arc<dyn MappableFile>, u64)>,
@@ -232,20 +222,9 @@ impl Wal {
     /// lowest any record of the new log will carry): replay tells them
     /// from this log's records by that. The point is the file's pages,
     /// which are in memory already: appending into them costs no page
-    /// allocation (docs/DESIGN.md, "Logs reused").
-    #[cfg(test)]
+    /// allocation (docs/DESIGN.md, "Logs reused"). `back` as in
+    /// [`Wal::create`].
     pub fn reuse(
-        file: Arc<dyn StorageFile>,
-        name: &str,
-        mapping: Option<(Arc<dyn MappableFile>, u64)>,
-        first: u64,
-    ) -> Result<Wal> {
-        Self::reuse_following(file, name, mapping, first, 0)
-    }
-
-    /// [`Wal::reuse`] for a log that follows the log `back` generations
-    /// before its own (0: none), which its header records durably.
-    pub fn reuse_following(
         file: Arc<dyn StorageFile>,
         name: &str,
         mapping: Option<(Arc<dyn MappableFile>, u64)>,
@@ -1390,6 +1369,7 @@ mod tests {
             "wal",
             Some((mapped::tests::real(&path), 1 << 20)),
             5001,
+            0,
         )
         .unwrap();
         assert!(wal.mapped.is_some());
@@ -1423,6 +1403,7 @@ mod tests {
             "wal",
             Some((mapped::tests::real(&path), 1 << 20)),
             OLD + 1,
+            0,
         )
         .unwrap();
         for i in OLD + 1..=OLD + 100 {
@@ -1475,7 +1456,7 @@ mod tests {
         let mappable = flexspace::Storage::open_mappable(&storage, "wal")
             .unwrap()
             .unwrap();
-        let wal = Wal::create(file.clone(), "wal", Some((mappable, capacity)), 0).unwrap();
+        let wal = Wal::create(file.clone(), "wal", Some((mappable, capacity)), 0, 0).unwrap();
         (dir, file, wal)
     }
 
@@ -1568,7 +1549,7 @@ mod tests {
         use flexspace::Storage;
         let st = flexspace::FaultStorage::new();
         let file = st.open_file("wal", true).unwrap();
-        let wal = Wal::create(file.clone(), "wal", None, 0).unwrap();
+        let wal = Wal::create(file.clone(), "wal", None, 0, 0).unwrap();
         st.fill_device(0);
         let payload = [9u8; 1000];
         let mut n = 0;

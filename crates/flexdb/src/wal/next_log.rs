@@ -148,7 +148,7 @@ mod tests {
     use flexspace::MemFile;
 
     fn log(gen: u64, reused: bool) -> Result<PreparedLog> {
-        let wal = Arc::new(Wal::create(Arc::new(MemFile::new()), "w", None, 1).unwrap());
+        let wal = Arc::new(Wal::create(Arc::new(MemFile::new()), "w", None, 1, 0).unwrap());
         Ok(PreparedLog {
             gen,
             wal,

@@ -173,7 +173,7 @@ mod tests {
         let pool = SpareLogs::new(3);
         let log = |gen: u64| {
             let file = storage.open_file(&wal_name(gen), true).unwrap();
-            Wal::create(file, &wal_name(gen), None, gen * 100).unwrap()
+            Wal::create(file, &wal_name(gen), None, gen * 100, 0).unwrap()
         };
         let files = || {
             let mut f: Vec<String> = storage

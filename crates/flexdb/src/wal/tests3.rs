@@ -103,7 +103,7 @@ fn judged_alike(b: Vec<u8>, what: &str) -> Verdict {
 #[test]
 fn records_are_compact_and_replay_in_order() {
     let f = mem();
-    let wal = Wal::create(f.clone(), "wal", None, 10).unwrap();
+    let wal = Wal::create(f.clone(), "wal", None, 10, 0).unwrap();
     let mut want = Vec::new();
     let mut seq = 10;
     for i in 0..200u64 {
@@ -129,7 +129,7 @@ fn records_are_compact_and_replay_in_order() {
 
 #[test]
 fn a_record_numbered_below_the_last_is_refused() {
-    let wal = Wal::create(mem(), "wal", None, 5).unwrap();
+    let wal = Wal::create(mem(), "wal", None, 5, 0).unwrap();
     assert!(matches!(
         wal.append(4, b"x"),
         Err(Error::InvalidArgument(_))
@@ -146,9 +146,9 @@ fn a_record_numbered_below_the_last_is_refused() {
 /// first record a chain record.
 fn three_stretches() -> (Vec<u8>, u64) {
     let f = mem();
-    let prev = Arc::new(Wal::create(mem(), "prev", None, 1).unwrap());
+    let prev = Arc::new(Wal::create(mem(), "prev", None, 1, 0).unwrap());
     prev.append(1, b"before").unwrap();
-    let wal = Wal::create(f.clone(), "wal", None, 7).unwrap();
+    let wal = Wal::create(f.clone(), "wal", None, 7, 0).unwrap();
     wal.link(prev, 4).unwrap();
     for i in 0..12u8 {
         wal.append(7 + u64::from(i) * 2, &vec![i; 3 + usize::from(i) * 5])
@@ -185,7 +185,7 @@ fn damage_vouched_for_by_a_later_mark_is_corruption() {
     // 20-byte payloads: records of 26 bytes (CRC, length, sequence).
     const R: usize = 26;
     let f = mem();
-    let wal = Wal::create(f.clone(), "wal", None, 1).unwrap();
+    let wal = Wal::create(f.clone(), "wal", None, 1, 0).unwrap();
     for i in 1..=5u64 {
         wal.append(i, &[i as u8; 20]).unwrap();
     }
@@ -235,7 +235,7 @@ fn a_log_that_takes_over_a_file_replays_only_its_own_records() {
         old.sync().unwrap();
         for new_records in [0u64, 1, 5, 40] {
             let g: Arc<dyn StorageFile> = Arc::new(MemFile::from_bytes(bytes_of(f.as_ref())));
-            let wal = Wal::reuse(g.clone(), "wal", None, 301).unwrap();
+            let wal = Wal::reuse(g.clone(), "wal", None, 301, 0).unwrap();
             let mut want = Vec::new();
             for i in 0..new_records {
                 let payload = vec![0xA0 ^ i as u8; 3 + i as usize];
@@ -255,7 +255,7 @@ fn a_log_that_takes_over_a_file_replays_only_its_own_records() {
 #[test]
 fn a_log_records_the_log_it_follows_and_a_flip_there_is_damage() {
     let f = mem();
-    let wal = Wal::create_following(f.clone(), "wal", None, 7, 3).unwrap();
+    let wal = Wal::create(f.clone(), "wal", None, 7, 3).unwrap();
     wal.append(7, b"one").unwrap();
     wal.sync().unwrap();
     let found = Wal::replay(f.as_ref(), "wal", |_, _| Ok(())).unwrap();
@@ -280,7 +280,7 @@ fn a_log_records_the_log_it_follows_and_a_flip_there_is_damage() {
 #[test]
 fn a_log_of_a_newer_version_is_refused_by_name() {
     let f = mem();
-    Wal::create(f.clone(), "wal", None, 1).unwrap();
+    Wal::create(f.clone(), "wal", None, 1, 0).unwrap();
     let mut b = bytes_of(f.as_ref());
     b[8..12].copy_from_slice(&5u32.to_le_bytes());
     let e = Wal::read(&MemFile::from_bytes(b), "wal").unwrap_err();
@@ -293,17 +293,17 @@ fn a_sync_of_a_linked_log_makes_the_log_before_it_durable_first() {
     let storage = flexspace::FaultStorage::new();
     let open = |n: &str| flexspace::Storage::open_file(&storage, n, true).unwrap();
     let (fa, fb, fc) = (open("a"), open("b"), open("c"));
-    let a = Arc::new(Wal::create(fa, "a", None, 1).unwrap());
+    let a = Arc::new(Wal::create(fa, "a", None, 1, 0).unwrap());
     for seq in 1..=50 {
         a.append(seq, &[1; 30]).unwrap();
     }
-    let b = Arc::new(Wal::create(fb, "b", None, 51).unwrap());
+    let b = Arc::new(Wal::create(fb, "b", None, 51, 0).unwrap());
     b.link(a.clone(), 1).unwrap();
     for seq in 51..=60 {
         b.append(seq, &[2; 30]).unwrap();
     }
     // Two rotations without a sync: c after b after a.
-    let c = Wal::create(fc, "c", None, 61).unwrap();
+    let c = Wal::create(fc, "c", None, 61, 0).unwrap();
     c.link(b.clone(), 2).unwrap();
     let end = c.append(61, &[3; 30]).unwrap();
     // Nothing synced yet: a crash keeps the headers only.
@@ -335,7 +335,7 @@ fn a_sync_of_a_linked_log_makes_the_log_before_it_durable_first() {
 /// records.
 fn valid_log(n: u64, sync_every: u64) -> (Vec<u8>, Vec<Record>) {
     let f = mem();
-    let wal = Wal::create(f.clone(), "wal", None, 3).unwrap();
+    let wal = Wal::create(f.clone(), "wal", None, 3, 0).unwrap();
     let mut want = Vec::new();
     for i in 0..n {
         let payload = vec![(i * 7) as u8; 1 + (i as usize * 13) % 60];
