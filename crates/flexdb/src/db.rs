@@ -339,6 +339,8 @@ impl Db {
         let wal_live = s.writes.lock().wal.written_bytes();
         let held = s.snapshots.holds(s);
         let (cache_hits, cache_lookups) = s.cache.counts();
+        let (row_cache_hits, row_cache_lookups) =
+            s.rows.as_ref().map_or((0, 0), |r| r.hits_and_lookups());
         // If the directory cannot be measured the `disk_*` figures are zero
         // (stats never fail).
         let disk = crate::disk_usage::measure(&*s.storage, sp.live_bytes).unwrap_or_default();
@@ -368,6 +370,8 @@ impl Db {
             cache_hits,
             cache_lookups,
             row_cache_bytes: s.rows.as_ref().map_or(0, |r| r.held_bytes() as u64),
+            row_cache_hits,
+            row_cache_lookups,
             wal_bytes_written: s.counters.wal_bytes_retired.load(Ordering::Relaxed) + wal_live,
             data_bytes_written: sp.data_bytes_written,
             tree_bytes_written: sp.tree_bytes_written,

@@ -52,6 +52,11 @@ pub struct Stats {
     /// Bytes the row cache holds (rows of hot keys: `cache_bytes` of the
     /// options less the interval cache's capacity bounds it).
     pub row_cache_bytes: u64,
+    /// Gets the row cache served since open.
+    pub row_cache_hits: u64,
+    /// Gets that looked in the row cache since open (those no MemTable
+    /// answered).
+    pub row_cache_lookups: u64,
     /// Bytes written to the write-ahead log since open.
     pub wal_bytes_written: u64,
     /// Bytes written to the space's data file since open.

@@ -84,6 +84,9 @@ pub(crate) struct Store {
     /// Rows of hot keys (`read::row_cache`; `None` when the budget is too
     /// small for one set).
     pub rows: Option<crate::read::row_cache::RowCache>,
+    /// Which intervals a get that misses the cache caches: those missed
+    /// twice in a window (`read::fetch`'s in-place lookup serves the rest).
+    pub interval_door: crate::read::doorkeeper::Doorkeeper,
     /// The writer lock, the MemTables and what is visible (`write`).
     pub writes: WriteSide,
     /// The committer's index (see `index::CommitterIndex`).

@@ -57,6 +57,9 @@ pub struct EngineStats {
     /// Hits over lookups of the engine's cache since the previous call (or
     /// open); `None` when the engine does not count them or had none.
     pub cache_hit_ratio: Option<f64>,
+    /// Hits over lookups of the engine's row cache since the previous call
+    /// (flexdb's hot-key rows); `None` when it has none or had no lookups.
+    pub row_hit_ratio: Option<f64>,
     /// Bytes of memory held only because a live snapshot needs them
     /// (flexdb: MemTables and published views pinned by snapshots).
     pub snapshot_held_bytes: Option<u64>,

@@ -728,6 +728,7 @@ fn workload_result(
         extent_index_bytes: stats.extent_index_bytes,
         extents: stats.extents,
         cache_hit_ratio: stats.cache_hit_ratio,
+        row_hit_ratio: stats.row_hit_ratio,
         snapshot_held_bytes: stats.snapshot_held_bytes,
         snapshot_held: false,
         disk_wal_bytes: stats.disk_wal_bytes,

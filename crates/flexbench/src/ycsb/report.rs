@@ -160,6 +160,10 @@ pub struct WorkloadResult {
     /// (flexdb's interval cache; null for engines that do not report it).
     #[serde(default)]
     pub cache_hit_ratio: Option<f64>,
+    /// Hits over lookups of flexdb's row cache during the workload (null
+    /// for other engines, or with the row cache off).
+    #[serde(default)]
+    pub row_hit_ratio: Option<f64>,
     /// Memory held only for live snapshots after the workload (flexdb).
     #[serde(default)]
     pub snapshot_held_bytes: Option<u64>,
@@ -385,7 +389,7 @@ pub fn table(records: &[Record]) -> String {
     }
     s += "\n# amplification and memory (after each workload; WA = device bytes / user bytes written)\n";
     s += &format!(
-        "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10} {:>6} {:>11} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>10}\n",
+        "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10} {:>6} {:>11} {:>6} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>10}\n",
         "workload",
         "thr",
         "engine",
@@ -395,6 +399,7 @@ pub fn table(records: &[Record]) -> String {
         "SA",
         "rdwait us",
         "hit %",
+        "row %",
         "index MiB",
         "extent MiB",
         "RSS MiB",
@@ -404,7 +409,7 @@ pub fn table(records: &[Record]) -> String {
     );
     for w in &ws {
         s += &format!(
-            "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10.1} {:>6.2} {:>11} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>10}\n",
+            "{:<8} {:>3} {:<8} {:>8} {:>8} {:>10.1} {:>6.2} {:>11} {:>6} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>10}\n",
             w.workload,
             w.threads,
             w.engine,
@@ -414,6 +419,7 @@ pub fn table(records: &[Record]) -> String {
             w.space_amp,
             opt(w.max_reader_wait_us.map(|v| format!("{v:.0}"))),
             opt(w.cache_hit_ratio.map(|v| format!("{:.1}", v * 100.0))),
+            opt(w.row_hit_ratio.map(|v| format!("{:.1}", v * 100.0))),
             mib(w.index_bytes),
             mib(w.extent_index_bytes),
             mib(w.vm_rss_bytes),

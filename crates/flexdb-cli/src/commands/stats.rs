@@ -31,6 +31,8 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         cache_hits,
         cache_lookups,
         row_cache_bytes,
+        row_cache_hits,
+        row_cache_lookups,
         wal_bytes_written,
         data_bytes_written,
         tree_bytes_written,
@@ -77,6 +79,8 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         ("cache_hits", json!(cache_hits), false),
         ("cache_lookups", json!(cache_lookups), false),
         ("row_cache_bytes", json!(row_cache_bytes), true),
+        ("row_cache_hits", json!(row_cache_hits), false),
+        ("row_cache_lookups", json!(row_cache_lookups), false),
         ("wal_bytes_written", json!(wal_bytes_written), true),
         ("data_bytes_written", json!(data_bytes_written), true),
         ("tree_bytes_written", json!(tree_bytes_written), true),
@@ -172,7 +176,7 @@ mod tests {
     fn json_has_every_field() {
         let v = to_json(&sample());
         let obj = v.as_object().unwrap();
-        assert_eq!(obj.len(), 42);
+        assert_eq!(obj.len(), 44);
         assert_eq!(v["pairs"], 3);
         assert_eq!(v["space_bytes"], 123_456);
         assert_eq!(v["cache_hit_ratio"], 0.5);
@@ -183,7 +187,7 @@ mod tests {
     fn table_lines() {
         let t = table(&sample());
         let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 42);
+        assert_eq!(lines.len(), 44);
         assert_eq!(lines[0], "pairs                     3");
         assert_eq!(lines[1], "space_bytes               123456 (123.5 kB)");
         assert!(t.contains("cache_hit_ratio           0.500\n"));

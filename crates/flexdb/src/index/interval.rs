@@ -14,7 +14,13 @@ use crate::codec::{decode_pair, get_varint, Decoded};
 /// A 16-bit fingerprint of a key.
 #[inline]
 pub fn fingerprint(key: &[u8]) -> u16 {
-    let h = crc32c::crc32c(key);
+    fingerprint_of(crc32c::crc32c(key))
+}
+
+/// The fingerprint of a key whose `crc32c` is `h` (a read that hashed the
+/// key already does not hash it again).
+#[inline]
+pub fn fingerprint_of(h: u32) -> u16 {
     (h ^ (h >> 16)) as u16
 }
 
@@ -108,6 +114,74 @@ impl Builder {
     }
 }
 
+/// Walks the pair records of an interval's bytes as read from the space,
+/// verifying every record and the key order, and calls `each(pos, key,
+/// value)` for each (`pos`: where its record starts). The error says what
+/// is wrong, for a corruption report.
+fn walk_records<'a>(
+    bytes: &'a [u8],
+    mut each: impl FnMut(usize, &'a [u8], &'a [u8]),
+) -> Result<(), String> {
+    let mut pos = 0usize;
+    let mut last: Option<&[u8]> = None;
+    while pos < bytes.len() {
+        match decode_pair(&bytes[pos..]) {
+            Decoded::Pair { key, value, len } => {
+                if last.is_some_and(|l| l >= key) {
+                    return Err(format!(
+                        "pair at byte {pos} of the interval is out of order"
+                    ));
+                }
+                if pos > u32::MAX as usize {
+                    return Err("interval larger than 4 GiB".into());
+                }
+                each(pos, key, value);
+                last = Some(key);
+                pos += len;
+            }
+            Decoded::Incomplete { .. } => {
+                return Err(format!("pair at byte {pos} of the interval is truncated"))
+            }
+            Decoded::Invalid => {
+                return Err(format!(
+                    "pair at byte {pos} of the interval fails its checksum or length check"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What [`search_records`] found in an interval's bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Searched<'a> {
+    /// The value of the key searched for, if the interval holds it.
+    pub value: Option<&'a [u8]>,
+    /// The interval's first and last keys (`None`: no pairs).
+    pub first: Option<&'a [u8]>,
+    pub last: Option<&'a [u8]>,
+}
+
+/// Searches an interval's bytes as read from the space for `key`, checking
+/// them exactly as [`IntervalData::parse`] does (every record, the key
+/// order) but building nothing: for a get whose interval is not worth
+/// caching.
+pub fn search_records<'a>(bytes: &'a [u8], key: &[u8]) -> Result<Searched<'a>, String> {
+    let mut found = Searched {
+        value: None,
+        first: None,
+        last: None,
+    };
+    walk_records(bytes, |_, k, v| {
+        if k == key {
+            found.value = Some(v);
+        }
+        found.first.get_or_insert(k);
+        found.last = Some(k);
+    })?;
+    Ok(found)
+}
+
 impl IntervalData {
     /// Parses `bytes` read from the space, verifying every record and the key
     /// order. The error says what is wrong, for a corruption report.
@@ -116,34 +190,10 @@ impl IntervalData {
         let guess = bytes.len() / 96 + 1;
         let mut offs = Vec::with_capacity(guess);
         let mut fps = Vec::with_capacity(guess);
-        let mut pos = 0usize;
-        let mut last: Option<&[u8]> = None;
-        while pos < bytes.len() {
-            match decode_pair(&bytes[pos..]) {
-                Decoded::Pair { key, len, .. } => {
-                    if last.is_some_and(|l| l >= key) {
-                        return Err(format!(
-                            "pair at byte {pos} of the interval is out of order"
-                        ));
-                    }
-                    if pos > u32::MAX as usize {
-                        return Err("interval larger than 4 GiB".into());
-                    }
-                    offs.push(pos as u32);
-                    fps.push(fingerprint(key));
-                    last = Some(key);
-                    pos += len;
-                }
-                Decoded::Incomplete { .. } => {
-                    return Err(format!("pair at byte {pos} of the interval is truncated"))
-                }
-                Decoded::Invalid => {
-                    return Err(format!(
-                        "pair at byte {pos} of the interval fails its checksum or length check"
-                    ))
-                }
-            }
-        }
+        walk_records(&bytes, |pos, key, _| {
+            offs.push(pos as u32);
+            fps.push(fingerprint(key));
+        })?;
         Ok(IntervalData {
             bytes: bytes.into_boxed_slice(),
             offs: offs.into_boxed_slice(),
@@ -248,8 +298,14 @@ impl IntervalData {
     }
 
     /// Index of the pair holding `key`, found by fingerprint first.
+    #[cfg(test)]
     pub fn find(&self, key: &[u8]) -> Option<usize> {
-        let fp = fingerprint(key);
+        self.find_hashed(key, crc32c::crc32c(key))
+    }
+
+    /// [`find`](Self::find) for a key whose `crc32c` is `h`.
+    pub fn find_hashed(&self, key: &[u8], h: u32) -> Option<usize> {
+        let fp = fingerprint_of(h);
         self.fps
             .iter()
             .enumerate()
@@ -259,8 +315,14 @@ impl IntervalData {
     }
 
     /// The value of `key`.
+    #[cfg(test)]
     pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
         self.find(key).map(|i| self.pair(i).1)
+    }
+
+    /// [`get`](Self::get) for a key whose `crc32c` is `h`.
+    pub fn get_hashed(&self, key: &[u8], h: u32) -> Option<&[u8]> {
+        self.find_hashed(key, h).map(|i| self.pair(i).1)
     }
 
     /// The first index in `lo..hi` whose key fails `below` (binary search;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use parking_lot::RwLockReadGuard;
 
 use crate::error::{space_err, Error, Result};
-use crate::index::interval::IntervalData;
+use crate::index::interval::{search_records, IntervalData, Searched};
 use crate::index::interval_cache::CacheRef;
 use crate::index::sparse::{IntervalPos, SparseIndex};
 use crate::index::CommitterIndex;
@@ -47,16 +47,19 @@ fn corrupt_interval(offset: u64, detail: String) -> Error {
     }
 }
 
+/// Whether an interval whose first and last keys are `first` and `last`
+/// strays from the key range of the interval at `f`.
+fn outside_key_range(sparse: &SparseIndex, f: &IntervalPos, first: &[u8], last: &[u8]) -> bool {
+    first < sparse.anchor(f).as_slice()
+        || sparse.next_anchor(f).is_some_and(|n| last >= n.as_slice())
+}
+
 /// The pairs read for the interval at `f` must lie in its key range.
 fn check_key_range(sparse: &SparseIndex, f: &IntervalPos, data: &IntervalData) -> Result<()> {
     if data.is_empty() {
         return Ok(());
     }
-    let below = data.key(0) < sparse.anchor(f).as_slice();
-    let above = sparse
-        .next_anchor(f)
-        .is_some_and(|n| data.key(data.len() - 1) >= n.as_slice());
-    if below || above {
+    if outside_key_range(sparse, f, data.key(0), data.key(data.len() - 1)) {
         return Err(corrupt_interval(
             f.offset,
             "its keys lie outside the range the sparse index gives it".into(),
@@ -172,6 +175,55 @@ impl Store {
             }
         }
         Ok(data)
+    }
+
+    /// For a get that missed the cache: `read` applied to the value of
+    /// `key` (`None`: absent), read from the view's snapshot of the space
+    /// into this thread's buffer and searched there, checked as a parse
+    /// checks it (`interval::search_records`, and the key range) but with
+    /// nothing decoded or cached. `None` when a check fails, without
+    /// calling `read`: the caller reads the interval whole, which reports
+    /// what is wrong. `read` as for `Store::get_with`.
+    pub fn get_in_place<R>(
+        &self,
+        view: &PublishedView,
+        f: &IntervalPos,
+        key: &[u8],
+        read: &mut impl FnMut(Option<&[u8]>) -> R,
+    ) -> Result<Option<R>> {
+        thread_local! {
+            static BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+        }
+        let size = view.sparse.meta(f).size as usize;
+        let plan = view
+            .space
+            .plan_read(f.offset, size as u64)
+            .map_err(space_err)?;
+        // Taken out while in use: a `read` that gets again finds it empty.
+        let mut buf = BUF.with(std::cell::Cell::take);
+        if buf.len() < size {
+            buf.resize(size, 0);
+        }
+        let out = match plan.read(&mut buf[..size]) {
+            Ok((n, _)) if n == size => match search_records(&buf[..size], key) {
+                Ok(Searched {
+                    value,
+                    first: Some(first),
+                    last: Some(last),
+                }) if !outside_key_range(&view.sparse, f, first, last) => Some(read(value)),
+                _ => None,
+            },
+            Ok(_) => None,
+            Err(e) => {
+                BUF.with(|b| b.set(buf));
+                return Err(space_err(e));
+            }
+        };
+        // A buffer grown for a huge interval is not kept.
+        if buf.len() <= 1 << 20 {
+            BUF.with(|b| b.set(buf));
+        }
+        Ok(out)
     }
 
     /// The content of the interval at `f` in `view`, from the cache or read

@@ -8,6 +8,7 @@
 //! in a MemTable it saw (see `view`); it reads at the snapshot `visible`
 //! had when it began, and so sees whole batches.
 
+pub(crate) mod doorkeeper;
 mod fetch;
 pub(crate) mod iter;
 pub(crate) mod row_cache;
@@ -43,13 +44,16 @@ impl Store {
     pub fn get_with<R>(&self, key: &[u8], mut read: impl FnMut(Option<&[u8]>) -> R) -> Result<R> {
         check_sizes(key, None)?;
         let snapshot = self.writes.visible();
+        // One hash of the key serves the MemTables, the row cache and the
+        // interval's fingerprints.
+        let hash = crc32c::crc32c(key);
         {
             let m = self.read_mems();
-            if let Some(v) = m.active.get_ref(key, snapshot) {
+            if let Some(v) = m.active.get_ref_hashed(key, hash, snapshot) {
                 return Ok(read(v));
             }
             for f in m.frozen.iter().rev() {
-                if let Some(v) = f.mem.get_ref(key, snapshot) {
+                if let Some(v) = f.mem.get_ref_hashed(key, hash, snapshot) {
                     return Ok(read(v));
                 }
             }
@@ -57,7 +61,6 @@ impl Store {
         // After the MemTables (see `view`'s invariants).
         let view = self.views.load();
         // A hot key's row, as this view's generation gave it (`row_cache`).
-        let hash = crc32c::crc32c(key);
         if let Some(rows) = &self.rows {
             if let Some(out) = rows.get(key, hash, view.gen, &mut read) {
                 return Ok(out);
@@ -78,15 +81,28 @@ impl Store {
         // hot interval would all write).
         let word = meta.cache.load(Ordering::Acquire);
         let hit = self.cache.read_nowait(CacheRef::unpack(word), |d| {
-            let value = d.get(key);
+            let value = d.get_hashed(key, hash);
             offer(value);
             read(value)
         });
         if let Some(out) = hit {
             return Ok(out);
         }
+        // An interval missed for the first time in a while is searched in
+        // place, not cached: intervals read once do not push out the ones
+        // read often (`doorkeeper`).
+        let door = (f.offset ^ f.offset >> 32) as u32;
+        if !self.interval_door.admit(door.wrapping_mul(0x85EB_CA6B)) {
+            let out = self.get_in_place(&view, &f, key, &mut |v| {
+                offer(v);
+                read(v)
+            })?;
+            if let Some(out) = out {
+                return Ok(out);
+            }
+        }
         let data = self.view_interval(&view, &f)?;
-        let value = data.get(key);
+        let value = data.get_hashed(key, hash);
         offer(value);
         Ok(read(value))
     }

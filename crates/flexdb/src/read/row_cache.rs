@@ -14,11 +14,18 @@
 //!   until a view of a newer generation is published (`read::view`), and a
 //!   get finds it there first. A row of an older generation is never
 //!   served, only replaced.
-//! - Readers write nothing shared: a slot is an `ArcSwapOption`, loaded
-//!   without a lock; a replaced row lives until its last reader drops it.
+//! - A set is one cache line: its ways' slots and, per way, a word naming
+//!   the hash and generation of the row the way was last given (0: none).
+//!   A get loads only a way whose word matches, so a miss costs one line
+//!   and no slot load, and a hit one line and its row. The word is a filter, never trusted: a row is served only after
+//!   its own hash, generation and key matched (a racing offer may have put
+//!   another row in the way since).
+//! - Readers write nothing shared but the striped hit counters: a slot is
+//!   an `ArcSwapOption`, loaded without a lock; a replaced row lives until
+//!   its last reader drops it.
 //! - A row is kept only after its key missed twice within one window of
-//!   misses (a one-bit doorkeeper per hash), so keys read once do not
-//!   push out hot ones; rows of more than `MAX_ROW` bytes are not kept.
+//!   misses (`read::doorkeeper`), so keys read once do not push out hot
+//!   ones; rows of more than `MAX_ROW` bytes are not kept.
 //! - The slots and the rows' bytes stay within the budget: an insert that
 //!   would pass it is dropped.
 
@@ -26,12 +33,16 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
+use flexsys::counter::StripedCounter;
+
+use crate::read::doorkeeper::Doorkeeper;
 
 /// Ways a key may occupy (the set its hash picks).
 const WAYS: usize = 4;
 /// The largest row kept (key and value bytes).
 const MAX_ROW: usize = 1024;
-/// Bytes a slot and a row's fixed part take, charged with the row.
+/// Bytes a way (its slot and its word) and a row's fixed part take,
+/// charged with the row.
 const SLOT_BYTES: usize = 16;
 const ROW_OVERHEAD: usize = 64;
 
@@ -46,43 +57,54 @@ struct Row {
     bytes: Box<[u8]>,
 }
 
+/// One set: its ways' words and slots, in one cache line.
+#[repr(align(64))]
+#[derive(Default)]
+struct Set {
+    words: [AtomicU64; WAYS],
+    slots: [ArcSwapOption<Row>; WAYS],
+}
+
+/// The word of a row of `hash` and generation `tag` (never 0).
+fn word_of(hash: u32, tag: u64) -> u64 {
+    (u64::from(hash) << 32 | (tag & 0xffff_ffff)) | 1 << 63
+}
+
 /// A fixed number of sets of `WAYS` slots.
 pub(crate) struct RowCache {
-    slots: Box<[ArcSwapOption<Row>]>,
-    sets: usize,
+    sets: Box<[Set]>,
     /// Bytes of the rows held (their charge).
     held: AtomicUsize,
     budget: usize,
-    /// Doorkeeper: one bit per hash bucket, cleared every `window` misses.
-    seen: Box<[AtomicU64]>,
-    misses: AtomicUsize,
-    window: usize,
+    /// Keeps a row on its key's second miss.
+    door: Doorkeeper,
+    /// Gets served, and gets not served (for `Stats`).
+    hits: StripedCounter,
+    misses: StripedCounter,
 }
 
 impl RowCache {
     /// A cache of at most `budget` bytes; `None` when that holds no set.
     pub fn new(budget: usize) -> Option<RowCache> {
-        // A quarter of the budget for slots, the rest for rows of about
-        // 200 bytes.
-        let sets = budget / 4 / (SLOT_BYTES * WAYS);
+        // A quarter of the budget for the ways, so that rows (of about 200
+        // bytes) fill about a quarter of them: a key seldom finds its set
+        // full, and a hot row is seldom pushed out by a newcomer.
+        let sets = budget / 4 / (WAYS * SLOT_BYTES);
         if sets == 0 {
             return None;
         }
-        let words = (sets * WAYS * 2).div_ceil(64);
         Some(RowCache {
-            slots: (0..sets * WAYS).map(|_| ArcSwapOption::empty()).collect(),
-            sets,
+            sets: (0..sets).map(|_| Set::default()).collect(),
             held: AtomicUsize::new(0),
             budget: budget - sets * WAYS * SLOT_BYTES,
-            seen: (0..words).map(|_| AtomicU64::new(0)).collect(),
-            misses: AtomicUsize::new(0),
-            window: sets * WAYS,
+            door: Doorkeeper::new(sets * WAYS),
+            hits: StripedCounter::default(),
+            misses: StripedCounter::default(),
         })
     }
 
-    fn set_of(&self, hash: u32) -> std::ops::Range<usize> {
-        let s = (hash as usize) % self.sets * WAYS;
-        s..s + WAYS
+    fn set_of(&self, hash: u32) -> &Set {
+        &self.sets[(hash as usize) % self.sets.len()]
     }
 
     /// `read` applied to the row of `key` as a view of generation `tag`
@@ -94,14 +116,21 @@ impl RowCache {
         tag: u64,
         read: &mut impl FnMut(Option<&[u8]>) -> R,
     ) -> Option<R> {
-        for slot in &self.slots[self.set_of(hash)] {
+        let set = self.set_of(hash);
+        let want = word_of(hash, tag);
+        for (word, slot) in set.words.iter().zip(&set.slots) {
+            if word.load(Ordering::Acquire) != want {
+                continue;
+            }
             let row = slot.load();
             let Some(row) = row.as_ref() else { continue };
             if row.hash == hash && row.tag == tag && &row.bytes[..row.klen] == key {
+                self.hits.add(1);
                 let value = row.present.then(|| &row.bytes[row.klen..]);
                 return Some(read(value));
             }
         }
+        self.misses.add(1);
         None
     }
 
@@ -109,28 +138,23 @@ impl RowCache {
     /// if the key missed recently too and there is room.
     pub fn offer(&self, key: &[u8], hash: u32, tag: u64, value: Option<&[u8]>) {
         let len = key.len() + value.map_or(0, <[u8]>::len);
-        if len > MAX_ROW || !self.admit(hash) {
+        if len > MAX_ROW || !self.door.admit(hash) {
             return;
         }
         let charge = len + ROW_OVERHEAD;
         let set = self.set_of(hash);
+        let words = &set.words;
         // A way that is empty or holds an older generation's row, else the
         // one the hash's next bits pick.
-        let mut victim = set.start + (hash as usize >> 24) % WAYS;
-        for i in set {
-            match self.slots[i].load().as_ref() {
-                None => {
-                    victim = i;
-                    break;
-                }
-                Some(row) if row.tag != tag => {
-                    victim = i;
-                    break;
-                }
-                Some(_) => {}
-            }
-        }
-        let old = self.slots[victim]
+        let low = tag & 0xffff_ffff;
+        let way = words
+            .iter()
+            .position(|w| {
+                let w = w.load(Ordering::Relaxed);
+                w == 0 || w & 0xffff_ffff != low
+            })
+            .unwrap_or((hash as usize >> 24) % WAYS);
+        let old = set.slots[way]
             .load()
             .as_ref()
             .map_or(0, |r| r.bytes.len() + ROW_OVERHEAD);
@@ -148,34 +172,24 @@ impl RowCache {
             bytes: bytes.into_boxed_slice(),
         });
         // Racing offers may both count: the charge is what the slot held
-        // when swapped out.
-        let out = self.slots[victim].swap(Some(row));
+        // when swapped out. The word follows the row (a get checks the
+        // row itself either way).
+        let out = set.slots[way].swap(Some(row));
+        words[way].store(word_of(hash, tag), Ordering::Release);
         let freed = out.as_ref().map_or(0, |r| r.bytes.len() + ROW_OVERHEAD);
         self.held.fetch_add(charge, Ordering::Relaxed);
         self.held.fetch_sub(freed, Ordering::Relaxed);
     }
 
-    /// Whether the hash's doorkeeper bit was set (it is set now), clearing
-    /// every bit once a window of misses has passed.
-    fn admit(&self, hash: u32) -> bool {
-        if self.misses.fetch_add(1, Ordering::Relaxed) % self.window == self.window - 1 {
-            for w in self.seen.iter() {
-                w.store(0, Ordering::Relaxed);
-            }
-        }
-        let bit = (hash as usize).wrapping_mul(0x9E37_79B9) % (self.seen.len() * 64);
-        let mask = 1u64 << (bit % 64);
-        let word = &self.seen[bit / 64];
-        if word.load(Ordering::Relaxed) & mask != 0 {
-            return true;
-        }
-        word.fetch_or(mask, Ordering::Relaxed);
-        false
-    }
-
     /// Bytes the rows hold (their charge), for `Stats`.
     pub fn held_bytes(&self) -> usize {
         self.held.load(Ordering::Relaxed)
+    }
+
+    /// Gets it served and gets it was asked, for `Stats`.
+    pub fn hits_and_lookups(&self) -> (u64, u64) {
+        let hits = self.hits.sum();
+        (hits, hits + self.misses.sum())
     }
 }
 

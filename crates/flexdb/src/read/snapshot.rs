@@ -114,8 +114,9 @@ impl ReadPoint {
     /// `Store::get_with`: called exactly once).
     pub fn get_with<R>(&self, key: &[u8], mut read: impl FnMut(Option<&[u8]>) -> R) -> Result<R> {
         check_sizes(key, None)?;
+        let hash = crc32c::crc32c(key);
         for m in &self.mems {
-            if let Some(v) = m.get_ref(key, self.seq) {
+            if let Some(v) = m.get_ref_hashed(key, hash, self.seq) {
                 return Ok(read(v));
             }
         }
@@ -131,13 +132,13 @@ impl ReadPoint {
             let hit = self
                 .store
                 .cache
-                .read_nowait(CacheRef::unpack(word), |d| read(d.get(key)));
+                .read_nowait(CacheRef::unpack(word), |d| read(d.get_hashed(key, hash)));
             if let Some(out) = hit {
                 return Ok(out);
             }
         }
         let data = self.store.view_interval_at(view, &f, self.active_gen)?;
-        Ok(read(data.get(key)))
+        Ok(read(data.get_hashed(key, hash)))
     }
 }
 

@@ -223,6 +223,9 @@ fn assemble(
         dir: dir.to_path_buf(),
         cache: IntervalCache::new(opts.cache_bytes - row_bytes),
         rows: crate::read::row_cache::RowCache::new(row_bytes),
+        interval_door: crate::read::doorkeeper::Doorkeeper::new(
+            (opts.cache_bytes - row_bytes) / TYPICAL_INTERVAL,
+        ),
         opts,
         storage,
         space,
@@ -248,6 +251,10 @@ fn assemble(
 /// The row cache takes this share of `Options::cache_bytes` (one part in
 /// so many), the interval cache the rest.
 const ROW_CACHE_SHARE: usize = 16;
+
+/// The interval size the interval cache's admission window is sized for
+/// (16 pairs of about 130 bytes).
+const TYPICAL_INTERVAL: usize = 2 << 10;
 
 fn recover(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Store> {
     let t0 = std::time::Instant::now();

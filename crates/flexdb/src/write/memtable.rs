@@ -515,8 +515,23 @@ impl MemTable {
 
     /// [`MemTable::get`] without a copy: the value borrowed from the
     /// table's arena, valid for as long as the table is.
+    #[cfg(test)]
     pub fn get_ref(&self, key: &[u8], snapshot: u64) -> Option<Option<&[u8]>> {
-        let (_, found) = self.table().probe(key, hash(key));
+        self.get_ref_hashed(key, hash(key), snapshot)
+    }
+
+    /// [`get_ref`](Self::get_ref) for a key whose `crc32c` is `h` (the
+    /// table's hash).
+    pub fn get_ref_hashed(&self, key: &[u8], h: u32, snapshot: u64) -> Option<Option<&[u8]>> {
+        debug_assert_eq!(h, hash(key));
+        // An empty table (the active one after a commit, in read-mostly
+        // work) costs no probe of its slots. A reader that loaded the
+        // visible sequence number after a write (Release after `len`) sees
+        // that write counted.
+        if self.is_empty() {
+            return None;
+        }
+        let (_, found) = self.table().probe(key, h);
         let e = self.visible(found?, snapshot)?;
         Some(self.entry(e).value)
     }

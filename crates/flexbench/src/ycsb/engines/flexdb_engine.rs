@@ -9,6 +9,7 @@ struct FlexDbEngine {
     db: flexdb::Db,
     /// Cache hits and lookups at the previous `stats` call.
     cache_counts: std::sync::Mutex<(u64, u64)>,
+    row_counts: std::sync::Mutex<(u64, u64)>,
 }
 
 /// Opens (creating if needed) a FlexDB store in `dir`.
@@ -30,6 +31,7 @@ pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
     Ok(Box::new(FlexDbEngine {
         db,
         cache_counts: Default::default(),
+        row_counts: Default::default(),
     }))
 }
 
@@ -57,6 +59,17 @@ fn read_lent(mut it: flexdb::Iter<'_>, n: usize, reverse: bool) -> Result<usize>
         }
     }
     Ok(count)
+}
+
+/// Hits over lookups since the counts `last` holds (then updated to
+/// these); `None` without lookups.
+fn window_ratio(last: &std::sync::Mutex<(u64, u64)>, hits: u64, lookups: u64) -> Option<f64> {
+    let mut last = last
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (h, l) = (hits.saturating_sub(last.0), lookups.saturating_sub(last.1));
+    *last = (hits, lookups);
+    (l > 0).then(|| h as f64 / l as f64)
 }
 
 impl Engine for FlexDbEngine {
@@ -124,22 +137,15 @@ impl Engine for FlexDbEngine {
     fn stats(&self) -> EngineStats {
         let s = self.db.stats();
         // The harness asks once per workload: each asks for its own window.
-        let cache_hit_ratio = {
-            let mut last = self
-                .cache_counts
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let hits = s.cache_hits.saturating_sub(last.0);
-            let lookups = s.cache_lookups.saturating_sub(last.1);
-            *last = (s.cache_hits, s.cache_lookups);
-            (lookups > 0).then(|| hits as f64 / lookups as f64)
-        };
+        let cache_hit_ratio = window_ratio(&self.cache_counts, s.cache_hits, s.cache_lookups);
+        let row_hit_ratio = window_ratio(&self.row_counts, s.row_cache_hits, s.row_cache_lookups);
         EngineStats {
             max_reader_wait: Some(self.db.take_max_reader_wait()),
             index_bytes: Some(s.sparse_index_bytes),
             extent_index_bytes: Some(s.extent_index_bytes),
             extents: Some(s.extents),
             cache_hit_ratio,
+            row_hit_ratio,
             snapshot_held_bytes: Some(s.snapshot_held_bytes),
             disk_parts: Some(
                 [

@@ -201,6 +201,7 @@ impl Engine for RocksEngine {
             extent_index_bytes: None,
             extents: None,
             cache_hit_ratio: None,
+            row_hit_ratio: None,
             snapshot_held_bytes: None,
             disk_parts: None,
             gc_relocated_bytes: None,

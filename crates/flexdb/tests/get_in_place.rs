@@ -1,0 +1,154 @@
+//! Gets that miss the interval cache (`read::fetch`'s in-place search):
+//! an interval read for the first time in a while is searched where it was
+//! read and not cached; one read again is cached (the doorkeeper). Values
+//! read so are right, absent keys are absent, and gets of keys spread over
+//! many intervals while a writer overwrites them and the committer
+//! rewrites and splits their intervals never go back in time.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use flexdb::{Db, Options};
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+/// Value `version` of key `i`: the version, then filler.
+fn value(i: u64, version: u64) -> Vec<u8> {
+    let mut v = format!("{version:010}:").into_bytes();
+    v.resize(40 + (i % 50) as usize, b'a' + (i % 26) as u8);
+    v
+}
+
+fn version_of(v: &[u8]) -> u64 {
+    std::str::from_utf8(&v[..10])
+        .expect("a value the test wrote")
+        .parse()
+        .expect("a version")
+}
+
+#[test]
+fn an_interval_read_once_is_searched_in_place_and_cached_when_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::new()
+        .create_if_missing(true)
+        .cache_bytes(64 << 20)
+        .row_cache(false);
+    const KEYS: u64 = 20_000;
+    {
+        let db = Db::open(dir.path(), opts.clone()).unwrap();
+        for i in 0..KEYS {
+            db.put(key(i), value(i, 1)).unwrap();
+        }
+        db.close().unwrap();
+    }
+    let db = Db::open(dir.path(), opts).unwrap();
+    let cached = |db: &Db| db.stats().cache_bytes;
+    let before = cached(&db);
+    // One get per interval or so: every interval missed once.
+    for i in (0..KEYS).step_by(20) {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 1)), "key {i}");
+    }
+    let once = cached(&db);
+    // Every key, twice more: intervals missed again are cached.
+    for _ in 0..2 {
+        for i in 0..KEYS {
+            assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 1)), "key {i}");
+        }
+    }
+    let again = cached(&db);
+    let total = db.stats().space_bytes;
+    // Absent keys, between present ones and past the last.
+    for i in (0..=KEYS).step_by(7) {
+        assert_eq!(
+            db.get(format!("key{i:06}x")).unwrap(),
+            None,
+            "after key {i}"
+        );
+    }
+    assert!(
+        once - before < total / 4,
+        "intervals read once were cached: {before} -> {once} of {total} bytes"
+    );
+    assert!(
+        again - before > total / 2,
+        "intervals read again were not cached: {before} -> {again} of {total} bytes"
+    );
+}
+
+#[test]
+fn gets_missing_the_cache_never_go_back_in_time_while_intervals_are_rewritten() {
+    let dir = tempfile::tempdir().unwrap();
+    // A cache far smaller than the data, so most gets miss it.
+    let opts = Options::new()
+        .create_if_missing(true)
+        .memtable_bytes(64 << 10)
+        .cache_bytes(128 << 10)
+        .row_cache(false);
+    const KEYS: u64 = 4_000;
+    let db = Arc::new(Db::open(dir.path(), opts).unwrap());
+    for i in 0..KEYS {
+        db.put(key(i), value(i, 1)).unwrap();
+    }
+    db.flush().unwrap();
+    // acked[i]: the newest version of key i whose write returned.
+    let acked: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(1)).collect());
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2u64)
+        .map(|t| {
+            let (db, acked, done) = (db.clone(), acked.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut seen = vec![0u64; KEYS as usize];
+                let mut i = t * 7919 % KEYS;
+                let mut gets = 0u64;
+                while !done.load(Ordering::Relaxed) || gets < 20_000 {
+                    i = (i + 104_729) % KEYS;
+                    let floor = acked[i as usize].load(Ordering::Acquire);
+                    let got = db
+                        .get_with(key(i), |v| v.map(version_of))
+                        .unwrap()
+                        .unwrap_or_else(|| panic!("key {i} absent"));
+                    assert!(
+                        got >= floor,
+                        "key {i}: read {got} after {floor} was acknowledged"
+                    );
+                    assert!(
+                        got >= seen[i as usize],
+                        "key {i}: {got} after {}",
+                        seen[i as usize]
+                    );
+                    seen[i as usize] = got;
+                    gets += 1;
+                }
+                gets
+            })
+        })
+        .collect();
+    // Overwrite keys (some values longer, so intervals split), flushing now
+    // and then so the committer rewrites intervals under the readers.
+    for round in 2..40u64 {
+        for i in (round % 3..KEYS).step_by(3) {
+            let mut v = value(i, round);
+            if round % 5 == 0 {
+                v.extend_from_slice(&[b'z'; 100]);
+            }
+            db.put(key(i), v).unwrap();
+            acked[i as usize].store(round, Ordering::Release);
+        }
+        if round % 4 == 0 {
+            db.flush().unwrap();
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() >= 20_000);
+    }
+    let s = db.stats();
+    assert!(
+        s.cache_lookups > s.cache_hits,
+        "no get missed the cache: {} hits of {} lookups",
+        s.cache_hits,
+        s.cache_lookups
+    );
+}
