@@ -13,6 +13,11 @@ use std::sync::Arc;
 use common::blocks::{decode, hash, random_step};
 use common::content;
 use flexspace::{CrashModel, Fault, FaultStorage, FlexSpace, Options, SEGMENT_SIZE};
+
+/// Blocks the file system may count for a file beyond its data: `st_blocks`
+/// includes ext4's extent-tree blocks, which a file fragmented by punched
+/// holes needs (one 4 KiB block per 340 extents). Seen in CI: 4 KiB.
+const FS_METADATA: u64 = 64 << 10;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -74,7 +79,7 @@ fn compaction_gives_blocks_back_and_every_byte_reads_back() {
             // At most the open segment's rest and a punch the last free
             // segment waits for beyond the live bytes.
             assert!(
-                after.data_allocated_bytes <= after.live_bytes + 2 * SEGMENT_SIZE,
+                after.data_allocated_bytes <= after.live_bytes + 2 * SEGMENT_SIZE + FS_METADATA,
                 "{after:?}"
             );
         }
@@ -122,7 +127,7 @@ fn commits_give_freed_segments_back_without_compaction() {
         // Segments in use, the last free one start_punch keeps, and the
         // one a punch may be finishing.
         assert!(
-            s.data_allocated_bytes <= s.data_file_bytes + 2 * SEGMENT_SIZE,
+            s.data_allocated_bytes <= s.data_file_bytes + 2 * SEGMENT_SIZE + FS_METADATA,
             "{s:?}"
         );
     }

@@ -382,11 +382,14 @@ impl FaultStorage {
     /// each of the operations `points` (counting from now) would leave
     /// (tearing the last write under `SyncedOnly` when `tear` is set): one
     /// run then yields many crash images. [`FaultStorage::take_images`]
-    /// hands them over. Replaces points asked for before.
+    /// hands them over. Points asked for before and not reached yet stay
+    /// (a phase that ran shorter than planned leaves its points to the
+    /// next); `tear` applies to all.
     pub fn image_at(&self, points: &[u64], tear: bool) {
         let mut s = self.state.lock();
         let now = s.ops;
         let mut points: Vec<u64> = points.iter().map(|p| now + p).collect();
+        points.extend(s.image_points.drain(..));
         points.sort_unstable();
         points.dedup();
         s.image_points = points.into();
@@ -1172,7 +1175,8 @@ mod tests {
             st.sync_dir()
         };
         let st = FaultStorage::new();
-        st.image_at(&[3, 0, 5, 3, 100], true);
+        st.image_at(&[3, 0, 100], true);
+        st.image_at(&[5, 3], true);
         ops(&st).unwrap();
         let images = st.take_images();
         assert_eq!(images.iter().map(|i| i.0).collect::<Vec<_>>(), [0, 3, 5]);
