@@ -187,8 +187,7 @@ impl KeyList {
         pa.len() + a.len() == pb.len() + b.len() && pa.iter().chain(a).eq(pb.iter().chain(b))
     }
 
-    /// Orders key `i` against `key`.
-    #[cfg(test)]
+    /// Orders key `i` against `key`, in place.
     pub fn compare(&self, i: usize, key: &[u8]) -> Ordering {
         let p = self.prefix();
         let n = p.len().min(key.len());

@@ -635,6 +635,23 @@ impl SparseIndex {
         self.leaves[f.leaf as usize].anchor(f.idx)
     }
 
+    /// Orders the anchor of the interval at `f` against `key`, comparing in
+    /// place (no copy of the anchor).
+    pub fn compare_anchor(&self, f: &IntervalPos, key: &[u8]) -> std::cmp::Ordering {
+        self.leaves[f.leaf as usize].keys.compare(f.idx, key)
+    }
+
+    /// Whether keys `first..=last` stray outside the key range of the
+    /// interval at `f`: `first` below its anchor, or `last` at or above the
+    /// next interval's anchor. Compares in place.
+    pub fn strays(&self, f: &IntervalPos, first: &[u8], last: &[u8]) -> bool {
+        use std::cmp::Ordering::Greater;
+        self.compare_anchor(f, first) == Greater
+            || self.after(f).is_some_and(|(leaf, i)| {
+                self.leaves[leaf as usize].keys.compare(i, last) != Greater
+            })
+    }
+
     /// The anchor of the interval after `f` (its exclusive key bound), or
     /// `None` for the last interval.
     pub fn next_anchor(&self, f: &IntervalPos) -> Option<Vec<u8>> {
@@ -1331,6 +1348,22 @@ mod tests {
         assert_eq!(s.last().offset, last.offset);
         assert_eq!(s.anchor(&s.last()), &key(4999)[..]);
         assert!(s.memory() > 0);
+        // In-place comparisons against the anchors, across leaves too.
+        for n in [1, 77, 1000, 4998] {
+            let f = s.find(&key(n));
+            let mut above = key(n);
+            above.push(0);
+            assert_eq!(s.compare_anchor(&f, &key(n)), std::cmp::Ordering::Equal);
+            assert_eq!(s.compare_anchor(&f, &above), std::cmp::Ordering::Less);
+            assert_eq!(
+                s.compare_anchor(&f, &key(n - 1)),
+                std::cmp::Ordering::Greater
+            );
+            assert!(!s.strays(&f, &key(n), &above));
+            assert!(s.strays(&f, &key(n - 1), &key(n)), "below the anchor");
+            assert!(s.strays(&f, &key(n), &key(n + 1)), "at the next anchor");
+        }
+        assert!(!s.strays(&last, &key(4999), b"\xff\xff"), "no next anchor");
     }
 
     #[test]

@@ -29,6 +29,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::index::interval::IntervalData;
+use crate::index::sparse::{IntervalPos, SparseIndex};
 use crate::read::snapshot::ReadPoint;
 use crate::read::walk_ahead::WalkAhead;
 use crate::write::memtable::{within_end, within_start, Version};
@@ -134,6 +135,28 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
         Bound::Included(k) => Bound::Included(k),
         Bound::Excluded(k) => Bound::Excluded(k),
         Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Whether the anchor of the interval at `f` lies before the upper bound
+/// `end` (compared in place).
+fn anchor_within_end(sparse: &SparseIndex, f: &IntervalPos, end: Bound<&[u8]>) -> bool {
+    use std::cmp::Ordering::{Greater, Less};
+    match end {
+        Bound::Included(e) => sparse.compare_anchor(f, e) != Greater,
+        Bound::Excluded(e) => sparse.compare_anchor(f, e) == Less,
+        Bound::Unbounded => true,
+    }
+}
+
+/// Whether the anchor of the interval at `f` lies after the lower bound
+/// `start` (compared in place).
+fn anchor_within_start(sparse: &SparseIndex, f: &IntervalPos, start: Bound<&[u8]>) -> bool {
+    use std::cmp::Ordering::{Greater, Less};
+    match start {
+        Bound::Included(s) => sparse.compare_anchor(f, s) != Less,
+        Bound::Excluded(s) => sparse.compare_anchor(f, s) == Greater,
+        Bound::Unbounded => true,
     }
 }
 
@@ -387,9 +410,7 @@ impl Iter<'_> {
             first = false;
             match view.sparse.next(&f) {
                 Some(n) => {
-                    // (The anchor is a copy: only made when there is a bound.)
-                    let bounded = !matches!(self.hi, Bound::Unbounded);
-                    if bounded && !within_end(&view.sparse.anchor(&n), as_ref(&self.hi)) {
+                    if !anchor_within_end(&view.sparse, &n, as_ref(&self.hi)) {
                         return Ok(Chunk { items, full: false });
                     }
                     f = n;
@@ -443,8 +464,7 @@ impl Iter<'_> {
             first = false;
             // The interval's anchor is at or below all its keys: when it is
             // below the range, no earlier interval can hold anything.
-            let bounded = !matches!(self.lo, Bound::Unbounded);
-            if bounded && !within_start(&view.sparse.anchor(&f), as_ref(&self.lo)) {
+            if !anchor_within_start(&view.sparse, &f, as_ref(&self.lo)) {
                 return Ok(Chunk { items, full: false });
             }
             match view.sparse.prev(&f) {
