@@ -87,6 +87,9 @@ pub(crate) struct Store {
     /// Which intervals a get that misses the cache caches: those missed
     /// twice in a window (`read::fetch`'s in-place lookup serves the rest).
     pub interval_door: crate::read::doorkeeper::Doorkeeper,
+    /// How often intervals were read lately: a get caches a missed interval
+    /// only if it was read more often than the entry it would evict.
+    pub interval_freq: crate::read::frequency::FrequencySketch,
     /// The writer lock, the MemTables and what is visible (`write`).
     pub writes: WriteSide,
     /// The committer's index (see `index::CommitterIndex`).

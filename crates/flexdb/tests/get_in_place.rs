@@ -1,6 +1,7 @@
 //! Gets that miss the interval cache (`read::fetch`'s in-place search):
 //! an interval read for the first time in a while is searched where it was
-//! read and not cached; one read again is cached (the doorkeeper). Values
+//! read and not cached; one read again is cached (the doorkeeper) if it
+//! was read more often than the entry it would evict (TinyLFU). Values
 //! read so are right, absent keys are absent, and gets of keys spread over
 //! many intervals while a writer overwrites them and the committer
 //! rewrites and splits their intervals never go back in time.
@@ -151,4 +152,51 @@ fn gets_missing_the_cache_never_go_back_in_time_while_intervals_are_rewritten() 
         s.cache_hits,
         s.cache_lookups
     );
+}
+
+/// A full cache admits a missed interval only if it was read more often
+/// than the entry it would push out (TinyLFU, `read::frequency`): under
+/// gets spread evenly over a store a few times the cache's size, each key
+/// read twice in a row (so the doorkeeper lets its interval through), the
+/// cache stops trading entries for others read as often, and intervals
+/// just read are searched in place, not cached.
+#[test]
+fn an_even_spread_of_gets_does_not_churn_a_full_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::new()
+        .create_if_missing(true)
+        .cache_bytes(256 << 10)
+        .row_cache(false);
+    const KEYS: u64 = 8_000;
+    {
+        let db = Db::open(dir.path(), opts.clone()).unwrap();
+        for i in 0..KEYS {
+            db.put(key(i), value(i, 1)).unwrap();
+        }
+        db.close().unwrap();
+    }
+    let db = Db::open(dir.path(), opts).unwrap();
+    let total = db.stats().space_bytes;
+    assert!(
+        total > 2 * (256 << 10),
+        "the store outgrows the cache: {total}"
+    );
+    let get = |i: u64| assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 1)), "key {i}");
+    let order: Vec<u64> = (0..KEYS).map(|n| n * 7919 % KEYS).collect();
+    for _ in 0..4 {
+        for &i in &order {
+            get(i);
+            get(i);
+        }
+    }
+    // The last keys read, twice each moments ago: most of their intervals
+    // were not cached (a cache that admits every second miss holds all).
+    let s0 = db.stats();
+    order[order.len() - 100..].iter().for_each(|&i| get(i));
+    let s1 = db.stats();
+    let (h, n) = (
+        s1.cache_hits - s0.cache_hits,
+        s1.cache_lookups - s0.cache_lookups,
+    );
+    assert!(h * 10 <= n * 7, "the cache churned: {h} hits of {n}");
 }

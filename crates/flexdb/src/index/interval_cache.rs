@@ -33,7 +33,7 @@
 //! alone exceeds it (then it is the only entry); generations only grow, so
 //! a stale reference never matches a reused slot.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, RwLock};
@@ -100,6 +100,9 @@ struct Content {
 struct Slot {
     content: RwLock<Content>,
     referenced: AtomicBool,
+    /// The admission hash of the entry's interval (`read::frequency`), 0
+    /// when its inserter gave none.
+    door: AtomicU64,
     /// Where the entry's lines lie, for prefetching only (module docs).
     hint: Hint,
 }
@@ -266,6 +269,12 @@ impl IntervalCache {
         Some(out)
     }
 
+    /// Counts a miss of a reader that searched the interval in place
+    /// instead of caching it.
+    pub fn note_miss(&self) {
+        self.misses.add(1);
+    }
+
     /// Counts `found` as a hit or a miss.
     fn counted<T>(&self, found: Option<T>) -> Option<T> {
         let counter = if found.is_some() {
@@ -280,15 +289,39 @@ impl IntervalCache {
     /// Caches `interval`, replacing the one behind `old` (write-through), and
     /// returns its reference. Evicts by CLOCK until it fits.
     pub fn insert(&self, old: Option<CacheRef>, interval: Arc<IntervalData>) -> CacheRef {
-        self.insert_booked(&mut self.book.lock(), old, interval)
+        self.insert_booked(&mut self.book.lock(), old, interval, 0)
     }
 
     /// [`IntervalCache::insert`] (of a new interval) for a reader that must
     /// not wait: `None`, and nothing cached, when another insert, removal
-    /// or eviction is under way.
-    pub fn try_insert(&self, interval: Arc<IntervalData>) -> Option<CacheRef> {
+    /// or eviction is under way. `door`: the interval's admission hash,
+    /// kept with the entry for [`IntervalCache::admits`].
+    pub fn try_insert(&self, interval: Arc<IntervalData>, door: u64) -> Option<CacheRef> {
         let mut book = self.book.try_lock()?;
-        Some(self.insert_booked(&mut book, None, interval))
+        Some(self.insert_booked(&mut book, None, interval, door))
+    }
+
+    /// Whether a reader should cache an interval of about `charge` bytes:
+    /// yes while the cache has room; when full, what `beats` says of the
+    /// admission hash of the entry CLOCK would evict next (a hash of 0,
+    /// an entry the committer cached: yes). Advances CLOCK to that entry
+    /// (clearing reference bits on the way, as an eviction would), so an
+    /// insert that follows evicts it first. No when another insert,
+    /// removal or eviction is under way.
+    pub fn admits(&self, charge: usize, beats: impl FnOnce(u64) -> bool) -> bool {
+        let Some(mut book) = self.book.try_lock() else {
+            return false;
+        };
+        if book.used + charge <= self.capacity {
+            return true;
+        }
+        match self.next_victim(&mut book) {
+            Some(i) => match self.slot(i as u32).map(|s| s.door.load(Ordering::Relaxed)) {
+                Some(0) | None => true,
+                Some(door) => beats(door),
+            },
+            None => true,
+        }
     }
 
     fn insert_booked(
@@ -296,6 +329,7 @@ impl IntervalCache {
         book: &mut Book,
         old: Option<CacheRef>,
         interval: Arc<IntervalData>,
+        door: u64,
     ) -> CacheRef {
         let charge = interval.charge().max(1);
         if let Some(r) = old {
@@ -328,6 +362,7 @@ impl IntervalCache {
             content.generation
         };
         s.referenced.store(true, Ordering::Relaxed);
+        s.door.store(door, Ordering::Relaxed);
         book.charge[slot] = charge;
         book.used += charge;
         CacheRef {
@@ -376,9 +411,31 @@ impl IntervalCache {
     }
 
     fn evict_one(&self, book: &mut Book) {
+        let Some(i) = self.next_victim(book) else {
+            return;
+        };
+        book.hand = (i + 1) % book.charge.len();
+        let Some(slot) = self.slot(i as u32) else {
+            return;
+        };
+        // Stable: contents change only under `book`, which we hold.
+        let generation = slot.content.read().generation;
+        self.remove_booked(
+            book,
+            CacheRef {
+                slot: i as u32,
+                generation,
+            },
+        );
+    }
+
+    /// The slot CLOCK evicts next, the hand left on it: the first cached
+    /// entry from the hand on whose reference bit is clear (clearing the
+    /// bits it passes).
+    fn next_victim(&self, book: &mut Book) -> Option<usize> {
         let n = book.charge.len();
         if n == 0 {
-            return;
+            return None;
         }
         // Plain CLOCK may sweep the whole cache to find an unreferenced
         // entry (right after the cache fills, every entry is referenced).
@@ -388,28 +445,19 @@ impl IntervalCache {
         let mut chances = 0;
         for _ in 0..2 * n + 1 {
             let i = book.hand;
-            book.hand = (book.hand + 1) % n;
-            if book.charge[i] == 0 {
-                continue;
+            if book.charge[i] != 0 {
+                if let Some(slot) = self.slot(i as u32) {
+                    if !slot.referenced.swap(false, Ordering::Relaxed)
+                        || chances >= MAX_SECOND_CHANCES
+                    {
+                        return Some(i);
+                    }
+                    chances += 1;
+                }
             }
-            let Some(slot) = self.slot(i as u32) else {
-                continue;
-            };
-            if slot.referenced.swap(false, Ordering::Relaxed) && chances < MAX_SECOND_CHANCES {
-                chances += 1;
-                continue;
-            }
-            // Stable: contents change only under `book`, which we hold.
-            let generation = slot.content.read().generation;
-            self.remove_booked(
-                book,
-                CacheRef {
-                    slot: i as u32,
-                    generation,
-                },
-            );
-            return;
+            book.hand = (i + 1) % n;
         }
+        None
     }
 
     /// Bytes currently charged.
@@ -459,7 +507,7 @@ mod tests {
         let a = cache.insert(None, interval(4, 100));
         assert!(cache.get_nowait(Some(a)).is_some());
         let b = cache
-            .try_insert(interval(3, 10))
+            .try_insert(interval(3, 10), 0)
             .expect("a free cache takes it");
         assert!(cache.get_nowait(Some(b)).is_some());
         // A slot being written: its lookup does not wait (the test would
@@ -471,7 +519,7 @@ mod tests {
         // An insert under way: a reader's insert caches nothing, lookups
         // go on.
         let book_held = cache.book.lock();
-        assert!(cache.try_insert(interval(2, 10)).is_none());
+        assert!(cache.try_insert(interval(2, 10), 0).is_none());
         assert!(cache.get_nowait(Some(a)).is_some());
         drop(book_held);
         assert!(cache.get_nowait(Some(a)).is_some());
@@ -560,6 +608,38 @@ mod tests {
             .count();
         assert_eq!(alive, 3);
         assert!(cache.get(Some(d)).is_some());
+    }
+
+    /// A full cache asks about the entry CLOCK evicts next, and the insert
+    /// that follows a yes evicts exactly that one.
+    #[test]
+    fn admission_asks_about_the_next_victim_and_evicts_it() {
+        let one = interval(4, 100).charge();
+        let cache = IntervalCache::new(one * 3);
+        assert!(cache.admits(one, |_| false), "room: no question asked");
+        let a = cache.try_insert(interval(4, 100), 11).unwrap();
+        let b = cache.try_insert(interval(4, 100), 22).unwrap();
+        let c = cache.try_insert(interval(4, 100), 33).unwrap();
+        // Every entry was referenced when it went in: CLOCK clears a's and
+        // b's and c's bits on its first sweep and stops at a.
+        let mut asked = Vec::new();
+        assert!(!cache.admits(one, |door| {
+            asked.push(door);
+            false
+        }));
+        assert_eq!(asked, [11]);
+        // A get marks a referenced again, so the next question is b's.
+        assert!(cache.get(Some(a)).is_some());
+        assert!(cache.admits(one, |door| door == 22));
+        let d = cache.try_insert(interval(4, 100), 44).unwrap();
+        assert!(cache.get(Some(b)).is_none(), "b evicted");
+        for r in [a, c, d] {
+            assert!(cache.get(Some(r)).is_some());
+        }
+        // An entry the committer cached (no hash) is always given up.
+        let cache = IntervalCache::new(one);
+        cache.insert(None, interval(4, 100));
+        assert!(cache.admits(one, |_| false));
     }
 
     #[test]

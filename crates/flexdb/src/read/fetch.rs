@@ -18,6 +18,7 @@ use crate::index::interval::{search_records, IntervalData, Searched};
 use crate::index::interval_cache::CacheRef;
 use crate::index::sparse::{IntervalPos, SparseIndex};
 use crate::index::CommitterIndex;
+use crate::read::frequency::interval_hash;
 use crate::read::view::PublishedView;
 use crate::store::Store;
 
@@ -47,19 +48,12 @@ fn corrupt_interval(offset: u64, detail: String) -> Error {
     }
 }
 
-/// Whether an interval whose first and last keys are `first` and `last`
-/// strays from the key range of the interval at `f`.
-fn outside_key_range(sparse: &SparseIndex, f: &IntervalPos, first: &[u8], last: &[u8]) -> bool {
-    first < sparse.anchor(f).as_slice()
-        || sparse.next_anchor(f).is_some_and(|n| last >= n.as_slice())
-}
-
 /// The pairs read for the interval at `f` must lie in its key range.
 fn check_key_range(sparse: &SparseIndex, f: &IntervalPos, data: &IntervalData) -> Result<()> {
     if data.is_empty() {
         return Ok(());
     }
-    if outside_key_range(sparse, f, data.key(0), data.key(data.len() - 1)) {
+    if sparse.strays(f, data.key(0), data.key(data.len() - 1)) {
         return Err(corrupt_interval(
             f.offset,
             "its keys lie outside the range the sparse index gives it".into(),
@@ -148,7 +142,7 @@ impl Store {
         if meta.cache.load(Ordering::Acquire) == p.word && meta.size as usize == p.size {
             check_key_range(sparse, f, &data)?;
             let r = if reader {
-                match self.cache.try_insert(data.clone()) {
+                match self.cache.try_insert(data.clone(), interval_hash(f.offset)) {
                     Some(r) => r,
                     // The cache is busy: not cached this time.
                     None => return Ok(data),
@@ -210,7 +204,7 @@ impl Store {
                     value,
                     first: Some(first),
                     last: Some(last),
-                }) if !outside_key_range(&view.sparse, f, first, last) => Some(read(value)),
+                }) if !view.sparse.strays(f, first, last) => Some(read(value)),
                 _ => None,
             },
             Ok(_) => None,

@@ -10,6 +10,7 @@
 
 pub(crate) mod doorkeeper;
 mod fetch;
+pub(crate) mod frequency;
 pub(crate) mod iter;
 pub(crate) mod row_cache;
 pub(crate) mod snapshot;
@@ -80,19 +81,31 @@ impl Store {
         // reference to the interval (whose count the threads reading a
         // hot interval would all write).
         let word = meta.cache.load(Ordering::Acquire);
+        let door = frequency::interval_hash(f.offset);
+        self.interval_freq.prefetch(door);
         let hit = self.cache.read_nowait(CacheRef::unpack(word), |d| {
             let value = d.get_hashed(key, hash);
             offer(value);
             read(value)
         });
         if let Some(out) = hit {
+            // Hits count as misses do: the sketch ranks the cached
+            // intervals against the missed ones (hot ones saturate and
+            // then write nothing).
+            self.interval_freq.record(door);
             return Ok(out);
         }
         // An interval missed for the first time in a while is searched in
         // place, not cached: intervals read once do not push out the ones
-        // read often (`doorkeeper`).
-        let door = (f.offset ^ f.offset >> 32) as u32;
-        if !self.interval_door.admit(door.wrapping_mul(0x85EB_CA6B)) {
+        // read often (`doorkeeper`). Nor is one read no more often than the
+        // entry it would push out (`frequency`).
+        self.interval_freq.record(door);
+        if !self.interval_door.admit((door >> 32) as u32)
+            || !self.cache.admits(meta.size as usize, |victim| {
+                self.interval_freq.estimate(door) > self.interval_freq.estimate(victim)
+            })
+        {
+            self.cache.note_miss();
             let out = self.get_in_place(&view, &f, key, &mut |v| {
                 offer(v);
                 read(v)

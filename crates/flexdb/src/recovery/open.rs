@@ -226,6 +226,9 @@ fn assemble(
         interval_door: crate::read::doorkeeper::Doorkeeper::new(
             (opts.cache_bytes - row_bytes) / TYPICAL_INTERVAL,
         ),
+        interval_freq: crate::read::frequency::FrequencySketch::new(
+            (opts.cache_bytes - row_bytes) / TYPICAL_INTERVAL,
+        ),
         opts,
         storage,
         space,
