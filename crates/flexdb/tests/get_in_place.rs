@@ -22,6 +22,16 @@ fn value(i: u64, version: u64) -> Vec<u8> {
     v
 }
 
+/// Writes version 1 of keys `0..keys` into a new store at `dir` and
+/// closes it.
+fn fill(dir: &std::path::Path, opts: &Options, keys: u64) {
+    let db = Db::open(dir, opts.clone()).unwrap();
+    for i in 0..keys {
+        db.put(key(i), value(i, 1)).unwrap();
+    }
+    db.close().unwrap();
+}
+
 fn version_of(v: &[u8]) -> u64 {
     std::str::from_utf8(&v[..10])
         .expect("a value the test wrote")
@@ -37,13 +47,7 @@ fn an_interval_read_once_is_searched_in_place_and_cached_when_read_again() {
         .cache_bytes(64 << 20)
         .row_cache(false);
     const KEYS: u64 = 20_000;
-    {
-        let db = Db::open(dir.path(), opts.clone()).unwrap();
-        for i in 0..KEYS {
-            db.put(key(i), value(i, 1)).unwrap();
-        }
-        db.close().unwrap();
-    }
+    fill(dir.path(), &opts, KEYS);
     let db = Db::open(dir.path(), opts).unwrap();
     let cached = |db: &Db| db.stats().cache_bytes;
     let before = cached(&db);
@@ -168,13 +172,7 @@ fn an_even_spread_of_gets_does_not_churn_a_full_cache() {
         .cache_bytes(256 << 10)
         .row_cache(false);
     const KEYS: u64 = 8_000;
-    {
-        let db = Db::open(dir.path(), opts.clone()).unwrap();
-        for i in 0..KEYS {
-            db.put(key(i), value(i, 1)).unwrap();
-        }
-        db.close().unwrap();
-    }
+    fill(dir.path(), &opts, KEYS);
     let db = Db::open(dir.path(), opts).unwrap();
     let total = db.stats().space_bytes;
     assert!(
@@ -198,5 +196,44 @@ fn an_even_spread_of_gets_does_not_churn_a_full_cache() {
         s1.cache_hits - s0.cache_hits,
         s1.cache_lookups - s0.cache_lookups,
     );
+    assert!(h * 10 <= n * 7, "the cache churned: {h} hits of {n}");
+}
+
+/// Scans admit what they miss as gets do: short scans spread evenly over a
+/// store a few times the cache's size, each range scanned twice in a row,
+/// leave the intervals they just read uncached once the cache is full.
+#[test]
+fn an_even_spread_of_scans_does_not_churn_a_full_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::new()
+        .create_if_missing(true)
+        .cache_bytes(256 << 10)
+        .row_cache(false);
+    const KEYS: u64 = 8_000;
+    fill(dir.path(), &opts, KEYS);
+    let db = Db::open(dir.path(), opts).unwrap();
+    // Ten pairs from key `i` on, checked.
+    let scan = |i: u64| {
+        let got: Vec<_> = db.range(key(i)..).take(10).map(|kv| kv.unwrap()).collect();
+        let want: Vec<_> = (i..(i + 10).min(KEYS))
+            .map(|j| (key(j), value(j, 1)))
+            .collect();
+        assert_eq!(got, want, "from key {i}");
+    };
+    let order: Vec<u64> = (0..KEYS / 10).map(|n| n * 797 % (KEYS / 10) * 10).collect();
+    for _ in 0..4 {
+        for &i in &order {
+            scan(i);
+            scan(i);
+        }
+    }
+    let s0 = db.stats();
+    order[order.len() - 50..].iter().for_each(|&i| scan(i));
+    let s1 = db.stats();
+    let (h, n) = (
+        s1.cache_hits - s0.cache_hits,
+        s1.cache_lookups - s0.cache_lookups,
+    );
+    assert!(n >= 50, "{n} lookups");
     assert!(h * 10 <= n * 7, "the cache churned: {h} hits of {n}");
 }

@@ -245,12 +245,19 @@ impl Store {
     ) -> Result<Arc<IntervalData>> {
         let word = view.sparse.meta(f).cache.load(Ordering::Acquire);
         let plan = |o, n| view.space.plan_read(o, n);
+        let door = interval_hash(f.offset);
+        self.interval_freq.record(door);
         if view.word_usable_at(word, active_gen) {
             return match self.cached_or_plan_word(&view.sparse, f, word, true, plan)? {
                 Fetch::Cached(d) => Ok(d),
                 Fetch::Planned(p) => {
                     let data = self.read_planned(&p)?;
-                    self.install(&view.sparse, f, &p, data, true)
+                    if self.admits(door, p.size) {
+                        self.install(&view.sparse, f, &p, data, true)
+                    } else {
+                        check_key_range(&view.sparse, f, &data)?;
+                        Ok(Arc::new(data))
+                    }
                 }
             };
         }
@@ -264,6 +271,17 @@ impl Store {
         let data = self.read_planned(&p)?;
         check_key_range(&view.sparse, f, &data)?;
         Ok(Arc::new(data))
+    }
+
+    /// Whether a reader caches an interval it missed, of admission hash
+    /// `door` and `size` bytes: not on its first miss in a window
+    /// (`doorkeeper`), nor when it was read no more often lately than the
+    /// entry it would evict (`frequency`).
+    pub(crate) fn admits(&self, door: u64, size: usize) -> bool {
+        self.interval_door.admit((door >> 32) as u32)
+            && self.cache.admits(size, |victim| {
+                self.interval_freq.estimate(door) > self.interval_freq.estimate(victim)
+            })
     }
 
     /// The content of the interval at `f` in `sparse`, from the cache or

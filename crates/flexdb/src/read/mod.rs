@@ -100,11 +100,7 @@ impl Store {
         // read often (`doorkeeper`). Nor is one read no more often than the
         // entry it would push out (`frequency`).
         self.interval_freq.record(door);
-        if !self.interval_door.admit((door >> 32) as u32)
-            || !self.cache.admits(meta.size as usize, |victim| {
-                self.interval_freq.estimate(door) > self.interval_freq.estimate(victim)
-            })
-        {
+        if !self.admits(door, meta.size as usize) {
             self.cache.note_miss();
             let out = self.get_in_place(&view, &f, key, &mut |v| {
                 offer(v);
