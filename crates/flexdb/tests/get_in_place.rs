@@ -158,6 +158,32 @@ fn gets_missing_the_cache_never_go_back_in_time_while_intervals_are_rewritten() 
     );
 }
 
+/// Keys in the stores of the even-spread tests: about 2.5 times their
+/// 256 KiB cache.
+const SPREAD_KEYS: u64 = 8_000;
+
+/// A store at `dir` of `SPREAD_KEYS` pairs, opened with a 256 KiB interval cache
+/// and no row cache.
+fn small_cache_store(dir: &std::path::Path) -> Db {
+    let opts = Options::new()
+        .create_if_missing(true)
+        .cache_bytes(256 << 10)
+        .row_cache(false);
+    fill(dir, &opts, SPREAD_KEYS);
+    Db::open(dir, opts).unwrap()
+}
+
+/// The interval-cache hits and lookups of the reads `f` makes.
+fn cache_hits_during(db: &Db, f: impl FnOnce()) -> (u64, u64) {
+    let s0 = db.stats();
+    f();
+    let s1 = db.stats();
+    (
+        s1.cache_hits - s0.cache_hits,
+        s1.cache_lookups - s0.cache_lookups,
+    )
+}
+
 /// A full cache admits a missed interval only if it was read more often
 /// than the entry it would push out (TinyLFU, `read::frequency`): under
 /// gets spread evenly over a store a few times the cache's size, each key
@@ -167,20 +193,14 @@ fn gets_missing_the_cache_never_go_back_in_time_while_intervals_are_rewritten() 
 #[test]
 fn an_even_spread_of_gets_does_not_churn_a_full_cache() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options::new()
-        .create_if_missing(true)
-        .cache_bytes(256 << 10)
-        .row_cache(false);
-    const KEYS: u64 = 8_000;
-    fill(dir.path(), &opts, KEYS);
-    let db = Db::open(dir.path(), opts).unwrap();
+    let db = small_cache_store(dir.path());
     let total = db.stats().space_bytes;
     assert!(
         total > 2 * (256 << 10),
         "the store outgrows the cache: {total}"
     );
     let get = |i: u64| assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 1)), "key {i}");
-    let order: Vec<u64> = (0..KEYS).map(|n| n * 7919 % KEYS).collect();
+    let order: Vec<u64> = (0..SPREAD_KEYS).map(|n| n * 7919 % SPREAD_KEYS).collect();
     for _ in 0..4 {
         for &i in &order {
             get(i);
@@ -189,13 +209,9 @@ fn an_even_spread_of_gets_does_not_churn_a_full_cache() {
     }
     // The last keys read, twice each moments ago: most of their intervals
     // were not cached (a cache that admits every second miss holds all).
-    let s0 = db.stats();
-    order[order.len() - 100..].iter().for_each(|&i| get(i));
-    let s1 = db.stats();
-    let (h, n) = (
-        s1.cache_hits - s0.cache_hits,
-        s1.cache_lookups - s0.cache_lookups,
-    );
+    let (h, n) = cache_hits_during(&db, || {
+        order[order.len() - 100..].iter().for_each(|&i| get(i))
+    });
     assert!(h * 10 <= n * 7, "the cache churned: {h} hits of {n}");
 }
 
@@ -205,35 +221,27 @@ fn an_even_spread_of_gets_does_not_churn_a_full_cache() {
 #[test]
 fn an_even_spread_of_scans_does_not_churn_a_full_cache() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options::new()
-        .create_if_missing(true)
-        .cache_bytes(256 << 10)
-        .row_cache(false);
-    const KEYS: u64 = 8_000;
-    fill(dir.path(), &opts, KEYS);
-    let db = Db::open(dir.path(), opts).unwrap();
+    let db = small_cache_store(dir.path());
     // Ten pairs from key `i` on, checked.
     let scan = |i: u64| {
         let got: Vec<_> = db.range(key(i)..).take(10).map(|kv| kv.unwrap()).collect();
-        let want: Vec<_> = (i..(i + 10).min(KEYS))
+        let want: Vec<_> = (i..(i + 10).min(SPREAD_KEYS))
             .map(|j| (key(j), value(j, 1)))
             .collect();
         assert_eq!(got, want, "from key {i}");
     };
-    let order: Vec<u64> = (0..KEYS / 10).map(|n| n * 797 % (KEYS / 10) * 10).collect();
+    let order: Vec<u64> = (0..SPREAD_KEYS / 10)
+        .map(|n| n * 797 % (SPREAD_KEYS / 10) * 10)
+        .collect();
     for _ in 0..4 {
         for &i in &order {
             scan(i);
             scan(i);
         }
     }
-    let s0 = db.stats();
-    order[order.len() - 50..].iter().for_each(|&i| scan(i));
-    let s1 = db.stats();
-    let (h, n) = (
-        s1.cache_hits - s0.cache_hits,
-        s1.cache_lookups - s0.cache_lookups,
-    );
+    let (h, n) = cache_hits_during(&db, || {
+        order[order.len() - 50..].iter().for_each(|&i| scan(i))
+    });
     assert!(n >= 50, "{n} lookups");
     assert!(h * 10 <= n * 7, "the cache churned: {h} hits of {n}");
 }
