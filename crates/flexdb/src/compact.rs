@@ -43,6 +43,11 @@ pub struct CompactReport {
     pub relocated_bytes: u64,
     /// Bytes of the data file given back to the file system.
     pub punched_bytes: u64,
+    /// Bytes of emptied segments still held when compaction returned:
+    /// readers of older views (a snapshot, an iterator) kept them past
+    /// the wait for them (`VIEW_WAIT`, 2 s). They are freed, and given
+    /// back, once those readers let go. Zero when nothing held on.
+    pub held_bytes: u64,
 }
 
 /// See [`crate::Db::compact_with_progress`].
@@ -87,6 +92,7 @@ pub(crate) fn compact(
             break;
         }
     }
+    let held = shared.space.stats().reclaimable_segments as u64 * flexspace::SEGMENT_SIZE;
     // A spare that cannot be removed holds nothing anyone needs; the next
     // open removes it.
     let _ = shared.spare_logs.remove_all(&*shared.storage);
@@ -100,5 +106,6 @@ pub(crate) fn compact(
         disk_bytes_after: usage(shared)?,
         relocated_bytes: r.relocated_bytes,
         punched_bytes: shared.space.stats().punched_bytes - punched_before,
+        held_bytes: held,
     })
 }

@@ -39,6 +39,7 @@ pub fn render(r: &CompactReport, json: bool) -> String {
         disk_bytes_after,
         relocated_bytes,
         punched_bytes,
+        held_bytes,
     } = r;
     if json {
         let v = json!({
@@ -46,6 +47,7 @@ pub fn render(r: &CompactReport, json: bool) -> String {
             "disk_bytes_after": disk_bytes_after,
             "relocated_bytes": relocated_bytes,
             "punched_bytes": punched_bytes,
+            "held_bytes": held_bytes,
         });
         return format!("{v}\n");
     }
@@ -54,6 +56,7 @@ pub fn render(r: &CompactReport, json: bool) -> String {
         ("disk_bytes_after", disk_bytes_after),
         ("relocated_bytes", relocated_bytes),
         ("punched_bytes", punched_bytes),
+        ("held_bytes", held_bytes),
     ];
     rows.iter()
         .map(|(k, v)| format!("{k:<17}  {v} ({})\n", human_bytes(**v)))
@@ -76,14 +79,17 @@ mod tests {
             disk_bytes_after: 2_000_000,
             relocated_bytes: 1_000,
             punched_bytes: 0,
+            held_bytes: 0,
         };
         assert_eq!(
             render(&r, false),
             "disk_bytes_before  5000000 (5.0 MB)\ndisk_bytes_after   2000000 (2.0 MB)\n\
-             relocated_bytes    1000 (1.0 kB)\npunched_bytes      0 (0 B)\n"
+             relocated_bytes    1000 (1.0 kB)\npunched_bytes      0 (0 B)\n\
+             held_bytes         0 (0 B)\n"
         );
         let v: serde_json::Value = serde_json::from_str(&render(&r, true)).unwrap();
         assert_eq!(v["disk_bytes_before"], 5_000_000);
         assert_eq!(v["disk_bytes_after"], 2_000_000);
+        assert_eq!(v["held_bytes"], 0);
     }
 }
