@@ -91,17 +91,25 @@ fn lazy_gc() -> Options {
     real_opts().gc_garbage(0.9, 0.85)
 }
 
-#[test]
-fn compaction_gives_disk_back_and_every_pair_reads_back() {
+/// A store (lazy garbage collection) after `ops` random writes over 6,000
+/// keys, with half its pairs then deleted, and its model; the generator
+/// (seeded with `seed`) goes on from there.
+fn churned_then_halved(seed: u64, ops: usize) -> (tempfile::TempDir, Db, Model, StdRng) {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = StdRng::seed_from_u64(11);
+    let mut rng = StdRng::seed_from_u64(seed);
     let mut model = Model::new();
     let db = Db::open(dir.path(), lazy_gc()).unwrap();
-    churn(&db, &mut model, &mut rng, 60_000, 6_000, 2048);
-    // Delete half the pairs: every segment keeps garbage below the lazy
+    churn(&db, &mut model, &mut rng, ops, 6_000, 2048);
+    delete_some(&db, &mut model, &mut rng, 0.5);
+    (dir, db, model, rng)
+}
+
+#[test]
+fn compaction_gives_disk_back_and_every_pair_reads_back() {
+    // Half the pairs deleted: every segment keeps garbage below the lazy
     // collection's threshold (segments that empty out are given back by
     // the flush already).
-    delete_some(&db, &mut model, &mut rng, 0.5);
+    let (dir, db, model, _) = churned_then_halved(11, 60_000);
     let data = dir.path().join("data");
     let before = blocks(&data);
     let s0 = db.stats();
@@ -142,16 +150,10 @@ fn compaction_gives_disk_back_and_every_pair_reads_back() {
 /// segments it empties (2 s): the store's current view is such a reader,
 /// and only the republishing after the space's compaction lets it go, so
 /// that wait always ran to its end (every compaction that relocated
-/// anything took over 2 s). The bound is that wait, not a speed: a
-/// compaction of a few MiB takes milliseconds.
+/// anything took over 2 s), leaving the segments held (`held_bytes`).
 #[test]
 fn compaction_does_not_wait_out_the_readers_grace_period() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut rng = StdRng::seed_from_u64(14);
-    let mut model = Model::new();
-    let db = Db::open(dir.path(), lazy_gc()).unwrap();
-    churn(&db, &mut model, &mut rng, 20_000, 6_000, 2048);
-    delete_some(&db, &mut model, &mut rng, 0.5);
+    let (_dir, db, model, _) = churned_then_halved(14, 20_000);
     let report = db.compact().unwrap();
     assert!(report.relocated_bytes > 0, "{report:?}");
     // Nothing held the emptied segments past the wait: the store's own
@@ -166,12 +168,7 @@ fn compaction_does_not_wait_out_the_readers_grace_period() {
 /// saw, and once it is dropped the next compaction holds nothing.
 #[test]
 fn segments_a_snapshot_holds_through_compaction_are_reported() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut rng = StdRng::seed_from_u64(15);
-    let mut model = Model::new();
-    let db = Db::open(dir.path(), lazy_gc()).unwrap();
-    churn(&db, &mut model, &mut rng, 20_000, 6_000, 2048);
-    delete_some(&db, &mut model, &mut rng, 0.5);
+    let (_dir, db, mut model, mut rng) = churned_then_halved(15, 20_000);
     db.flush().unwrap();
     let snap = db.snapshot();
     let seen = model.clone();

@@ -173,6 +173,17 @@ fn small_cache_store(dir: &std::path::Path) -> Db {
     Db::open(dir, opts).unwrap()
 }
 
+/// Four rounds of `read` on each of `order` twice in a row: every second
+/// read of a pair is a miss the doorkeeper has seen.
+fn twice_each_four_rounds(order: &[u64], read: impl Fn(u64)) {
+    for _ in 0..4 {
+        for &i in order {
+            read(i);
+            read(i);
+        }
+    }
+}
+
 /// The interval-cache hits and lookups of the reads `f` makes.
 fn cache_hits_during(db: &Db, f: impl FnOnce()) -> (u64, u64) {
     let s0 = db.stats();
@@ -201,12 +212,7 @@ fn an_even_spread_of_gets_does_not_churn_a_full_cache() {
     );
     let get = |i: u64| assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 1)), "key {i}");
     let order: Vec<u64> = (0..SPREAD_KEYS).map(|n| n * 7919 % SPREAD_KEYS).collect();
-    for _ in 0..4 {
-        for &i in &order {
-            get(i);
-            get(i);
-        }
-    }
+    twice_each_four_rounds(&order, get);
     // The last keys read, twice each moments ago: most of their intervals
     // were not cached (a cache that admits every second miss holds all).
     let (h, n) = cache_hits_during(&db, || {
@@ -233,12 +239,7 @@ fn an_even_spread_of_scans_does_not_churn_a_full_cache() {
     let order: Vec<u64> = (0..SPREAD_KEYS / 10)
         .map(|n| n * 797 % (SPREAD_KEYS / 10) * 10)
         .collect();
-    for _ in 0..4 {
-        for &i in &order {
-            scan(i);
-            scan(i);
-        }
-    }
+    twice_each_four_rounds(&order, scan);
     let (h, n) = cache_hits_during(&db, || {
         order[order.len() - 50..].iter().for_each(|&i| scan(i))
     });
