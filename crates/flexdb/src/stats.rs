@@ -82,7 +82,8 @@ pub struct Stats {
     /// (`wal::next_log`) instead of making one under the writer lock.
     pub logs_prepared: u64,
     /// Memory kept for MemTables to come: the chunks of committed ones,
-    /// reused by the next (up to three MemTables' worth).
+    /// reused by the next (up to three MemTables' worth), and the hash
+    /// table of the last one committed.
     pub memtable_pool_bytes: u64,
     /// Memory kept for MemTables to come that the store let go of when it
     /// went idle, lazily: the kernel takes it back when it needs memory,

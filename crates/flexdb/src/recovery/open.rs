@@ -207,6 +207,7 @@ fn assemble(
             Some(chunks.clone()),
             opts.memtable_bytes,
             0,
+            false,
         ));
     }
     let visible = writer.next_seq - 1;

@@ -29,13 +29,20 @@
 //! kernel takes them back when it needs memory, and a MemTable that takes
 //! one before the kernel does finds its pages in place.
 //!
+//! A MemTable's hash table is one chunk of its own size (`take_table`,
+//! `give_table`): the table of a committed MemTable is kept for the next
+//! one, which zeroes it off the writer lock instead of faulting in tens of
+//! megabytes of fresh pages under it (docs/DESIGN.md, "Hash tables made
+//! ahead").
+//!
 //! Invariants: a `Chunk` owns `len` bytes at `ptr`, aligned to `ALIGN`,
 //! until it is dropped; the memory is never moved. A new chunk is zeroed;
 //! one from the pool holds whatever its last owner wrote, or, where it was
 //! released lazily, zeros in any page the kernel took back (nothing reads
 //! a pooled byte before writing it). The pool holds at most its capacity,
 //! in chunks of exactly `ALIGN` bytes; the first `lazy` of its list are
-//! the ones released lazily.
+//! the ones released lazily. At most `TABLES_KEPT` table chunks are kept,
+//! whatever their size; `release` frees them.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
@@ -127,9 +134,16 @@ impl Chunk {
     }
 }
 
-/// Chunks of `ALIGN` bytes freed by one MemTable, kept for the next.
+/// Hash tables kept for the next MemTables: one is the table a commit
+/// frees while the next MemTable is made.
+const TABLES_KEPT: usize = 1;
+
+/// Chunks of `ALIGN` bytes freed by one MemTable, kept for the next, and
+/// the hash table it freed.
 pub struct ChunkPool {
     kept: Mutex<Kept>,
+    /// Hash-table chunks, the most lately kept last.
+    tables: Mutex<Vec<Chunk>>,
     /// The most chunks kept.
     cap: usize,
 }
@@ -147,6 +161,7 @@ impl ChunkPool {
     pub fn new(cap_bytes: usize) -> ChunkPool {
         ChunkPool {
             kept: Mutex::new(Kept::default()),
+            tables: Mutex::new(Vec::new()),
             cap: cap_bytes.div_ceil(ALIGN),
         }
     }
@@ -174,10 +189,30 @@ impl ChunkPool {
         }
     }
 
+    /// A kept hash-table chunk the size of a new one of `len` bytes (its
+    /// bytes unspecified), if the pool has one.
+    pub fn take_table(&self, len: usize) -> Option<Chunk> {
+        let size = Chunk::layout(len).size();
+        let mut tables = self.tables.lock();
+        let i = tables.iter().rposition(|c| c.len() == size)?;
+        Some(tables.remove(i))
+    }
+
+    /// Keeps a hash table's chunk for a later `take_table`, letting go of
+    /// the oldest kept when `TABLES_KEPT` are.
+    pub fn give_table(&self, chunk: Chunk) {
+        let mut tables = self.tables.lock();
+        let dropped = (tables.len() >= TABLES_KEPT).then(|| tables.remove(0));
+        tables.push(chunk);
+        drop(tables);
+        drop(dropped);
+    }
+
     /// Bytes kept and not freed lazily: memory the pool holds for sure.
     pub fn kept_bytes(&self) -> usize {
+        let tables: usize = self.tables.lock().iter().map(Chunk::len).sum();
         let kept = self.kept.lock();
-        (kept.chunks.len() - kept.lazy) * ALIGN
+        (kept.chunks.len() - kept.lazy) * ALIGN + tables
     }
 
     /// Bytes kept that the kernel may take back (see `release`).
@@ -190,8 +225,11 @@ impl ChunkPool {
     /// (`MADV_FREE`): the kernel takes them back when it needs memory, and
     /// until then a MemTable that takes the chunk finds them in place
     /// instead of faulting in fresh ones (docs/DESIGN.md, "Memory the
-    /// process touched before"). Other chunks are freed.
+    /// process touched before"). Other chunks, and the hash tables kept,
+    /// are freed.
     pub fn release(&self) {
+        let tables = std::mem::take(&mut *self.tables.lock());
+        drop(tables);
         let mut kept = self.kept.lock();
         let from = kept.lazy;
         let fresh = kept.chunks.split_off(from);
@@ -389,5 +427,27 @@ mod tests {
         assert_ne!(fresh.as_ptr(), again.as_ptr());
         // SAFETY: within `fresh`, which we own; a new chunk is zeroed.
         unsafe { assert_eq!(*fresh.as_ptr(), 0) };
+    }
+
+    #[test]
+    fn a_kept_table_goes_to_a_table_of_its_size_and_release_frees_it() {
+        let pool = ChunkPool::new(0);
+        assert!(pool.take_table(3 * ALIGN).is_none());
+        let t = Chunk::new(3 * ALIGN);
+        let at = t.as_ptr();
+        pool.give_table(t);
+        assert_eq!(pool.kept_bytes(), 3 * ALIGN);
+        assert!(pool.take_table(2 * ALIGN).is_none(), "another size");
+        let again = pool.take_table(3 * ALIGN - 1).expect("kept");
+        assert_eq!(again.as_ptr(), at);
+        assert_eq!(pool.kept_bytes(), 0);
+        // Only the newest is kept.
+        pool.give_table(again);
+        pool.give_table(Chunk::new(ALIGN));
+        assert_eq!(pool.kept_bytes(), ALIGN);
+        assert!(pool.take_table(3 * ALIGN).is_none());
+        pool.release();
+        assert_eq!(pool.kept_bytes() + pool.lazily_freed_bytes(), 0);
+        assert!(pool.take_table(ALIGN).is_none());
     }
 }

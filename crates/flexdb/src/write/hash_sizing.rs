@@ -39,11 +39,18 @@ pub(crate) fn slots_for(keys: usize) -> usize {
 /// frozen at (`expected` 0: unknown, the table doubles).
 pub(crate) fn grown_slots(slots: usize, keys: usize, bytes: usize, expected: usize) -> usize {
     let doubled = slots.saturating_mul(2);
+    projected_slots(keys, bytes, expected).map_or(doubled, |p| doubled.max(p))
+}
+
+/// The slots a table holding `keys` keys in `bytes` of the `expected`
+/// bytes it is frozen at needs when full, once it holds `1 / PROJECT_AT`
+/// of them (`None` before, or when `expected` is 0: unknown).
+pub(crate) fn projected_slots(keys: usize, bytes: usize, expected: usize) -> Option<usize> {
     if expected == 0 || bytes == 0 || bytes < expected / PROJECT_AT {
-        return doubled;
+        return None;
     }
     let projected = (keys as u128 * expected as u128 / bytes as u128) as usize;
-    doubled.max(slots_for(projected))
+    Some(slots_for(projected))
 }
 
 #[cfg(test)]

@@ -51,8 +51,8 @@ use parking_lot::Mutex;
 
 pub use crate::write::arena::EntryRef;
 use crate::write::arena::{Arena, EntryPtr};
-use crate::write::chunk_pool::ChunkPool;
-use crate::write::hash_sizing::{grown_slots, slots_for};
+use crate::write::chunk_pool::{self, Chunk, ChunkPool};
+use crate::write::hash_sizing::{grown_slots, projected_slots, slots_for};
 use crate::write::write_order::WriteOrder;
 
 /// A value version: `None` is a deletion.
@@ -90,8 +90,18 @@ const SLOTS_PREFETCH_BYTES: usize = 64;
 /// The hash table: open addressing, linear probing. A slot holds the top 16
 /// bits of the key's hash and a 48-bit entry pointer; 0 is empty.
 struct Table {
+    /// Slots less one (a power of two less one).
     mask: usize,
-    slots: Box<[AtomicU64]>,
+    mem: TableMemory,
+}
+
+/// Where a table's slots live.
+enum TableMemory {
+    /// A small table: the global allocator's.
+    Heap(Box<[AtomicU64]>),
+    /// A table of at least a chunk: a chunk of its own, which goes back to
+    /// the MemTables' pool when the MemTable drops.
+    Chunk(Chunk),
 }
 
 fn pack(hash: u32, e: EntryPtr) -> u64 {
@@ -111,21 +121,92 @@ const _: () = assert!(
     size_of::<u64>() == size_of::<AtomicU64>() && align_of::<u64>() == align_of::<AtomicU64>()
 );
 
+/// The smallest table made ahead, off the writer lock, when a table
+/// projects it will need it (`MemTable::ask_ahead`): 8 MiB of slots, which
+/// a fresh fault costs tens of milliseconds to zero on a virtual machine.
+const AHEAD_MIN_SLOTS: usize = 1 << 20;
+
+/// Bytes of a page the kernel maps at a time (the smallest; a huge page is
+/// faulted in by its first write all the same).
+const PAGE: usize = 4096;
+
 impl Table {
     /// An empty table of `slots` slots (a power of two). The slots come
     /// zeroed from the allocator (fresh pages for a big table, zeroed by
     /// the kernel as they are first touched), not written one by one: a
     /// table of millions of slots is made in microseconds.
     fn new(slots: usize) -> Table {
+        Self::made(slots, None, false)
+    }
+
+    /// An empty table of `slots` slots (a power of two). A table of a
+    /// chunk or more is a chunk of its own: one `pool` kept, zeroed here,
+    /// when it has one of that size; else a new one whose pages are
+    /// faulted in here when `fault_in` (so that a thread other than the
+    /// writers pays for them; docs/DESIGN.md, "Hash tables made ahead"),
+    /// or as they are first touched.
+    fn made(slots: usize, pool: Option<&ChunkPool>, fault_in: bool) -> Table {
         debug_assert!(slots.is_power_of_two());
-        let zeros: Box<[u64]> = vec![0u64; slots].into_boxed_slice();
-        // SAFETY: `AtomicU64` has the same size, alignment (asserted above)
-        // and bit validity as `u64`, so the boxed slice of zeros is a valid
-        // boxed slice of `AtomicU64` zeros with the same allocation layout.
-        let slots = unsafe { Box::from_raw(Box::into_raw(zeros) as *mut [AtomicU64]) };
+        let bytes = slots * size_of::<AtomicU64>();
+        if bytes < chunk_pool::ALIGN {
+            let zeros: Box<[u64]> = vec![0u64; slots].into_boxed_slice();
+            // SAFETY: `AtomicU64` has the same size, alignment (asserted
+            // above) and bit validity as `u64`, so the boxed slice of zeros
+            // is a valid boxed slice of `AtomicU64` zeros with the same
+            // allocation layout.
+            let heap = unsafe { Box::from_raw(Box::into_raw(zeros) as *mut [AtomicU64]) };
+            return Table {
+                mask: slots - 1,
+                mem: TableMemory::Heap(heap),
+            };
+        }
+        let chunk = match pool.and_then(|p| p.take_table(bytes)) {
+            Some(kept) => {
+                // SAFETY: the chunk is ours, at least `bytes` long (a kept
+                // table of this size) and nothing else refers to it.
+                unsafe { std::ptr::write_bytes(kept.as_ptr(), 0, bytes) };
+                kept
+            }
+            None => {
+                let fresh = Chunk::new(bytes);
+                if fault_in {
+                    for at in (0..bytes).step_by(PAGE) {
+                        // SAFETY: within the chunk, which is ours; writing
+                        // the zero it holds changes no byte but faults the
+                        // page in (volatile: the write is not elided).
+                        unsafe { std::ptr::write_volatile(fresh.as_ptr().add(at), 0) };
+                    }
+                }
+                fresh
+            }
+        };
         Table {
-            mask: slots.len() - 1,
-            slots,
+            mask: slots - 1,
+            mem: TableMemory::Chunk(chunk),
+        }
+    }
+
+    /// The slots.
+    #[inline]
+    fn slots(&self) -> &[AtomicU64] {
+        match &self.mem {
+            TableMemory::Heap(heap) => heap,
+            // SAFETY: the chunk holds at least `mask + 1` slots' bytes,
+            // `ALIGN`-aligned (enough for `AtomicU64`), zeroed when the
+            // table was made and written since only through these atomics;
+            // the table owns the chunk, which never moves, for as long as
+            // the slice borrows `self`.
+            TableMemory::Chunk(c) => unsafe {
+                std::slice::from_raw_parts(c.as_ptr().cast::<AtomicU64>(), self.mask + 1)
+            },
+        }
+    }
+
+    /// The chunk of a table that has one, to keep for the next table.
+    fn into_chunk(self) -> Option<Chunk> {
+        match self.mem {
+            TableMemory::Chunk(c) => Some(c),
+            TableMemory::Heap(_) => None,
         }
     }
 
@@ -133,9 +214,10 @@ impl Table {
     /// goes, and the entry found.
     fn probe(&self, key: &[u8], h: u32) -> (usize, Option<EntryPtr>) {
         let tag = u64::from(h >> 16);
+        let slots = self.slots();
         let mut i = h as usize & self.mask;
         loop {
-            let s = self.slots[i].load(Ordering::Acquire);
+            let s = slots[i].load(Ordering::Acquire);
             let Some(e) = unpack(s) else {
                 return (i, None);
             };
@@ -145,6 +227,31 @@ impl Table {
                 return (i, Some(e));
             }
             i = (i + 1) & self.mask;
+        }
+    }
+}
+
+/// Puts every key of `old` in `new` (empty, more than twice its keys'
+/// slots), asking for the entries' headers ahead of the walk.
+fn rehash(old: &Table, new: &Table) {
+    let (from, to) = (old.slots(), new.slots());
+    for (i, s) in from.iter().enumerate() {
+        if let Some(ahead) = from
+            .get(i + SLOTS_PREFETCH_AHEAD)
+            .and_then(|s| unpack(s.load(Ordering::Relaxed)))
+        {
+            flexsys::prefetch::at(ahead.as_ptr().cast(), 1);
+        }
+        let v = s.load(Ordering::Relaxed);
+        if let Some(e) = unpack(v) {
+            // SAFETY: `e` is a published entry of the arena of the MemTable
+            // both tables belong to.
+            let h = unsafe { e.header() }.hash;
+            let mut i = h as usize & new.mask;
+            while to[i].load(Ordering::Relaxed) != 0 {
+                i = (i + 1) & new.mask;
+            }
+            to[i].store(v, Ordering::Relaxed);
         }
     }
 }
@@ -191,6 +298,19 @@ struct InsertSide {
     /// The first key written and how much of it every key written shares.
     first: Vec<u8>,
     shared: usize,
+    /// Whether a bigger table is being made ahead (`MemTable::ask_ahead`).
+    ahead: Ahead,
+}
+
+/// The table made ahead of a growth, as the writer knows it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Ahead {
+    /// Not yet asked: the table has not reached its projection point.
+    NotAsked,
+    /// Being made on a thread of its own, or made (`MemTable::ahead`).
+    Asked,
+    /// Asked and used, or not needed: tables grow on the writer's thread.
+    Settled,
 }
 
 /// A loaded view: the published one, or a reader's private one.
@@ -207,6 +327,11 @@ pub struct MemTable {
     hint: OnceLock<Box<[u8]>>,
     writer: Mutex<InsertSide>,
     table: AtomicPtr<Table>,
+    /// Where the hash table's memory comes from and goes back to.
+    pool: Option<Arc<ChunkPool>>,
+    /// A bigger hash table made off the writer lock (`ask_ahead`), once
+    /// ready.
+    ahead: Arc<Mutex<Option<Table>>>,
     /// Tables replaced by bigger ones, freed when the MemTable drops.
     // The boxes themselves must stay alive: readers hold pointers to them.
     #[allow(clippy::vec_box)]
@@ -233,7 +358,10 @@ impl Drop for MemTable {
         let t = *self.table.get_mut();
         // SAFETY: the table was created by `Box::into_raw` and, with `&mut
         // self`, no reader can hold it any more.
-        drop(unsafe { Box::from_raw(t) });
+        let table = unsafe { Box::from_raw(t) };
+        if let (Some(pool), Some(chunk)) = (&self.pool, table.into_chunk()) {
+            pool.give_table(chunk);
+        }
     }
 }
 
@@ -286,19 +414,23 @@ impl MemTable {
     /// comes from `pool` (when given) and goes back to it when the table
     /// drops.
     pub(crate) fn pooled(hint: &[u8], pool: Option<Arc<ChunkPool>>) -> Self {
-        Self::sized(hint, pool, 0, 0)
+        Self::sized(hint, pool, 0, 0, false)
     }
 
     /// [`MemTable::pooled`], for a table frozen at `expected_bytes` (0:
     /// unknown) that will likely hold about `expected_keys` keys (0:
     /// unknown): its hash table is sized for them (`hash_sizing`), so it
-    /// rarely grows under the writer lock.
+    /// rarely grows under the writer lock. The table is one `pool` kept
+    /// when it has one of that size, else a new one faulted in here when
+    /// `fault_in` (for a MemTable made off the writer lock).
     pub(crate) fn sized(
         hint: &[u8],
         pool: Option<Arc<ChunkPool>>,
         expected_bytes: usize,
         expected_keys: usize,
+        fault_in: bool,
     ) -> Self {
+        let table = Table::made(slots_for(expected_keys), pool.as_deref(), fault_in);
         MemTable {
             expected_bytes,
             hint: match hint {
@@ -306,15 +438,16 @@ impl MemTable {
                 h => OnceLock::from(Box::from(h)),
             },
             writer: Mutex::new(InsertSide {
-                arena: Arena::with_pool(pool),
+                arena: Arena::with_pool(pool.clone()),
                 written: 0,
                 keys: 0,
                 first: Vec::new(),
                 shared: 0,
+                ahead: Ahead::NotAsked,
             }),
-            table: AtomicPtr::new(Box::into_raw(Box::new(Table::new(slots_for(
-                expected_keys,
-            ))))),
+            table: AtomicPtr::new(Box::into_raw(Box::new(table))),
+            pool,
+            ahead: Arc::new(Mutex::new(None)),
             retired: Mutex::new(Vec::new()),
             order: WriteOrder::default(),
             len: AtomicUsize::new(0),
@@ -400,7 +533,7 @@ impl MemTable {
         );
         let table = self.table();
         let used = table
-            .slots
+            .slots()
             .iter()
             .filter(|s| s.load(Ordering::Acquire) != 0)
             .count();
@@ -409,7 +542,7 @@ impl MemTable {
             "memtable: hash slots in use are not one a key"
         );
         assert!(
-            w.keys * 2 <= table.slots.len(),
+            w.keys * 2 <= table.slots().len(),
             "memtable: the hash table is more than half full"
         );
         for (key, e) in &newest {
@@ -458,13 +591,15 @@ impl MemTable {
         let e = w.arena.push(key, seq, value, found, h);
         self.order.set(w.written, e);
         w.written += 1;
-        table.slots[slot].store(pack(h, e), Ordering::Release);
+        table.slots()[slot].store(pack(h, e), Ordering::Release);
         let bytes = w.arena.used() + w.written * INDEX_OVERHEAD;
         if found.is_none() {
             w.keys += 1;
-            if w.keys * 2 > table.slots.len() {
-                let slots = grown_slots(table.slots.len(), w.keys, bytes, self.expected_bytes);
-                self.grow(table, slots);
+            if w.ahead == Ahead::NotAsked {
+                self.ask_ahead(&mut w, table.slots().len(), bytes);
+            }
+            if w.keys * 2 > table.slots().len() {
+                self.grow(&mut w, table, bytes);
             }
         }
         self.bytes.store(bytes, Ordering::Relaxed);
@@ -482,22 +617,57 @@ impl MemTable {
         h
     }
 
-    /// Replaces the table by one of `slots` slots, more than twice the
-    /// keys (writer only).
-    fn grow(&self, old: &Table, slots: usize) {
-        let new = Table::new(slots);
-        for s in old.slots.iter() {
-            let v = s.load(Ordering::Relaxed);
-            if let Some(e) = unpack(v) {
-                // SAFETY: `e` is a published entry of this table's arena.
-                let h = unsafe { e.header() }.hash;
-                let mut i = h as usize & new.mask;
-                while new.slots[i].load(Ordering::Relaxed) != 0 {
-                    i = (i + 1) & new.mask;
-                }
-                new.slots[i].store(v, Ordering::Relaxed);
-            }
+    /// Once the table holds enough of its bytes to project the keys it
+    /// will hold when full (`hash_sizing`), and that takes a table of at
+    /// least `AHEAD_MIN_SLOTS` more than twice its `slots`, has that table
+    /// made on a thread of its own: faulting in tens of megabytes of fresh
+    /// pages under the writer lock held writers up for 200 ms in a 10 M
+    /// load (docs/DESIGN.md, "Hash tables made ahead"). Until it is ready,
+    /// the table doubles as before (writer only).
+    fn ask_ahead(&self, w: &mut InsertSide, slots: usize, bytes: usize) {
+        let Some(wanted) = projected_slots(w.keys, bytes, self.expected_bytes) else {
+            return;
+        };
+        w.ahead = Ahead::Settled;
+        if wanted < AHEAD_MIN_SLOTS || wanted <= slots.saturating_mul(2) {
+            return;
         }
+        let (ready, pool) = (self.ahead.clone(), self.pool.clone());
+        let spawned = std::thread::Builder::new()
+            .name("flexdb-table-ahead".into())
+            .spawn(move || {
+                let table = Table::made(wanted, pool.as_deref(), true);
+                *ready.lock() = Some(table);
+            });
+        if spawned.is_ok() {
+            w.ahead = Ahead::Asked;
+        }
+    }
+
+    /// Replaces the table by a bigger one, more than twice the keys: the
+    /// one made ahead when it is ready and big enough, else one of the
+    /// size `hash_sizing` gives, or twice the old one while one is being
+    /// made ahead (writer only).
+    fn grow(&self, w: &mut InsertSide, old: &Table, bytes: usize) {
+        let doubled = old.slots().len() * 2;
+        let wanted = grown_slots(old.slots().len(), w.keys, bytes, self.expected_bytes);
+        let made = match w.ahead {
+            Ahead::Asked => self.ahead.lock().take(),
+            _ => None,
+        };
+        let new = match made {
+            Some(t) if t.slots().len() >= doubled => {
+                w.ahead = Ahead::Settled;
+                t
+            }
+            Some(_too_small) => {
+                w.ahead = Ahead::Settled;
+                Table::made(wanted, self.pool.as_deref(), false)
+            }
+            None if w.ahead == Ahead::Asked => Table::new(doubled),
+            None => Table::made(wanted, self.pool.as_deref(), false),
+        };
+        rehash(old, &new);
         let old_ptr = self
             .table
             .swap(Box::into_raw(Box::new(new)), Ordering::AcqRel);
@@ -607,7 +777,7 @@ impl MemTable {
     /// Slots of the hash table (tests of its sizing).
     #[cfg(test)]
     pub(crate) fn slots(&self) -> usize {
-        self.table().slots.len()
+        self.table().slots().len()
     }
 
     /// Number of versions.
@@ -945,7 +1115,7 @@ impl MemTable {
             // for its summary is a cache miss unless asked for ahead. The
             // run is sized once (a table of a million keys would otherwise
             // be copied as it doubles).
-            let slots = &self.table().slots;
+            let slots = self.table().slots();
             let hint = self.hint();
             let mut run: Run = Vec::with_capacity(upto.min(slots.len()));
             for (i, slot) in slots.iter().enumerate() {
@@ -1016,7 +1186,7 @@ mod tests {
     #[test]
     fn a_table_sized_for_its_bytes_stops_growing_early_and_reads_back() {
         let expected = 8 << 20;
-        let mem = MemTable::sized(&[], None, expected, 0);
+        let mem = MemTable::sized(&[], None, expected, 0, false);
         let key = |i: u64| format!("key{:010}", i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20);
         let (mut i, mut slots_at_sixteenth) = (0u64, None);
         while mem.approximate_bytes() < expected {
@@ -1044,8 +1214,69 @@ mod tests {
     }
 
     #[test]
+    fn a_table_made_ahead_replaces_the_doublings_and_goes_back_to_the_pool() {
+        // Small pairs in 32 MiB project about 480,000 keys: 2 Mi slots,
+        // past `AHEAD_MIN_SLOTS`, made on a thread of its own.
+        let expected = 32 << 20;
+        let pool = Arc::new(ChunkPool::new(0));
+        let mem = MemTable::sized(&[], Some(pool.clone()), expected, 0, false);
+        let key = |i: u64| format!("key{:010}", i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20);
+        let ahead = |m: &MemTable| m.writer.lock().ahead;
+        let mut i = 0u64;
+        let mut put = |m: &MemTable| {
+            m.insert(key(i).as_bytes(), i + 1, Some(b"value"));
+            i += 1;
+        };
+        while ahead(&mem) == Ahead::NotAsked {
+            put(&mem);
+        }
+        assert_eq!(ahead(&mem), Ahead::Asked);
+        let asked_at = mem.slots();
+        let waited = std::time::Instant::now();
+        let made = loop {
+            if let Some(t) = mem.ahead.lock().as_ref() {
+                break t.slots().len();
+            }
+            assert!(waited.elapsed().as_secs() < 120, "the table was never made");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert!(made >= AHEAD_MIN_SLOTS && made > 2 * asked_at, "{made}");
+        while ahead(&mem) == Ahead::Asked {
+            put(&mem);
+        }
+        assert_eq!(mem.slots(), made, "the growth took the table made ahead");
+        while mem.approximate_bytes() < expected {
+            put(&mem);
+        }
+        assert_eq!(mem.slots(), made, "and grew no more");
+        mem.check_invariants();
+        for j in (0..i).step_by(101) {
+            assert_eq!(
+                mem.get(key(j).as_bytes(), u64::MAX),
+                Some(Some(Box::from(&b"value"[..]))),
+                "{j}"
+            );
+        }
+        // Its table goes to the pool, and a table of that size comes from
+        // there, zeroed.
+        let keys = mem.keys();
+        drop(mem);
+        assert_eq!(pool.kept_bytes(), made * 8);
+        let next = MemTable::sized(&[], Some(pool.clone()), expected, keys, false);
+        assert_eq!(next.slots(), made);
+        assert_eq!(pool.kept_bytes(), 0);
+        next.check_invariants();
+        assert_eq!(next.get(key(0).as_bytes(), u64::MAX), None);
+        next.insert(key(0).as_bytes(), 1, Some(b"again"));
+        assert_eq!(
+            next.get(key(0).as_bytes(), u64::MAX),
+            Some(Some(Box::from(&b"again"[..])))
+        );
+    }
+
+    #[test]
     fn a_table_hinted_with_its_keys_never_grows() {
-        let mem = MemTable::sized(&[], None, 0, 50_000);
+        let mem = MemTable::sized(&[], None, 0, 50_000, false);
         let slots = mem.slots();
         for i in 0..50_000u64 {
             mem.insert(format!("k{i:08}").as_bytes(), i + 1, Some(b"v"));

@@ -124,6 +124,7 @@ impl LogToPrepare {
                 Some(pool),
                 self.opts.memtable_bytes,
                 keys,
+                true,
             ))
         });
         tracing::debug!(
@@ -538,6 +539,7 @@ impl Store {
                 Some(self.chunks.clone()),
                 self.opts.memtable_bytes,
                 w.active.keys(),
+                false,
             ))
         });
         let t_table = Instant::now();
