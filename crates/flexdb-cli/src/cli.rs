@@ -174,6 +174,21 @@ pub enum Command {
         #[arg(long, short)]
         quiet: bool,
     },
+    /// Copy the store, as of one moment, into a new store in DEST (absent
+    /// or an empty directory), which opens as any other: restoring is
+    /// opening it. Prints the pairs and bytes copied.
+    Backup {
+        /// The store's directory.
+        dir: PathBuf,
+        /// The backup's directory (made; an empty one is taken).
+        dest: PathBuf,
+        /// One JSON object instead of lines.
+        #[arg(long)]
+        json: bool,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// Salvage every readable pair of a damaged store (one that `check`
     /// reports or that will not open) into a consistent store, and print
     /// what was lost by key range. The store must not be open.

@@ -34,7 +34,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use cli::{Cli, Command};
-use commands::{check, compact, decode_arg, dump, kv, load, repair, scan, stats, stdout_err};
+use commands::{
+    backup, check, compact, decode_arg, dump, kv, load, repair, scan, stats, stdout_err,
+};
 use exit::{CliError, Code};
 use progress::Progress;
 use store::Mode;
@@ -191,6 +193,17 @@ fn run(command: Command) -> Result<Code, CliError> {
         Command::Compact { dir, json, quiet } => {
             with_store(&dir, Mode::Existing, |db| {
                 compact::compact(db, &dir, json, quiet, &mut out)
+            })?;
+            Code::Success
+        }
+        Command::Backup {
+            dir,
+            dest,
+            json,
+            quiet,
+        } => {
+            with_store(&dir, Mode::Existing, |db| {
+                backup::backup(db, &dir, &dest, json, quiet, &mut out)
             })?;
             Code::Success
         }

@@ -178,6 +178,32 @@ fn oversized_keys_exit_8_naming_the_store() {
 }
 
 #[test]
+fn backup_copies_the_store_into_a_new_one_and_refuses_a_full_directory() {
+    let (tmp, d) = store();
+    let input: String = (0..500)
+        .map(|i| format!("{{\"key\":\"k{i:04}\",\"value\":\"v{i}\"}}\n"))
+        .collect();
+    let file = tmp.path().join("in.jsonl");
+    std::fs::write(&file, input).unwrap();
+    flexdb(&["load", &d, p(&file), "--format", "jsonl", "-q"]).ok();
+    flexdb(&["del", &d, "k0007"]).ok();
+    let dest = tmp.path().join("b");
+    let out = flexdb(&["backup", &d, p(&dest), "--json"]).ok();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["pairs"], 499, "{out}");
+    assert!(v["disk_bytes"].as_u64().unwrap() > 0, "{out}");
+    assert_eq!(v["dest"], p(&dest));
+    assert_eq!(flexdb(&["scan", p(&dest)]).ok(), flexdb(&["scan", &d]).ok());
+    assert_eq!(flexdb(&["get", p(&dest), "k0499"]).ok(), "v499\n");
+    flexdb(&["check", p(&dest)]).ok();
+    // Text form; and a destination that is not empty is refused.
+    let text = flexdb(&["backup", &d, p(&tmp.path().join("c"))]).ok();
+    assert!(text.contains("\npairs       499\n"), "{text}");
+    flexdb(&["backup", &d, p(&dest)]).fails(code::BAD_INPUT, &["not empty"]);
+    assert_eq!(flexdb(&["get", p(&dest), "k0499"]).ok(), "v499\n");
+}
+
+#[test]
 fn compact_gives_disk_back_and_keeps_every_pair() {
     let (tmp, d) = store();
     // Many overwrites of 4 KiB values, then most keys deleted.

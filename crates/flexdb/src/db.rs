@@ -309,6 +309,22 @@ impl Db {
         crate::compact::compact(&self.shared, &mut progress)
     }
 
+    /// Writes the store's current state, while writers go on, as a new
+    /// store in `dest`: an online backup, as of a snapshot taken now
+    /// ([`Snapshot::backup`]). Restoring is opening the backup.
+    pub fn backup(&self, dest: impl AsRef<Path>) -> Result<crate::BackupReport> {
+        self.snapshot().backup(dest)
+    }
+
+    /// [`Db::backup`], calling `progress` every few thousand pairs.
+    pub fn backup_with_progress(
+        &self,
+        dest: impl AsRef<Path>,
+        progress: impl FnMut(crate::BackupProgress),
+    ) -> Result<crate::BackupReport> {
+        self.snapshot().backup_with_progress(dest, progress)
+    }
+
     /// Makes every write so far durable (syncs the write-ahead log).
     pub fn sync(&self) -> Result<()> {
         self.shared.sync()

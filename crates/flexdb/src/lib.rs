@@ -126,6 +126,7 @@
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod backup;
 mod batch;
 mod codec;
 mod commit;
@@ -147,6 +148,7 @@ mod txn;
 mod wal;
 mod write;
 
+pub use backup::{BackupProgress, BackupReport};
 pub use batch::{BatchOp, WriteBatch};
 pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use compact::{CompactProgress, CompactReport};

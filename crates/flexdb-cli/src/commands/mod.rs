@@ -6,6 +6,7 @@
 //! an error: it returns a [`crate::exit::CliError`]; it writes its
 //! regular output only to the writer it is given.
 
+pub mod backup;
 pub mod check;
 pub mod compact;
 pub mod dump;

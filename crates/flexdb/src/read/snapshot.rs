@@ -41,6 +41,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -301,6 +302,25 @@ pub(crate) fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
 }
 
 impl Snapshot {
+    /// Writes this snapshot's state, while the store goes on, as a new
+    /// store in `dest` (absent, or an empty directory outside the store's
+    /// own) that opens as any other: an online backup (see `backup.rs` for
+    /// how it stays whole). Refused with [`crate::Error::InvalidArgument`],
+    /// nothing changed: a destination that is a file, a non-empty
+    /// directory or inside the store's directory.
+    pub fn backup(&self, dest: impl AsRef<Path>) -> Result<crate::BackupReport> {
+        self.backup_with_progress(dest, |_| {})
+    }
+
+    /// [`Snapshot::backup`], calling `progress` every few thousand pairs.
+    pub fn backup_with_progress(
+        &self,
+        dest: impl AsRef<Path>,
+        mut progress: impl FnMut(crate::BackupProgress),
+    ) -> Result<crate::BackupReport> {
+        crate::backup::backup(self, dest.as_ref(), &mut progress)
+    }
+
     /// The value of `key` as of the snapshot.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.point.get(key.as_ref())

@@ -1,0 +1,232 @@
+//! Online backup: a backup taken while writers write equals the snapshot
+//! it was taken from, pair for pair, opens as a store, and stays whole
+//! (batches all or nothing); destinations that would lose or mix data are
+//! refused with nothing changed.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use flexdb::{BackupProgress, Db, Error, Options, WriteBatch};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// A store with tiny MemTables, so the committer commits (and collects
+/// garbage) while a backup reads.
+fn busy_store(dir: &Path) -> Db {
+    let opts = Options::new()
+        .create_if_missing(true)
+        .memtable_bytes(64 << 10)
+        .cache_bytes(1 << 20);
+    Db::open(dir, opts).unwrap()
+}
+
+fn open_backup(dir: &Path) -> Db {
+    Db::open(dir, Options::new()).unwrap()
+}
+
+/// Writers that put, overwrite and delete random keys until stopped.
+fn writers(db: &Arc<Db>, stop: &Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<u64>> {
+    (0..2u64)
+        .map(|t| {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(t);
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let k = format!("key{:06}", rng.gen_range(0..30_000));
+                    if rng.gen_range(0..5) == 0 {
+                        db.delete(&k).unwrap();
+                    } else {
+                        let v = format!("{t}:{n}:{}", "v".repeat(rng.gen_range(0..200)));
+                        db.put(&k, v).unwrap();
+                    }
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn a_backup_taken_while_writers_write_equals_its_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, dest) = (tmp.path().join("src"), tmp.path().join("backup"));
+    let db = Arc::new(busy_store(&src));
+    for i in 0..20_000u32 {
+        db.put(format!("key{:06}", i * 3 % 30_000), format!("first {i}"))
+            .unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads = writers(&db, &stop);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let snap = db.snapshot();
+    let mut calls: Vec<BackupProgress> = Vec::new();
+    let report = snap.backup_with_progress(&dest, |p| calls.push(p)).unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let written: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(written > 0);
+    assert_eq!(report.dest, dest);
+    assert!(report.disk_bytes > 0);
+    // Progress grows to what the report says.
+    assert!(calls.windows(2).all(|w| w[0].pairs <= w[1].pairs));
+    assert_eq!(calls.last().map(|p| p.pairs), Some(report.pairs));
+    assert!(!tmp.path().join("backup.backup-partial").exists());
+
+    let backup = open_backup(&dest);
+    let want: Vec<_> = snap.iter().map(Result::unwrap).collect();
+    let got: Vec<_> = backup.iter().map(Result::unwrap).collect();
+    assert_eq!(got.len() as u64, report.pairs);
+    assert_eq!(
+        report.bytes,
+        want.iter()
+            .map(|(k, v)| (k.len() + v.len()) as u64)
+            .sum::<u64>()
+    );
+    assert!(got == want, "the backup differs from its snapshot");
+    let check = backup.check().unwrap();
+    assert!(check.is_ok(), "{check:?}");
+    // It is a store like any other: written to and reopened.
+    backup.put("after", "restore").unwrap();
+    backup.close().unwrap();
+    let again = open_backup(&dest);
+    assert_eq!(
+        again.get("after").unwrap().as_deref(),
+        Some(&b"restore"[..])
+    );
+    assert_eq!(again.iter().count() as u64, report.pairs + 1);
+}
+
+#[test]
+fn a_backup_of_a_store_being_written_in_batches_holds_whole_batches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let db = Arc::new(busy_store(&src));
+    // A token moves among 1,000 keys, one batch a move, and every batch
+    // also rewrites a block of 50 keys with the move's number.
+    let mut b = WriteBatch::new();
+    b.put(b"token/0000", b"here").unwrap();
+    db.write(b).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mover = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut at = 0u32;
+            let mut moves = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let next = (at * 7 + 13) % 1000;
+                moves += 1;
+                let mut b = WriteBatch::new();
+                b.delete(format!("token/{at:04}").as_bytes()).unwrap();
+                b.put(format!("token/{next:04}").as_bytes(), b"here")
+                    .unwrap();
+                for j in 0..50 {
+                    b.put(
+                        format!("block/{j:02}").as_bytes(),
+                        moves.to_string().as_bytes(),
+                    )
+                    .unwrap();
+                }
+                db.write(b).unwrap();
+                at = next;
+            }
+            moves
+        })
+    };
+    for round in 0..3 {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let dest = tmp.path().join(format!("backup{round}"));
+        db.backup(&dest).unwrap();
+        let backup = open_backup(&dest);
+        let tokens = backup.prefix("token/").count();
+        assert_eq!(tokens, 1, "round {round}: {tokens} tokens");
+        let block: Vec<_> = backup
+            .prefix("block/")
+            .map(|p| p.unwrap().1)
+            .collect::<Vec<_>>();
+        assert!(
+            block.is_empty() || (block.len() == 50 && block.iter().all(|v| *v == block[0])),
+            "round {round}: a batch split: {block:?}"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(mover.join().unwrap() > 0);
+}
+
+#[test]
+fn destinations_that_would_mix_or_lose_data_are_refused_with_nothing_changed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let db = busy_store(&src);
+    db.put("k", "v").unwrap();
+    let listing = |d: &Path| {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    let invalid = |r: flexdb::Result<flexdb::BackupReport>, what: &str| match r {
+        Err(Error::InvalidArgument(why)) => assert!(why.contains(what), "{why}"),
+        other => panic!("expected InvalidArgument ({what}), got {other:?}"),
+    };
+
+    let full = tmp.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    std::fs::write(full.join("precious"), "keep me").unwrap();
+    invalid(db.backup(&full), "not empty");
+    assert_eq!(listing(&full), vec!["precious"]);
+    assert_eq!(std::fs::read(full.join("precious")).unwrap(), b"keep me");
+
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    invalid(db.backup(&file), "is a file");
+    assert_eq!(std::fs::read(&file).unwrap(), b"x");
+
+    let before = listing(&src);
+    invalid(db.backup(src.join("inside")), "inside the store");
+    invalid(db.backup(&src), "not empty");
+    assert_eq!(listing(&src), before);
+
+    let dest = tmp.path().join("dest");
+    let staging = tmp.path().join("dest.backup-partial");
+    std::fs::create_dir(&staging).unwrap();
+    std::fs::write(staging.join("left"), "from a crash").unwrap();
+    invalid(db.backup(&dest), "did not finish");
+    assert!(!dest.exists());
+    assert_eq!(listing(&staging), vec!["left"]);
+    std::fs::remove_dir_all(&staging).unwrap();
+
+    match db.backup(tmp.path().join("no/such/parent/dest")) {
+        Err(Error::Io { .. }) => {}
+        other => panic!("expected Io, got {other:?}"),
+    }
+    assert!(!tmp.path().join("no").exists());
+    // Nothing of the refused backups is left beside them.
+    assert_eq!(
+        listing(tmp.path()),
+        vec!["a-file", "full", "src"]
+            .into_iter()
+            .map(std::ffi::OsString::from)
+            .collect::<Vec<_>>()
+    );
+
+    // An empty directory takes a backup; so does an empty store.
+    let empty_dir = tmp.path().join("empty");
+    std::fs::create_dir(&empty_dir).unwrap();
+    let report = db.backup(&empty_dir).unwrap();
+    assert_eq!(report.pairs, 1);
+    assert_eq!(
+        open_backup(&empty_dir).get("k").unwrap().as_deref(),
+        Some(&b"v"[..])
+    );
+    let fresh = busy_store(&tmp.path().join("fresh"));
+    let report = fresh.backup(tmp.path().join("fresh-backup")).unwrap();
+    assert_eq!((report.pairs, report.bytes), (0, 0));
+    assert_eq!(
+        open_backup(&tmp.path().join("fresh-backup")).iter().count(),
+        0
+    );
+}
