@@ -124,6 +124,14 @@ impl Store {
         self.mailbox.check_stopped()
     }
 
+    /// Reads so far, as the caches count them (lookups of the row cache
+    /// and of the interval cache; a get may count in both): a statistic,
+    /// for telling a store serving reads from an idle one.
+    pub fn reads(&self) -> u64 {
+        let rows = self.rows.as_ref().map_or(0, |r| r.hits_and_lookups().1);
+        rows + self.cache.counts().1
+    }
+
     /// Records why the store stopped and wakes everyone waiting.
     pub fn stop(&self, why: String) {
         self.mailbox.stop(why);

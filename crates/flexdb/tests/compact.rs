@@ -618,12 +618,7 @@ fn crashes_during_compaction_keep_every_flushed_write() {
 /// within seconds, and writes coming back work as before.
 #[test]
 fn an_idle_store_compacts_on_its_own() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut rng = StdRng::seed_from_u64(13);
-    let mut model = Model::new();
-    let db = Db::open(dir.path(), lazy_gc()).unwrap();
-    churn(&db, &mut model, &mut rng, 40_000, 6_000, 2048);
-    delete_some(&db, &mut model, &mut rng, 0.5);
+    let (dir, db, mut model, mut rng) = churned_then_halved(13, 40_000);
     let s0 = db.stats();
     assert!(s0.disk_garbage_bytes > 8 << 20, "{s0:?}");
     let t = Instant::now();
@@ -639,5 +634,43 @@ fn an_idle_store_compacts_on_its_own() {
     assert_holds(&db, &model);
     db.close().unwrap();
     let db = Db::open(dir.path(), real_opts()).unwrap();
+    assert_holds(&db, &model);
+}
+
+/// A store serving reads is not idle: it does not compact while gets come
+/// at thousands a second (a compaction would take a core the readers
+/// want), and compacts once they stop.
+#[test]
+fn a_store_serving_reads_compacts_only_once_they_stop() {
+    let (_dir, db, model, _) = churned_then_halved(17, 40_000);
+    let s0 = db.stats();
+    assert!(s0.disk_garbage_bytes > 8 << 20, "{s0:?}");
+    let target = s0.disk_live_bytes / 4 + 2 * flexspace::SEGMENT_SIZE;
+    let keys: Vec<&Vec<u8>> = model.keys().collect();
+    // Several times the idle waits before a compaction starts.
+    let reading = Instant::now();
+    let mut gets = 0u64;
+    while reading.elapsed() < Duration::from_secs(8) {
+        let k = keys[gets as usize % keys.len()];
+        assert_eq!(db.get(k).unwrap().as_ref(), model.get(k));
+        gets += 1;
+    }
+    let rate = gets as f64 / reading.elapsed().as_secs_f64();
+    // The premise: reads came faster than the idle bar.
+    assert!(rate > 20_000.0, "only {rate:.0} gets a second");
+    let s1 = db.stats();
+    assert!(
+        s1.disk_garbage_bytes > target,
+        "compacted while serving {rate:.0} gets a second: {s1:?}"
+    );
+    let t = Instant::now();
+    while db.stats().disk_garbage_bytes > target {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no compaction once reads stopped: {:?}",
+            db.stats()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert_holds(&db, &model);
 }

@@ -1,6 +1,9 @@
-//! Idle compaction: when the store has taken no writes for
-//! `IDLE_WAITS` of the committer's `POOL_IDLE` waits in a row and the
-//! space's data file holds garbage worth it, the committer compacts the
+//! Idle compaction: when the store has taken no writes and few reads
+//! (`BUSY_READS` a second) for `IDLE_WAITS` of the committer's `POOL_IDLE`
+//! waits in a row and the space's data file holds garbage worth it (a
+//! compaction takes a core: in a read-only phase at two threads on two
+//! cores it took 31 % of the samples the readers wanted, issue 41), the
+//! committer compacts the
 //! space one garbage-collection round at a time (`FlexSpace::compact_step`),
 //! looking for work between rounds, publishing a fresh view every
 //! `REPUBLISH_EVERY` rounds (the old one holds the emptied segments) and
@@ -9,7 +12,9 @@
 //!
 //! Invariants: a round runs only on the committer's thread with no
 //! MemTable waiting; compaction stops at once when a MemTable is frozen (a
-//! commit runs) or the active one grew since it started; it is armed again
+//! commit runs) or the active one grew since it started, and between
+//! rounds when reads came back (over `BUSY_READS` a second since the last
+//! round), to start again once the store is idle again; it is armed again
 //! only by a commit, so a store left idle compacts once, not in a loop.
 
 use crate::error::{space_err, Result};
@@ -17,6 +22,11 @@ use crate::store::Store;
 
 /// Idle waits in a row (of `POOL_IDLE` each) before compacting.
 pub(crate) const IDLE_WAITS: u32 = 3;
+
+/// Reads a second (lookups of the row and interval caches) above which
+/// the store is busy serving them, and not compacted: a few thousand
+/// reads a second leave a core free, a read-heavy phase does not.
+pub(crate) const BUSY_READS: u64 = 10_000;
 
 /// Garbage (data file allocation beyond the live bytes) worth compacting:
 /// over this fraction of the live bytes...
@@ -46,6 +56,9 @@ pub(crate) struct IdleCompaction {
     punch_after_reap: u8,
     /// Rounds run since the last fresh view.
     rounds: u32,
+    /// The read count and the time it was taken (`Store::reads`), at the
+    /// last wait or round.
+    reads_at: Option<(u64, std::time::Instant)>,
 }
 
 impl IdleCompaction {
@@ -66,9 +79,22 @@ impl IdleCompaction {
         self.running = None;
     }
 
-    /// After a `POOL_IDLE` wait that found the store `idle` or not.
+    /// Whether reads came at over `BUSY_READS` a second since the last
+    /// call (false at the first).
+    fn reads_busy(&mut self, shared: &Store) -> bool {
+        let now = (shared.reads(), std::time::Instant::now());
+        let before = self.reads_at.replace(now);
+        before.is_some_and(|(n, t)| {
+            let secs = now.1.duration_since(t).as_secs_f64();
+            (now.0.saturating_sub(n)) as f64 > BUSY_READS as f64 * secs.max(1e-3)
+        })
+    }
+
+    /// After a `POOL_IDLE` wait that found the store without writes
+    /// (`idle`) or not.
     pub fn after_wait(&mut self, shared: &Store, idle: bool) {
-        if !idle {
+        let busy_reading = self.reads_busy(shared);
+        if !idle || busy_reading {
             self.idle_waits = 0;
             return;
         }
@@ -92,8 +118,9 @@ impl IdleCompaction {
         let Some(start) = self.running else {
             return Ok(());
         };
-        if shared.writes.mems().active.approximate_bytes() != start {
-            // Writes came back: stop, and try again once idle again.
+        if shared.writes.mems().active.approximate_bytes() != start || self.reads_busy(shared) {
+            // Writes or reads came back: stop, and try again once idle
+            // again.
             self.running = None;
             self.idle_waits = 0;
             return Ok(());
