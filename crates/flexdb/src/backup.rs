@@ -71,7 +71,7 @@ pub(crate) fn backup(
 ) -> Result<BackupReport> {
     let store = &snap.point.store;
     store.check_stopped()?;
-    let staging = check_destination(&store.dir, dest)?;
+    let Destination { target, staging } = check_destination(&store.dir, dest)?;
     std::fs::create_dir(&staging).map_err(io(&staging))?;
     let copied = (|| {
         let src = &store.opts;
@@ -109,21 +109,26 @@ pub(crate) fn backup(
         progress(done);
         // Commits, checkpoints and syncs every file of the backup.
         into.close()?;
-        Ok(done)
+        let disk_bytes = disk_bytes(&staging)?;
+        // An empty directory at `target` (allowed) is replaced atomically;
+        // a rename that fails (the directory filled meanwhile, another
+        // file system) leaves the staging directory, removed below.
+        std::fs::rename(&staging, &target).map_err(io(&target))?;
+        Ok((done, disk_bytes))
     })();
-    let done = match copied {
+    let (done, disk_bytes) = match copied {
         Ok(done) => done,
         Err(e) => {
             // Best effort: the error that stopped the backup is the one to
-            // report; a staging directory left behind is refused by name
-            // next time.
+            // report; a staging directory left behind (a crash) is refused
+            // by name next time.
             let _ = std::fs::remove_dir_all(&staging);
             return Err(e);
         }
     };
-    // An empty directory at `dest` (allowed) is replaced atomically.
-    std::fs::rename(&staging, dest).map_err(io(dest))?;
-    let parent = parent_of(dest);
+    // The backup is whole at `target` from here; an error syncing its
+    // parent says it may not survive a crash (see `Snapshot::backup`).
+    let parent = parent_of(&target);
     std::fs::File::open(&parent)
         .and_then(|d| d.sync_all())
         .map_err(io(&parent))?;
@@ -131,18 +136,28 @@ pub(crate) fn backup(
         dest: dest.to_path_buf(),
         pairs: done.pairs,
         bytes: done.bytes,
-        disk_bytes: disk_bytes(dest)?,
+        disk_bytes,
     })
 }
 
+/// Where a backup goes: `target`, the destination with its parent
+/// resolved, and the staging directory beside it.
+struct Destination {
+    target: PathBuf,
+    staging: PathBuf,
+}
+
 /// Checks that `dest` may take a backup of the store in `source` and
-/// returns the staging directory's path: `dest` must be absent or an empty
-/// directory, outside `source`, and no staging directory of an earlier
-/// backup may be in the way.
-fn check_destination(source: &Path, dest: &Path) -> Result<PathBuf> {
+/// returns where it goes: `dest` must be absent or an empty directory (not
+/// a symbolic link), outside `source`, and no staging directory of an
+/// earlier backup may be in the way.
+fn check_destination(source: &Path, dest: &Path) -> Result<Destination> {
     let refuse = |why: String| Err(Error::InvalidArgument(why));
     let shown = dest.display();
-    match std::fs::metadata(dest) {
+    match std::fs::symlink_metadata(dest) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return refuse(format!("backup destination {shown} is a symbolic link"))
+        }
         Ok(m) if !m.is_dir() => return refuse(format!("backup destination {shown} is a file")),
         Ok(_) => {
             let mut entries = std::fs::read_dir(dest).map_err(io(dest))?;
@@ -162,8 +177,9 @@ fn check_destination(source: &Path, dest: &Path) -> Result<PathBuf> {
             source.display()
         ));
     }
-    let Some(name) = dest.file_name() else {
-        return refuse(format!("backup destination {shown} has no name"));
+    let name = match dest.components().next_back() {
+        Some(std::path::Component::Normal(name)) => name,
+        _ => return refuse(format!("backup destination {shown} has no name")),
     };
     let mut staging_name = name.to_os_string();
     staging_name.push(STAGING_SUFFIX);
@@ -174,7 +190,10 @@ fn check_destination(source: &Path, dest: &Path) -> Result<PathBuf> {
             staging.display()
         ));
     }
-    Ok(staging)
+    Ok(Destination {
+        target: parent.join(name),
+        staging,
+    })
 }
 
 /// The directory `path` is in (`.` for a bare name).

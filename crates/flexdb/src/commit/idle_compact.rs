@@ -27,6 +27,8 @@ pub(crate) const IDLE_WAITS: u32 = 3;
 /// the store is busy serving them, and not compacted: a few thousand
 /// reads a second leave a core free, a read-heavy phase does not.
 pub(crate) const BUSY_READS: u64 = 10_000;
+/// The shortest window the read rate is measured over.
+const READ_WINDOW: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Garbage (data file allocation beyond the live bytes) worth compacting:
 /// over this fraction of the live bytes...
@@ -56,9 +58,10 @@ pub(crate) struct IdleCompaction {
     punch_after_reap: u8,
     /// Rounds run since the last fresh view.
     rounds: u32,
-    /// The read count and the time it was taken (`Store::reads`), at the
-    /// last wait or round.
+    /// The read count and the time it was taken (`Store::reads`) at the
+    /// start of the current rate window, and the last window's verdict.
     reads_at: Option<(u64, std::time::Instant)>,
+    reads_busy: bool,
 }
 
 impl IdleCompaction {
@@ -79,15 +82,23 @@ impl IdleCompaction {
         self.running = None;
     }
 
-    /// Whether reads came at over `BUSY_READS` a second since the last
-    /// call (false at the first).
+    /// Whether reads came at over `BUSY_READS` a second in the last window
+    /// of at least `READ_WINDOW` (false before the first): a shorter one
+    /// (the first round right after a wait) would take a short scan for a
+    /// busy store.
     fn reads_busy(&mut self, shared: &Store) -> bool {
         let now = (shared.reads(), std::time::Instant::now());
-        let before = self.reads_at.replace(now);
-        before.is_some_and(|(n, t)| {
-            let secs = now.1.duration_since(t).as_secs_f64();
-            (now.0.saturating_sub(n)) as f64 > BUSY_READS as f64 * secs.max(1e-3)
-        })
+        match self.reads_at {
+            None => self.reads_at = Some(now),
+            Some((n, t)) => {
+                let secs = now.1.duration_since(t).as_secs_f64();
+                if secs >= READ_WINDOW.as_secs_f64() {
+                    self.reads_busy = now.0.saturating_sub(n) as f64 > BUSY_READS as f64 * secs;
+                    self.reads_at = Some(now);
+                }
+            }
+        }
+        self.reads_busy
     }
 
     /// After a `POOL_IDLE` wait that found the store without writes
@@ -120,9 +131,14 @@ impl IdleCompaction {
         };
         if shared.writes.mems().active.approximate_bytes() != start || self.reads_busy(shared) {
             // Writes or reads came back: stop, and try again once idle
-            // again.
+            // again; a fresh view lets go of what the rounds so far emptied
+            // (punched once the old one is gone).
             self.running = None;
             self.idle_waits = 0;
+            if std::mem::take(&mut self.rounds) > 0 {
+                super::republish(shared)?;
+                self.punch_after_reap = self.punch_after_reap.max(1);
+            }
             return Ok(());
         }
         if shared.space.compact_step().map_err(space_err)?.is_some() {

@@ -306,8 +306,11 @@ impl Snapshot {
     /// store in `dest` (absent, or an empty directory outside the store's
     /// own) that opens as any other: an online backup (see `backup.rs` for
     /// how it stays whole). Refused with [`crate::Error::InvalidArgument`],
-    /// nothing changed: a destination that is a file, a non-empty
-    /// directory or inside the store's directory.
+    /// nothing changed: a destination that is a file, a symbolic link, a
+    /// non-empty directory or inside the store's directory. Any other
+    /// error leaves no backup, except one syncing `dest`'s parent
+    /// directory, which reports a whole backup at `dest` that a crash may
+    /// yet undo.
     pub fn backup(&self, dest: impl AsRef<Path>) -> Result<crate::BackupReport> {
         self.backup_with_progress(dest, |_| {})
     }

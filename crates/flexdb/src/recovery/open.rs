@@ -197,7 +197,9 @@ fn assemble(
     let mut writer = writer;
     let max_frozen = opts.max_frozen_memtables;
     // Up to the MemTables a commit may retire at once: what a backlog of
-    // them held before, so keeping it never raises the peak (see `write::chunk_pool`).
+    // them held before, so keeping it never raises the peak (see
+    // `write::chunk_pool`), and one hash table (which the next MemTable
+    // would otherwise fault in fresh).
     let chunks = Arc::new(ChunkPool::new(
         opts.memtable_bytes.saturating_mul(max_frozen),
     ));

@@ -31,9 +31,10 @@
 //!
 //! A MemTable's hash table is one chunk of its own size (`take_table`,
 //! `give_table`): the table of a committed MemTable is kept for the next
-//! one, which zeroes it off the writer lock instead of faulting in tens of
-//! megabytes of fresh pages under it (docs/DESIGN.md, "Hash tables made
-//! ahead").
+//! one, which zeroes it (on the thread preparing the next MemTable; under
+//! the writer lock only when a rotation or a growth finds a kept table of
+//! its size) instead of faulting in tens of megabytes of fresh pages
+//! under the writer lock (docs/DESIGN.md, "Hash tables made ahead").
 //!
 //! Invariants: a `Chunk` owns `len` bytes at `ptr`, aligned to `ALIGN`,
 //! until it is dropped; the memory is never moved. A new chunk is zeroed;
@@ -41,8 +42,9 @@
 //! released lazily, zeros in any page the kernel took back (nothing reads
 //! a pooled byte before writing it). The pool holds at most its capacity,
 //! in chunks of exactly `ALIGN` bytes; the first `lazy` of its list are
-//! the ones released lazily. At most `TABLES_KEPT` table chunks are kept,
-//! whatever their size; `release` frees them.
+//! the ones released lazily. Besides its capacity, the pool keeps at
+//! most `TABLES_KEPT` table chunks, whatever their size; `release` frees
+//! them.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;

@@ -30,7 +30,12 @@
 //! - A hash slot is published (`Release`) only after its entry is complete,
 //!   and always names the newest version of its key; a table is replaced
 //!   only by a complete copy, and replaced tables are kept until the
-//!   MemTable drops, so a reader holding one never sees freed memory.
+//!   MemTable drops, so a reader holding one never sees freed memory. A
+//!   table made ahead (`ask_ahead`) is reachable by no reader until the
+//!   writer swaps it in, rehashed. Only when the MemTable drops (no reader
+//!   left: readers hold it by `Arc`) does its current table's memory, or
+//!   the one made ahead, go to the pool for another MemTable; replaced
+//!   tables are freed.
 //! - Versions are never removed while the table lives; a deletion is a
 //!   version without a value (a tombstone) so it can hide the pair in the
 //!   space until it is committed.
@@ -359,8 +364,17 @@ impl Drop for MemTable {
         // SAFETY: the table was created by `Box::into_raw` and, with `&mut
         // self`, no reader can hold it any more.
         let table = unsafe { Box::from_raw(t) };
-        if let (Some(pool), Some(chunk)) = (&self.pool, table.into_chunk()) {
-            pool.give_table(chunk);
+        // A table made ahead and never swapped in is as good for the next
+        // MemTable (the pool keeps the newest it is given).
+        let made = self.ahead.lock().take();
+        if let Some(pool) = &self.pool {
+            for chunk in [made, Some(*table)]
+                .into_iter()
+                .flatten()
+                .filter_map(Table::into_chunk)
+            {
+                pool.give_table(chunk);
+            }
         }
     }
 }
