@@ -618,7 +618,7 @@ fn crashes_during_compaction_keep_every_flushed_write() {
 /// within seconds, and writes coming back work as before.
 #[test]
 fn an_idle_store_compacts_on_its_own() {
-    let (dir, db, mut model, mut rng) = churned_then_halved(13, 40_000);
+    let (dir, db, mut model, mut rng) = churned_then_halved(13, 60_000);
     let s0 = db.stats();
     assert!(s0.disk_garbage_bytes > 8 << 20, "{s0:?}");
     let t = Instant::now();
@@ -642,7 +642,7 @@ fn an_idle_store_compacts_on_its_own() {
 /// want), and compacts once they stop.
 #[test]
 fn a_store_serving_reads_compacts_only_once_they_stop() {
-    let (_dir, db, model, _) = churned_then_halved(17, 40_000);
+    let (_dir, db, model, _) = churned_then_halved(17, 60_000);
     let s0 = db.stats();
     assert!(s0.disk_garbage_bytes > 8 << 20, "{s0:?}");
     let target = s0.disk_live_bytes / 4 + 2 * flexspace::SEGMENT_SIZE;
