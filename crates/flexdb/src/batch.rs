@@ -1,15 +1,128 @@
 //! `WriteBatch`: writes applied atomically, and its WAL payload encoding.
 //!
-//! Payload: `varint(count)` then per operation a kind byte (1 put, 2
-//! delete), `varint(key_len) key`, and for a put `varint(value_len) value`.
+//! Payload: `varint(count)` then per operation a kind byte and its bytes:
+//! 1 put (`varint(key_len) key varint(value_len) value`), 2 delete
+//! (`varint(key_len) key`), 3 range delete (`varint(len) start varint(len)
+//! end`: every key `start <= k < end`), 4 range delete to the end
+//! (`varint(len) start`: every key `k >= start`).
 //! Invariant: `decode(encode(b)) == b`; decoding never panics and rejects
-//! trailing or missing bytes.
+//! trailing or missing bytes, unknown kinds, oversized keys and ranges
+//! whose start is not below their end.
 
-use crate::codec::{check_sizes, get_varint, put_varint};
-use crate::error::Result;
+use std::ops::{Bound, RangeBounds};
+
+use crate::codec::{check_sizes, get_varint, put_varint, MAX_KEY_LEN};
+use crate::error::{Error, Result};
 
 const PUT: u8 = 1;
 const DELETE: u8 = 2;
+const DELETE_RANGE: u8 = 3;
+const DELETE_RANGE_TO_END: u8 = 4;
+
+/// The longest bound of a range delete: a key, and one byte more (an
+/// inclusive end `k` is stored as the exclusive end `k\0`).
+pub(crate) const MAX_BOUND_LEN: usize = MAX_KEY_LEN + 1;
+
+/// A range of keys as a range delete stores it: every key `k` with
+/// `start <= k` and, when `end` is set, `k < end`. Inclusive ends and
+/// exclusive starts become the next key (`k` followed by a zero byte),
+/// which is exact for byte strings. `None` when the range holds no key
+/// (its start at or past its end is refused by [`key_range`]).
+pub(crate) type KeyRange = (Vec<u8>, Option<Vec<u8>>);
+
+/// The range `range` names, as a range delete stores it: oversized bounds
+/// are refused (`KeyTooLarge`), and so is a start past the end
+/// (`InvalidArgument`); `Ok(None)` for a range that holds no key (its
+/// start equal to its end).
+pub(crate) fn key_range<K, R>(range: R) -> Result<Option<KeyRange>>
+where
+    K: AsRef<[u8]> + ?Sized,
+    R: RangeBounds<K>,
+{
+    let checked = |k: &K| -> Result<Vec<u8>> {
+        check_sizes(k.as_ref(), None)?;
+        Ok(k.as_ref().to_vec())
+    };
+    let after = |k: &K| -> Result<Vec<u8>> {
+        let mut k = checked(k)?;
+        k.push(0);
+        Ok(k)
+    };
+    let start = match range.start_bound() {
+        Bound::Included(k) => checked(k)?,
+        Bound::Excluded(k) => after(k)?,
+        Bound::Unbounded => Vec::new(),
+    };
+    let end = match range.end_bound() {
+        Bound::Included(k) => Some(after(k)?),
+        Bound::Excluded(k) => Some(checked(k)?),
+        Bound::Unbounded => None,
+    };
+    match &end {
+        Some(e) if start > *e => Err(Error::InvalidArgument(format!(
+            "a range delete's start ({}) is past its end ({})",
+            show(&start),
+            show(e)
+        ))),
+        Some(e) if start == *e => Ok(None),
+        _ => Ok(Some((start, end))),
+    }
+}
+
+/// A key for an error message: printable ASCII as it is, else hex, cut.
+fn show(k: &[u8]) -> String {
+    let cut = &k[..k.len().min(40)];
+    let more = if k.len() > 40 { "..." } else { "" };
+    if cut.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+        format!("{:?}{more}", String::from_utf8_lossy(cut))
+    } else {
+        let hex: String = cut.iter().map(|b| format!("{b:02x}")).collect();
+        format!("0x{hex}{more}")
+    }
+}
+
+/// One operation of an encoded batch, borrowed from the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpRef<'a> {
+    /// Set `key` to `value`.
+    Put {
+        /// The key.
+        key: &'a [u8],
+        /// The value.
+        value: &'a [u8],
+    },
+    /// Remove `key`.
+    Delete {
+        /// The key.
+        key: &'a [u8],
+    },
+    /// Remove every key `k` with `start <= k` and, when `end` is set,
+    /// `k < end`.
+    DeleteRange {
+        /// The first key removed (inclusive).
+        start: &'a [u8],
+        /// The key bound (exclusive); `None`: to the last key.
+        end: Option<&'a [u8]>,
+    },
+}
+
+fn encode_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_varint(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+/// Appends a range delete's encoding to `out`.
+fn encode_range(out: &mut Vec<u8>, start: &[u8], end: Option<&[u8]>) {
+    out.push(if end.is_some() {
+        DELETE_RANGE
+    } else {
+        DELETE_RANGE_TO_END
+    });
+    encode_bytes(out, start);
+    if let Some(end) = end {
+        encode_bytes(out, end);
+    }
+}
 
 /// Appends one operation's encoding to `out`: a put when `value` is set,
 /// a delete otherwise.
@@ -48,6 +161,45 @@ pub enum BatchOp {
         /// The key.
         key: Vec<u8>,
     },
+    /// Remove every key `k` with `start <= k` and, when `end` is set,
+    /// `k < end` (see [`WriteBatch::delete_range`]).
+    DeleteRange {
+        /// The first key removed (inclusive).
+        start: Vec<u8>,
+        /// The key bound (exclusive); `None`: to the last key.
+        end: Option<Vec<u8>>,
+    },
+}
+
+impl BatchOp {
+    /// The operation, borrowed.
+    pub fn as_ref(&self) -> OpRef<'_> {
+        match self {
+            BatchOp::Put { key, value } => OpRef::Put { key, value },
+            BatchOp::Delete { key } => OpRef::Delete { key },
+            BatchOp::DeleteRange { start, end } => OpRef::DeleteRange {
+                start,
+                end: end.as_deref(),
+            },
+        }
+    }
+}
+
+impl OpRef<'_> {
+    /// The operation, copied.
+    pub fn to_owned(&self) -> BatchOp {
+        match *self {
+            OpRef::Put { key, value } => BatchOp::Put {
+                key: key.to_vec(),
+                value: value.to_vec(),
+            },
+            OpRef::Delete { key } => BatchOp::Delete { key: key.to_vec() },
+            OpRef::DeleteRange { start, end } => BatchOp::DeleteRange {
+                start: start.to_vec(),
+                end: end.map(<[u8]>::to_vec),
+            },
+        }
+    }
 }
 
 /// A group of writes applied all or nothing, also across a crash.
@@ -87,6 +239,31 @@ impl WriteBatch {
         Ok(self)
     }
 
+    /// Adds a range delete: every key in `range` is removed when the
+    /// batch is applied, in the order of the batch's operations (a put of
+    /// a key in the range added after it stands; one added before it is
+    /// removed). `range` may be any range of keys (`a..b`, `a..=b`, `a..`,
+    /// `..`). A start past the end is refused (`InvalidArgument`), as are
+    /// oversized bounds (`KeyTooLarge`); an empty range adds nothing.
+    ///
+    /// ```
+    /// use flexdb::WriteBatch;
+    /// let mut batch = WriteBatch::new();
+    /// batch.delete_range("user:0100".."user:0200").unwrap();
+    /// batch.put(b"user:0150", b"kept").unwrap(); // after the range delete
+    /// assert!(batch.delete_range("b".."a").is_err());
+    /// ```
+    pub fn delete_range<K, R>(&mut self, range: R) -> Result<&mut Self>
+    where
+        K: AsRef<[u8]> + ?Sized,
+        R: RangeBounds<K>,
+    {
+        if let Some((start, end)) = key_range(range)? {
+            self.ops.push(BatchOp::DeleteRange { start, end });
+        }
+        Ok(self)
+    }
+
     /// Number of operations.
     pub fn len(&self) -> usize {
         self.ops.len()
@@ -115,6 +292,9 @@ impl WriteBatch {
             match op {
                 BatchOp::Put { key, value } => encode_op(&mut out, key, Some(value)),
                 BatchOp::Delete { key } => encode_op(&mut out, key, None),
+                BatchOp::DeleteRange { start, end } => {
+                    encode_range(&mut out, start, end.as_deref())
+                }
             }
         }
         out
@@ -123,32 +303,23 @@ impl WriteBatch {
     /// Decodes a WAL payload; `None` when it is malformed.
     pub fn decode(buf: &[u8]) -> Option<WriteBatch> {
         let mut ops = Vec::new();
-        walk(buf, |key, value| {
-            ops.push(match value {
-                Some(value) => BatchOp::Put {
-                    key: key.to_vec(),
-                    value: value.to_vec(),
-                },
-                None => BatchOp::Delete { key: key.to_vec() },
-            })
-        })?;
+        walk(buf, |op| ops.push(op.to_owned()))?;
         Some(WriteBatch { ops })
     }
 
-    /// Calls `f(key, value)` for each operation of a WAL payload in order
-    /// (`value` is `None` for a delete), borrowing from `buf` without a
-    /// copy, and returns the number of operations. A malformed payload
+    /// Calls `f(op)` for each operation of a WAL payload in order,
+    /// borrowing from `buf` without a copy, and returns the number of operations. A malformed payload
     /// gives `None` and `f` is not called at all: the whole payload is
     /// checked before the first call, so a batch is applied all or nothing.
-    pub fn for_each_op(buf: &[u8], f: impl FnMut(&[u8], Option<&[u8]>)) -> Option<usize> {
-        walk(buf, |_, _| {})?;
+    pub fn for_each_op<'a>(buf: &'a [u8], f: impl FnMut(OpRef<'a>)) -> Option<usize> {
+        walk(buf, |_| {})?;
         walk(buf, f)
     }
 }
 
 /// Parses a payload, calling `f` for each operation as it goes; `None`
 /// (possibly after calls for a prefix) when it is malformed.
-fn walk<'a>(buf: &'a [u8], mut f: impl FnMut(&'a [u8], Option<&'a [u8]>)) -> Option<usize> {
+fn walk<'a>(buf: &'a [u8], mut f: impl FnMut(OpRef<'a>)) -> Option<usize> {
     let bytes = |pos: &mut usize| -> Option<&'a [u8]> {
         let (len, n) = get_varint(buf.get(*pos..)?)?;
         let start = *pos + n;
@@ -163,16 +334,43 @@ fn walk<'a>(buf: &'a [u8], mut f: impl FnMut(&'a [u8], Option<&'a [u8]>)) -> Opt
         let kind = *buf.get(pos)?;
         pos += 1;
         let key = bytes(&mut pos)?;
-        let value = match kind {
-            PUT => Some(bytes(&mut pos)?),
-            DELETE => None,
+        let op = match kind {
+            PUT => OpRef::Put {
+                key,
+                value: bytes(&mut pos)?,
+            },
+            DELETE => OpRef::Delete { key },
+            DELETE_RANGE => OpRef::DeleteRange {
+                start: key,
+                end: Some(bytes(&mut pos)?),
+            },
+            DELETE_RANGE_TO_END => OpRef::DeleteRange {
+                start: key,
+                end: None,
+            },
             _ => return None,
         };
-        check_sizes(key, value).ok()?;
-        f(key, value);
+        if !valid(op) {
+            return None;
+        }
+        f(op);
         n += 1;
     }
     (pos == buf.len()).then_some(n)
+}
+
+/// Whether a decoded operation is one a batch can hold: keys and values
+/// within their limits, a range's bounds within `MAX_BOUND_LEN` and its
+/// start below its end.
+fn valid(op: OpRef<'_>) -> bool {
+    match op {
+        OpRef::Put { key, value } => check_sizes(key, Some(value)).is_ok(),
+        OpRef::Delete { key } => check_sizes(key, None).is_ok(),
+        OpRef::DeleteRange { start, end } => {
+            start.len() <= MAX_BOUND_LEN
+                && end.is_none_or(|e| e.len() <= MAX_BOUND_LEN && start < e)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -204,47 +402,92 @@ mod tests {
             .unwrap()
             .delete(b"x")
             .unwrap()
+            .delete_range("a".."c")
+            .unwrap()
             .put(b"", b"")
+            .unwrap()
+            .delete_range("q"..)
             .unwrap();
         let enc = b.encode();
         let mut seen = Vec::new();
-        let n =
-            WriteBatch::for_each_op(&enc, |k, v| seen.push((k.to_vec(), v.map(<[u8]>::to_vec))));
-        assert_eq!(n, Some(3));
-        let want: Vec<_> = b
-            .ops()
-            .iter()
-            .map(|op| match op {
-                BatchOp::Put { key, value } => (key.clone(), Some(value.clone())),
-                BatchOp::Delete { key } => (key.clone(), None),
-            })
-            .collect();
-        assert_eq!(seen, want);
+        let n = WriteBatch::for_each_op(&enc, |op| seen.push(op.to_owned()));
+        assert_eq!(n, Some(5));
+        assert_eq!(seen, b.ops());
         // A malformed payload calls nothing, even for its valid prefix.
         for cut in 0..enc.len() {
             let mut calls = 0;
-            assert_eq!(
-                WriteBatch::for_each_op(&enc[..cut], |_, _| calls += 1),
-                None
-            );
+            assert_eq!(WriteBatch::for_each_op(&enc[..cut], |_| calls += 1), None);
             assert_eq!(calls, 0, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn ranges_take_any_bounds_and_refuse_bad_ones() {
+        let r = |b: &mut WriteBatch| b.ops().last().cloned();
+        let mut b = WriteBatch::new();
+        b.delete_range("a".."c").unwrap();
+        let want = |s: &[u8], e: Option<&[u8]>| BatchOp::DeleteRange {
+            start: s.to_vec(),
+            end: e.map(<[u8]>::to_vec),
+        };
+        assert_eq!(r(&mut b), Some(want(b"a", Some(b"c"))));
+        b.delete_range("a"..="c").unwrap();
+        assert_eq!(r(&mut b), Some(want(b"a", Some(b"c\0"))));
+        b.delete_range::<str, _>((Bound::Excluded("a"), Bound::Unbounded))
+            .unwrap();
+        assert_eq!(r(&mut b), Some(want(b"a\0", None)));
+        b.delete_range::<str, _>(..).unwrap();
+        assert_eq!(r(&mut b), Some(want(b"", None)));
+        assert_eq!(b.len(), 4);
+        // Empty: nothing added. Backwards: refused, nothing added.
+        b.delete_range("m".."m").unwrap();
+        b.delete_range::<str, _>((Bound::Excluded("m"), Bound::Included("m")))
+            .unwrap();
+        assert!(matches!(
+            b.delete_range("n".."m"),
+            Err(Error::InvalidArgument(_))
+        ));
+        let huge = vec![7u8; MAX_KEY_LEN + 1];
+        assert!(matches!(
+            b.delete_range(&huge[..]..),
+            Err(Error::KeyTooLarge { .. })
+        ));
+        assert_eq!(b.len(), 4);
+        // The longest bounds still encode and decode.
+        let key = vec![7u8; MAX_KEY_LEN];
+        b.delete_range(&key[..]..=&key[..]).unwrap();
+        assert_eq!(WriteBatch::decode(&b.encode()), Some(b.clone()));
+    }
+
+    #[test]
+    fn a_range_whose_start_is_not_below_its_end_does_not_decode() {
+        for (s, e) in [(&b"b"[..], &b"a"[..]), (b"b", b"b")] {
+            let mut out = Vec::new();
+            put_varint(&mut out, 1);
+            encode_range(&mut out, s, Some(e));
+            assert_eq!(WriteBatch::decode(&out), None);
         }
     }
 
     #[test]
     fn oversized_key_is_refused() {
         let mut b = WriteBatch::new();
-        assert!(b.put(&vec![0; crate::MAX_KEY_LEN + 1], b"").is_err());
+        assert!(b.put(&vec![0; MAX_KEY_LEN + 1], b"").is_err());
         assert!(b.is_empty());
     }
 
     proptest! {
         #[test]
         fn batches_round_trip(ops in proptest::collection::vec(
-            (any::<bool>(), proptest::collection::vec(any::<u8>(), 0..40), proptest::collection::vec(any::<u8>(), 0..80)), 0..20)) {
+            (0..4u8, proptest::collection::vec(any::<u8>(), 0..40), proptest::collection::vec(any::<u8>(), 0..80)), 0..20)) {
             let mut b = WriteBatch::new();
-            for (put, k, v) in ops {
-                if put { b.put(&k, &v).unwrap(); } else { b.delete(&k).unwrap(); }
+            for (kind, k, v) in ops {
+                match kind {
+                    0 => { b.put(&k, &v).unwrap(); }
+                    1 => { b.delete(&k).unwrap(); }
+                    2 if k < v => { b.delete_range(&k[..]..&v[..]).unwrap(); }
+                    _ => { b.delete_range(&k[..]..).unwrap(); }
+                }
             }
             prop_assert_eq!(WriteBatch::decode(&b.encode()), Some(b));
         }
@@ -282,14 +525,10 @@ mod tests {
             }
             let decoded = WriteBatch::decode(&buf);
             let mut seen = Vec::new();
-            let n = WriteBatch::for_each_op(&buf, |k, v| seen.push((k.to_vec(), v.map(<[u8]>::to_vec))));
+            let n = WriteBatch::for_each_op(&buf, |op| seen.push(op.to_owned()));
             prop_assert_eq!(n, decoded.as_ref().map(WriteBatch::len));
             if let Some(b) = decoded {
-                let ops: Vec<_> = b.ops().iter().map(|op| match op {
-                    BatchOp::Put { key, value } => (key.clone(), Some(value.clone())),
-                    BatchOp::Delete { key } => (key.clone(), None),
-                }).collect();
-                prop_assert_eq!(ops, seen);
+                prop_assert_eq!(b.ops(), &seen[..]);
                 prop_assert_eq!(WriteBatch::decode(&b.encode()), Some(b));
             }
         }

@@ -38,6 +38,10 @@
 //!   first committer wins) or anything it read, point or range, phantoms
 //!   included ([`Isolation::Serializable`]).
 //! - [`Db::compare_and_swap`]: atomic against every other write.
+//! - [`Db::delete_range`] (also in a `WriteBatch` and a `Transaction`):
+//!   every key of a range removed atomically, at the cost of one logged
+//!   record; the committer drops the range's whole intervals from the
+//!   space in runs of one collapse each.
 //!
 //! ```
 //! use flexdb::{Db, Isolation, Options};
@@ -71,6 +75,7 @@
 //! - `write::arena`: the MemTable's entries, version-linked.
 //! - `write::chunk_pool`: huge-page memory chunks, kept for reuse.
 //! - `write::write_order`: a MemTable's entries in write order.
+//! - `write::range_tombstones`: a MemTable's range deletes.
 //!
 //! The logs, `wal`:
 //! - `wal` (mod): `Wal`, appends and syncs.
@@ -91,6 +96,8 @@
 //! - `commit::group`: applying one group of updates to an interval.
 //! - `commit::merge`: an interval's new content and the edits to make it.
 //! - `commit::prefetch`: loading intervals ahead of the committer.
+//! - `commit::range_delete`: range deletes applied to the space, whole
+//!   intervals dropped in runs.
 //!
 //! The read path, `read`:
 //! - `read` (mod): point reads.
@@ -149,7 +156,7 @@ mod wal;
 mod write;
 
 pub use backup::{BackupProgress, BackupReport};
-pub use batch::{BatchOp, WriteBatch};
+pub use batch::{BatchOp, OpRef, WriteBatch};
 pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use compact::{CompactProgress, CompactReport};
 pub use db::Db;

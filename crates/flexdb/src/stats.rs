@@ -69,6 +69,12 @@ pub struct Stats {
     pub gc_relocated_bytes: u64,
     /// Intervals defragmented since open.
     pub defragmented_intervals: u64,
+    /// Range deletes committed into the space since open.
+    pub range_deletes_committed: u64,
+    /// Intervals range deletes dropped whole from the space since open
+    /// (one collapse per run of them; the intervals they covered in part
+    /// had their keys deleted one by one).
+    pub range_intervals_dropped: u64,
     /// Commits of frozen MemTables into the space since open. A committer
     /// that fell behind the writers commits every MemTable waiting as one,
     /// so this may be lower than `memtables_committed`.
@@ -156,6 +162,8 @@ pub(crate) struct Counters {
     pub max_commit_hold_ns: AtomicU64,
     pub wal_bytes_retired: AtomicU64,
     pub defragmented: AtomicU64,
+    pub range_deletes_committed: AtomicU64,
+    pub range_intervals_dropped: AtomicU64,
     /// Commits the committer finished, and the MemTables they held (a
     /// committer that fell behind commits every waiting MemTable at once).
     pub commits: AtomicU64,

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::batch::WriteBatch;
+use crate::batch::{key_range, WriteBatch};
 use crate::codec::check_sizes;
 use crate::error::{Error, Result};
 use crate::options::WriteOptions;
@@ -33,6 +33,7 @@ use crate::read::iter::{Iter, WriteSet};
 use crate::read::snapshot::{own_range, prefix_range, ReadPoint};
 use crate::store::Store;
 use crate::write::memtable::MemTable;
+use crate::write::range_tombstones::RangeTombstone;
 
 /// The isolation level of a [`Transaction`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,7 +109,7 @@ impl Transaction {
         Transaction {
             point: ReadPoint::take(store, true),
             isolation,
-            writes: Arc::new(WriteSet::new()),
+            writes: Arc::new(WriteSet::default()),
             reads: Mutex::new(ReadSet::default()),
         }
     }
@@ -134,7 +135,7 @@ impl Transaction {
     ) -> Result<R> {
         let key = key.as_ref();
         if let Some(w) = self.writes.get(key) {
-            return Ok(read(w.as_deref()));
+            return Ok(read(w));
         }
         let out = self.point.get_with(key, read)?;
         if self.isolation == Isolation::Serializable {
@@ -186,7 +187,9 @@ impl Transaction {
         let (key, value) = (key.as_ref(), value.as_ref());
         check_sizes(key, Some(value))?;
         // Copied only if an iterator still holds the writes so far.
-        Arc::make_mut(&mut self.writes).insert(key.to_vec(), Some(value.to_vec()));
+        Arc::make_mut(&mut self.writes)
+            .pairs
+            .insert(key.to_vec(), Some(value.to_vec()));
         Ok(())
     }
 
@@ -194,7 +197,35 @@ impl Transaction {
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
         let key = key.as_ref();
         check_sizes(key, None)?;
-        Arc::make_mut(&mut self.writes).insert(key.to_vec(), None);
+        Arc::make_mut(&mut self.writes)
+            .pairs
+            .insert(key.to_vec(), None);
+        Ok(())
+    }
+
+    /// Removes every key in `range` when the transaction commits (as
+    /// [`crate::Db::delete_range`]): from then on the transaction's own
+    /// reads see none of them, except those it writes again after this
+    /// call. At commit, a write committed meanwhile to a key in the range
+    /// is a conflict (it writes every key of the range). A start past the
+    /// end is refused (`Error::InvalidArgument`).
+    pub fn delete_range<K, R>(&mut self, range: R) -> Result<()>
+    where
+        K: AsRef<[u8]> + ?Sized,
+        R: RangeBounds<K>,
+    {
+        let Some((start, end)) = key_range(range)? else {
+            return Ok(());
+        };
+        let writes = Arc::make_mut(&mut self.writes);
+        let r = RangeTombstone {
+            start: start.into(),
+            end: end.map(Vec::into_boxed_slice),
+            seq: 0,
+        };
+        // Its own earlier writes in the range go with it.
+        writes.pairs.retain(|k, _| !r.covers(k));
+        writes.ranges.push(r);
         Ok(())
     }
 
@@ -214,16 +245,29 @@ impl Transaction {
             return Ok(());
         }
         let mut batch = WriteBatch::new();
-        for (k, v) in self.writes.iter() {
+        // Range deletes first: every point write left is newer.
+        for r in &self.writes.ranges {
+            let end = r.end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            batch.delete_range::<[u8], _>((Bound::Included(&r.start[..]), end))?;
+        }
+        for (k, v) in self.writes.pairs.iter() {
             match v {
                 Some(v) => batch.put(k, v)?,
                 None => batch.delete(k)?,
             };
         }
-        let reads = std::mem::take(&mut *self.reads.lock());
+        let mut reads = std::mem::take(&mut *self.reads.lock());
+        // A range it deletes conflicts as a write of each of its keys.
+        reads.ranges.extend(self.writes.ranges.iter().map(|r| {
+            let end = r
+                .end
+                .clone()
+                .map_or(Bound::Unbounded, |e| Bound::Excluded(e.into_vec()));
+            (Bound::Included(r.start.to_vec()), end)
+        }));
         let store = &self.point.store;
         store.write_checked(&batch, opts.sync, || {
-            let keys = self.writes.keys().chain(&reads.keys);
+            let keys = self.writes.pairs.keys().chain(&reads.keys);
             store.validate(&self.point, keys, &reads.ranges)
         })
     }

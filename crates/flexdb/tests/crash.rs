@@ -1,6 +1,7 @@
 //! Crash simulation on the fault-injecting backend: the store (its
 //! write-ahead logs, manifest and space, all on one `FaultStorage`) runs a
-//! random workload of puts, deletes and batches, some synced, with flushes
+//! random workload of puts, deletes, range deletes and batches (some
+//! holding range deletes), some synced, with flushes
 //! and syncs; the machine "crashes" at a random storage operation (sometimes
 //! tearing the last write; every other iteration with `strict_wal_sync`);
 //! the store is reopened and must hold exactly the
@@ -145,7 +146,14 @@ fn workload(seed: u64, storage: Arc<FaultStorage>, flushes: bool) -> Run {
                 model.insert(k.clone(), v.clone());
                 Some(db.put_opt(&k, &v, &wo))
             }
-            55..=74 => {
+            55..=59 => {
+                // A range delete, of up to a third of the keys.
+                let (a, b) = (key(&mut rng), key(&mut rng));
+                let (a, b) = if a <= b { (a, b) } else { (b, a) };
+                model.retain(|k, _| *k < a || *k >= b);
+                Some(db.delete_range_opt(&a[..]..&b[..], &wo))
+            }
+            60..=74 => {
                 let k = key(&mut rng);
                 model.remove(&k);
                 Some(db.delete_opt(&k, &wo))
@@ -154,7 +162,15 @@ fn workload(seed: u64, storage: Arc<FaultStorage>, flushes: bool) -> Run {
                 let mut b = WriteBatch::new();
                 for _ in 0..rng.gen_range(1..8) {
                     let k = key(&mut rng);
-                    if rng.gen_bool(0.8) {
+                    if rng.gen_ratio(1, 12) {
+                        // A range delete among the batch's writes, from
+                        // `k` on: atomic with the others.
+                        let end = key(&mut rng);
+                        if k < end {
+                            model.retain(|m, _| *m < k || *m >= end);
+                            b.delete_range(&k[..]..&end[..]).unwrap();
+                        }
+                    } else if rng.gen_bool(0.8) {
                         let v = vec![rng.gen::<u8>(); rng.gen_range(0..200)];
                         b.put(&k, &v).unwrap();
                         model.insert(k, v);

@@ -1,5 +1,5 @@
-//! Model-based tests: random put/delete/batch/get/iterate/flush/reopen
-//! sequences against a `BTreeMap`, with a tiny MemTable and cache so that
+//! Model-based tests: random put/delete/range delete/batch/get/iterate/
+//! flush/reopen sequences against a `BTreeMap`, with a tiny MemTable and cache so that
 //! commits, interval splits and merges, and cache evictions happen all the
 //! time.
 
@@ -7,6 +7,7 @@ mod common;
 
 use common::{bound, range_ok};
 use std::collections::BTreeMap;
+use std::ops::RangeBounds;
 use std::sync::Arc;
 
 use flexdb::{Db, Options, WriteBatch};
@@ -109,16 +110,31 @@ fn run(seed: u64, steps: usize, place: Place) -> Result<(), TestCaseError> {
                 db.put(&k, &v).unwrap();
                 model.insert(k, v);
             }
-            35..=49 => {
+            35..=46 => {
                 let k = key(&mut rng);
                 db.delete(&k).unwrap();
                 model.remove(&k);
+            }
+            47..=49 => {
+                let (lo, hi) = (bound(&mut rng, key), bound(&mut rng, key));
+                if range_ok(&lo, &hi) {
+                    model.retain(|k, _| !(lo.clone(), hi.clone()).contains(k));
+                    db.delete_range::<Vec<u8>, _>((lo, hi)).unwrap();
+                }
             }
             50..=57 => {
                 let mut b = WriteBatch::new();
                 for _ in 0..rng.gen_range(1..10) {
                     let k = key(&mut rng);
-                    if rng.gen_bool(0.7) {
+                    if rng.gen_ratio(1, 10) {
+                        // A range delete, in order with the batch's other
+                        // writes.
+                        let end = key(&mut rng);
+                        if k <= end {
+                            model.retain(|m, _| *m < k || *m >= end);
+                            b.delete_range(&k[..]..&end[..]).unwrap();
+                        }
+                    } else if rng.gen_bool(0.7) {
                         let v = value(&mut rng);
                         b.put(&k, &v).unwrap();
                         model.insert(k, v);

@@ -39,6 +39,8 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         log_bytes_written,
         gc_relocated_bytes,
         defragmented_intervals,
+        range_deletes_committed,
+        range_intervals_dropped,
         commits,
         memtables_committed,
         logs_reused,
@@ -89,6 +91,16 @@ fn rows(s: &Stats) -> Vec<(&'static str, Value, bool)> {
         (
             "defragmented_intervals",
             json!(defragmented_intervals),
+            false,
+        ),
+        (
+            "range_deletes_committed",
+            json!(range_deletes_committed),
+            false,
+        ),
+        (
+            "range_intervals_dropped",
+            json!(range_intervals_dropped),
             false,
         ),
         ("commits", json!(commits), false),

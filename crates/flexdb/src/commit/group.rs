@@ -117,25 +117,28 @@ fn update(e: EntryRef<'_>) -> Update<'_> {
 
 /// The interval a group goes to: where it is, its content, and the key
 /// bound of the next interval.
-struct Target {
-    f: IntervalPos,
-    data: Arc<IntervalData>,
-    bound: Option<Vec<u8>>,
+pub(super) struct Target {
+    pub f: IntervalPos,
+    pub data: Arc<IntervalData>,
+    pub bound: Option<Vec<u8>>,
     /// The interval's fragmentation mark.
     marked: bool,
 }
 
 /// An interval whose content failed its checks (`Error::Corrupt`).
-struct Damaged {
+pub(super) struct Damaged {
     /// The key bound of the next interval.
-    bound: Option<Vec<u8>>,
-    error: Error,
+    pub bound: Option<Vec<u8>>,
+    pub error: Error,
 }
 
 /// Finds the interval holding `key`, or says it is damaged. Only this
 /// thread changes the index and the space, so what it reads stays valid
 /// after the read lock goes.
-fn find_interval(shared: &Store, key: &[u8]) -> Result<std::result::Result<Target, Damaged>> {
+pub(super) fn find_interval(
+    shared: &Store,
+    key: &[u8],
+) -> Result<std::result::Result<Target, Damaged>> {
     let st = shared.index.read();
     let f = st.sparse.find(key);
     let bound = st.sparse.next_anchor(&f);
@@ -157,7 +160,7 @@ fn find_interval(shared: &Store, key: &[u8]) -> Result<std::result::Result<Targe
 /// content, its cache entries and the interval's parts are made before
 /// `index` is taken, which is then held only to edit the space and bring
 /// the index into line; the cache entries replaced are dropped after.
-fn apply_group(shared: &Store, target: &Target, updates: &[Update<'_>]) -> Result<()> {
+pub(super) fn apply_group(shared: &Store, target: &Target, updates: &[Update<'_>]) -> Result<()> {
     let (f, data) = (target.f, &target.data);
     let merged = merge(data, updates);
     if merged.edits.is_empty() {

@@ -48,6 +48,7 @@ pub(crate) mod mailbox;
 mod merge;
 mod newest_versions;
 mod prefetch;
+mod range_delete;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -57,6 +58,7 @@ use crate::error::space_err;
 use crate::error::Result;
 use crate::store::{CommitPoint, Store};
 use crate::write::memtable::EntryRef;
+use crate::write::range_tombstones::RangeTombstone;
 use crate::write::FrozenMemTable;
 use mailbox::MailboxGuard;
 
@@ -276,10 +278,34 @@ fn commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
     if let Some(last) = batch.last() {
         shared.views.begin_forwarding(last.gen);
     }
+    // Range deletes first: every key they cover leaves the space (whole
+    // intervals in runs, `range_delete`), and the point writes they
+    // override are not merged.
+    let tombstones: Vec<RangeTombstone> = batch
+        .iter()
+        .flat_map(|f| f.mem.range_tombstones(u64::MAX))
+        .collect();
+    let ranges = if tombstones.is_empty() {
+        range_delete::RangesDone::default()
+    } else {
+        let spans = tombstones
+            .iter()
+            .map(|t| (t.start.clone(), t.end.clone()))
+            .collect();
+        let done = range_delete::delete_spans(shared, &range_delete::disjoint(spans))?;
+        shared
+            .counters
+            .range_deletes_committed
+            .fetch_add(tombstones.len() as u64, Ordering::Relaxed);
+        done
+    };
+    let overridden = |e: &EntryRef<'_>| {
+        !tombstones.is_empty() && tombstones.iter().any(|t| t.seq > e.seq && t.covers(e.key))
+    };
     // Stream the newest versions in key order, one interval's group at a
     // time, borrowing keys and values from the tables. (Sorting happens
     // here, once; the prefetcher reuses the views.)
-    let mut entries = newest_of(batch).peekable();
+    let mut entries = newest_of(batch).filter(|e| !overridden(e)).peekable();
     let progress = AtomicUsize::new(0);
     let done = AtomicBool::new(false);
     let applied = std::thread::scope(|scope| {
@@ -296,7 +322,7 @@ fn commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
         group::commit_groups(shared, &mut entries, &progress)
     })?;
     let (count, groups) = (applied.count, applied.groups);
-    if applied.held > 0 {
+    if applied.held + ranges.held > 0 {
         // Updates into a corrupt interval: their logs, and every later
         // one, stay (see `finish_commit`).
         let mut from = shared.held_logs_from.lock();
@@ -305,7 +331,11 @@ fn commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
             tracing::warn!(
                 target: TRACE_TARGET,
                 from = ?*from,
-                error = ?applied.damage.as_ref().map(ToString::to_string),
+                error = ?applied
+                    .damage
+                    .as_ref()
+                    .or(ranges.damage.as_ref())
+                    .map(ToString::to_string),
                 "logs kept: a commit held back updates into a corrupt interval"
             );
         }

@@ -751,6 +751,31 @@ impl SparseIndex {
         true
     }
 
+    /// Removes the interval at `f` and the `n - 1` after it (fewer if the
+    /// index ends first), whose bytes the space no longer holds: every
+    /// later interval shifts down by their sizes. `f` must not be the
+    /// first interval (which the index always keeps). Returns the cache
+    /// words of the intervals removed, for the caller to drop from the
+    /// cache.
+    pub fn remove_run(&mut self, f: &IntervalPos, n: usize) -> Vec<u64> {
+        let Some(p) = self.prev(f) else {
+            debug_assert!(false, "the first interval is never removed");
+            return Vec::new();
+        };
+        // The interval before the run stays: each removal starts from it
+        // (a removal may reshape the tree, so no position is kept).
+        let before = self.anchor(&p);
+        let mut words = Vec::with_capacity(n);
+        for _ in 0..n {
+            let p = self.find(&before);
+            let Some(g) = self.next(&p) else { break };
+            words.push(self.meta(&g).cache.load(Ordering::Relaxed));
+            self.resize(&g, 0, 0);
+            self.remove(&g);
+        }
+        words
+    }
+
     /// The interval after `f`.
     pub fn next(&self, f: &IntervalPos) -> Option<IntervalPos> {
         let leaf = &self.leaves[f.leaf as usize];
@@ -1189,7 +1214,20 @@ mod tests {
     fn random_op(rng: &mut StdRng, s: &mut SparseIndex, model: &mut Vec<(Vec<u8>, u32)>) {
         let i = rng.gen_range(0..model.len());
         let f = s.find(&model[i].0);
-        match rng.gen_range(0..10) {
+        match rng.gen_range(0..11) {
+            10 => {
+                // A run of whole intervals leaves (never the first one);
+                // sometimes a run longer than what is left. (Rarely, so
+                // that the tree still grows.)
+                if i == 0 || !rng.gen_ratio(1, 20) {
+                    return;
+                }
+                let n = rng.gen_range(1..=20);
+                let gone = n.min(model.len() - i);
+                let words = s.remove_run(&f, n);
+                assert_eq!(words.len(), gone);
+                model.drain(i..i + gone);
+            }
             0..=3 => {
                 let size = rng.gen_range(0..5000);
                 s.resize(&f, size, 1);

@@ -33,9 +33,48 @@ use crate::index::sparse::{IntervalPos, SparseIndex};
 use crate::read::snapshot::ReadPoint;
 use crate::read::walk_ahead::WalkAhead;
 use crate::write::memtable::{within_end, within_start, Version};
+use crate::write::range_tombstones::RangeTombstone;
 
-/// A transaction's own writes: a value, or `None` for a deletion.
-pub(crate) type WriteSet = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+/// A transaction's own writes.
+#[derive(Clone, Default)]
+pub(crate) struct WriteSet {
+    /// Point writes: a value, or `None` for a deletion.
+    pub pairs: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Range deletes (`seq` unused), each older than every write of
+    /// `pairs` it covers: a range delete drops the point writes made
+    /// before it from `pairs`.
+    pub ranges: Vec<RangeTombstone>,
+}
+
+impl WriteSet {
+    /// Whether it holds no write.
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty() && self.ranges.is_empty()
+    }
+
+    /// Writes held: point writes and range deletes.
+    pub fn len(&self) -> usize {
+        self.pairs.len() + self.ranges.len()
+    }
+
+    /// What it says of `key`: `Some(value)` (`Some(None)`: deleted, by a
+    /// point delete or a range delete), `None` when it does not write it.
+    pub fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        match self.pairs.get(key) {
+            Some(v) => Some(v.as_deref()),
+            None => self.ranges.iter().any(|r| r.covers(key)).then_some(None),
+        }
+    }
+}
+
+/// A range delete of one source of an iterator, which hides what the
+/// sources after it (older MemTables, the space) hold in its range. (What
+/// it hides in its own source, the source's scan hides: see
+/// `MemTable::scan_forward`.)
+struct Hide {
+    source: usize,
+    range: RangeTombstone,
+}
 
 /// A pair yielded by an iterator: `(key, value)`.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
@@ -107,6 +146,8 @@ pub struct Iter<'a> {
     point: Arc<ReadPoint>,
     /// A transaction's writes, merged in as the newest source.
     overlay: Option<Arc<WriteSet>>,
+    /// The range deletes of the sources, as of the point.
+    hides: Vec<Hide>,
     _compat: PhantomData<&'a ()>,
     /// The range as asked for.
     range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
@@ -195,7 +236,7 @@ fn overlay_chunk(
         let item = |(k, v): (&Vec<u8>, &Option<Vec<u8>>)| {
             Item::Mem(k.as_slice().into(), v.as_deref().map(Box::from))
         };
-        let r = o.range::<[u8], _>((from, to));
+        let r = o.pairs.range::<[u8], _>((from, to));
         if reverse {
             items.extend(r.rev().take(CHUNK).map(item));
         } else {
@@ -237,9 +278,24 @@ impl Iter<'static> {
         overlay: Option<Arc<WriteSet>>,
     ) -> Iter<'static> {
         let empty = bounds_cross(&lo, &hi);
+        // Sources in `mem_chunks`' order: the overlay (if any), then the
+        // MemTables newest first.
+        let first_mem = usize::from(overlay.is_some());
+        let mut hides: Vec<Hide> = overlay
+            .iter()
+            .flat_map(|o| o.ranges.iter().cloned())
+            .map(|range| Hide { source: 0, range })
+            .collect();
+        for (i, m) in point.mems.iter().enumerate() {
+            hides.extend(m.range_tombstones(point.seq).into_iter().map(|range| Hide {
+                source: first_mem + i,
+                range,
+            }));
+        }
         Iter {
             point,
             overlay,
+            hides,
             _compat: PhantomData,
             range: (lo.clone(), hi.clone()),
             lo,
@@ -350,7 +406,7 @@ impl Iter<'_> {
         } else {
             (&mut self.front, &mut self.lo)
         };
-        match merge_chunks(chunks, reverse, out, &self.held) {
+        match merge_chunks(chunks, reverse, out, &self.held, &self.hides) {
             Some(h) => *bound = Bound::Excluded(h),
             None => {
                 // Everything left was fetched: the region ends at the last
@@ -477,13 +533,15 @@ impl Iter<'_> {
 
 /// Merges the chunks of the sources (MemTables newest first, the space
 /// last), each ascending (descending when `reverse`), appending the live
-/// pairs up to the horizon to `out`. Returns the horizon: the key up to
+/// pairs up to the horizon to `out`, except those a range delete of a
+/// newer source hides (`hides`). Returns the horizon: the key up to
 /// which every source is complete (`None`: every source is exhausted).
 fn merge_chunks(
     chunks: Vec<Chunk>,
     reverse: bool,
     out: &mut VecDeque<Item>,
     held: &Held,
+    hides: &[Hide],
 ) -> Option<Vec<u8>> {
     let before = |a: &[u8], b: &[u8]| if reverse { a > b } else { a < b };
     let horizon: Option<Vec<u8>> = chunks
@@ -492,10 +550,11 @@ fn merge_chunks(
         .filter_map(|c| c.items.last().map(|i| i.key(held)))
         .reduce(|a, b| if before(a, b) { a } else { b })
         .map(<[u8]>::to_vec);
-    // The common case: only the space has pairs here.
-    if chunks[..chunks.len() - 1]
-        .iter()
-        .all(|c| c.items.is_empty())
+    // The common case: only the space has pairs here, and no range delete.
+    if hides.is_empty()
+        && chunks[..chunks.len() - 1]
+            .iter()
+            .all(|c| c.items.is_empty())
     {
         let space = chunks
             .into_iter()
@@ -530,7 +589,8 @@ fn merge_chunks(
             if horizon.as_deref().is_some_and(|h| before(h, key)) {
                 break;
             }
-            if sources[s][pos[s]].is_live() {
+            let hidden = |key: &[u8]| hides.iter().any(|h| h.source < s && h.range.covers(key));
+            if sources[s][pos[s]].is_live() && !hidden(key) {
                 picks.push((s, pos[s]));
             }
             for t in 0..sources.len() {

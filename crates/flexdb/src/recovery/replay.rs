@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use flexspace::{Storage, StorageFile};
 
-use crate::batch::WriteBatch;
+use crate::batch::{OpRef, WriteBatch};
 use crate::error::{io_err, Error, Result};
 use crate::wal::{Replayed, Wal};
 use crate::write::memtable::MemTable;
@@ -98,8 +98,13 @@ fn replay_log(storage: &Arc<dyn Storage>, name: &str, salvage: bool) -> Result<R
         let sync = s.spawn(|| file.sync());
         let replayed = Wal::replay(file.as_ref(), name, |seq, payload| {
             let mut i = 0;
-            let n = WriteBatch::for_each_op(payload, |key, value| {
-                mem.insert(key, seq + i, value);
+            let n = WriteBatch::for_each_op(payload, |op| {
+                let s = seq + i;
+                match op {
+                    OpRef::Put { key, value } => mem.insert(key, s, Some(value)),
+                    OpRef::Delete { key } => mem.insert(key, s, None),
+                    OpRef::DeleteRange { start, end } => mem.delete_range(start, end, s),
+                }
                 i += 1;
             })
             .ok_or_else(|| Error::Corrupt {

@@ -58,6 +58,7 @@ pub use crate::write::arena::EntryRef;
 use crate::write::arena::{Arena, EntryPtr};
 use crate::write::chunk_pool::{self, Chunk, ChunkPool};
 use crate::write::hash_sizing::{grown_slots, projected_slots, slots_for};
+use crate::write::range_tombstones::{RangeTombstone, RangeTombstones};
 use crate::write::write_order::WriteOrder;
 
 /// A value version: `None` is a deletion.
@@ -350,6 +351,8 @@ pub struct MemTable {
     view: ArcSwap<SortedRuns>,
     /// Held by the one reader extending and publishing `view`.
     build: Mutex<()>,
+    /// Its range deletes (`range_tombstones`).
+    ranges: RangeTombstones,
 }
 
 impl Default for MemTable {
@@ -468,6 +471,7 @@ impl MemTable {
             bytes: AtomicUsize::new(0),
             view: ArcSwap::from_pointee(SortedRuns::empty()),
             build: Mutex::new(()),
+            ranges: RangeTombstones::default(),
         }
     }
 
@@ -620,6 +624,17 @@ impl MemTable {
         self.len.store(w.written, Ordering::Release);
     }
 
+    /// Records a range delete of every key `start <= k < end` (`end`
+    /// unset: to the last key) at `seq` (`range_tombstones`).
+    pub fn delete_range(&self, start: &[u8], end: Option<&[u8]>, seq: u64) {
+        self.ranges.push(start, end, seq);
+    }
+
+    /// Its range deletes numbered `<= snapshot`.
+    pub(crate) fn range_tombstones(&self, snapshot: u64) -> Vec<RangeTombstone> {
+        self.ranges.visible(snapshot)
+    }
+
     /// Brings what an insert of `key` will read (its hash slot and the
     /// key's newest entry) into this core's cache, without a lock, so that
     /// the insert, which runs under the store's writer lock, does not wait
@@ -712,25 +727,40 @@ impl MemTable {
         // work) costs no probe of its slots. A reader that loaded the
         // visible sequence number after a write (Release after `len`) sees
         // that write counted.
-        if self.is_empty() {
-            return None;
+        if self.len.load(Ordering::Acquire) == 0 {
+            // (A table of range deletes alone hides what they cover.)
+            return self.ranges.covering(key, snapshot).map(|_| None);
         }
         let (_, found) = self.table().probe(key, h);
-        let e = self.visible(found?, snapshot)?;
-        Some(self.entry(e).value)
+        let e = found.and_then(|f| self.visible(f, snapshot));
+        if let Some(t) = self.ranges.covering(key, snapshot) {
+            // A range delete after the key's newest visible version (or
+            // with none here) removes it, and every older version.
+            if e.is_none_or(|e| self.entry(e).seq < t) {
+                return Some(None);
+            }
+        }
+        Some(self.entry(e?).value)
     }
 
-    /// The sequence number of the newest version of `key` in the table, if
-    /// it has one (for a transaction's validation, under the writer lock).
+    /// The sequence number of the newest write of `key` in the table, a
+    /// version or a range delete covering it, if it has one (for a
+    /// transaction's validation, under the writer lock).
     pub fn newest_seq(&self, key: &[u8]) -> Option<u64> {
         let (_, found) = self.table().probe(key, hash(key));
-        Some(self.entry(found?).seq)
+        let point = found.map(|f| self.entry(f).seq);
+        point.max(self.ranges.covering(key, u64::MAX))
     }
 
     /// Whether a key between `from` and `end` has a version with a
     /// sequence number above `after` (for a transaction's validation,
     /// under the writer lock, so the sorted view covers every write).
+    /// (A range delete numbered above `after` that shares a key with the
+    /// range counts, whether or not it removed anything.)
     pub fn changed_in_range(&self, from: Bound<&[u8]>, end: Bound<&[u8]>, after: u64) -> bool {
+        if self.ranges.newer_overlapping(from, end, after) {
+            return true;
+        }
         let (v, _) = self.sorted_runs();
         let mut pos = v.runs().map(|r| self.start(r, from));
         while let Some(pick) = self.step(&v, &mut pos, true) {
@@ -780,7 +810,7 @@ impl MemTable {
 
     /// Approximate memory held, in bytes.
     pub fn approximate_bytes(&self) -> usize {
-        self.bytes.load(Ordering::Relaxed)
+        self.bytes.load(Ordering::Relaxed) + self.ranges.bytes()
     }
 
     /// Distinct keys written (waits for a writer inserting).
@@ -799,9 +829,9 @@ impl MemTable {
         self.len.load(Ordering::Acquire)
     }
 
-    /// Whether the table holds no write.
+    /// Whether the table holds no write (no version, no range delete).
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len() == 0 && self.ranges.is_empty()
     }
 
     /// Orders `(prefix, entry)` by key ascending, then newest first.
@@ -1045,7 +1075,7 @@ impl MemTable {
                 break;
             }
             if let Some(e) = self.visible(pick, snapshot) {
-                out.push((key.into(), self.entry(e).value.map(Box::from)));
+                out.push((key.into(), self.scanned(key, e, snapshot)));
                 taken += 1;
             }
         }
@@ -1074,11 +1104,26 @@ impl MemTable {
                 break;
             }
             if let Some(e) = self.visible(pick, snapshot) {
-                out.push((key.into(), self.entry(e).value.map(Box::from)));
+                out.push((key.into(), self.scanned(key, e, snapshot)));
                 taken += 1;
             }
         }
         waited
+    }
+
+    /// What a scan at `snapshot` reads for `key`, whose newest visible
+    /// version is `e`: its value, or a deletion when a range delete of
+    /// this table after it covers it.
+    fn scanned(&self, key: &[u8], e: EntryPtr, snapshot: u64) -> Version {
+        let entry = self.entry(e);
+        if self
+            .ranges
+            .covering(key, snapshot)
+            .is_some_and(|t| t > entry.seq)
+        {
+            return None;
+        }
+        entry.value.map(Box::from)
     }
 
     /// The newest version of every key, in key order, borrowed from the

@@ -23,6 +23,7 @@ pub(crate) mod chunk_pool;
 mod hash_sizing;
 pub(crate) mod memtable;
 pub(crate) mod memtable_list;
+pub(crate) mod range_tombstones;
 mod write_order;
 
 use std::sync::atomic::Ordering;
@@ -241,6 +242,8 @@ impl Store {
             match op {
                 BatchOp::Put { key, value } => check_sizes(key, Some(value))?,
                 BatchOp::Delete { key } => check_sizes(key, None)?,
+                // (`WriteBatch::delete_range` checked the bounds.)
+                BatchOp::DeleteRange { .. } => {}
             }
         }
         if batch.is_empty() {
@@ -252,6 +255,9 @@ impl Store {
                 match op {
                     BatchOp::Put { key, value } => mem.insert(key, s, Some(value)),
                     BatchOp::Delete { key } => mem.insert(key, s, None),
+                    BatchOp::DeleteRange { start, end } => {
+                        mem.delete_range(start, end.as_deref(), s)
+                    }
                 }
             }
         })
