@@ -39,34 +39,43 @@ where
     K: AsRef<[u8]> + ?Sized,
     R: RangeBounds<K>,
 {
-    let checked = |k: &K| -> Result<Vec<u8>> {
-        check_sizes(k.as_ref(), None)?;
-        Ok(k.as_ref().to_vec())
+    let given = |b: Bound<&K>| -> Result<Option<Vec<u8>>> {
+        match b {
+            Bound::Included(k) | Bound::Excluded(k) => {
+                check_sizes(k.as_ref(), None)?;
+                Ok(Some(k.as_ref().to_vec()))
+            }
+            Bound::Unbounded => Ok(None),
+        }
     };
-    let after = |k: &K| -> Result<Vec<u8>> {
-        let mut k = checked(k)?;
-        k.push(0);
-        Ok(k)
-    };
-    let start = match range.start_bound() {
-        Bound::Included(k) => checked(k)?,
-        Bound::Excluded(k) => after(k)?,
-        Bound::Unbounded => Vec::new(),
-    };
-    let end = match range.end_bound() {
-        Bound::Included(k) => Some(after(k)?),
-        Bound::Excluded(k) => Some(checked(k)?),
-        Bound::Unbounded => None,
-    };
-    match &end {
-        Some(e) if start > *e => Err(Error::InvalidArgument(format!(
-            "a range delete's start ({}) is past its end ({})",
-            show(&start),
-            show(e)
-        ))),
-        Some(e) if start == *e => Ok(None),
-        _ => Ok(Some((start, end))),
+    let (lo, hi) = (given(range.start_bound())?, given(range.end_bound())?);
+    if let (Some(l), Some(h)) = (&lo, &hi) {
+        if l > h {
+            return Err(Error::InvalidArgument(format!(
+                "a range delete's start ({}) is past its end ({})",
+                show(l),
+                show(h)
+            )));
+        }
     }
+    // The next key after `k`: `k` and a zero byte.
+    let after = |mut k: Vec<u8>| {
+        k.push(0);
+        k
+    };
+    let start = match (range.start_bound(), lo) {
+        (Bound::Excluded(_), Some(k)) => after(k),
+        (_, k) => k.unwrap_or_default(),
+    };
+    let end = match (range.end_bound(), hi) {
+        (Bound::Included(_), Some(k)) => Some(after(k)),
+        (_, k) => k,
+    };
+    // (`a..a`, `(Excluded(a), Excluded(a))`: empty, not backwards.)
+    Ok(match &end {
+        Some(e) if start >= *e => None,
+        _ => Some((start, end)),
+    })
 }
 
 /// A key for an error message: printable ASCII as it is, else hex, cut.
@@ -83,6 +92,7 @@ fn show(k: &[u8]) -> String {
 
 /// One operation of an encoded batch, borrowed from the payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OpRef<'a> {
     /// Set `key` to `value`.
     Put {
@@ -148,6 +158,7 @@ pub(crate) fn encode_single(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>)
 
 /// One write of a batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BatchOp {
     /// Set `key` to `value`.
     Put {
@@ -443,6 +454,15 @@ mod tests {
         b.delete_range("m".."m").unwrap();
         b.delete_range::<str, _>((Bound::Excluded("m"), Bound::Included("m")))
             .unwrap();
+        b.delete_range::<str, _>((Bound::Excluded("m"), Bound::Excluded("m")))
+            .unwrap();
+        match b.delete_range::<str, _>((Bound::Excluded("n"), Bound::Included("m"))) {
+            // The message names the keys as given.
+            Err(Error::InvalidArgument(m)) => {
+                assert!(m.contains("\"n\"") && m.contains("\"m\""), "{m}")
+            }
+            other => panic!("{other:?}"),
+        }
         assert!(matches!(
             b.delete_range("n".."m"),
             Err(Error::InvalidArgument(_))

@@ -265,3 +265,22 @@ fn a_damaged_write_ahead_log_keeps_the_writes_before_the_damage() {
     }
     assert!(late > 0 && got != model, "{late} logged writes kept");
 }
+
+/// A range delete in a log the salvaging open replays is carried into the
+/// new store, with the writes after it and without those before it.
+#[test]
+fn repair_carries_the_range_deletes_of_the_logs_it_replays() {
+    let storage = FaultStorage::new();
+    let db = create(&storage, small_opts());
+    let mut model = fill(&db, 2000, |i, _| marked_value(i, "old"));
+    db.flush().unwrap();
+    db.put(key(500), b"before the range delete").unwrap();
+    db.delete_range(key(400)..key(1600)).unwrap();
+    db.put(key(1000), b"after the range delete").unwrap();
+    db.sync().unwrap();
+    model.retain(|k, _| *k < key(400) || *k >= key(1600));
+    model.insert(key(1000), b"after the range delete".to_vec());
+    let image = power_loss(&storage, db);
+    let (new, _) = repair_into_new(image);
+    assert_eq!(content(&new), model);
+}

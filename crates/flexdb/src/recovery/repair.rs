@@ -19,6 +19,7 @@
 //! starts a new one), so `repair_dir` opens a copy and leaves the damaged
 //! files as they were.
 
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -143,8 +144,22 @@ fn copy_memtables(store: &Store, into: &Db, report: &mut RepairReport) -> Result
         .map(|f| &f.mem)
         .chain(std::iter::once(&mems.active));
     for mem in tables {
+        // Its range deletes first, then the writes they did not override
+        // (as the committer applies them).
+        let ranges = mem.range_tombstones(u64::MAX);
+        if !ranges.is_empty() {
+            let mut deletes = WriteBatch::new();
+            for t in &ranges {
+                let end = t.end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+                deletes.delete_range::<[u8], _>((Bound::Included(&t.start[..]), end))?;
+            }
+            into.write(deletes)?;
+        }
         let mut batch = WriteBatch::new();
         for e in mem.newest() {
+            if ranges.iter().any(|t| t.seq > e.seq && t.covers(e.key)) {
+                continue;
+            }
             match e.value {
                 Some(v) => batch.put(e.key, v)?,
                 None => batch.delete(e.key)?,

@@ -9,15 +9,16 @@
 //!
 //! Invariants: tombstones are only added, by the one writer (the store's
 //! writer lock), before the sequence number that makes them visible is
-//! published; a table without any (the common case) costs a reader one
-//! atomic load (`is_empty`). Lookups are linear in the table's tombstones:
-//! range deletes are expected to be few beside point writes (see
-//! docs/DESIGN.md, "Range deletes").
+//! published; the list is replaced whole (`ArcSwap`), so readers take no
+//! lock and write no shared line; a table without any (the common case)
+//! costs a reader one atomic load (`is_empty`). Adding one copies the
+//! list and lookups are linear in it: range deletes are expected to be few
+//! beside point writes (see docs/DESIGN.md, "Range deletes").
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use parking_lot::RwLock;
+use arc_swap::ArcSwap;
 
 /// One range delete, as its table keeps it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,7 +69,7 @@ impl RangeTombstone {
 #[derive(Default)]
 pub(crate) struct RangeTombstones {
     any: AtomicBool,
-    list: RwLock<Vec<RangeTombstone>>,
+    list: ArcSwap<Vec<RangeTombstone>>,
     bytes: AtomicUsize,
 }
 
@@ -81,7 +82,9 @@ impl RangeTombstones {
             seq,
         };
         self.bytes.fetch_add(t.bytes(), Ordering::Relaxed);
-        self.list.write().push(t);
+        let mut list = Vec::clone(&self.list.load());
+        list.push(t);
+        self.list.store(std::sync::Arc::new(list));
         self.any.store(true, Ordering::Release);
     }
 
@@ -103,7 +106,7 @@ impl RangeTombstones {
             return None;
         }
         self.list
-            .read()
+            .load()
             .iter()
             .filter(|t| t.seq <= snapshot && t.covers(key))
             .map(|t| t.seq)
@@ -116,7 +119,7 @@ impl RangeTombstones {
             return false;
         }
         self.list
-            .read()
+            .load()
             .iter()
             .any(|t| t.seq > after && t.overlaps(lo, hi))
     }
@@ -127,7 +130,7 @@ impl RangeTombstones {
             return Vec::new();
         }
         self.list
-            .read()
+            .load()
             .iter()
             .filter(|t| t.seq <= snapshot)
             .cloned()
