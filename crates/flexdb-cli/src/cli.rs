@@ -3,7 +3,8 @@
 //! Invariants: parsing is pure (no I/O); every key or value argument
 //! accepts a leading `-` (so `put DIR k -1` works); `--hex` and `--base64`
 //! exclude each other. The shell reuses [`ScanArgs`] so `scan` takes the
-//! same flags in both places.
+//! same flags in both places, and `scan` and `delete-range` share
+//! [`RangeArgs`] so that their ranges are given alike.
 
 use std::path::PathBuf;
 
@@ -51,18 +52,26 @@ impl EncodingArgs {
     }
 }
 
-/// Which pairs `scan` lists.
+/// A key range: the same flags, meaning the same keys, for `scan` and
+/// `delete-range` (decoded by `crate::range`).
 #[derive(Args, Debug, Clone, Default, PartialEq, Eq)]
-pub struct ScanArgs {
+pub struct RangeArgs {
     /// Start at this key (inclusive).
     #[arg(long, value_name = "KEY", allow_hyphen_values = true)]
     pub from: Option<String>,
-    /// Stop before this key (exclusive).
+    /// Stop before this key (exclusive); without it, through the last key.
     #[arg(long, value_name = "KEY", allow_hyphen_values = true)]
     pub to: Option<String>,
     /// Only keys starting with PREFIX (combines with --from and --to).
     #[arg(long, allow_hyphen_values = true)]
     pub prefix: Option<String>,
+}
+
+/// Which pairs `scan` lists.
+#[derive(Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScanArgs {
+    #[command(flatten)]
+    pub range: RangeArgs,
     /// Print at most N pairs.
     #[arg(long, value_name = "N")]
     pub limit: Option<u64>,
@@ -113,6 +122,31 @@ pub enum Command {
         dir: PathBuf,
         #[command(flatten)]
         scan: ScanArgs,
+        #[command(flatten)]
+        enc: EncodingArgs,
+    },
+    /// Remove every pair of a key range (--from, --to, --prefix as for
+    /// `scan`, or --all) in one atomic write; prints the range and the
+    /// pairs removed (counted just before the delete).
+    DeleteRange {
+        /// The store's directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        range: RangeArgs,
+        /// Remove every pair of the store (needed when no bound is given,
+        /// or when the bounds take in every key).
+        #[arg(long, conflicts_with_all = ["from", "to", "prefix"])]
+        all: bool,
+        /// Only count the pairs of the range and print the report; remove
+        /// nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// One JSON object instead of lines.
+        #[arg(long)]
+        json: bool,
+        /// No progress spinner while counting.
+        #[arg(long, short)]
+        quiet: bool,
         #[command(flatten)]
         enc: EncodingArgs,
     },
@@ -245,8 +279,61 @@ mod tests {
         }
         match parse(&["scan", "/db", "--from", "-a", "--to", "-b"]).unwrap() {
             Command::Scan { scan, .. } => {
-                assert_eq!(scan.from.as_deref(), Some("-a"));
-                assert_eq!(scan.to.as_deref(), Some("-b"));
+                assert_eq!(scan.range.from.as_deref(), Some("-a"));
+                assert_eq!(scan.range.to.as_deref(), Some("-b"));
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["delete-range", "/db", "--from", "-a", "--prefix", "-"]).unwrap() {
+            Command::DeleteRange { range, .. } => {
+                assert_eq!(range.from.as_deref(), Some("-a"));
+                assert_eq!(range.prefix.as_deref(), Some("-"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn delete_range_takes_the_flags_of_scan() {
+        match parse(&[
+            "delete-range",
+            "/db",
+            "--from",
+            "a",
+            "--to",
+            "c",
+            "--prefix",
+            "b",
+            "--dry-run",
+            "--json",
+            "-q",
+            "--hex",
+        ])
+        .unwrap()
+        {
+            Command::DeleteRange {
+                range,
+                all,
+                dry_run,
+                json,
+                quiet,
+                enc,
+                ..
+            } => {
+                let want = RangeArgs {
+                    from: Some("a".into()),
+                    to: Some("c".into()),
+                    prefix: Some("b".into()),
+                };
+                assert_eq!(range, want);
+                assert_eq!((all, dry_run, json, quiet), (false, true, true, true));
+                assert_eq!(enc.encoding(), Encoding::Hex);
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["delete-range", "/db", "--all"]).unwrap() {
+            Command::DeleteRange { range, all, .. } => {
+                assert_eq!((range, all), (RangeArgs::default(), true))
             }
             other => panic!("{other:?}"),
         }
@@ -276,6 +363,16 @@ mod tests {
         );
         assert_eq!(
             kind(&["put", "/db", "k", "v", "extra"]),
+            ErrorKind::UnknownArgument
+        );
+        for bound in ["--from", "--to", "--prefix"] {
+            assert_eq!(
+                kind(&["delete-range", "/db", "--all", bound, "k"]),
+                ErrorKind::ArgumentConflict
+            );
+        }
+        assert_eq!(
+            kind(&["delete-range", "/db", "--limit", "3"]),
             ErrorKind::UnknownArgument
         );
     }

@@ -16,6 +16,7 @@ mod encoding;
 mod exit;
 mod formats;
 mod progress;
+mod range;
 mod shell;
 mod store;
 
@@ -35,7 +36,8 @@ use clap::Parser;
 
 use cli::{Cli, Command};
 use commands::{
-    backup, check, compact, decode_arg, dump, kv, load, repair, scan, stats, stdout_err,
+    backup, check, compact, decode_arg, delete_range, dump, kv, load, repair, scan, stats,
+    stdout_err,
 };
 use exit::{CliError, Code};
 use progress::Progress;
@@ -90,9 +92,32 @@ fn run(command: Command) -> Result<Code, CliError> {
         }
         Command::Scan { dir, scan, enc } => {
             let enc = enc.encoding();
-            let range = scan::range_of(&scan, enc)?;
+            let range = range::range_of(&scan.range, enc)?;
             with_store(&dir, Mode::Existing, |db| {
                 scan::scan(db, &dir, range, &scan, enc, &mut out)
+            })?;
+            Code::Success
+        }
+        Command::DeleteRange {
+            dir,
+            range,
+            all,
+            dry_run,
+            json,
+            quiet,
+            enc,
+        } => {
+            let enc = enc.encoding();
+            // Refused before the store is opened: nothing changes.
+            let plan = delete_range::plan(&dir, &range, all, enc)?;
+            let opts = delete_range::Options {
+                dry_run,
+                json,
+                quiet,
+                enc,
+            };
+            with_store(&dir, Mode::Existing, |db| {
+                delete_range::delete_range(db, &dir, &plan, opts, &mut out)
             })?;
             Code::Success
         }

@@ -1,5 +1,5 @@
-//! put, get, del, scan, stats and check against real stores, through the
-//! built binary.
+//! put, get, del, scan, delete-range, stats, check, backup and compact
+//! against real stores, through the built binary.
 
 mod common;
 
@@ -239,4 +239,253 @@ fn compact_gives_disk_back_and_keeps_every_pair() {
     let s: serde_json::Value = serde_json::from_str(&stats).unwrap();
     assert!(s["disk_total_bytes"].as_u64().unwrap() > 0);
     flexdb(&["check", &d]).ok();
+}
+
+/// A store holding `k000`..`k{n-1}` (values `v0`..), loaded and flushed
+/// by `load` in its own process.
+fn loaded(n: usize) -> (tempfile::TempDir, String) {
+    let (tmp, d) = store();
+    let input: String = (0..n).map(|i| format!("k{i:03}\tv{i}\n")).collect();
+    flexdb_in(&["load", &d, "--format", "tsv", "-q"], input.as_bytes()).ok();
+    (tmp, d)
+}
+
+/// The keys `scan` lists (its own process: the store is reopened).
+fn scanned_keys(d: &str, args: &[&str]) -> Vec<String> {
+    let mut all = vec!["scan", d, "--keys-only"];
+    all.extend_from_slice(args);
+    flexdb(&all).ok().lines().map(String::from).collect()
+}
+
+/// `k{i:03}` for each `i` of `range`.
+fn ks(range: impl Iterator<Item = usize>) -> Vec<String> {
+    range.map(|i| format!("k{i:03}")).collect()
+}
+
+/// The `name  value` lines of a text report, as pairs.
+fn report(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .map(|l| {
+            let (k, v) = l.split_once(' ').unwrap_or((l, ""));
+            (k.to_string(), v.trim_start().to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn delete_range_removes_a_middle_range_for_good() {
+    let (_tmp, d) = loaded(100);
+    let out = flexdb(&["delete-range", &d, "--from", "k030", "--to", "k070"]).ok();
+    assert_eq!(
+        report(&out),
+        [
+            ("start".into(), "k030".into()),
+            ("end".into(), "k070".into()),
+            ("pairs".into(), "40".into()),
+            ("status".into(), "removed".into()),
+        ],
+        "{out}"
+    );
+    // Checked by later processes: after the store's close and reopen.
+    let want: Vec<String> = ks(0..30).into_iter().chain(ks(70..100)).collect();
+    assert_eq!(scanned_keys(&d, &[]), want);
+    for gone in ["k030", "k050", "k069"] {
+        let run = flexdb(&["get", &d, gone]);
+        assert_eq!(run.code, Some(code::NOT_FOUND_KEY), "{gone} is back");
+    }
+    assert_eq!(flexdb(&["get", &d, "k029"]).ok(), "v29\n");
+    assert_eq!(
+        flexdb(&["get", &d, "k070"]).ok(),
+        "v70\n",
+        "--to is exclusive"
+    );
+    // Once more, after a second reopen and a full check.
+    flexdb(&["check", &d]).ok();
+    assert_eq!(scanned_keys(&d, &[]), want);
+    // Again over the emptied range: nothing left to remove.
+    let again = flexdb(&["delete-range", &d, "--from", "k030", "--to", "k070"]).ok();
+    assert!(again.contains("\npairs   0\n"), "{again}");
+}
+
+#[test]
+fn delete_range_by_prefix() {
+    let (_tmp, d) = store();
+    let keys = ["user", "user:", "user:1", "user:2:x", "user;", "users", "u"];
+    for k in keys {
+        flexdb(&["put", &d, k, "v"]).ok();
+    }
+    let out = flexdb(&["delete-range", &d, "--prefix", "user:"]).ok();
+    let r = report(&out);
+    assert_eq!(r[0], ("start".into(), "user:".into()), "{out}");
+    assert_eq!(r[1], ("end".into(), "user;".into()), "{out}");
+    assert_eq!(r[2], ("pairs".into(), "3".into()), "{out}");
+    assert_eq!(scanned_keys(&d, &[]), ["u", "user", "user;", "users"]);
+    // The prefix combines with --from and --to as in `scan`.
+    for k in ["p:a", "p:b", "p:c", "p:d", "q"] {
+        flexdb(&["put", &d, k, "v"]).ok();
+    }
+    let args = ["--prefix", "p:", "--from", "p:b", "--to", "p:d"];
+    assert_eq!(scanned_keys(&d, &args), ["p:b", "p:c"]);
+    let mut del = vec!["delete-range", d.as_str()];
+    del.extend_from_slice(&args);
+    assert!(flexdb(&del).ok().contains("\npairs   2\n"));
+    assert_eq!(scanned_keys(&d, &["--prefix", "p"]), ["p:a", "p:d"]);
+    assert_eq!(
+        scanned_keys(&d, &["--from", "q"]),
+        ["q", "u", "user", "user;", "users"]
+    );
+}
+
+#[test]
+fn delete_range_with_an_open_end_removes_through_the_last_key() {
+    let (_tmp, d) = loaded(100);
+    let out = flexdb(&["delete-range", &d, "--from", "k075"]).ok();
+    assert_eq!(
+        out,
+        "start   k075\nend     (after the last key)\npairs   25\nstatus  removed\n"
+    );
+    assert_eq!(scanned_keys(&d, &[]), ks(0..75));
+    // And an open start: from the first key.
+    let out = flexdb(&["delete-range", &d, "--to", "k010"]).ok();
+    assert!(
+        out.starts_with("start   (first key)\nend     k010\npairs   10\n"),
+        "{out}"
+    );
+    assert_eq!(scanned_keys(&d, &[]), ks(10..75));
+}
+
+#[test]
+fn delete_range_dry_run_counts_and_changes_nothing() {
+    let (_tmp, d) = loaded(100);
+    let before = flexdb(&["dump", &d]).ok();
+    let out = flexdb(&[
+        "delete-range",
+        &d,
+        "--from",
+        "k010",
+        "--to",
+        "k020",
+        "--dry-run",
+    ])
+    .ok();
+    assert_eq!(
+        out,
+        "start   k010\nend     k020\npairs   10\nstatus  dry run: nothing removed\n"
+    );
+    let all = flexdb(&["delete-range", &d, "--all", "--dry-run", "--json"]).ok();
+    let v: serde_json::Value = serde_json::from_str(&all).unwrap();
+    assert_eq!(
+        (v["pairs"].as_u64(), &v["removed"]),
+        (Some(100), &false.into())
+    );
+    assert_eq!(flexdb(&["dump", &d]).ok(), before);
+    assert_eq!(flexdb(&["get", &d, "k015"]).ok(), "v15\n");
+}
+
+#[test]
+fn delete_range_of_every_key_needs_all() {
+    let (_tmp, d) = loaded(20);
+    let before = flexdb(&["dump", &d]).ok();
+    flexdb(&["delete-range", &d]).fails(code::USAGE, &[&d, "no range given", "--all"]);
+    // Bounds that take in every key count as none.
+    flexdb(&["delete-range", &d, "--prefix", ""]).fails(code::USAGE, &[&d, "--all"]);
+    flexdb(&["delete-range", &d, "--from", ""]).fails(code::USAGE, &[&d, "--all"]);
+    // --all with a bound is a usage error (clap's, several lines).
+    let run = flexdb(&["delete-range", &d, "--all", "--from", "k005"]);
+    assert_eq!(run.code, Some(code::USAGE), "{}", run.stderr);
+    assert!(run.stderr.contains("cannot be used with"), "{}", run.stderr);
+    assert_eq!(
+        flexdb(&["dump", &d]).ok(),
+        before,
+        "a refusal changed the store"
+    );
+    let out = flexdb(&["delete-range", &d, "--all"]).ok();
+    assert_eq!(
+        out,
+        "start   (first key)\nend     (after the last key)\npairs   20\nstatus  removed\n"
+    );
+    assert_eq!(scanned_keys(&d, &[]), Vec::<String>::new());
+    assert_eq!(flexdb(&["get", &d, "k000"]).code, Some(code::NOT_FOUND_KEY));
+}
+
+#[test]
+fn delete_range_refuses_bad_bounds_and_stores_with_nothing_changed() {
+    let (tmp, d) = loaded(50);
+    let before = flexdb(&["dump", &d]).ok();
+    let line = flexdb(&["delete-range", &d, "--from", "k040", "--to", "k010"])
+        .fails(code::BAD_INPUT, &[&d]);
+    assert!(
+        line.contains("--from \"k040\" is past --to \"k010\""),
+        "{line}"
+    );
+    flexdb(&[
+        "delete-range",
+        &d,
+        "--from",
+        "k040",
+        "--to",
+        "k010",
+        "--dry-run",
+    ])
+    .fails(code::BAD_INPUT, &["is past"]);
+    let big = "k".repeat(flexdb::MAX_KEY_LEN + 1);
+    flexdb(&["delete-range", &d, "--from", &big])
+        .fails(code::BAD_INPUT, &[&d, "exceeds the limit"]);
+    flexdb(&["delete-range", &d, "--to", &big])
+        .fails(code::BAD_INPUT, &["--to", "exceeds the limit"]);
+    flexdb(&["delete-range", &d, "--from", "zz", "--hex"])
+        .fails(code::BAD_INPUT, &["--from", "invalid hex"]);
+    // Equal bounds: an empty range, not an error.
+    let out = flexdb(&["delete-range", &d, "--from", "k010", "--to", "k010"]).ok();
+    assert!(out.contains("\npairs   0\n"), "{out}");
+    assert_eq!(flexdb(&["dump", &d]).ok(), before);
+    // No store: nothing created.
+    let missing = tmp.path().join("missing");
+    flexdb(&["delete-range", p(&missing), "--from", "a"])
+        .fails(code::NO_STORE, &[p(&missing), "no FlexDB store here"]);
+    assert!(!missing.exists());
+    // A store open in another process (here: this one) is locked.
+    let db = flexdb::Db::open(&d, flexdb::Options::new()).unwrap();
+    flexdb(&["delete-range", &d, "--from", "k000", "--to", "k010"])
+        .fails(code::LOCKED, &[&d, "locked"]);
+    db.close().unwrap();
+    assert_eq!(flexdb(&["dump", &d]).ok(), before);
+}
+
+#[test]
+fn delete_range_json_report_parses() {
+    let (_tmp, d) = loaded(30);
+    let out = flexdb(&[
+        "delete-range",
+        &d,
+        "--from",
+        "k005",
+        "--to",
+        "k015",
+        "--json",
+    ])
+    .ok();
+    assert_eq!(out.lines().count(), 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["start"], "k005");
+    assert_eq!(v["end"], "k015");
+    assert_eq!(v["pairs"], 10);
+    assert_eq!(v["removed"], true);
+    assert_eq!(v.as_object().unwrap().len(), 4, "{out}");
+    // Keys in the selected encoding; an open end is null.
+    let out = flexdb(&[
+        "delete-range",
+        &d,
+        "--from",
+        "6b303235",
+        "--hex",
+        "--json",
+        "--dry-run",
+    ])
+    .ok();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["start"], "6b303235");
+    assert_eq!(v["end"], serde_json::Value::Null);
+    assert_eq!(v["pairs"], 5);
+    assert_eq!(v["removed"], false);
 }

@@ -11,7 +11,17 @@ use common::{code, flexdb, flexdb_in, p};
 fn help_and_version_succeed() {
     let help = flexdb(&["--help"]).ok();
     for cmd in [
-        "put", "get", "del", "scan", "load", "dump", "stats", "check", "compact", "shell",
+        "put",
+        "get",
+        "del",
+        "scan",
+        "delete-range",
+        "load",
+        "dump",
+        "stats",
+        "check",
+        "compact",
+        "shell",
     ] {
         assert!(help.contains(cmd), "{cmd} missing from --help");
     }

@@ -9,6 +9,7 @@
 pub mod backup;
 pub mod check;
 pub mod compact;
+pub mod delete_range;
 pub mod dump;
 pub mod kv;
 pub mod load;
@@ -22,12 +23,19 @@ use crate::exit::CliError;
 /// Decodes the argument `arg` named `what` ("key", "value", "--from").
 pub fn decode_arg(enc: Encoding, what: &str, arg: &str) -> Result<Vec<u8>, CliError> {
     enc.decode(arg).map_err(|e| {
-        let mut shown: String = arg.chars().take(40).collect();
-        if shown.len() < arg.len() {
-            shown.push('…');
-        }
+        let shown = shown_arg(arg);
         CliError::bad_input(format!("{what} {shown:?}: {e}"))
     })
+}
+
+/// An argument as a message shows it: its first 40 characters, and `…`
+/// when there are more.
+pub fn shown_arg(arg: &str) -> String {
+    let mut shown: String = arg.chars().take(40).collect();
+    if shown.len() < arg.len() {
+        shown.push('…');
+    }
+    shown
 }
 
 /// Writes to stdout, mapping failures (a broken pipe exits quietly).

@@ -171,7 +171,7 @@ impl Session<'_> {
             }
             ShellCommand::Scan { scan: args, enc: e } => {
                 let enc = e.or(enc);
-                let range = scan::range_of(&args, enc)?;
+                let range = crate::range::range_of(&args.range, enc)?;
                 scan::scan(db, dir, range, &args, enc, out)?;
                 Code::Success
             }
