@@ -140,7 +140,7 @@ fn stats_table_and_json() {
         serde_json::from_str(&flexdb(&["stats", &d, "--json"]).ok()).unwrap();
     assert_eq!(json["pairs"], 100);
     assert!(json["space_bytes"].as_u64().unwrap() >= 100 * 16);
-    assert_eq!(json.as_object().unwrap().len(), 44);
+    assert_eq!(json.as_object().unwrap().len(), 46);
     assert!(
         json["disk_total_bytes"].as_u64().unwrap() >= json["disk_live_bytes"].as_u64().unwrap()
     );
