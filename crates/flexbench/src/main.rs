@@ -122,6 +122,10 @@ enum Command {
     /// YCSB workloads (Table 5) on the paper's datasets (Table 3): FlexDB
     /// and peer engines side by side.
     Ycsb(ycsb::YcsbArgs),
+    /// Range deletes: the time of one `delete_range` over k adjacent pairs
+    /// of a loaded store (flexdb: and of its commit to the space), and get
+    /// and scan throughput right after, beside the peers' range deletes.
+    RangeDelete(ycsb::range_delete::RangeDeleteArgs),
     /// Focused timings of one piece of one layer (see `flexbench diag
     /// --help`).
     Diag {
@@ -278,6 +282,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Ycsb(args) => return ExitCode::from(ycsb::run(&args)),
+        Command::RangeDelete(args) => return ExitCode::from(ycsb::range_delete::run(&args)),
         Command::Diag { what } => {
             if let Err(e) = diag::run(&what) {
                 eprintln!("flexbench: {e}");

@@ -109,6 +109,14 @@ pub trait Engine: Send + Sync {
         let _ = (a, b, new_a, new_b, serializable);
         Err("this engine runs no transactions in flexbench (workloads t, ts)".into())
     }
+    /// Removes every key in `[start, end)` with the engine's own range
+    /// delete, as one operation (`flexbench range-delete`); returns how
+    /// many pairs it removed when the engine counts them (LMDB, `mem`),
+    /// else `None`. Engines without one here refuse.
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<Option<u64>> {
+        let _ = (start, end);
+        Err("this engine runs no range deletes in flexbench (range-delete)".into())
+    }
     /// Takes a point-in-time view that lives until the returned value is
     /// dropped (`--hold-snapshot`); `None` for engines without one here.
     fn pin_snapshot(&self) -> Result<Option<Box<dyn std::any::Any + Send>>> {
@@ -190,6 +198,52 @@ mod tests {
             if let Err(e) = r {
                 assert!(e.contains(&format!("--features {peer}")), "{e}");
             }
+        }
+    }
+
+    /// Right after the call (before any flush), a range delete removed
+    /// exactly the keys of `[start, end)`, on every compiled engine that
+    /// has one; the others refuse.
+    #[test]
+    fn range_deletes_remove_exactly_the_range() {
+        for name in ENGINES.iter().filter(|n| compiled_in(n).is_ok()) {
+            let dir = tempfile::tempdir().unwrap();
+            let cfg = EngineConfig {
+                cache_bytes: 1 << 20,
+                memtable_bytes: 4 << 20,
+                max_frozen: None,
+                sync: false,
+                pread: false,
+                row_cache: true,
+                gc_garbage: None,
+                transactions: false,
+            };
+            let e = open(name, dir.path(), &cfg).unwrap();
+            for i in 0..100u32 {
+                e.put(format!("k{i:03}").as_bytes(), b"v").unwrap();
+            }
+            match e.delete_range(b"k010", b"k020") {
+                Ok(n) => assert!(matches!(n, None | Some(10)), "{name}: {n:?}"),
+                Err(err) => {
+                    assert_eq!(*name, "fjall", "{name}: {err}");
+                    continue;
+                }
+            }
+            for (key, present) in [
+                ("k009", true),
+                ("k010", false),
+                ("k019", false),
+                ("k020", true),
+            ] {
+                assert_eq!(
+                    e.get(key.as_bytes()).unwrap().is_some(),
+                    present,
+                    "{name} {key}"
+                );
+            }
+            assert_eq!(e.scan(b"", usize::MAX).unwrap(), 90, "{name}");
+            assert_eq!(e.scan(b"k015", 5).unwrap(), 5, "{name}");
+            e.close().unwrap();
         }
     }
 

@@ -83,8 +83,9 @@ impl Outcome {
         }
     }
 
+    /// Counts one operation of `kind` that took `ns` nanoseconds.
     #[inline]
-    fn record(&mut self, kind: OpKind, ns: u64) {
+    pub fn record(&mut self, kind: OpKind, ns: u64) {
         let h = self.hists[kind.index()].get_or_insert_with(new_histogram);
         h.saturating_record(ns.max(1));
         self.ops += 1;
@@ -138,8 +139,8 @@ fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// Runs `body(thread)` on `threads` threads started together; stops all
-/// at the first error.
-fn run_threads(
+/// at the first error. With a `deadline`, sets `stop` once it passed.
+pub fn run_threads(
     threads: usize,
     stop: &AtomicBool,
     deadline: Option<Duration>,

@@ -86,6 +86,14 @@ impl Engine for FlexDbEngine {
     fn delete(&self, key: &[u8]) -> Result<()> {
         self.db.delete(key).map_err(err)
     }
+    /// `Db::delete_range`: one logged record and a range tombstone; the
+    /// committer takes the range out of the space later (`flush` waits).
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<Option<u64>> {
+        self.db
+            .delete_range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+            .map_err(err)?;
+        Ok(None)
+    }
     fn scan(&self, start: &[u8], n: usize) -> Result<usize> {
         let it = self
             .db

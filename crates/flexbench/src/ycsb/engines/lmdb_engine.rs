@@ -63,6 +63,19 @@ impl Engine for LmdbEngine {
         self.db.delete(&mut w, key).map_err(err)?;
         w.commit().map_err(err)
     }
+    /// heed's `delete_range` in one write transaction: LMDB has no range
+    /// tombstone, so the cursor deletes every pair of the range, and the
+    /// commit is part of the call.
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<Option<u64>> {
+        let mut w = self.env.write_txn().map_err(err)?;
+        let range = (
+            std::ops::Bound::Included(start),
+            std::ops::Bound::Excluded(end),
+        );
+        let n = self.db.delete_range(&mut w, &range).map_err(err)?;
+        w.commit().map_err(err)?;
+        Ok(Some(n as u64))
+    }
     fn scan(&self, start: &[u8], n: usize) -> Result<usize> {
         let r = self.env.read_txn().map_err(err)?;
         // LMDB refuses an empty key, also as a bound: "" means from the start.

@@ -36,6 +36,17 @@ impl Engine for MemEngine {
         self.map.write().map_err(poisoned)?.remove(key);
         Ok(())
     }
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<Option<u64>> {
+        let mut map = self.map.write().map_err(poisoned)?;
+        let doomed: Vec<Vec<u8>> = map
+            .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &doomed {
+            map.remove(k);
+        }
+        Ok(Some(doomed.len() as u64))
+    }
     fn scan(&self, start: &[u8], n: usize) -> Result<usize> {
         let map = self.map.read().map_err(poisoned)?;
         Ok(map
