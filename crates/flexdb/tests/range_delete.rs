@@ -316,3 +316,56 @@ fn bad_ranges_are_refused_and_change_nothing() {
     db.flush().unwrap();
     assert_eq!(content(&db), model);
 }
+
+/// Scans and snapshot reads racing a range delete and its commit (which
+/// drops runs of intervals between the committer's groups) see all of the
+/// range or none of it, never a part.
+#[test]
+fn readers_racing_a_range_delete_see_all_of_it_or_none() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _) = filled(dir.path(), 30_000);
+    let db = std::sync::Arc::new(db);
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let scanner = s.spawn(|| {
+            let (mut whole, mut gone) = (0, 0);
+            while !done.load(Ordering::Acquire) {
+                let n = db.range(key(5_000)..key(25_000)).count();
+                assert!(n == 20_000 || n == 0, "a scan saw {n} of 20,000 pairs");
+                if n == 0 {
+                    gone += 1;
+                } else {
+                    whole += 1;
+                }
+                let snap = db.snapshot();
+                let (a, b) = (
+                    snap.get(key(5_000)).unwrap(),
+                    snap.get(key(24_999)).unwrap(),
+                );
+                assert_eq!(
+                    a.is_some(),
+                    b.is_some(),
+                    "a snapshot saw half a range delete"
+                );
+            }
+            (whole, gone)
+        });
+        // Other writes go on around it, outside the range.
+        for round in 0..3u32 {
+            for i in 0..2_000 {
+                db.put(key(30_000 + round * 2_000 + i), value(i)).unwrap();
+            }
+            if round == 1 {
+                db.delete_range(key(5_000)..key(25_000)).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        // Scans after the commit too.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        done.store(true, Ordering::Release);
+        let (whole, gone) = scanner.join().unwrap();
+        assert!(gone > 0, "no scan ran after the delete ({whole} before)");
+    });
+    assert_eq!(db.iter().count(), 30_000 - 20_000 + 6_000);
+}

@@ -292,7 +292,17 @@ fn commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
             .iter()
             .map(|t| (t.start.clone(), t.end.clone()))
             .collect();
+        let t = std::time::Instant::now();
         let done = range_delete::delete_spans(shared, &range_delete::disjoint(spans))?;
+        tracing::debug!(
+            target: TRACE_TARGET,
+            tombstones = tombstones.len(),
+            pairs = done.pairs,
+            intervals_dropped = done.dropped,
+            runs = done.runs,
+            took = ?t.elapsed(),
+            "range deletes applied"
+        );
         shared
             .counters
             .range_deletes_committed

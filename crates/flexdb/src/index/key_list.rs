@@ -280,7 +280,12 @@ impl KeyList {
 
     /// Removes key `at`.
     pub fn remove(&mut self, at: usize) {
-        *self = self.select((0..self.len()).filter(|&i| i != at));
+        self.remove_range(at..at + 1);
+    }
+
+    /// Removes keys `range` (one rebuild of the list, whatever its length).
+    pub fn remove_range(&mut self, range: std::ops::Range<usize>) {
+        *self = self.select((0..self.len()).filter(|i| !range.contains(i)));
     }
 
     /// Replaces key `at`.

@@ -253,12 +253,12 @@ impl Leaf {
         debug_assert_eq!(self.keys.len(), self.len());
     }
 
-    /// Removes interval `at`.
-    fn remove(&mut self, at: usize) {
-        self.keys.remove(at);
-        self.cache.remove(at);
-        self.size.remove(at);
-        self.count.remove(at);
+    /// Removes intervals `range`.
+    fn remove_range(&mut self, range: std::ops::Range<usize>) {
+        self.keys.remove_range(range.clone());
+        self.cache.drain(range.clone());
+        self.size.drain(range.clone());
+        self.count.drain(range);
     }
 
     /// Moves intervals `from..` into a new leaf.
@@ -692,15 +692,22 @@ impl SparseIndex {
         leaf.size[f.idx] = size;
         let c = &mut leaf.count[f.idx];
         *c = pack_count(count, *c & FRAGMENTED != 0);
-        if delta != 0 {
-            for &(node, i) in &f.path[..f.depth] {
-                let n = &mut self.inners[node as usize];
-                for s in &mut n.shift[i as usize + 1..] {
-                    *s = s.wrapping_add_signed(delta);
-                }
-            }
-            self.total = self.total.wrapping_add_signed(delta);
+        self.shift_after(f, delta);
+    }
+
+    /// Shifts every interval after the leaf on `f`'s path by `delta` (the
+    /// leaf's own span changed by it).
+    fn shift_after(&mut self, f: &IntervalPos, delta: i64) {
+        if delta == 0 {
+            return;
         }
+        for &(node, i) in &f.path[..f.depth] {
+            let n = &mut self.inners[node as usize];
+            for s in &mut n.shift[i as usize + 1..] {
+                *s = s.wrapping_add_signed(delta);
+            }
+        }
+        self.total = self.total.wrapping_add_signed(delta);
     }
 
     /// Sets the interval's fragmentation mark.
@@ -766,12 +773,19 @@ impl SparseIndex {
         // (a removal may reshape the tree, so no position is kept).
         let before = self.anchor(&p);
         let mut words = Vec::with_capacity(n);
-        for _ in 0..n {
+        let mut left = n;
+        // A leaf at a time: the run's entries in it leave at once.
+        while left > 0 {
             let p = self.find(&before);
             let Some(g) = self.next(&p) else { break };
-            words.push(self.meta(&g).cache.load(Ordering::Relaxed));
-            self.resize(&g, 0, 0);
-            self.remove(&g);
+            let leaf = &self.leaves[g.leaf as usize];
+            let k = left.min(leaf.len() - g.idx);
+            let run = g.idx..g.idx + k;
+            let bytes: u64 = leaf.size[run.clone()].iter().map(|&s| u64::from(s)).sum();
+            words.extend(leaf.cache[run].iter().map(|w| w.load(Ordering::Relaxed)));
+            self.shift_after(&g, -(bytes as i64));
+            self.remove_entries(&g, k);
+            left -= k;
         }
         words
     }
@@ -852,9 +866,15 @@ impl SparseIndex {
     /// Removes an empty interval that is not the first.
     fn remove(&mut self, f: &IntervalPos) {
         debug_assert_eq!(self.meta(f).size, 0);
-        self.intervals -= 1;
+        self.remove_entries(f, 1);
+    }
+
+    /// Removes the `k` intervals from `f` on, all in `f`'s leaf, whose
+    /// bytes are no longer counted (`shift_after`); `f` is not the first.
+    fn remove_entries(&mut self, f: &IntervalPos, k: usize) {
+        self.intervals -= k as u64;
         let leaf_id = f.leaf;
-        self.leaf_mut(leaf_id).remove(f.idx);
+        self.leaf_mut(leaf_id).remove_range(f.idx..f.idx + k);
         let leaf = &self.leaves[leaf_id as usize];
         if leaf.len() == 0 {
             // Unlink the leaf and drop it from its parents.
