@@ -33,7 +33,7 @@ use crate::index::sparse::{IntervalPos, SparseIndex};
 use crate::read::snapshot::ReadPoint;
 use crate::read::walk_ahead::WalkAhead;
 use crate::write::memtable::{within_end, within_start, Version};
-use crate::write::range_tombstones::RangeTombstone;
+use crate::write::range_tombstones::{RangeTombstone, TombstoneList};
 
 /// A transaction's own writes.
 #[derive(Clone, Default)]
@@ -67,13 +67,20 @@ impl WriteSet {
     }
 }
 
-/// A range delete of one source of an iterator, which hides what the
-/// sources after it (older MemTables, the space) hold in its range. (What
-/// it hides in its own source, the source's scan hides: see
-/// `MemTable::scan_forward`.)
+/// The range deletes of one source of an iterator (those numbered up to
+/// `seq`), which hide what the sources after it (older MemTables, the
+/// space) hold in their ranges. (What they hide in their own source, the
+/// source's scan hides: see `MemTable::scan_forward`.)
 struct Hide {
     source: usize,
-    range: RangeTombstone,
+    list: Arc<TombstoneList>,
+    seq: u64,
+}
+
+impl Hide {
+    fn covers(&self, key: &[u8]) -> bool {
+        self.list.covering(key, self.seq).is_some()
+    }
 }
 
 /// A pair yielded by an iterator: `(key, value)`.
@@ -283,14 +290,21 @@ impl Iter<'static> {
         let first_mem = usize::from(overlay.is_some());
         let mut hides: Vec<Hide> = overlay
             .iter()
-            .flat_map(|o| o.ranges.iter().cloned())
-            .map(|range| Hide { source: 0, range })
+            .filter(|o| !o.ranges.is_empty())
+            .map(|o| Hide {
+                source: 0,
+                list: Arc::new(TombstoneList::new(o.ranges.clone())),
+                seq: u64::MAX,
+            })
             .collect();
         for (i, m) in point.mems.iter().enumerate() {
-            hides.extend(m.range_tombstones(point.seq).into_iter().map(|range| Hide {
-                source: first_mem + i,
-                range,
-            }));
+            if let Some(list) = m.range_list() {
+                hides.push(Hide {
+                    source: first_mem + i,
+                    list,
+                    seq: point.seq,
+                });
+            }
         }
         Iter {
             point,
@@ -550,12 +564,20 @@ fn merge_chunks(
         .filter_map(|c| c.items.last().map(|i| i.key(held)))
         .reduce(|a, b| if before(a, b) { a } else { b })
         .map(<[u8]>::to_vec);
-    // The common case: only the space has pairs here, and no range delete.
-    if hides.is_empty()
-        && chunks[..chunks.len() - 1]
-            .iter()
-            .all(|c| c.items.is_empty())
-    {
+    // The common case: only the space has pairs here, and no range delete
+    // covers any of them.
+    let only_space = chunks[..chunks.len() - 1]
+        .iter()
+        .all(|c| c.items.is_empty());
+    let unhidden = |items: &[Item]| match (items.first(), items.last()) {
+        (Some(a), Some(b)) => {
+            let (a, b) = (a.key(held), b.key(held));
+            let (lo, hi) = if reverse { (b, a) } else { (a, b) };
+            !hides.iter().any(|h| h.list.any_within(lo, hi, h.seq))
+        }
+        _ => true,
+    };
+    if only_space && unhidden(&chunks[chunks.len() - 1].items) {
         let space = chunks
             .into_iter()
             .next_back()
@@ -589,7 +611,7 @@ fn merge_chunks(
             if horizon.as_deref().is_some_and(|h| before(h, key)) {
                 break;
             }
-            let hidden = |key: &[u8]| hides.iter().any(|h| h.source < s && h.range.covers(key));
+            let hidden = |key: &[u8]| hides.iter().any(|h| h.source < s && h.covers(key));
             if sources[s][pos[s]].is_live() && !hidden(key) {
                 picks.push((s, pos[s]));
             }

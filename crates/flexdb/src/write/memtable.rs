@@ -58,7 +58,7 @@ pub use crate::write::arena::EntryRef;
 use crate::write::arena::{Arena, EntryPtr};
 use crate::write::chunk_pool::{self, Chunk, ChunkPool};
 use crate::write::hash_sizing::{grown_slots, projected_slots, slots_for};
-use crate::write::range_tombstones::{RangeTombstone, RangeTombstones};
+use crate::write::range_tombstones::{RangeTombstone, RangeTombstones, TombstoneList};
 use crate::write::write_order::WriteOrder;
 
 /// A value version: `None` is a deletion.
@@ -633,6 +633,11 @@ impl MemTable {
     /// Its range deletes numbered `<= snapshot`.
     pub(crate) fn range_tombstones(&self, snapshot: u64) -> Vec<RangeTombstone> {
         self.ranges.visible(snapshot)
+    }
+
+    /// All its range deletes, sorted for lookups (`None`: it has none).
+    pub(crate) fn range_list(&self) -> Option<Arc<TombstoneList>> {
+        self.ranges.list()
     }
 
     /// Brings what an insert of `key` will read (its hash slot and the

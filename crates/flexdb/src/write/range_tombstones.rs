@@ -12,11 +12,12 @@
 //! published; the list is replaced whole (`ArcSwap`), so readers take no
 //! lock and write no shared line; a table without any (the common case)
 //! costs a reader one atomic load (`is_empty`). Adding one copies the
-//! list and lookups are linear in it: range deletes are expected to be few
-//! beside point writes (see docs/DESIGN.md, "Range deletes").
+//! list (range deletes are expected to be few beside point writes); a
+//! lookup is a binary search and a short walk (`TombstoneList`).
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
@@ -65,16 +66,129 @@ impl RangeTombstone {
     }
 }
 
+/// Tombstones sorted by start, each with the index of the one reaching
+/// furthest among it and those before it (`reach`), so that the ones
+/// covering a key are found by a binary search and a walk back that stops
+/// as soon as nothing before can reach the key: O(log n) for tombstones
+/// that do not overlap (the common case), whatever their number.
+/// Immutable once built.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TombstoneList {
+    /// Shared with the lists it was copied from.
+    items: Vec<Arc<RangeTombstone>>,
+    reach: Vec<u32>,
+}
+
+/// Whether end `a` reaches further than end `b` (`None`: unbounded).
+fn further(a: Option<&[u8]>, b: Option<&[u8]>) -> bool {
+    match (a, b) {
+        (None, Some(_)) => true,
+        (Some(a), Some(b)) => a > b,
+        _ => false,
+    }
+}
+
+impl TombstoneList {
+    /// The list of `items`, in any order.
+    pub fn new(items: Vec<RangeTombstone>) -> TombstoneList {
+        let mut items: Vec<Arc<RangeTombstone>> = items.into_iter().map(Arc::new).collect();
+        items.sort_by(|a, b| a.start.cmp(&b.start));
+        let mut list = TombstoneList {
+            items,
+            reach: Vec::new(),
+        };
+        list.reach_from(0);
+        list
+    }
+
+    /// Recomputes `reach` from index `from` on.
+    fn reach_from(&mut self, from: usize) {
+        self.reach.truncate(from);
+        for i in from..self.items.len() {
+            let end = self.items[i].end.as_deref();
+            let best = match self.reach.last() {
+                Some(&r) if !further(end, self.items[r as usize].end.as_deref()) => r,
+                _ => i as u32,
+            };
+            self.reach.push(best);
+        }
+    }
+
+    /// The list with `t` added: a copy of the pointers, `t` put in place.
+    fn with(&self, t: RangeTombstone) -> TombstoneList {
+        let at = self.items.partition_point(|u| u.start <= t.start);
+        let mut items = Vec::with_capacity(self.items.len() + 1);
+        items.extend_from_slice(&self.items[..at]);
+        items.push(Arc::new(t));
+        items.extend_from_slice(&self.items[at..]);
+        let mut list = TombstoneList {
+            items,
+            reach: self.reach[..at].to_vec(),
+        };
+        list.reach_from(at);
+        list
+    }
+
+    /// Every tombstone, by start.
+    pub fn iter(&self) -> impl Iterator<Item = &RangeTombstone> {
+        self.items.iter().map(|t| &**t)
+    }
+
+    /// Calls `f` on every tombstone covering `key` (only those starting at
+    /// or before it can), latest start first, stopping as soon as none
+    /// before can reach past `key`.
+    fn each_reaching(&self, key: &[u8], mut f: impl FnMut(&RangeTombstone)) {
+        let j = self.items.partition_point(|t| *t.start <= *key);
+        for i in (0..j).rev() {
+            let r = &self.items[self.reach[i] as usize];
+            if r.end.as_deref().is_some_and(|e| e <= key) {
+                // Nothing at or before `i` reaches past `key`.
+                return;
+            }
+            let t = &self.items[i];
+            if t.end.as_deref().is_none_or(|e| key < e) {
+                f(t);
+            }
+        }
+    }
+
+    /// The newest sequence number `<= snapshot` of one covering `key`.
+    pub fn covering(&self, key: &[u8], snapshot: u64) -> Option<u64> {
+        let mut best = None;
+        self.each_reaching(key, |t| {
+            if t.seq <= snapshot {
+                best = best.max(Some(t.seq));
+            }
+        });
+        best
+    }
+
+    /// Whether one numbered `<= snapshot` covers a key in `lo..=hi`
+    /// (both included).
+    pub fn any_within(&self, lo: &[u8], hi: &[u8], snapshot: u64) -> bool {
+        // One covering `lo`, or one starting in `(lo, hi]`.
+        if self.covering(lo, snapshot).is_some() {
+            return true;
+        }
+        let from = self.items.partition_point(|t| *t.start <= *lo);
+        self.items[from..]
+            .iter()
+            .take_while(|t| *t.start <= *hi)
+            .any(|t| t.seq <= snapshot)
+    }
+}
+
 /// The range deletes of one MemTable.
 #[derive(Default)]
 pub(crate) struct RangeTombstones {
     any: AtomicBool,
-    list: ArcSwap<Vec<RangeTombstone>>,
+    list: ArcSwap<TombstoneList>,
     bytes: AtomicUsize,
 }
 
 impl RangeTombstones {
-    /// Adds one (the writer, before `seq` is visible).
+    /// Adds one (the writer, before `seq` is visible). Copies the list:
+    /// range deletes are few beside point writes.
     pub fn push(&self, start: &[u8], end: Option<&[u8]>, seq: u64) {
         let t = RangeTombstone {
             start: start.into(),
@@ -82,9 +196,8 @@ impl RangeTombstones {
             seq,
         };
         self.bytes.fetch_add(t.bytes(), Ordering::Relaxed);
-        let mut list = Vec::clone(&self.list.load());
-        list.push(t);
-        self.list.store(std::sync::Arc::new(list));
+        let list = self.list.load().with(t);
+        self.list.store(Arc::new(list));
         self.any.store(true, Ordering::Release);
     }
 
@@ -101,16 +214,12 @@ impl RangeTombstones {
     }
 
     /// The newest sequence number `<= snapshot` of one covering `key`.
+    #[inline]
     pub fn covering(&self, key: &[u8], snapshot: u64) -> Option<u64> {
         if self.is_empty() {
             return None;
         }
-        self.list
-            .load()
-            .iter()
-            .filter(|t| t.seq <= snapshot && t.covers(key))
-            .map(|t| t.seq)
-            .max()
+        self.list.load().covering(key, snapshot)
     }
 
     /// Whether one numbered above `after` shares a key with `lo..hi`.
@@ -122,6 +231,11 @@ impl RangeTombstones {
             .load()
             .iter()
             .any(|t| t.seq > after && t.overlaps(lo, hi))
+    }
+
+    /// All of them (`None` when there are none).
+    pub fn list(&self) -> Option<Arc<TombstoneList>> {
+        (!self.is_empty()).then(|| self.list.load_full())
     }
 
     /// Those numbered `<= snapshot`, copied.
@@ -195,5 +309,58 @@ mod tests {
         assert!(!ts.newer_overlapping(Bound::Included(b"f"), Bound::Unbounded, 8));
         assert_eq!(ts.visible(6).len(), 1);
         assert!(ts.bytes() > 0);
+    }
+
+    /// `covering` and `any_within` agree with a linear search over random
+    /// overlapping and disjoint tombstones.
+    #[test]
+    fn the_sorted_list_finds_what_a_linear_search_finds() {
+        let mut x = 12345u64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let k = |i: u64| format!("{i:04}").into_bytes();
+        for round in 0..40 {
+            let mut items = Vec::new();
+            for seq in 1..=1 + next(30) {
+                let a = next(200);
+                let end = match next(10) {
+                    0 => None,
+                    _ if round % 2 == 0 => Some(a + 1 + next(60)),
+                    _ => Some(a + 1 + next(3)),
+                };
+                items.push(RangeTombstone {
+                    start: k(a).into(),
+                    end: end.map(|e| k(e).into()),
+                    seq,
+                });
+            }
+            let list = TombstoneList::new(items.clone());
+            // The same, added one at a time (`with`).
+            let pushed = RangeTombstones::default();
+            for t in &items {
+                pushed.push(&t.start, t.end.as_deref(), t.seq);
+            }
+            for q in 0..210 {
+                for snap in [0, 5, 15, u64::MAX] {
+                    let key = k(q);
+                    let want = items
+                        .iter()
+                        .filter(|t| t.seq <= snap && t.covers(&key))
+                        .map(|t| t.seq)
+                        .max();
+                    assert_eq!(list.covering(&key, snap), want, "{q} at {snap}");
+                    assert_eq!(pushed.covering(&key, snap), want, "{q} at {snap}");
+                    let hi = k(q + next(20));
+                    let want_within = items.iter().any(|t| {
+                        t.seq <= snap && t.overlaps(Bound::Included(&key), Bound::Included(&hi))
+                    });
+                    assert_eq!(list.any_within(&key, &hi, snap), want_within);
+                }
+            }
+        }
     }
 }
