@@ -275,6 +275,23 @@ impl WriteBatch {
         Ok(self)
     }
 
+    /// Adds a range delete as a tombstone stores it (`start <= k < end`,
+    /// bounds of up to `MAX_BOUND_LEN` bytes, as [`key_range`] makes
+    /// them): for the transaction's commit and repair, which hand back
+    /// ranges they keep.
+    pub(crate) fn push_range(&mut self, start: &[u8], end: Option<&[u8]>) -> Result<()> {
+        let op = OpRef::DeleteRange { start, end };
+        if !valid(op) {
+            return Err(Error::InvalidArgument(format!(
+                "a range delete's bounds are out of order or too long ({} bytes, {} bytes)",
+                start.len(),
+                end.map_or(0, <[u8]>::len)
+            )));
+        }
+        self.ops.push(op.to_owned());
+        Ok(())
+    }
+
     /// Number of operations.
     pub fn len(&self) -> usize {
         self.ops.len()

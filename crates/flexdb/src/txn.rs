@@ -247,8 +247,7 @@ impl Transaction {
         let mut batch = WriteBatch::new();
         // Range deletes first: every point write left is newer.
         for r in &self.writes.ranges {
-            let end = r.end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-            batch.delete_range::<[u8], _>((Bound::Included(&r.start[..]), end))?;
+            batch.push_range(&r.start, r.end.as_deref())?;
         }
         for (k, v) in self.writes.pairs.iter() {
             match v {

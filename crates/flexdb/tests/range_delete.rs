@@ -369,3 +369,22 @@ fn readers_racing_a_range_delete_see_all_of_it_or_none() {
     });
     assert_eq!(db.iter().count(), 30_000 - 20_000 + 6_000);
 }
+
+/// A range ending at the longest key, inclusive (stored as a bound one
+/// byte longer than any key), commits through a transaction too.
+#[test]
+fn the_longest_bounds_commit_through_a_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let k = vec![b'k'; flexdb::MAX_KEY_LEN];
+    db.put(&k, "v").unwrap();
+    db.put("a", "v").unwrap();
+    let mut t = db.transaction(Isolation::Snapshot);
+    t.delete_range(&k[..]..=&k[..]).unwrap();
+    assert_eq!(t.get(&k).unwrap(), None);
+    t.commit().unwrap();
+    assert_eq!(db.get(&k).unwrap(), None);
+    db.flush().unwrap();
+    let left: Vec<_> = db.iter().map(|kv| kv.unwrap().0).collect();
+    assert_eq!(left, vec![b"a".to_vec()]);
+}

@@ -58,7 +58,6 @@ use crate::error::space_err;
 use crate::error::Result;
 use crate::store::{CommitPoint, Store};
 use crate::write::memtable::EntryRef;
-use crate::write::range_tombstones::RangeTombstone;
 use crate::write::FrozenMemTable;
 use mailbox::MailboxGuard;
 
@@ -249,7 +248,11 @@ fn failed(shared: &Store, e: &crate::Error, no_space: &mut Option<Duration>) -> 
 /// Publishes a fresh view of the space (nothing new committed: `compact`
 /// moved data, and the old view holds the segments it emptied).
 fn republish(shared: &Store) -> Result<()> {
-    let gen = CommitPoint::read(&shared.space).committed_gen;
+    // The same generation as the view it replaces: nothing changed
+    // logically (with logs held back, the committed generation the space
+    // names is below it, and a view tagged with it would let the row cache
+    // serve rows of an older view: `read::row_cache`).
+    let gen = shared.views.load().gen;
     shared.views.publish(&shared.index, &shared.space, gen)?;
     shared.mailbox.republished();
     Ok(())
@@ -281,41 +284,27 @@ fn commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
     // Range deletes first: every key they cover leaves the space (whole
     // intervals in runs, `range_delete`), and the point writes they
     // override are not merged.
-    let tombstones: Vec<RangeTombstone> = batch
-        .iter()
-        .flat_map(|f| f.mem.range_tombstones(u64::MAX))
-        .collect();
-    let ranges = if tombstones.is_empty() {
+    let overrides = range_delete::Overrides::of(batch);
+    let ranges = if overrides.len() == 0 {
         range_delete::RangesDone::default()
     } else {
-        let spans = tombstones
-            .iter()
-            .map(|t| (t.start.clone(), t.end.clone()))
-            .collect();
         let t = std::time::Instant::now();
-        let done = range_delete::delete_spans(shared, &range_delete::disjoint(spans))?;
+        let done = range_delete::delete_spans(shared, &overrides.spans())?;
         tracing::debug!(
             target: TRACE_TARGET,
-            tombstones = tombstones.len(),
+            tombstones = overrides.len(),
             pairs = done.pairs,
             intervals_dropped = done.dropped,
             runs = done.runs,
             took = ?t.elapsed(),
             "range deletes applied"
         );
-        shared
-            .counters
-            .range_deletes_committed
-            .fetch_add(tombstones.len() as u64, Ordering::Relaxed);
         done
-    };
-    let overridden = |e: &EntryRef<'_>| {
-        !tombstones.is_empty() && tombstones.iter().any(|t| t.seq > e.seq && t.covers(e.key))
     };
     // Stream the newest versions in key order, one interval's group at a
     // time, borrowing keys and values from the tables. (Sorting happens
     // here, once; the prefetcher reuses the views.)
-    let mut entries = newest_of(batch).filter(|e| !overridden(e)).peekable();
+    let mut entries = newest_of(batch).filter(|e| !overrides.hides(e)).peekable();
     let progress = AtomicUsize::new(0);
     let done = AtomicBool::new(false);
     let applied = std::thread::scope(|scope| {
@@ -323,7 +312,7 @@ fn commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
         let prefetcher = std::thread::Builder::new()
             .name("flexdb-prefetch".into())
             .spawn_scoped(scope, || {
-                prefetch::prefetch(shared, batch, &progress, &done)
+                prefetch::prefetch(shared, batch, &overrides, &progress, &done)
             });
         if let Err(e) = prefetcher {
             // Not fatal: the committer reads what it needs itself.
@@ -385,7 +374,12 @@ fn commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
             );
         }
     }
-    finish_commit(shared, batch)
+    finish_commit(shared, batch)?;
+    shared
+        .counters
+        .range_deletes_committed
+        .fetch_add(overrides.len() as u64, Ordering::Relaxed);
+    Ok(())
 }
 
 /// The newest version of every key of `batch`'s tables, in key order.

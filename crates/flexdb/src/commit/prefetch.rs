@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::newest_of;
+use super::range_delete::Overrides;
 use crate::store::Store;
 use crate::write::FrozenMemTable;
 
@@ -30,6 +31,7 @@ const PREFETCH_LEAD: usize = 256;
 pub(super) fn prefetch(
     shared: &Store,
     batch: &[FrozenMemTable],
+    overrides: &Overrides,
     progress: &AtomicUsize,
     done: &AtomicBool,
 ) {
@@ -37,7 +39,9 @@ pub(super) fn prefetch(
     // The next interval's anchor: keys below it fall into the interval
     // loaded last.
     let mut bound: Option<Vec<u8>> = None;
-    for (n, e) in newest_of(batch).enumerate() {
+    // The committer's stream: without the versions range deletes override.
+    let stream = newest_of(batch).filter(|e| !overrides.hides(e));
+    for (n, e) in stream.enumerate() {
         while n > progress.load(Ordering::Acquire) + PREFETCH_AHEAD {
             if done.load(Ordering::Acquire) {
                 return;

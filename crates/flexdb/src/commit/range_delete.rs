@@ -26,6 +26,44 @@ use super::merge::Update;
 use crate::error::{space_err, Error, Result};
 use crate::index::sparse::UNKNOWN_COUNT;
 use crate::store::{CommitPoint, Store};
+use crate::write::memtable::EntryRef;
+use crate::write::range_tombstones::TombstoneList;
+use crate::write::FrozenMemTable;
+
+/// The range deletes of a commit's tables, sorted for lookups: applied
+/// first (`spans`), and the point versions they override skipped
+/// (`hides`) by the committer and its prefetcher alike.
+pub(super) struct Overrides(Option<TombstoneList>);
+
+impl Overrides {
+    /// Those of `batch`'s tables.
+    pub fn of(batch: &[FrozenMemTable]) -> Overrides {
+        let all: Vec<_> = batch
+            .iter()
+            .flat_map(|f| f.mem.range_tombstones(u64::MAX))
+            .collect();
+        Overrides((!all.is_empty()).then(|| TombstoneList::new(all)))
+    }
+
+    /// How many range deletes.
+    pub fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |l| l.iter().count())
+    }
+
+    /// Their union as disjoint spans in key order.
+    pub fn spans(&self) -> Vec<Span> {
+        let all = self.0.iter().flat_map(|l| l.iter());
+        disjoint(all.map(|t| (t.start.clone(), t.end.clone())).collect())
+    }
+
+    /// Whether a range delete newer than version `e` covers its key.
+    #[inline]
+    pub fn hides(&self, e: &EntryRef<'_>) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|l| l.covering(e.key, u64::MAX).is_some_and(|t| t > e.seq))
+    }
+}
 
 /// Whole intervals dropped under one hold of the index's write lock.
 const RUN_INTERVALS: usize = 1024;
@@ -120,10 +158,22 @@ fn delete_span(
         Some(bound) => bound.clone(),
     };
     // The middle: runs of whole intervals.
+    let mut after_damage = false;
     while let Some(f) = from.as_deref().filter(|f| before_end(f)) {
         match whole_run(shared, f, end)? {
-            Some(run) => from = drop_run(shared, run, done)?,
-            None => break,
+            Middle::Run(mut run) => {
+                run.keep_first = after_damage;
+                after_damage = false;
+                from = drop_run(shared, run, done)?;
+            }
+            Middle::Damaged { bound, error } => {
+                // Its keys stay (the caller keeps the logs); the walk goes on
+                // past it.
+                hold_back(done, error);
+                after_damage = true;
+                from = bound;
+            }
+            Middle::Ends => break,
         }
     }
     // The interval where the span ends (the one at `from`, if the span
@@ -147,18 +197,49 @@ struct Run {
     pairs: u64,
     /// The key bound after the run (`None`: it ends the space).
     bound: Option<Vec<u8>>,
+    /// The first interval stays, emptied: it follows a corrupt interval
+    /// that stays, whose key range would otherwise take in the run's keys
+    /// (and reads of them would fail as reads of it do).
+    keep_first: bool,
+}
+
+/// What the middle of a span holds at the interval anchored at `from`.
+enum Middle {
+    /// A run of intervals wholly inside the span.
+    Run(Run),
+    /// An interval wholly inside the span whose pairs could not be counted
+    /// (a corrupt interval, after a reopen); `bound` is the next anchor.
+    Damaged {
+        bound: Option<Vec<u8>>,
+        error: Error,
+    },
+    /// No interval wholly inside the span starts at `from`: the span ends
+    /// in it (or it is the first interval, which never leaves the index).
+    Ends,
+}
+
+/// Records an interval held back: its keys stay, and the caller keeps the
+/// logs that name them (as for point updates into a corrupt interval).
+fn hold_back(done: &mut RangesDone, error: Error) {
+    tracing::warn!(
+        target: super::TRACE_TARGET,
+        error = %error,
+        "a range delete held back: an interval it covers is corrupt"
+    );
+    done.held += 1;
+    done.damage.get_or_insert(error);
 }
 
 /// The run of intervals wholly inside `from..end` that starts with the
 /// interval anchored at `from` exactly, if that one is wholly inside and
 /// not the first interval (which never leaves the index).
-fn whole_run(shared: &Store, from: &[u8], end: Option<&[u8]>) -> Result<Option<Run>> {
+fn whole_run(shared: &Store, from: &[u8], end: Option<&[u8]>) -> Result<Middle> {
     let st = shared.index.read();
     let f = st.sparse.find(from);
     if st.sparse.compare_anchor(&f, from) != std::cmp::Ordering::Equal
         || st.sparse.prev(&f).is_none()
     {
-        return Ok(None);
+        return Ok(Middle::Ends);
     }
     let mut run = Run {
         first: from.to_vec(),
@@ -166,6 +247,7 @@ fn whole_run(shared: &Store, from: &[u8], end: Option<&[u8]>) -> Result<Option<R
         bytes: 0,
         pairs: 0,
         bound: None,
+        keep_first: false,
     };
     let mut g = f;
     loop {
@@ -175,11 +257,16 @@ fn whole_run(shared: &Store, from: &[u8], end: Option<&[u8]>) -> Result<Option<R
         }
         let meta = st.sparse.meta(&g);
         let pairs = match meta.count {
-            // (After a reopen counts are not known until read.)
+            // (After a crash, counts are not known until read.)
             UNKNOWN_COUNT => match shared.interval(&st, &g) {
                 Ok(data) => data.len() as u64,
-                // Left to the partial path, which holds it back.
-                Err(e) if e.is_corruption() => break,
+                // The run ends before it; the next call reports it.
+                Err(error) if error.is_corruption() => {
+                    if run.intervals == 0 {
+                        return Ok(Middle::Damaged { bound, error });
+                    }
+                    break;
+                }
                 Err(e) => return Err(e),
             },
             n => u64::from(n),
@@ -196,7 +283,11 @@ fn whole_run(shared: &Store, from: &[u8], end: Option<&[u8]>) -> Result<Option<R
             None => break,
         }
     }
-    Ok((run.intervals > 0).then_some(run))
+    Ok(if run.intervals > 0 {
+        Middle::Run(run)
+    } else {
+        Middle::Ends
+    })
 }
 
 /// Drops a run of whole intervals: one collapse of their bytes, their
@@ -214,7 +305,18 @@ fn drop_run(shared: &Store, run: Run, done: &mut RangesDone) -> Result<Option<Ve
     let f = st.sparse.find(&run.first);
     // A failed collapse changed nothing: the commit can be tried again.
     space.collapse(f.offset, run.bytes).map_err(space_err)?;
-    let words = st.sparse.remove_run(&f, run.intervals);
+    let words = if run.keep_first {
+        // (Resized first: a leaf shared with a view is copied before the
+        // word is taken out of it.)
+        st.sparse.resize(&f, 0, 0);
+        let mut words = vec![st.sparse.meta(&f).cache.swap(0, Ordering::Relaxed)];
+        if let Some(g) = st.sparse.next(&f).filter(|_| run.intervals > 1) {
+            words.extend(st.sparse.remove_run(&g, run.intervals - 1));
+        }
+        words
+    } else {
+        st.sparse.remove_run(&f, run.intervals)
+    };
     debug_assert_eq!(words.len(), run.intervals);
     st.pairs = st.pairs.saturating_sub(run.pairs);
     let mut point = CommitPoint::read(space);
@@ -249,13 +351,7 @@ fn delete_in_part(
     let target = match find_interval(shared, from)? {
         Ok(t) => t,
         Err(Damaged { error, .. }) => {
-            tracing::warn!(
-                target: super::TRACE_TARGET,
-                error = %error,
-                "a range delete held back: an interval it covers is corrupt"
-            );
-            done.held += 1;
-            done.damage.get_or_insert(error);
+            hold_back(done, error);
             return Ok(());
         }
     };

@@ -19,7 +19,6 @@
 //! starts a new one), so `repair_dir` opens a copy and leaves the damaged
 //! files as they were.
 
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -146,18 +145,20 @@ fn copy_memtables(store: &Store, into: &Db, report: &mut RepairReport) -> Result
     for mem in tables {
         // Its range deletes first, then the writes they did not override
         // (as the committer applies them).
-        let ranges = mem.range_tombstones(u64::MAX);
-        if !ranges.is_empty() {
+        let ranges = mem.range_list();
+        if let Some(list) = &ranges {
             let mut deletes = WriteBatch::new();
-            for t in &ranges {
-                let end = t.end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-                deletes.delete_range::<[u8], _>((Bound::Included(&t.start[..]), end))?;
+            for t in list.iter() {
+                deletes.push_range(&t.start, t.end.as_deref())?;
             }
             into.write(deletes)?;
         }
         let mut batch = WriteBatch::new();
         for e in mem.newest() {
-            if ranges.iter().any(|t| t.seq > e.seq && t.covers(e.key)) {
+            if ranges
+                .as_ref()
+                .is_some_and(|l| l.covering(e.key, u64::MAX).is_some_and(|t| t > e.seq))
+            {
                 continue;
             }
             match e.value {
