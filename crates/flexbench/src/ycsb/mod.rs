@@ -16,6 +16,7 @@
 //! generated operations (same seeds); an error in one engine is reported
 //! and the others still run; nothing panics on bad input.
 
+pub mod children;
 pub mod engine;
 pub mod engines;
 pub mod keygen;
@@ -369,36 +370,25 @@ pub fn run(args: &YcsbArgs) -> u8 {
             return 2;
         }
     };
-    let tmp;
-    let base = match &args.dir {
-        Some(d) => d.clone(),
-        None => match tempfile::Builder::new().prefix("ycsb-").tempdir_in(".") {
-            Ok(t) => {
-                tmp = t;
-                tmp.path().to_path_buf()
-            }
-            Err(e) => {
-                eprintln!("flexbench ycsb: cannot create a temporary directory: {e}");
-                return 1;
-            }
-        },
+    let work = match children::WorkDir::new(args.dir.as_deref(), "ycsb-", "flexbench ycsb") {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
     };
-    if let Err(e) = std::fs::create_dir_all(&base) {
-        eprintln!("flexbench ycsb: {}: {e}", base.display());
-        return 1;
-    }
+    let base = work.path();
     let mut records = Vec::new();
     let mut failed = false;
     if args.child || (plan.engines.len() == 1 && args.repeat == 1) {
         let name = plan.engines[0].clone();
         let mut emit = |r: Record| {
             if args.child {
-                println!("{}", serde_json::to_string(&r).unwrap_or_default());
-                let _ = std::io::stdout().flush();
+                children::emit_line(&r);
             }
             records.push(r);
         };
-        if let Err(e) = run_engine(args, &plan, &name, &base, &mut emit) {
+        if let Err(e) = run_engine(args, &plan, &name, base, &mut emit) {
             eprintln!("flexbench ycsb: {name}: {e}");
             failed = true;
         }
@@ -408,7 +398,7 @@ pub fn run(args: &YcsbArgs) -> u8 {
                 if args.repeat > 1 {
                     log(name, &format!("run {run} of {}", args.repeat));
                 }
-                match run_child(args, name, &base) {
+                match children::run_child::<Record>(args.child_args(name, base), name) {
                     Ok((mut rs, ok)) => {
                         rs.iter_mut().for_each(|r| r.set_run(run));
                         records.extend(rs);
@@ -451,27 +441,6 @@ pub fn run(args: &YcsbArgs) -> u8 {
         }
     }
     u8::from(failed)
-}
-
-/// Runs one engine in a child process; returns its records and whether it
-/// succeeded.
-fn run_child(args: &YcsbArgs, name: &str, base: &Path) -> Result<(Vec<Record>, bool)> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find flexbench itself: {e}"))?;
-    let out = Command::new(exe)
-        .args(args.child_args(name, base))
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("cannot start the child: {e}"))?;
-    let mut records = Vec::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        match serde_json::from_str::<Record>(line) {
-            Ok(r) => records.push(r),
-            // An engine printing to stdout must not cost the figures.
-            Err(_) => log(name, &format!("ignored a line of output: {line}")),
-        }
-    }
-    Ok((records, out.status.success()))
 }
 
 fn log(name: &str, msg: &str) {

@@ -20,9 +20,7 @@
 //! every range deleted so far); an error in one engine is reported and the
 //! others still run; nothing panics on bad input.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
@@ -33,7 +31,7 @@ use super::range_report::{self, GetFigures, RangeDeleteResult, ScanFigures};
 use super::report::Latency;
 use super::runner::{self, Setup};
 use super::zipf::Dist;
-use super::{flexdb_memtable_mb, fresh_dir, guarded, log, ms, sys};
+use super::{children, flexdb_memtable_mb, fresh_dir, guarded, log, ms, sys};
 
 /// Arguments of `flexbench range-delete`.
 #[derive(clap::Args, Debug, Clone)]
@@ -264,42 +262,32 @@ pub fn run(args: &RangeDeleteArgs) -> u8 {
             return 2;
         }
     };
-    let tmp;
-    let base = match &args.dir {
-        Some(d) => d.clone(),
-        None => match tempfile::Builder::new().prefix("range-").tempdir_in(".") {
-            Ok(t) => {
-                tmp = t;
-                tmp.path().to_path_buf()
-            }
-            Err(e) => {
-                eprintln!("flexbench range-delete: cannot create a temporary directory: {e}");
-                return 1;
-            }
-        },
+    let work = match children::WorkDir::new(args.dir.as_deref(), "range-", "flexbench range-delete")
+    {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
     };
-    if let Err(e) = std::fs::create_dir_all(&base) {
-        eprintln!("flexbench range-delete: {}: {e}", base.display());
-        return 1;
-    }
+    let base = work.path();
     let mut records = Vec::new();
     let mut failed = false;
     if args.child || plan.engines.len() == 1 {
         let name = plan.engines[0].clone();
         let mut emit = |r: RangeDeleteResult| {
             if args.child {
-                println!("{}", serde_json::to_string(&r).unwrap_or_default());
-                let _ = std::io::stdout().flush();
+                children::emit_line(&r);
             }
             records.push(r);
         };
-        if let Err(e) = run_engine(args, &plan, &name, &base, &mut emit) {
+        if let Err(e) = run_engine(args, &plan, &name, base, &mut emit) {
             eprintln!("flexbench range-delete: {name}: {e}");
             failed = true;
         }
     } else {
         for name in &plan.engines {
-            match run_child(args, name, &base) {
+            match children::run_child::<RangeDeleteResult>(args.child_args(name, base), name) {
                 Ok((rs, ok)) => {
                     records.extend(rs);
                     failed |= !ok;
@@ -319,30 +307,6 @@ pub fn run(args: &RangeDeleteArgs) -> u8 {
         }
     }
     u8::from(failed)
-}
-
-/// Runs one engine in a child process; returns its records and whether it
-/// succeeded.
-fn run_child(
-    args: &RangeDeleteArgs,
-    name: &str,
-    base: &Path,
-) -> Result<(Vec<RangeDeleteResult>, bool)> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find flexbench itself: {e}"))?;
-    let out = Command::new(exe)
-        .args(args.child_args(name, base))
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("cannot start the child: {e}"))?;
-    let mut records = Vec::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        match serde_json::from_str::<RangeDeleteResult>(line) {
-            Ok(r) => records.push(r),
-            Err(_) => log(name, &format!("ignored a line of output: {line}")),
-        }
-    }
-    Ok((records, out.status.success()))
 }
 
 /// What the commit step after the call is on `engine`, and whether it
