@@ -180,6 +180,23 @@ pub fn compiled_in(name: &str) -> Result<()> {
 }
 
 #[cfg(test)]
+impl EngineConfig {
+    /// Engines with a 1 MiB cache and 4 MiB MemTables (tests).
+    pub fn small() -> EngineConfig {
+        EngineConfig {
+            cache_bytes: 1 << 20,
+            memtable_bytes: 4 << 20,
+            max_frozen: None,
+            sync: false,
+            pread: false,
+            row_cache: true,
+            gc_garbage: None,
+            transactions: false,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -208,16 +225,7 @@ mod tests {
     fn range_deletes_remove_exactly_the_range() {
         for name in ENGINES.iter().filter(|n| compiled_in(n).is_ok()) {
             let dir = tempfile::tempdir().unwrap();
-            let cfg = EngineConfig {
-                cache_bytes: 1 << 20,
-                memtable_bytes: 4 << 20,
-                max_frozen: None,
-                sync: false,
-                pread: false,
-                row_cache: true,
-                gc_garbage: None,
-                transactions: false,
-            };
+            let cfg = EngineConfig::small();
             let e = open(name, dir.path(), &cfg).unwrap();
             for i in 0..100u32 {
                 e.put(format!("k{i:03}").as_bytes(), b"v").unwrap();

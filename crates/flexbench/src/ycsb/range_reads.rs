@@ -299,16 +299,7 @@ mod tests {
     }
 
     fn loaded_mem(records: u64) -> (Box<dyn Engine>, KeyFormat) {
-        let cfg = EngineConfig {
-            cache_bytes: 1 << 20,
-            memtable_bytes: 4 << 20,
-            max_frozen: None,
-            sync: false,
-            pread: false,
-            row_cache: true,
-            gc_garbage: None,
-            transactions: false,
-        };
+        let cfg = EngineConfig::small();
         let dir = tempfile::tempdir().unwrap();
         let e = open("mem", dir.path(), &cfg).unwrap();
         let keys = KeyFormat::new(27, records + 1).unwrap();

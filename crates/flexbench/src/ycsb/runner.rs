@@ -349,18 +349,8 @@ mod tests {
         }
     }
 
-    /// Engines with a 1 MiB cache and 4 MiB MemTables.
     fn small_config() -> EngineConfig {
-        EngineConfig {
-            cache_bytes: 1 << 20,
-            memtable_bytes: 4 << 20,
-            max_frozen: None,
-            sync: false,
-            pread: false,
-            row_cache: true,
-            gc_garbage: None,
-            transactions: false,
-        }
+        EngineConfig::small()
     }
 
     #[test]
