@@ -440,7 +440,8 @@ fn remove_newest_first(storage: &dyn Storage, names: &[String]) -> Result<()> {
 /// committed `prev_gen` (its commits end at `committed_gen`) and no log of
 /// it is `present`. Logs are removed only once the space committed their
 /// generation, or when they hold no write: by recovery (newest first,
-/// after every log that follows one; the log an open makes follows the
+/// each removal durable before the next, `remove_newest_first`, after
+/// every log that follows one; the log an open makes follows the
 /// newest log it took with writes, else the committed generation) and by a
 /// close (the log prepared ahead first). So this is damage: the space's
 /// log lost commits (a cut at an entry boundary reads as an older state)
