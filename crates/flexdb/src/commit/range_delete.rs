@@ -47,7 +47,7 @@ impl Overrides {
 
     /// How many range deletes.
     pub fn len(&self) -> usize {
-        self.0.as_ref().map_or(0, |l| l.iter().count())
+        self.0.as_ref().map_or(0, TombstoneList::len)
     }
 
     /// Their union as disjoint spans in key order.

@@ -129,6 +129,11 @@ impl TombstoneList {
         list
     }
 
+    /// How many it holds.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
     /// Every tombstone, by start.
     pub fn iter(&self) -> impl Iterator<Item = &RangeTombstone> {
         self.items.iter().map(|t| &**t)
