@@ -282,8 +282,9 @@ fn crash_opts() -> Options {
 }
 
 /// Crash images one run takes in its flush and compaction at most: each
-/// is a copy of the store's files (~40 MiB here), held until the run ends,
-/// so a workload's crash points are spread over several runs of it.
+/// is a copy of the store's files, held (packed, without their holes)
+/// until the run ends, so a workload's crash points are spread over
+/// several runs of it.
 const IMAGES_PER_RUN: usize = 16;
 
 /// Crash points of a workload among its writes (the others are every

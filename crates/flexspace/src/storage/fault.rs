@@ -214,7 +214,7 @@ struct FaultState {
     /// its last write, and the images taken.
     image_points: std::collections::VecDeque<u64>,
     image_tear: bool,
-    images: Vec<(u64, FaultStorage)>,
+    images: Vec<(u64, PackedImage)>,
     /// A full device (see "A full device" below).
     full: FullDevice,
 }
@@ -398,9 +398,13 @@ impl FaultStorage {
 
     /// The images [`FaultStorage::image_at`] took so far, each with the
     /// operation it was taken before (an absolute count, as
-    /// [`FaultStorage::ops`] gives).
-    pub fn take_images(&self) -> Vec<(u64, FaultStorage)> {
+    /// [`FaultStorage::ops`] gives). They are kept packed until then and
+    /// each unpacks only when the iterator reaches it, so a caller that
+    /// checks one before taking the next holds one whole image at a time.
+    pub fn take_images(&self) -> impl ExactSizeIterator<Item = (u64, FaultStorage)> {
         std::mem::take(&mut self.state.lock().images)
+            .into_iter()
+            .map(|(at, image)| (at, image.unpack()))
     }
 
     /// A copy of a file's live bytes (for corruption tests).
@@ -427,11 +431,93 @@ impl FaultStorage {
     }
 }
 
+/// A crash image as taken on the way ([`FaultStorage::image_at`]): a data
+/// file of a flexible space is mostly holes (segments punched as they
+/// empty), so its all-zero blocks are left out until the image is checked.
+struct PackedImage {
+    files: HashMap<u64, PackedFile>,
+    names: BTreeMap<String, u64>,
+    next_ino: u64,
+    model: CrashModel,
+    mappable: bool,
+}
+
+impl PackedImage {
+    /// The storage the image stands for, restarted (its durable names and
+    /// bytes only).
+    fn unpack(self) -> FaultStorage {
+        let inodes: HashMap<u64, Inode> = self
+            .files
+            .into_iter()
+            .map(|(ino, f)| (ino, Inode::restarted(f.unpack())))
+            .collect();
+        FaultStorage {
+            state: Arc::new(Mutex::new(FaultState {
+                inodes,
+                next_ino: self.next_ino,
+                durable_names: self.names.clone(),
+                names: self.names,
+                model: self.model,
+                mappable: self.mappable,
+                ..FaultState::default()
+            })),
+        }
+    }
+}
+
+/// A file's bytes without its all-zero blocks: its length and each
+/// nonzero run of whole blocks (the last one may be partial) with the
+/// offset it starts at.
+struct PackedFile {
+    len: usize,
+    runs: Vec<(usize, Vec<u8>)>,
+}
+
+impl PackedFile {
+    fn pack(bytes: &[u8]) -> PackedFile {
+        let zero = |b: &[u8]| {
+            b.chunks(8)
+                .all(|w| w.iter().fold(0u8, |acc, &x| acc | x) == 0)
+        };
+        let mut runs: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut open = false;
+        for (i, block) in bytes.chunks(BLOCK).enumerate() {
+            if zero(block) {
+                open = false;
+                continue;
+            }
+            match runs.last_mut() {
+                Some((_, run)) if open => run.extend_from_slice(block),
+                _ => runs.push((i * BLOCK, block.to_vec())),
+            }
+            open = true;
+        }
+        PackedFile {
+            len: bytes.len(),
+            runs,
+        }
+    }
+
+    fn unpack(self) -> Vec<u8> {
+        let mut bytes = vec![0u8; self.len];
+        for (off, run) in self.runs {
+            bytes[off..off + run.len()].copy_from_slice(&run);
+        }
+        bytes
+    }
+}
+
 impl FaultState {
     /// The storage a crash now would leave (see
     /// [`FaultStorage::crash_image`]); `torn`: tear the last write under
     /// `SyncedOnly`.
     fn image(&self, torn: bool) -> FaultStorage {
+        self.packed_image(torn).unpack()
+    }
+
+    /// The storage a crash now would leave, its files' all-zero blocks
+    /// left out (see [`PackedImage`]).
+    fn packed_image(&self, torn: bool) -> PackedImage {
         let s = self;
         let (names, inodes, model) = match s.model {
             CrashModel::SyncedOnly => {
@@ -503,20 +589,18 @@ impl FaultState {
                 (names, inodes, model)
             }
         };
-        let inodes: HashMap<u64, Inode> = inodes
-            .into_iter()
-            .map(|(ino, d)| (ino, Inode::restarted(d)))
-            .collect();
-        FaultStorage {
-            state: Arc::new(Mutex::new(FaultState {
-                inodes,
-                next_ino: s.next_ino,
-                durable_names: names.clone(),
-                names,
-                model,
-                mappable: s.mappable,
-                ..FaultState::default()
-            })),
+        // A file no name reaches is gone after a restart: leave it out.
+        let named: std::collections::HashSet<u64> = names.values().copied().collect();
+        PackedImage {
+            files: inodes
+                .into_iter()
+                .filter(|(ino, _)| named.contains(ino))
+                .map(|(ino, d)| (ino, PackedFile::pack(&d)))
+                .collect(),
+            names,
+            next_ino: s.next_ino,
+            model,
+            mappable: s.mappable,
         }
     }
 
@@ -528,7 +612,7 @@ impl FaultState {
         let n = self.ops;
         while self.image_points.front().is_some_and(|&p| p <= n) {
             if self.image_points.pop_front() == Some(n) {
-                let image = self.image(self.image_tear);
+                let image = self.packed_image(self.image_tear);
                 self.images.push((n, image));
             }
         }
@@ -1163,6 +1247,32 @@ mod tests {
     /// An image taken before operation N is what a crash planned at N
     /// leaves, and taking it stops nothing.
     #[test]
+    fn packed_files_unpack_to_their_bytes() {
+        let mut bytes = vec![0u8; 9 * BLOCK + 100];
+        bytes[5] = 1; // block 0
+        bytes[BLOCK + 7] = 2; // block 1, the same run
+        bytes[4 * BLOCK] = 3; // block 4 alone
+        bytes[4 * BLOCK + BLOCK - 1] = 4;
+        bytes[9 * BLOCK + 99] = 5; // the partial last block
+        let packed = PackedFile::pack(&bytes);
+        assert_eq!(
+            packed
+                .runs
+                .iter()
+                .map(|r| (r.0, r.1.len()))
+                .collect::<Vec<_>>(),
+            [(0, 2 * BLOCK), (4 * BLOCK, BLOCK), (9 * BLOCK, 100)]
+        );
+        assert_eq!(packed.unpack(), bytes);
+        for len in [0, 1, BLOCK, 3 * BLOCK + 1] {
+            let zeros = vec![0u8; len];
+            let packed = PackedFile::pack(&zeros);
+            assert!(packed.runs.is_empty());
+            assert_eq!(packed.unpack(), zeros);
+        }
+    }
+
+    #[test]
     fn images_taken_on_the_way_are_crash_images() {
         let ops = |st: &FaultStorage| {
             let f = st.open_file("a", true)?;
@@ -1178,7 +1288,7 @@ mod tests {
         st.image_at(&[3, 0, 100], true);
         st.image_at(&[5, 3], true);
         ops(&st).unwrap();
-        let images = st.take_images();
+        let images: Vec<_> = st.take_images().collect();
         assert_eq!(images.iter().map(|i| i.0).collect::<Vec<_>>(), [0, 3, 5]);
         for (at, image) in images {
             let crashed = FaultStorage::new();
@@ -1188,7 +1298,7 @@ mod tests {
             assert_eq!(image.list_files().unwrap(), want.list_files().unwrap());
             assert_eq!(image.file_bytes("a"), want.file_bytes("a"), "at {at}");
         }
-        assert!(st.take_images().is_empty());
+        assert_eq!(st.take_images().len(), 0);
         assert_eq!(st.file_bytes("a").unwrap(), [0, 1, 2, 3, 4, 5]);
     }
 
