@@ -91,11 +91,12 @@ pub(crate) fn backup(
         };
         let mut batch = WriteBatch::new();
         let mut in_batch = 0;
-        for pair in snap.iter() {
+        // Every keyspace's pairs and the catalog, keys as stored.
+        for pair in snap.stored_pairs() {
             let (k, v) = pair?;
             done.pairs += 1;
             done.bytes += (k.len() + v.len()) as u64;
-            batch.put(&k, &v)?;
+            batch.put_stored(k, v)?;
             in_batch += 1;
             if in_batch == BATCH_PAIRS {
                 into.write(std::mem::take(&mut batch))?;

@@ -11,8 +11,9 @@
 
 use std::ops::{Bound, RangeBounds};
 
-use crate::codec::{check_sizes, get_varint, put_varint, MAX_KEY_LEN};
+use crate::codec::{check_sizes, check_stored_sizes, get_varint, put_varint, MAX_STORED_KEY_LEN};
 use crate::error::{Error, Result};
+use crate::keyspace::encoding::{encode, KsId};
 
 const PUT: u8 = 1;
 const DELETE: u8 = 2;
@@ -21,7 +22,7 @@ const DELETE_RANGE_TO_END: u8 = 4;
 
 /// The longest bound of a range delete: a key, and one byte more (an
 /// inclusive end `k` is stored as the exclusive end `k\0`).
-pub(crate) const MAX_BOUND_LEN: usize = MAX_KEY_LEN + 1;
+pub(crate) const MAX_BOUND_LEN: usize = MAX_STORED_KEY_LEN + 1;
 
 /// A range of keys as a range delete stores it: every key `k` with
 /// `start <= k` and, when `end` is set, `k < end`. Inclusive ends and
@@ -233,21 +234,38 @@ impl WriteBatch {
         Self::default()
     }
 
-    /// Adds a put; oversized keys or values are refused here.
+    /// Adds a put (in the default keyspace; [`WriteBatch::put_in`] for
+    /// another); oversized keys or values are refused here.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<&mut Self> {
         check_sizes(key, Some(value))?;
         self.ops.push(BatchOp::Put {
-            key: key.to_vec(),
+            key: encode(KsId::DEFAULT, key).into_owned(),
             value: value.to_vec(),
         });
         Ok(self)
     }
 
-    /// Adds a delete.
+    /// Adds a delete (in the default keyspace).
     pub fn delete(&mut self, key: &[u8]) -> Result<&mut Self> {
         check_sizes(key, None)?;
-        self.ops.push(BatchOp::Delete { key: key.to_vec() });
+        self.ops.push(BatchOp::Delete {
+            key: encode(KsId::DEFAULT, key).into_owned(),
+        });
         Ok(self)
+    }
+
+    /// Adds a put of a key as stored (behind its keyspace prefix).
+    pub(crate) fn put_stored(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<()> {
+        check_stored_sizes(&key, Some(&value))?;
+        self.ops.push(BatchOp::Put { key, value });
+        Ok(())
+    }
+
+    /// Adds a delete of a key as stored.
+    pub(crate) fn delete_stored(&mut self, key: Vec<u8>) -> Result<()> {
+        check_stored_sizes(&key, None)?;
+        self.ops.push(BatchOp::Delete { key });
+        Ok(())
     }
 
     /// Adds a range delete: every key in `range` is removed when the
@@ -269,10 +287,7 @@ impl WriteBatch {
         K: AsRef<[u8]> + ?Sized,
         R: RangeBounds<K>,
     {
-        if let Some((start, end)) = key_range(range)? {
-            self.ops.push(BatchOp::DeleteRange { start, end });
-        }
-        Ok(self)
+        self.delete_range_in_id(KsId::DEFAULT, range)
     }
 
     /// Adds a range delete as a tombstone stores it (`start <= k < end`,
@@ -302,7 +317,9 @@ impl WriteBatch {
         self.ops.is_empty()
     }
 
-    /// The operations in the order they were added.
+    /// The operations in the order they were added, keys as stored: a
+    /// key of a named keyspace, or a default-keyspace key that starts
+    /// with `0xFF`, behind its five-byte keyspace prefix (docs/FORMAT.md).
     pub fn ops(&self) -> &[BatchOp] {
         &self.ops
     }
@@ -392,8 +409,8 @@ fn walk<'a>(buf: &'a [u8], mut f: impl FnMut(OpRef<'a>)) -> Option<usize> {
 /// start below its end.
 fn valid(op: OpRef<'_>) -> bool {
     match op {
-        OpRef::Put { key, value } => check_sizes(key, Some(value)).is_ok(),
-        OpRef::Delete { key } => check_sizes(key, None).is_ok(),
+        OpRef::Put { key, value } => check_stored_sizes(key, Some(value)).is_ok(),
+        OpRef::Delete { key } => check_stored_sizes(key, None).is_ok(),
         OpRef::DeleteRange { start, end } => {
             start.len() <= MAX_BOUND_LEN
                 && end.is_none_or(|e| e.len() <= MAX_BOUND_LEN && start < e)
@@ -404,6 +421,7 @@ fn valid(op: OpRef<'_>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::MAX_KEY_LEN;
     use proptest::prelude::*;
 
     #[test]
@@ -463,9 +481,11 @@ mod tests {
         assert_eq!(r(&mut b), Some(want(b"a", Some(b"c\0"))));
         b.delete_range::<str, _>((Bound::Excluded("a"), Bound::Unbounded))
             .unwrap();
-        assert_eq!(r(&mut b), Some(want(b"a\0", None)));
+        // An open end is the default keyspace's end (keyspace::encoding).
+        let end = [0xFF, 0, 0, 0, 1];
+        assert_eq!(r(&mut b), Some(want(b"a\0", Some(&end))));
         b.delete_range::<str, _>(..).unwrap();
-        assert_eq!(r(&mut b), Some(want(b"", None)));
+        assert_eq!(r(&mut b), Some(want(b"", Some(&end))));
         assert_eq!(b.len(), 4);
         // Empty: nothing added. Backwards: refused, nothing added.
         b.delete_range("m".."m").unwrap();
@@ -540,7 +560,7 @@ mod tests {
             if put { b.put(&k, &v).unwrap(); } else { b.delete(&k).unwrap(); }
             // A reused buffer holding something else first.
             let mut out = vec![7u8; 5];
-            encode_single(&mut out, &k, value);
+            encode_single(&mut out, &encode(KsId::DEFAULT, &k), value);
             prop_assert_eq!(&out, &b.encode());
         }
 

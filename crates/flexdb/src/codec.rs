@@ -11,6 +11,9 @@ use crate::error::{Error, Result};
 
 /// The largest key, in bytes.
 pub const MAX_KEY_LEN: usize = 64 * 1024;
+/// The largest key as stored: a key of [`MAX_KEY_LEN`] bytes behind its
+/// keyspace's prefix (`keyspace::encoding`).
+pub(crate) const MAX_STORED_KEY_LEN: usize = MAX_KEY_LEN + crate::keyspace::encoding::PREFIX_LEN;
 /// The largest value, in bytes.
 pub const MAX_VALUE_LEN: usize = 64 * 1024 * 1024;
 
@@ -34,6 +37,20 @@ pub fn check_sizes(key: &[u8], value: Option<&[u8]>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Checks the size limits of a stored key (a user's key behind its
+/// keyspace prefix) and a value.
+pub(crate) fn check_stored_sizes(key: &[u8], value: Option<&[u8]>) -> Result<()> {
+    if key.len() > MAX_STORED_KEY_LEN {
+        return Err(Error::KeyTooLarge {
+            len: key
+                .len()
+                .saturating_sub(crate::keyspace::encoding::PREFIX_LEN),
+            max: MAX_KEY_LEN,
+        });
+    }
+    check_sizes(&[], value)
 }
 
 /// The encoded size of a pair record.
@@ -94,7 +111,7 @@ pub fn decode_pair(buf: &[u8]) -> Decoded<'_> {
             Decoded::Invalid
         };
     };
-    if klen > MAX_KEY_LEN as u64 || vlen > MAX_VALUE_LEN as u64 {
+    if klen > MAX_STORED_KEY_LEN as u64 || vlen > MAX_VALUE_LEN as u64 {
         return Decoded::Invalid;
     }
     let head = a + b;

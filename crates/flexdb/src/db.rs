@@ -17,6 +17,8 @@ use flexspace::Storage;
 use crate::batch::WriteBatch;
 use crate::error::space_err;
 use crate::error::{Error, Result};
+use crate::keyspace::encoding::{encode_range, encode_read, KsId};
+use crate::keyspace::{Keyspace, DEFAULT_KEYSPACE};
 use crate::options::{Options, WriteOptions};
 use crate::read::iter::Iter;
 use crate::read::snapshot::{own_range, prefix_range, ReadPoint, Snapshot};
@@ -86,10 +88,28 @@ impl Db {
                 file: shared.dir.clone(),
                 source: e,
             })?;
-        Ok(Db {
+        let db = Db {
             shared,
             committer: Some(committer),
-        })
+        };
+        db.open_keyspaces()?;
+        Ok(db)
+    }
+
+    /// Brings a store of format 1 to format 2 (`keyspace::upgrade`), reads
+    /// the catalog of keyspaces and deletes pairs no keyspace owns.
+    fn open_keyspaces(&self) -> Result<()> {
+        let store = &self.shared;
+        if let crate::recovery::manifest::DirContents::Store(version) =
+            crate::recovery::manifest::inspect(store.storage.as_ref())?
+        {
+            if version < crate::recovery::manifest::FORMAT_VERSION {
+                crate::keyspace::upgrade::to_format_2(store)?;
+            }
+        }
+        store.keyspaces.load(store)?;
+        store.keyspaces.sweep_orphans(store)?;
+        Ok(())
     }
 
     /// The store's directory.
@@ -112,8 +132,13 @@ impl Db {
         value: impl AsRef<[u8]>,
         opts: &WriteOptions,
     ) -> Result<()> {
-        self.shared
-            .write_one(key.as_ref(), Some(value.as_ref()), opts.sync)
+        crate::keyspace::put(
+            &self.shared,
+            KsId::DEFAULT,
+            key.as_ref(),
+            Some(value.as_ref()),
+            opts.sync,
+        )
     }
 
     /// Removes `key` (removing a missing key is not an error).
@@ -126,7 +151,7 @@ impl Db {
 
     /// Removes `key` with explicit write options.
     pub fn delete_opt(&self, key: impl AsRef<[u8]>, opts: &WriteOptions) -> Result<()> {
-        self.shared.write_one(key.as_ref(), None, opts.sync)
+        crate::keyspace::put(&self.shared, KsId::DEFAULT, key.as_ref(), None, opts.sync)
     }
 
     /// Removes every key in `range` atomically (`a..b`, `a..=b`, `a..`,
@@ -189,7 +214,7 @@ impl Db {
 
     /// The value of `key`, if present.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.shared.get(key.as_ref())
+        self.shared.get(&encode_read(KsId::DEFAULT, key.as_ref())?)
     }
 
     /// `read` applied to the value of `key` (`None` when absent), without
@@ -212,7 +237,8 @@ impl Db {
         key: impl AsRef<[u8]>,
         read: impl FnMut(Option<&[u8]>) -> R,
     ) -> Result<R> {
-        self.shared.get_with(key.as_ref(), read)
+        self.shared
+            .get_with(&encode_read(KsId::DEFAULT, key.as_ref())?, read)
     }
 
     /// Whether `key` is present.
@@ -242,15 +268,21 @@ impl Db {
         R: RangeBounds<K>,
     {
         let (lo, hi) = own_range(range);
-        Iter::new(ReadPoint::take(&self.shared, false), lo, hi, None)
+        self.iter_over(lo, hi)
     }
 
     /// Iterates over every pair in key order (as of this call, as `range`).
     pub fn iter(&self) -> Iter<'static> {
+        self.iter_over(Bound::Unbounded, Bound::Unbounded)
+    }
+
+    fn iter_over(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Iter<'static> {
+        let (lo, hi) = encode_range(KsId::DEFAULT, lo, hi);
         Iter::new(
             ReadPoint::take(&self.shared, false),
-            Bound::Unbounded,
-            Bound::Unbounded,
+            KsId::DEFAULT,
+            lo,
+            hi,
             None,
         )
     }
@@ -259,7 +291,7 @@ impl Db {
     /// call, as `range`).
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter<'static> {
         let (lo, hi) = prefix_range(prefix.as_ref());
-        Iter::new(ReadPoint::take(&self.shared, false), lo, hi, None)
+        self.iter_over(lo, hi)
     }
 
     /// A snapshot of the store: reads through it see exactly the writes
@@ -268,6 +300,7 @@ impl Db {
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             point: ReadPoint::take(&self.shared, true),
+            ks: KsId::DEFAULT,
         }
     }
 
@@ -276,7 +309,7 @@ impl Db {
     /// and at commit writes them atomically or fails with
     /// [`Error::Conflict`].
     pub fn transaction(&self, isolation: Isolation) -> Transaction {
-        Transaction::begin(&self.shared, isolation)
+        Transaction::begin(&self.shared, isolation, KsId::DEFAULT)
     }
 
     /// Atomically sets `key` to `new` (`None`: removes it) if its value is
@@ -297,22 +330,71 @@ impl Db {
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
     ) -> Result<bool> {
-        let key = key.as_ref();
-        loop {
-            let mut t = self.transaction(Isolation::Serializable);
-            if t.get(key)?.as_deref() != expected {
-                return Ok(false);
-            }
-            match new {
-                Some(v) => t.put(key, v)?,
-                None => t.delete(key)?,
-            }
-            match t.commit() {
-                Ok(()) => return Ok(true),
-                Err(Error::Conflict) => continue,
-                Err(e) => return Err(e),
-            }
+        crate::keyspace::compare_and_swap(
+            || self.transaction(Isolation::Serializable),
+            key.as_ref(),
+            expected,
+            new,
+        )
+    }
+
+    /// The keyspace named `name`, created if it does not exist yet (the
+    /// creation is written as any write is, with the store's default sync
+    /// setting). `"default"` ([`crate::DEFAULT_KEYSPACE`]) is the default
+    /// keyspace, the one `Db`'s own methods read and write. A name must
+    /// not be empty, longer than [`crate::MAX_KEYSPACE_NAME_LEN`] bytes or
+    /// hold a NUL (`Error::InvalidArgument`).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = flexdb::Db::open(dir.path(), flexdb::Options::new().create_if_missing(true)).unwrap();
+    /// let sessions = db.keyspace("sessions").unwrap();
+    /// sessions.put("s1", "alice").unwrap();
+    /// assert_eq!(db.keyspaces(), ["default", "sessions"]);
+    /// db.drop_keyspace("sessions").unwrap();
+    /// assert!(sessions.get("s1").is_err());
+    /// assert_eq!(db.keyspace("sessions").unwrap().iter().count(), 0);
+    /// ```
+    pub fn keyspace(&self, name: &str) -> Result<Keyspace> {
+        let entry = if name == DEFAULT_KEYSPACE {
+            Arc::new(crate::keyspace::catalog::Entry::new(
+                KsId::DEFAULT,
+                DEFAULT_KEYSPACE.into(),
+            ))
+        } else {
+            self.shared.keyspaces.open(&self.shared, name)?
+        };
+        Ok(Keyspace::new(self.shared.clone(), entry))
+    }
+
+    /// The names of the store's keyspaces, `"default"` first, then the
+    /// others in order.
+    pub fn keyspaces(&self) -> Vec<String> {
+        let mut names = vec![DEFAULT_KEYSPACE.to_string()];
+        names.extend(self.shared.keyspaces.names());
+        names
+    }
+
+    /// Whether keyspace `name` exists (without creating it).
+    pub fn has_keyspace(&self, name: &str) -> bool {
+        name == DEFAULT_KEYSPACE || self.shared.keyspaces.find(name).is_some()
+    }
+
+    /// Removes keyspace `name` and every pair in it, atomically (one
+    /// logged batch: its catalog entry and one range delete of all its
+    /// keys), with the store's default sync setting; returns whether it
+    /// existed. Its handles refuse every later call; a keyspace of the
+    /// same name made later starts empty. The default keyspace cannot be
+    /// dropped (`Error::InvalidArgument`; `delete_range(..)` empties it).
+    pub fn drop_keyspace(&self, name: &str) -> Result<bool> {
+        if name == DEFAULT_KEYSPACE {
+            return Err(Error::InvalidArgument(
+                "the default keyspace cannot be dropped (delete_range(..) empties it)".into(),
+            ));
         }
+        self.shared
+            .keyspaces
+            .drop_keyspace(&self.shared, name, self.shared.opts.sync_writes)
     }
 
     /// Commits every write so far to the space and makes it durable there

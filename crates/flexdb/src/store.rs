@@ -116,6 +116,9 @@ pub(crate) struct Store {
     /// What a salvaging open (`Options::salvage`, for `Db::repair`) gave
     /// up, one sentence each naming the file.
     pub salvaged: Vec<String>,
+    /// The named keyspaces (`keyspace::catalog`), read once the store is
+    /// open.
+    pub keyspaces: crate::keyspace::catalog::Catalog,
 }
 
 impl Store {

@@ -28,6 +28,7 @@ use parking_lot::Mutex;
 use crate::batch::{key_range, WriteBatch};
 use crate::codec::check_sizes;
 use crate::error::{Error, Result};
+use crate::keyspace::encoding::{self, encode, encode_delete_range, encode_range, KsId};
 use crate::options::WriteOptions;
 use crate::read::iter::{Iter, WriteSet};
 use crate::read::snapshot::{own_range, prefix_range, ReadPoint};
@@ -92,6 +93,79 @@ pub struct Transaction {
     isolation: Isolation,
     writes: Arc<WriteSet>,
     reads: Mutex<ReadSet>,
+    /// The keyspace its methods act on.
+    ks: KsId,
+}
+
+/// A [`Transaction`]'s reads and writes in another keyspace, from
+/// [`Transaction::keyspace`]: the same methods, the same snapshot, the
+/// same commit.
+pub struct TransactionIn<'t> {
+    txn: &'t mut Transaction,
+    id: KsId,
+}
+
+impl TransactionIn<'_> {
+    /// As [`Transaction::get`].
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.get_with(key, |v| v.map(<[u8]>::to_vec))
+    }
+
+    /// As [`Transaction::get_with`].
+    pub fn get_with<R>(
+        &self,
+        key: impl AsRef<[u8]>,
+        read: impl FnMut(Option<&[u8]>) -> R,
+    ) -> Result<R> {
+        self.txn.get_with_in(self.id, key.as_ref(), read)
+    }
+
+    /// As [`Transaction::contains`].
+    pub fn contains(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        self.get_with(key, |v| v.is_some())
+    }
+
+    /// As [`Transaction::range`].
+    pub fn range<K, R>(&self, range: R) -> Iter<'static>
+    where
+        K: AsRef<[u8]> + ?Sized,
+        R: RangeBounds<K>,
+    {
+        let (lo, hi) = own_range(range);
+        self.txn.iter_over(self.id, lo, hi)
+    }
+
+    /// As [`Transaction::iter`].
+    pub fn iter(&self) -> Iter<'static> {
+        self.txn
+            .iter_over(self.id, Bound::Unbounded, Bound::Unbounded)
+    }
+
+    /// As [`Transaction::prefix`].
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter<'static> {
+        let (lo, hi) = prefix_range(prefix.as_ref());
+        self.txn.iter_over(self.id, lo, hi)
+    }
+
+    /// As [`Transaction::put`].
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.txn
+            .write_in(self.id, key.as_ref(), Some(value.as_ref()))
+    }
+
+    /// As [`Transaction::delete`].
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.txn.write_in(self.id, key.as_ref(), None)
+    }
+
+    /// As [`Transaction::delete_range`].
+    pub fn delete_range<K, R>(&mut self, range: R) -> Result<()>
+    where
+        K: AsRef<[u8]> + ?Sized,
+        R: RangeBounds<K>,
+    {
+        self.txn.delete_range_in(self.id, range)
+    }
 }
 
 impl std::fmt::Debug for Transaction {
@@ -105,18 +179,40 @@ impl std::fmt::Debug for Transaction {
 }
 
 impl Transaction {
-    pub(crate) fn begin(store: &Arc<Store>, isolation: Isolation) -> Transaction {
+    pub(crate) fn begin(store: &Arc<Store>, isolation: Isolation, ks: KsId) -> Transaction {
         Transaction {
             point: ReadPoint::take(store, true),
             isolation,
             writes: Arc::new(WriteSet::default()),
             reads: Mutex::new(ReadSet::default()),
+            ks,
         }
     }
 
     /// The isolation level it was begun with.
     pub fn isolation(&self) -> Isolation {
         self.isolation
+    }
+
+    /// This transaction's reads and writes in keyspace `ks` (a handle of
+    /// the same store), instead of the keyspace it was begun in; one
+    /// commit writes every keyspace's writes atomically.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = flexdb::Db::open(dir.path(), flexdb::Options::new().create_if_missing(true)).unwrap();
+    /// let (from, to) = (db.keyspace("from").unwrap(), db.keyspace("to").unwrap());
+    /// from.put("job", "data").unwrap();
+    /// let mut t = db.transaction(flexdb::Isolation::Serializable);
+    /// let v = t.keyspace(&from).unwrap().get("job").unwrap().unwrap();
+    /// t.keyspace(&to).unwrap().put("job", v).unwrap();
+    /// t.keyspace(&from).unwrap().delete("job").unwrap();
+    /// t.commit().unwrap();
+    /// assert!(from.get("job").unwrap().is_none() && to.get("job").unwrap().is_some());
+    /// ```
+    pub fn keyspace(&mut self, ks: &crate::Keyspace) -> Result<TransactionIn<'_>> {
+        let id = ks.check(&self.point.store)?;
+        Ok(TransactionIn { txn: self, id })
     }
 
     /// The value of `key`: this transaction's own write if it made one,
@@ -131,15 +227,24 @@ impl Transaction {
     pub fn get_with<R>(
         &self,
         key: impl AsRef<[u8]>,
+        read: impl FnMut(Option<&[u8]>) -> R,
+    ) -> Result<R> {
+        self.get_with_in(self.ks, key.as_ref(), read)
+    }
+
+    fn get_with_in<R>(
+        &self,
+        id: KsId,
+        key: &[u8],
         mut read: impl FnMut(Option<&[u8]>) -> R,
     ) -> Result<R> {
-        let key = key.as_ref();
-        if let Some(w) = self.writes.get(key) {
+        let key = encoding::encode_read(id, key)?;
+        if let Some(w) = self.writes.get(&key) {
             return Ok(read(w));
         }
-        let out = self.point.get_with(key, read)?;
+        let out = self.point.get_with(&key, read)?;
         if self.isolation == Isolation::Serializable {
-            self.reads.lock().keys.push(key.to_vec());
+            self.reads.lock().keys.push(key.into_owned());
         }
         Ok(out)
     }
@@ -160,46 +265,46 @@ impl Transaction {
         R: RangeBounds<K>,
     {
         let (lo, hi) = own_range(range);
-        self.iter_over(lo, hi)
+        self.iter_over(self.ks, lo, hi)
     }
 
     /// Every pair, as `range` sees them.
     pub fn iter(&self) -> Iter<'static> {
-        self.iter_over(Bound::Unbounded, Bound::Unbounded)
+        self.iter_over(self.ks, Bound::Unbounded, Bound::Unbounded)
     }
 
     /// The pairs whose keys start with `prefix`, as `range` sees them.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter<'static> {
         let (lo, hi) = prefix_range(prefix.as_ref());
-        self.iter_over(lo, hi)
+        self.iter_over(self.ks, lo, hi)
     }
 
-    fn iter_over(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Iter<'static> {
+    fn iter_over(&self, id: KsId, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Iter<'static> {
+        let (lo, hi) = encode_range(id, lo, hi);
         if self.isolation == Isolation::Serializable {
             self.reads.lock().ranges.push((lo.clone(), hi.clone()));
         }
         let overlay = (!self.writes.is_empty()).then(|| self.writes.clone());
-        Iter::new(self.point.clone(), lo, hi, overlay)
+        Iter::new(self.point.clone(), id, lo, hi, overlay)
     }
 
     /// Sets `key` to `value` when the transaction commits.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        let (key, value) = (key.as_ref(), value.as_ref());
-        check_sizes(key, Some(value))?;
-        // Copied only if an iterator still holds the writes so far.
-        Arc::make_mut(&mut self.writes)
-            .pairs
-            .insert(key.to_vec(), Some(value.to_vec()));
-        Ok(())
+        self.write_in(self.ks, key.as_ref(), Some(value.as_ref()))
     }
 
     /// Removes `key` when the transaction commits.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
-        let key = key.as_ref();
-        check_sizes(key, None)?;
+        self.write_in(self.ks, key.as_ref(), None)
+    }
+
+    fn write_in(&mut self, id: KsId, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        check_sizes(key, value)?;
+        let key = encode(id, key).into_owned();
+        // Copied only if an iterator still holds the writes so far.
         Arc::make_mut(&mut self.writes)
             .pairs
-            .insert(key.to_vec(), None);
+            .insert(key, value.map(<[u8]>::to_vec));
         Ok(())
     }
 
@@ -214,9 +319,18 @@ impl Transaction {
         K: AsRef<[u8]> + ?Sized,
         R: RangeBounds<K>,
     {
+        self.delete_range_in(self.ks, range)
+    }
+
+    fn delete_range_in<K, R>(&mut self, id: KsId, range: R) -> Result<()>
+    where
+        K: AsRef<[u8]> + ?Sized,
+        R: RangeBounds<K>,
+    {
         let Some((start, end)) = key_range(range)? else {
             return Ok(());
         };
+        let (start, end) = encode_delete_range(id, start, end);
         let writes = Arc::make_mut(&mut self.writes);
         let r = RangeTombstone {
             start: start.into(),
@@ -251,8 +365,8 @@ impl Transaction {
         }
         for (k, v) in self.writes.pairs.iter() {
             match v {
-                Some(v) => batch.put(k, v)?,
-                None => batch.delete(k)?,
+                Some(v) => batch.put_stored(k.clone(), v.clone())?,
+                None => batch.delete_stored(k.clone())?,
             };
         }
         let mut reads = std::mem::take(&mut *self.reads.lock());

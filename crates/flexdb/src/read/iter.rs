@@ -30,6 +30,8 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::index::interval::IntervalData;
 use crate::index::sparse::{IntervalPos, SparseIndex};
+use crate::keyspace::encoding;
+use crate::keyspace::KsId;
 use crate::read::snapshot::ReadPoint;
 use crate::read::walk_ahead::WalkAhead;
 use crate::write::memtable::{within_end, within_start, Version};
@@ -176,6 +178,11 @@ pub struct Iter<'a> {
     exhausted: bool,
     /// An error ended the iteration.
     failed: bool,
+    /// The keyspace whose keys it yields (decoded) and seeks to (encoded);
+    /// `None`: keys as stored, for the store's own use.
+    ks: Option<KsId>,
+    /// An error to yield first (a dropped keyspace's).
+    pending: Option<crate::Error>,
 }
 
 fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
@@ -277,8 +284,33 @@ struct Chunk {
 }
 
 impl Iter<'static> {
-    /// An iterator over `lo..hi` as of `point`, with `overlay` merged in.
+    /// An iterator over the pairs of keyspace `ks` whose stored keys lie in
+    /// `lo..hi` (bounds within the keyspace's, as
+    /// `keyspace::encoding::encode_range` makes them) as of `point`, with
+    /// `overlay` merged in; it yields and seeks the keyspace's own keys.
     pub(crate) fn new(
+        point: Arc<ReadPoint>,
+        ks: KsId,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        overlay: Option<Arc<WriteSet>>,
+    ) -> Iter<'static> {
+        let mut it = Self::new_stored(point, lo, hi, overlay);
+        it.ks = Some(ks);
+        it
+    }
+
+    /// An iterator that yields its error `e` once, then nothing.
+    pub(crate) fn failed(point: Arc<ReadPoint>, e: crate::Error) -> Iter<'static> {
+        let mut it = Self::new_stored(point, Bound::Unbounded, Bound::Unbounded, None);
+        it.exhausted = true;
+        it.pending = Some(e);
+        it
+    }
+
+    /// An iterator over the stored keys in `lo..hi` as of `point`, with
+    /// `overlay` merged in, yielding keys as stored (every keyspace's).
+    pub(crate) fn new_stored(
         point: Arc<ReadPoint>,
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
@@ -320,6 +352,8 @@ impl Iter<'static> {
             lent: None,
             exhausted: empty,
             failed: false,
+            ks: None,
+            pending: None,
         }
     }
 }
@@ -328,7 +362,8 @@ impl Iter<'_> {
     /// Moves the front of the iterator to the first key `>= key` (within the
     /// range); the next `next()` returns it.
     pub fn seek(&mut self, key: impl AsRef<[u8]>) {
-        let key = key.as_ref();
+        let key = self.stored(key.as_ref());
+        let key = &key[..];
         self.front.clear();
         self.lo = if within_start(key, as_ref(&self.range.0)) {
             Bound::Included(key.to_vec())
@@ -349,7 +384,8 @@ impl Iter<'_> {
     /// Moves the back of the iterator to the last key `<= key` (within the
     /// range); the next `next_back()` returns it.
     pub fn seek_back(&mut self, key: impl AsRef<[u8]>) {
-        let key = key.as_ref();
+        let key = self.stored(key.as_ref());
+        let key = &key[..];
         self.back.clear();
         self.hi = if within_end(key, as_ref(&self.range.1)) {
             Bound::Included(key.to_vec())
@@ -364,6 +400,14 @@ impl Iter<'_> {
             self.front.pop_back();
         }
         self.exhausted = bounds_cross(&self.lo, &self.hi);
+    }
+
+    /// `key` as stored (in the iterator's keyspace, if it has one).
+    fn stored<'k>(&self, key: &'k [u8]) -> std::borrow::Cow<'k, [u8]> {
+        match self.ks {
+            Some(id) => encoding::encode(id, key),
+            None => std::borrow::Cow::Borrowed(key),
+        }
     }
 
     /// The MemTables' chunks, each stopping at `cap` (the last key of a
@@ -636,6 +680,9 @@ fn merge_chunks(
 impl Iter<'_> {
     /// The next item from the front, fetching as needed.
     fn advance_front(&mut self) -> Option<Result<Item>> {
+        if let Some(e) = self.pending.take() {
+            return Some(Err(e));
+        }
         loop {
             if let Some(item) = self.front.pop_front() {
                 return Some(Ok(item));
@@ -656,6 +703,9 @@ impl Iter<'_> {
 
     /// The next item from the back, fetching as needed.
     fn advance_back(&mut self) -> Option<Result<Item>> {
+        if let Some(e) = self.pending.take() {
+            return Some(Err(e));
+        }
         loop {
             if let Some(item) = self.back.pop_front() {
                 return Some(Ok(item));
@@ -706,7 +756,18 @@ impl Iter<'_> {
     /// Keeps `item` as the lent pair and borrows its key and value.
     fn lend(&mut self, item: Result<Item>) -> Result<(&[u8], &[u8])> {
         let item = self.lent.insert(item?);
-        Ok(item.pair_ref(&self.held))
+        let (k, v) = item.pair_ref(&self.held);
+        Ok((self.ks.map_or(k, |_| encoding::decode(k)), v))
+    }
+
+    /// The pair of `item`, copied, its key decoded when the iterator has
+    /// a keyspace.
+    fn own(&self, item: Item) -> KeyValue {
+        let (k, v) = item.into_pair(&self.held);
+        match self.ks {
+            Some(_) => (encoding::decode_vec(k), v),
+            None => (k, v),
+        }
     }
 }
 
@@ -715,13 +776,13 @@ impl Iterator for Iter<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let item = self.advance_front()?;
-        Some(item.map(|i| i.into_pair(&self.held)))
+        Some(item.map(|i| self.own(i)))
     }
 }
 
 impl DoubleEndedIterator for Iter<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
         let item = self.advance_back()?;
-        Some(item.map(|i| i.into_pair(&self.held)))
+        Some(item.map(|i| self.own(i)))
     }
 }

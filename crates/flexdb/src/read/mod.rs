@@ -20,7 +20,7 @@ mod walk_ahead;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::codec::check_sizes;
+use crate::codec::check_stored_sizes;
 use crate::error::Result;
 use crate::index::interval_cache::CacheRef;
 use crate::store::Store;
@@ -43,7 +43,7 @@ impl Store {
     /// that a cache miss can still call it), while a cached interval's
     /// slot is held for reading (see `Db::get_with`).
     pub fn get_with<R>(&self, key: &[u8], mut read: impl FnMut(Option<&[u8]>) -> R) -> Result<R> {
-        check_sizes(key, None)?;
+        check_stored_sizes(key, None)?;
         let snapshot = self.writes.visible();
         // One hash of the key serves the MemTables, the row cache and the
         // interval's fingerprints.

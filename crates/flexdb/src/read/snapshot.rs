@@ -48,9 +48,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::codec::check_sizes;
+use crate::codec::check_stored_sizes;
 use crate::error::Result;
 use crate::index::interval_cache::CacheRef;
+use crate::keyspace::encoding::{encode_range, encode_read, KsId};
 use crate::read::iter::Iter;
 use crate::read::view::PublishedView;
 use crate::store::Store;
@@ -114,7 +115,7 @@ impl ReadPoint {
     /// `read` applied to the value of `key` at this point, borrowed (as
     /// `Store::get_with`: called exactly once).
     pub fn get_with<R>(&self, key: &[u8], mut read: impl FnMut(Option<&[u8]>) -> R) -> Result<R> {
-        check_sizes(key, None)?;
+        check_stored_sizes(key, None)?;
         let hash = crc32c::crc32c(key);
         for m in &self.mems {
             if let Some(v) = m.get_ref_hashed(key, hash, self.seq) {
@@ -271,6 +272,8 @@ impl SnapshotRegistry {
 #[derive(Clone)]
 pub struct Snapshot {
     pub(crate) point: Arc<ReadPoint>,
+    /// The keyspace its methods read.
+    pub(crate) ks: KsId,
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -324,9 +327,36 @@ impl Snapshot {
         crate::backup::backup(self, dest.as_ref(), &mut progress)
     }
 
+    /// The same point in the store's history, read in keyspace `ks`
+    /// (a handle of the same store): a snapshot of several keyspaces at
+    /// once.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = flexdb::Db::open(dir.path(), flexdb::Options::new().create_if_missing(true)).unwrap();
+    /// let logs = db.keyspace("logs").unwrap();
+    /// logs.put("k", "1").unwrap();
+    /// let snap = db.snapshot();
+    /// logs.put("k", "2").unwrap();
+    /// let in_logs = snap.keyspace(&logs).unwrap();
+    /// assert_eq!(in_logs.get("k").unwrap().as_deref(), Some(&b"1"[..]));
+    /// ```
+    pub fn keyspace(&self, ks: &crate::Keyspace) -> Result<Snapshot> {
+        Ok(Snapshot {
+            point: self.point.clone(),
+            ks: ks.check(&self.point.store)?,
+        })
+    }
+
+    /// Every pair as of the snapshot, every keyspace's, keys as stored
+    /// (for backups).
+    pub(crate) fn stored_pairs(&self) -> Iter<'static> {
+        Iter::new_stored(self.point.clone(), Bound::Unbounded, Bound::Unbounded, None)
+    }
+
     /// The value of `key` as of the snapshot.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.point.get(key.as_ref())
+        self.point.get(&encode_read(self.ks, key.as_ref())?)
     }
 
     /// `read` applied to the value of `key` as of the snapshot, borrowed
@@ -336,7 +366,8 @@ impl Snapshot {
         key: impl AsRef<[u8]>,
         read: impl FnMut(Option<&[u8]>) -> R,
     ) -> Result<R> {
-        self.point.get_with(key.as_ref(), read)
+        self.point
+            .get_with(&encode_read(self.ks, key.as_ref())?, read)
     }
 
     /// Whether `key` was present as of the snapshot.
@@ -352,18 +383,23 @@ impl Snapshot {
         R: RangeBounds<K>,
     {
         let (lo, hi) = own_range(range);
-        Iter::new(self.point.clone(), lo, hi, None)
+        self.iter_over(lo, hi)
     }
 
     /// Every pair as of the snapshot, in key order.
     pub fn iter(&self) -> Iter<'static> {
-        Iter::new(self.point.clone(), Bound::Unbounded, Bound::Unbounded, None)
+        self.iter_over(Bound::Unbounded, Bound::Unbounded)
     }
 
     /// The pairs whose keys start with `prefix` as of the snapshot.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter<'static> {
         let (lo, hi) = prefix_range(prefix.as_ref());
-        Iter::new(self.point.clone(), lo, hi, None)
+        self.iter_over(lo, hi)
+    }
+
+    fn iter_over(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Iter<'static> {
+        let (lo, hi) = encode_range(self.ks, lo, hi);
+        Iter::new(self.point.clone(), self.ks, lo, hi, None)
     }
 }
 

@@ -21,8 +21,12 @@ use crate::wal::log_files::{is_wal_tmp_name, parse_wal_name};
 pub const MANIFEST: &str = "MANIFEST";
 const MANIFEST_TMP: &str = "MANIFEST.tmp";
 const MAGIC: &[u8; 8] = b"FLEXDB\0\0";
-/// The store's on-disk format version.
-pub const FORMAT_VERSION: u32 = 1;
+/// The store's on-disk format version: 2 since keyspaces (keys that start
+/// with `0xFF` are keyspace prefixes; see `keyspace::encoding`).
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format this build opens (and brings to `FORMAT_VERSION`:
+/// `keyspace::upgrade`).
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
 const MANIFEST_LEN: usize = 20;
 
 /// Names the space and this module may leave in a directory; a directory
@@ -62,8 +66,8 @@ pub fn replace_file(storage: &dyn Storage, tmp: &str, name: &str, bytes: &[u8]) 
 
 /// What the directory holds.
 pub enum DirContents {
-    /// A store (its manifest verified).
-    Store,
+    /// A store (its manifest verified) of this format version.
+    Store(u32),
     /// Nothing, or only the leftovers of a creation that did not finish.
     Nothing,
     /// Something else; the string says what.
@@ -94,12 +98,13 @@ pub fn inspect(storage: &dyn Storage) -> Result<DirContents> {
             return Err(corrupt("checksum mismatch"));
         }
         let version = u32::from_le_bytes([b[8], b[9], b[10], b[11]]);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(corrupt(&format!(
-                "format version {version}, this build reads {FORMAT_VERSION}"
+                "format version {version}, this build reads {OLDEST_FORMAT_VERSION} to \
+                 {FORMAT_VERSION}"
             )));
         }
-        return Ok(DirContents::Store);
+        return Ok(DirContents::Store(version));
     }
     match names.iter().find(|n| {
         !OWN_FILES.contains(&n.as_str()) && parse_wal_name(n).is_none() && !is_wal_tmp_name(n)
@@ -179,7 +184,10 @@ mod tests {
             DirContents::Nothing
         ));
         write_manifest(st.as_ref()).unwrap();
-        assert!(matches!(inspect(st.as_ref()).unwrap(), DirContents::Store));
+        assert!(matches!(
+            inspect(st.as_ref()).unwrap(),
+            DirContents::Store(FORMAT_VERSION)
+        ));
         let f = st.open_file(MANIFEST, false).unwrap();
         f.write_all_at(9, &[7]).unwrap();
         assert!(matches!(inspect(st.as_ref()), Err(Error::Corrupt { .. })));

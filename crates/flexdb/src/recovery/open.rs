@@ -80,10 +80,10 @@ pub(crate) fn open_storage(storage: Arc<dyn Storage>, dir: &Path, opts: Options)
     validate(&opts)?;
     let found = manifest::inspect(storage.as_ref()).map_err(|e| in_dir(e, dir))?;
     match found {
-        manifest::DirContents::Store if opts.error_if_exists => {
+        manifest::DirContents::Store(_) if opts.error_if_exists => {
             Err(Error::AlreadyExists(dir.to_path_buf()))
         }
-        manifest::DirContents::Store => recover(storage, dir, opts).map_err(|e| in_dir(e, dir)),
+        manifest::DirContents::Store(_) => recover(storage, dir, opts).map_err(|e| in_dir(e, dir)),
         manifest::DirContents::Foreign(why) => Err(Error::NotAStore(dir.to_path_buf(), why)),
         manifest::DirContents::Nothing if !opts.create_if_missing => {
             Err(Error::NotFound(dir.to_path_buf()))
@@ -251,6 +251,7 @@ fn assemble(
         spare_logs: crate::wal::spare_logs::SpareLogs::new(max_frozen),
         salvaged: Vec::new(),
         held_logs_from: Default::default(),
+        keyspaces: Default::default(),
     })
 }
 

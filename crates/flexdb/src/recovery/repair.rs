@@ -202,7 +202,7 @@ pub(crate) fn repair_dir(
     })?;
     if !matches!(
         crate::recovery::manifest::inspect(&lock)?,
-        crate::recovery::manifest::DirContents::Store
+        crate::recovery::manifest::DirContents::Store(_)
     ) {
         return Err(Error::NotAStore(
             dir.to_path_buf(),

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::batch::{encode_single, BatchOp, WriteBatch};
-use crate::codec::check_sizes;
+use crate::codec::check_stored_sizes;
 use crate::error::{Error, Result};
 use crate::store::Store;
 use crate::wal::log_files::new_wal;
@@ -240,8 +240,8 @@ impl Store {
         self.check_stopped()?;
         for op in batch.ops() {
             match op {
-                BatchOp::Put { key, value } => check_sizes(key, Some(value))?,
-                BatchOp::Delete { key } => check_sizes(key, None)?,
+                BatchOp::Put { key, value } => check_stored_sizes(key, Some(value))?,
+                BatchOp::Delete { key } => check_stored_sizes(key, None)?,
                 // (`WriteBatch::delete_range` checked the bounds.)
                 BatchOp::DeleteRange { .. } => {}
             }
@@ -271,7 +271,7 @@ impl Store {
             static PAYLOAD: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
         self.check_stopped()?;
-        check_sizes(key, value)?;
+        check_stored_sizes(key, value)?;
         let encode_and_append = |buf: &mut Vec<u8>| {
             encode_single(buf, key, value);
             // The insert's cache misses, taken before the writer lock

@@ -1,0 +1,248 @@
+//! The catalog of named keyspaces: which name has which number.
+//!
+//! Kept in the store itself, in the catalog keyspace (`encoding`): one
+//! pair per keyspace, its name to its number (4 bytes, little-endian), and
+//! the next number to give out under the empty name. So a keyspace's
+//! creation and drop are ordinary atomic batches (a drop is its catalog
+//! pair's delete and one range delete of the whole keyspace), logged,
+//! recovered and backed up like any other write.
+//!
+//! Invariants: numbers are given out once, in increasing order, never
+//! reused (a handle kept across a drop can never reach a later keyspace);
+//! the in-memory map equals the catalog pairs after every create and drop
+//! (both under the catalog's lock, which orders them); a dropped entry is
+//! marked so its handles refuse further use. A write through a handle
+//! racing the drop of its keyspace can leave pairs under a number no name
+//! has: the next open finds and deletes them (`sweep_orphans`).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::encoding::{bounds, encode, keyspace_of, KsId};
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::read::iter::Iter;
+use crate::read::snapshot::ReadPoint;
+use crate::store::Store;
+
+/// The longest keyspace name, in bytes.
+pub const MAX_KEYSPACE_NAME_LEN: usize = 255;
+
+/// The name that stands for the default keyspace.
+pub const DEFAULT_KEYSPACE: &str = "default";
+
+/// One keyspace of the catalog.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub id: KsId,
+    pub name: String,
+    dropped: AtomicBool,
+}
+
+impl Entry {
+    pub fn new(id: KsId, name: String) -> Entry {
+        Entry {
+            id,
+            name,
+            dropped: AtomicBool::new(false),
+        }
+    }
+
+    /// Refuses a handle whose keyspace was dropped.
+    pub fn check_live(&self) -> Result<()> {
+        if self.dropped.load(Ordering::Acquire) {
+            return Err(Error::InvalidArgument(format!(
+                "keyspace {:?} was dropped",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    by_name: BTreeMap<String, Arc<Entry>>,
+    /// The next number to give out.
+    next: u32,
+}
+
+/// The named keyspaces of an open store.
+#[derive(Default)]
+pub(crate) struct Catalog {
+    inner: Mutex<Inner>,
+}
+
+/// Checks a keyspace name: not empty, at most `MAX_KEYSPACE_NAME_LEN`
+/// bytes, no NUL.
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::InvalidArgument("a keyspace name is empty".into()));
+    }
+    if name.len() > MAX_KEYSPACE_NAME_LEN {
+        return Err(Error::InvalidArgument(format!(
+            "a keyspace name of {} bytes (at most {MAX_KEYSPACE_NAME_LEN})",
+            name.len()
+        )));
+    }
+    if name.contains('\0') {
+        return Err(Error::InvalidArgument(format!(
+            "keyspace name {name:?} holds a NUL"
+        )));
+    }
+    Ok(())
+}
+
+fn corrupt(detail: String) -> Error {
+    Error::Corrupt {
+        file: "catalog of keyspaces".into(),
+        detail,
+    }
+}
+
+fn number(value: &[u8], what: &str) -> Result<u32> {
+    let bytes: [u8; 4] = value
+        .try_into()
+        .map_err(|_| corrupt(format!("{what}: a value of {} bytes, not 4", value.len())))?;
+    Ok(u32::from_le_bytes(bytes))
+}
+
+/// Every pair of keyspace `id` as of now, keys as stored.
+fn stored_pairs(store: &Arc<Store>, id: KsId) -> Iter<'static> {
+    let (start, end) = bounds(id);
+    let hi = end.map_or(Bound::Unbounded, Bound::Excluded);
+    Iter::new_stored(
+        ReadPoint::take(store, false),
+        Bound::Included(start),
+        hi,
+        None,
+    )
+}
+
+impl Catalog {
+    /// Reads the catalog's pairs (at open).
+    pub fn load(&self, store: &Arc<Store>) -> Result<()> {
+        let mut inner = Inner {
+            by_name: BTreeMap::new(),
+            next: KsId::FIRST,
+        };
+        let mut max = 0;
+        for pair in stored_pairs(store, KsId::CATALOG) {
+            let (k, v) = pair?;
+            let name = super::encoding::decode(&k);
+            if name.is_empty() {
+                inner.next = inner.next.max(number(&v, "the next number")?);
+                continue;
+            }
+            let name = String::from_utf8(name.to_vec())
+                .map_err(|_| corrupt("a keyspace name that is not UTF-8".into()))?;
+            let id = number(&v, &name)?;
+            if !(KsId::FIRST..KsId::END).contains(&id) {
+                return Err(corrupt(format!("keyspace {name:?} has number {id}")));
+            }
+            max = max.max(id);
+            inner
+                .by_name
+                .insert(name.clone(), Arc::new(Entry::new(KsId(id), name)));
+        }
+        inner.next = inner.next.max(max + 1);
+        *self.inner.lock() = inner;
+        Ok(())
+    }
+
+    /// The keyspace named `name`, created (durably with the store's
+    /// default sync setting) if it does not exist.
+    pub fn open(&self, store: &Arc<Store>, name: &str) -> Result<Arc<Entry>> {
+        check_name(name)?;
+        let mut inner = self.inner.lock();
+        if let Some(e) = inner.by_name.get(name) {
+            return Ok(e.clone());
+        }
+        let id = inner.next;
+        if id == KsId::END {
+            return Err(Error::InvalidArgument(
+                "every keyspace number was given out".into(),
+            ));
+        }
+        let mut batch = WriteBatch::new();
+        batch.put_stored(
+            encode(KsId::CATALOG, name.as_bytes()).into_owned(),
+            id.to_le_bytes().to_vec(),
+        )?;
+        batch.put_stored(
+            encode(KsId::CATALOG, b"").into_owned(),
+            (id + 1).to_le_bytes().to_vec(),
+        )?;
+        store.write(&batch, store.opts.sync_writes)?;
+        inner.next = id + 1;
+        let entry = Arc::new(Entry::new(KsId(id), name.to_string()));
+        inner.by_name.insert(name.to_string(), entry.clone());
+        Ok(entry)
+    }
+
+    /// The keyspace named `name`, if it exists.
+    pub fn find(&self, name: &str) -> Option<Arc<Entry>> {
+        self.inner.lock().by_name.get(name).cloned()
+    }
+
+    /// The names of the named keyspaces, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.inner.lock().by_name.keys().cloned().collect()
+    }
+
+    /// Drops keyspace `name` and every pair in it, atomically: one batch
+    /// of the catalog pair's delete and a range delete of the keyspace.
+    /// Returns whether it existed.
+    pub fn drop_keyspace(&self, store: &Arc<Store>, name: &str, sync: bool) -> Result<bool> {
+        check_name(name)?;
+        let mut inner = self.inner.lock();
+        let Some(entry) = inner.by_name.get(name).cloned() else {
+            return Ok(false);
+        };
+        let mut batch = WriteBatch::new();
+        let (start, end) = bounds(entry.id);
+        batch.push_range(&start, end.as_deref())?;
+        batch.delete_stored(encode(KsId::CATALOG, name.as_bytes()).into_owned())?;
+        store.write(&batch, sync)?;
+        entry.dropped.store(true, Ordering::Release);
+        inner.by_name.remove(name);
+        Ok(true)
+    }
+
+    /// Deletes the pairs of numbers no keyspace has (left by writes that
+    /// raced the drop of their keyspace); one seek per keyspace.
+    pub fn sweep_orphans(&self, store: &Arc<Store>) -> Result<u32> {
+        let live: std::collections::HashSet<KsId> =
+            self.inner.lock().by_name.values().map(|e| e.id).collect();
+        let lo = KsId(KsId::FIRST).prefix().to_vec();
+        let hi = KsId::CATALOG.prefix().to_vec();
+        let mut it = Iter::new_stored(
+            ReadPoint::take(store, false),
+            Bound::Included(lo),
+            Bound::Excluded(hi),
+            None,
+        );
+        let mut batch = WriteBatch::new();
+        let mut swept = 0;
+        loop {
+            let id = match it.next_ref() {
+                None => break,
+                Some(pair) => keyspace_of(pair?.0),
+            };
+            if !live.contains(&id) {
+                let (start, end) = bounds(id);
+                batch.push_range(&start, end.as_deref())?;
+                swept += 1;
+            }
+            it.seek(KsId(id.0 + 1).prefix());
+        }
+        if swept > 0 {
+            store.write(&batch, true)?;
+        }
+        Ok(swept)
+    }
+}
