@@ -387,6 +387,14 @@ impl Db {
     /// same name made later starts empty. The default keyspace cannot be
     /// dropped (`Error::InvalidArgument`; `delete_range(..)` empties it).
     pub fn drop_keyspace(&self, name: &str) -> Result<bool> {
+        let opts = WriteOptions {
+            sync: self.shared.opts.sync_writes,
+        };
+        self.drop_keyspace_opt(name, &opts)
+    }
+
+    /// [`Db::drop_keyspace`] with explicit write options.
+    pub fn drop_keyspace_opt(&self, name: &str, opts: &WriteOptions) -> Result<bool> {
         if name == DEFAULT_KEYSPACE {
             return Err(Error::InvalidArgument(
                 "the default keyspace cannot be dropped (delete_range(..) empties it)".into(),
@@ -394,7 +402,7 @@ impl Db {
         }
         self.shared
             .keyspaces
-            .drop_keyspace(&self.shared, name, self.shared.opts.sync_writes)
+            .drop_keyspace(&self.shared, name, opts.sync)
     }
 
     /// Commits every write so far to the space and makes it durable there

@@ -2,7 +2,9 @@
 //! write-ahead logs, manifest and space, all on one `FaultStorage`) runs a
 //! random workload of puts, deletes, range deletes and batches (some
 //! holding range deletes), some synced, with flushes
-//! and syncs; the machine "crashes" at a random storage operation (sometimes
+//! and syncs, in the default keyspace and a named one (`ks`, dropped
+//! now and then and made again by the next write to it: a drop is all or
+//! nothing too); the machine "crashes" at a random storage operation (sometimes
 //! tearing the last write; every other iteration with `strict_wal_sync`);
 //! the store is reopened and must hold exactly the
 //! state after some prefix of the writes that includes every write whose
@@ -53,7 +55,19 @@ use flexsys::test_seed::TestSeed;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+/// Pairs of both keyspaces: each key behind a byte naming its keyspace
+/// (0: the default one, 1: `ks`).
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// The named keyspace of the workload.
+const KS: &str = "ks";
+
+/// `key` of keyspace `tag` as the model holds it.
+fn tagged(tag: u8, key: &[u8]) -> Vec<u8> {
+    let mut k = vec![tag];
+    k.extend_from_slice(key);
+    k
+}
 
 thread_local! {
     /// Whether this thread's stores sync their logs strictly (every other
@@ -139,44 +153,85 @@ fn workload(seed: u64, storage: Arc<FaultStorage>, flushes: bool) -> Run {
     for _ in 0..120 {
         let sync = rng.gen_ratio(1, 6);
         let wo = WriteOptions { sync };
+        // A third of the writes go to the named keyspace (made by the
+        // first of them, and again after each drop).
+        let tag = u8::from(rng.gen_ratio(1, 3));
+        let ks = match tag {
+            0 => db.keyspace(flexdb::DEFAULT_KEYSPACE),
+            _ => db.keyspace(KS),
+        };
+        let ks = match ks {
+            Ok(ks) => ks,
+            Err(_) => {
+                run.failed = true;
+                break;
+            }
+        };
         let result = match rng.gen_range(0..100) {
             0..=54 => {
                 let k = key(&mut rng);
                 let v = vec![rng.gen::<u8>(); rng.gen_range(0..300)];
-                model.insert(k.clone(), v.clone());
-                Some(db.put_opt(&k, &v, &wo))
+                model.insert(tagged(tag, &k), v.clone());
+                Some(ks.put_opt(&k, &v, &wo))
             }
             55..=59 => {
                 // A range delete, of up to a third of the keys.
                 let (a, b) = (key(&mut rng), key(&mut rng));
                 let (a, b) = if a <= b { (a, b) } else { (b, a) };
-                model.retain(|k, _| *k < a || *k >= b);
-                Some(db.delete_range_opt(&a[..]..&b[..], &wo))
+                let (ta, tb) = (tagged(tag, &a), tagged(tag, &b));
+                model.retain(|k, _| *k < ta || *k >= tb);
+                Some(ks.delete_range_opt(&a[..]..&b[..], &wo))
             }
-            60..=74 => {
+            60..=72 => {
                 let k = key(&mut rng);
-                model.remove(&k);
-                Some(db.delete_opt(&k, &wo))
+                model.remove(&tagged(tag, &k));
+                Some(ks.delete_opt(&k, &wo))
+            }
+            73..=74 => {
+                // Dropping the named keyspace: every pair of it at once.
+                model.retain(|k, _| k[0] != 1);
+                drop(ks);
+                Some(db.drop_keyspace_opt(KS, &wo).map(|_| ()))
             }
             75..=89 => {
+                // A batch over both keyspaces.
+                let named = match db.keyspace(KS) {
+                    Ok(named) => named,
+                    Err(_) => {
+                        run.failed = true;
+                        break;
+                    }
+                };
                 let mut b = WriteBatch::new();
                 for _ in 0..rng.gen_range(1..8) {
                     let k = key(&mut rng);
+                    let tag = u8::from(rng.gen_bool(0.5));
+                    let tk = tagged(tag, &k);
                     if rng.gen_ratio(1, 12) {
                         // A range delete among the batch's writes, from
                         // `k` on: atomic with the others.
                         let end = key(&mut rng);
                         if k < end {
-                            model.retain(|m, _| *m < k || *m >= end);
-                            b.delete_range(&k[..]..&end[..]).unwrap();
+                            let te = tagged(tag, &end);
+                            model.retain(|m, _| *m < tk || *m >= te);
+                            match tag {
+                                0 => b.delete_range(&k[..]..&end[..]).unwrap(),
+                                _ => b.delete_range_in(&named, &k[..]..&end[..]).unwrap(),
+                            };
                         }
                     } else if rng.gen_bool(0.8) {
                         let v = vec![rng.gen::<u8>(); rng.gen_range(0..200)];
-                        b.put(&k, &v).unwrap();
-                        model.insert(k, v);
+                        match tag {
+                            0 => b.put(&k, &v).unwrap(),
+                            _ => b.put_in(&named, &k, &v).unwrap(),
+                        };
+                        model.insert(tk, v);
                     } else {
-                        b.delete(&k).unwrap();
-                        model.remove(&k);
+                        match tag {
+                            0 => b.delete(&k).unwrap(),
+                            _ => b.delete_in(&named, &k).unwrap(),
+                        };
+                        model.remove(&tk);
                     }
                 }
                 Some(db.write_opt(b, &wo))
@@ -216,8 +271,22 @@ fn workload(seed: u64, storage: Arc<FaultStorage>, flushes: bool) -> Run {
     run
 }
 
+/// Both keyspaces' pairs (without making the named one).
 fn content(db: &Db) -> Model {
-    db.iter().map(|kv| kv.unwrap()).collect()
+    let mut m: Model = db
+        .iter()
+        .map(|kv| kv.unwrap())
+        .map(|(k, v)| (tagged(0, &k), v))
+        .collect();
+    if db.has_keyspace(KS) {
+        let ks = db.keyspace(KS).unwrap();
+        m.extend(
+            ks.iter()
+                .map(|kv| kv.unwrap())
+                .map(|(k, v)| (tagged(1, &k), v)),
+        );
+    }
+    m
 }
 
 fn iterations() -> u64 {
@@ -362,7 +431,7 @@ fn crash_and_recover(name: &str, seed: u64, iterations: u64, setup: Setup) -> (u
         db.close().unwrap();
         let db = Db::open_with_storage(image, "crash", opts()).unwrap();
         let mut want = got;
-        want.insert(b"after".to_vec(), b"crash".to_vec());
+        want.insert(tagged(0, b"after"), b"crash".to_vec());
         assert_eq!(content(&db), want, "iteration {it}: after reopen");
     }
     eprintln!(

@@ -1,7 +1,8 @@
 //! Model-based tests: random put/delete/range delete/batch/get/iterate/
-//! flush/reopen sequences against a `BTreeMap`, with a tiny MemTable and cache so that
-//! commits, interval splits and merges, and cache evictions happen all the
-//! time.
+//! flush/reopen/keyspace drop sequences over three keyspaces (the default
+//! one through `Db`'s methods or a handle, and two named ones) against a
+//! `BTreeMap` each, with a tiny MemTable and cache so that commits,
+//! interval splits and merges, and cache evictions happen all the time.
 
 mod common;
 
@@ -10,7 +11,7 @@ use std::collections::BTreeMap;
 use std::ops::RangeBounds;
 use std::sync::Arc;
 
-use flexdb::{Db, Options, WriteBatch};
+use flexdb::{Db, Keyspace, Options, WriteBatch};
 use flexspace::FaultStorage;
 use proptest::prelude::*;
 use rand::rngs::StdRng;
@@ -26,10 +27,77 @@ fn opts() -> Options {
 }
 
 /// Keys from a small alphabet so that operations collide, of varied length
-/// (prefixes of each other too).
+/// (prefixes of each other too); `0xFF`, the byte keyspace prefixes start
+/// with, among them.
 fn key(rng: &mut StdRng) -> Vec<u8> {
     let n = rng.gen_range(0..6);
-    (0..n).map(|_| b"abcdz"[rng.gen_range(0..5)]).collect()
+    (0..n).map(|_| b"abcdz\xff"[rng.gen_range(0..6)]).collect()
+}
+
+/// The keyspaces of a run: the default one and two named ones.
+const NAMES: [&str; 3] = ["default", "a", "b"];
+
+/// The reads and writes of keyspace `NAMES[i]`: the default keyspace
+/// through `Db`'s own methods or through a handle, by a coin.
+enum Space<'d> {
+    Db(&'d Db),
+    Ks(Keyspace),
+}
+
+impl Space<'_> {
+    fn of<'d>(db: &'d Db, i: usize, rng: &mut StdRng) -> Space<'d> {
+        if i == 0 && rng.gen_bool(0.5) {
+            Space::Db(db)
+        } else {
+            Space::Ks(db.keyspace(NAMES[i]).unwrap())
+        }
+    }
+
+    fn put(&self, k: &[u8], v: &[u8]) {
+        match self {
+            Space::Db(d) => d.put(k, v).unwrap(),
+            Space::Ks(s) => s.put(k, v).unwrap(),
+        }
+    }
+
+    fn delete(&self, k: &[u8]) {
+        match self {
+            Space::Db(d) => d.delete(k).unwrap(),
+            Space::Ks(s) => s.delete(k).unwrap(),
+        }
+    }
+
+    fn delete_range(&self, r: (std::ops::Bound<Vec<u8>>, std::ops::Bound<Vec<u8>>)) {
+        match self {
+            Space::Db(d) => d.delete_range::<Vec<u8>, _>(r).unwrap(),
+            Space::Ks(s) => s.delete_range::<Vec<u8>, _>(r).unwrap(),
+        }
+    }
+
+    fn get(&self, k: &[u8]) -> Option<Vec<u8>> {
+        match self {
+            Space::Db(d) => d.get(k).unwrap(),
+            Space::Ks(s) => s.get(k).unwrap(),
+        }
+    }
+
+    fn len_of(&self, k: &[u8]) -> Option<usize> {
+        let len = |v: Option<&[u8]>| v.map(<[u8]>::len);
+        match self {
+            Space::Db(d) => d.get_with(k, len).unwrap(),
+            Space::Ks(s) => s.get_with(k, len).unwrap(),
+        }
+    }
+
+    fn range(
+        &self,
+        r: (std::ops::Bound<Vec<u8>>, std::ops::Bound<Vec<u8>>),
+    ) -> flexdb::Iter<'static> {
+        match self {
+            Space::Db(d) => d.range::<Vec<u8>, _>(r),
+            Space::Ks(s) => s.range::<Vec<u8>, _>(r),
+        }
+    }
 }
 
 fn value(rng: &mut StdRng) -> Vec<u8> {
@@ -42,7 +110,7 @@ fn value(rng: &mut StdRng) -> Vec<u8> {
     (0..n).map(|i| b.wrapping_add(i as u8)).collect()
 }
 
-fn check_range(db: &Db, model: &Model, rng: &mut StdRng) -> Result<(), TestCaseError> {
+fn check_range(db: &Space, model: &Model, rng: &mut StdRng) -> Result<(), TestCaseError> {
     let (lo, hi) = (bound(rng, key), bound(rng, key));
     if !range_ok(&lo, &hi) {
         return Ok(());
@@ -51,7 +119,7 @@ fn check_range(db: &Db, model: &Model, rng: &mut StdRng) -> Result<(), TestCaseE
         .range((lo.clone(), hi.clone()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let mut it = db.range::<Vec<u8>, _>((lo, hi));
+    let mut it = db.range((lo, hi));
     match rng.gen_range(0..3) {
         0 => {
             let got: Vec<_> = it.map(|kv| kv.unwrap()).collect();
@@ -102,29 +170,39 @@ impl Place {
 fn run(seed: u64, steps: usize, place: Place) -> Result<(), TestCaseError> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut db = place.open();
-    let mut model = Model::new();
+    let mut models = [Model::new(), Model::new(), Model::new()];
     for _ in 0..steps {
+        // The default keyspace half the time, each named one a quarter.
+        let i = [0, 0, 1, 2][rng.gen_range(0..4)];
+        let space = Space::of(&db, i, &mut rng);
+        let model = &mut models[i];
         match rng.gen_range(0..100) {
             0..=34 => {
                 let (k, v) = (key(&mut rng), value(&mut rng));
-                db.put(&k, &v).unwrap();
+                space.put(&k, &v);
                 model.insert(k, v);
             }
             35..=46 => {
                 let k = key(&mut rng);
-                db.delete(&k).unwrap();
+                space.delete(&k);
                 model.remove(&k);
             }
             47..=49 => {
                 let (lo, hi) = (bound(&mut rng, key), bound(&mut rng, key));
                 if range_ok(&lo, &hi) {
                     model.retain(|k, _| !(lo.clone(), hi.clone()).contains(k));
-                    db.delete_range::<Vec<u8>, _>((lo, hi)).unwrap();
+                    space.delete_range((lo, hi));
                 }
             }
             50..=57 => {
+                // A batch over every keyspace.
+                let handles: Vec<Keyspace> =
+                    NAMES.iter().map(|n| db.keyspace(n).unwrap()).collect();
                 let mut b = WriteBatch::new();
                 for _ in 0..rng.gen_range(1..10) {
+                    let j = rng.gen_range(0..3);
+                    let (ks, model) = (&handles[j], &mut models[j]);
+                    let direct = j == 0 && rng.gen_bool(0.5);
                     let k = key(&mut rng);
                     if rng.gen_ratio(1, 10) {
                         // A range delete, in order with the batch's other
@@ -132,14 +210,26 @@ fn run(seed: u64, steps: usize, place: Place) -> Result<(), TestCaseError> {
                         let end = key(&mut rng);
                         if k <= end {
                             model.retain(|m, _| *m < k || *m >= end);
-                            b.delete_range(&k[..]..&end[..]).unwrap();
+                            if direct {
+                                b.delete_range(&k[..]..&end[..]).unwrap();
+                            } else {
+                                b.delete_range_in(ks, &k[..]..&end[..]).unwrap();
+                            }
                         }
                     } else if rng.gen_bool(0.7) {
                         let v = value(&mut rng);
-                        b.put(&k, &v).unwrap();
+                        if direct {
+                            b.put(&k, &v).unwrap();
+                        } else {
+                            b.put_in(ks, &k, &v).unwrap();
+                        }
                         model.insert(k, v);
                     } else {
-                        b.delete(&k).unwrap();
+                        if direct {
+                            b.delete(&k).unwrap();
+                        } else {
+                            b.delete_in(ks, &k).unwrap();
+                        }
                         model.remove(&k);
                     }
                 }
@@ -147,17 +237,24 @@ fn run(seed: u64, steps: usize, place: Place) -> Result<(), TestCaseError> {
             }
             58..=79 => {
                 let k = key(&mut rng);
-                prop_assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned());
-                let len = db.get_with(&k, |v| v.map(<[u8]>::len)).unwrap();
-                prop_assert_eq!(len, model.get(&k).map(Vec::len));
+                prop_assert_eq!(space.get(&k), model.get(&k).cloned());
+                prop_assert_eq!(space.len_of(&k), model.get(&k).map(Vec::len));
             }
-            80..=92 => check_range(&db, &model, &mut rng)?,
+            80..=91 => check_range(&space, model, &mut rng)?,
+            92 => {
+                if i > 0 {
+                    drop(space);
+                    prop_assert!(db.drop_keyspace(NAMES[i]).unwrap() || model.is_empty());
+                    model.clear();
+                }
+            }
             93..=95 => db.flush().unwrap(),
             96..=97 => {
                 let r = db.check().unwrap();
                 prop_assert!(r.is_ok(), "{:?}", r.problems);
             }
             _ => {
+                drop(space);
                 if rng.gen_bool(0.5) {
                     db.close().unwrap();
                 } else {
@@ -167,9 +264,16 @@ fn run(seed: u64, steps: usize, place: Place) -> Result<(), TestCaseError> {
             }
         }
     }
-    let all: Vec<_> = db.iter().map(|kv| kv.unwrap()).collect();
-    let want: Vec<_> = model.into_iter().collect();
-    prop_assert_eq!(all, want);
+    for (i, model) in models.into_iter().enumerate() {
+        let all: Vec<_> = db
+            .keyspace(NAMES[i])
+            .unwrap()
+            .iter()
+            .map(|kv| kv.unwrap())
+            .collect();
+        let want: Vec<_> = model.into_iter().collect();
+        prop_assert_eq!(all, want, "keyspace {}", NAMES[i]);
+    }
     db.flush().unwrap();
     let r = db.check().unwrap();
     prop_assert!(r.is_ok(), "{:?}", r.problems);

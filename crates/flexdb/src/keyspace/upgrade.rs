@@ -51,3 +51,99 @@ pub(crate) fn to_format_2(store: &Arc<Store>) -> Result<u64> {
     manifest::write_manifest(store.storage.as_ref())?;
     Ok(moved)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use flexspace::FaultStorage;
+
+    use super::*;
+    use crate::recovery::manifest::{inspect, write_manifest_version, DirContents};
+    use crate::{Db, Options};
+
+    fn opts() -> Options {
+        Options::new().create_if_missing(true)
+    }
+
+    fn version(st: &FaultStorage) -> u32 {
+        match inspect(st).unwrap() {
+            DirContents::Store(v) => v,
+            _ => panic!("no store"),
+        }
+    }
+
+    /// A store as format 1 left it: `pairs` written with their keys as
+    /// they are, and a format-1 manifest.
+    fn format_1_store(pairs: &[(&[u8], &[u8])]) -> Arc<FaultStorage> {
+        let st = Arc::new(FaultStorage::new());
+        let db = Db::open_with_storage(st.clone(), "v1", opts()).unwrap();
+        let mut batch = WriteBatch::new();
+        for (k, v) in pairs {
+            batch.put_stored(k.to_vec(), v.to_vec()).unwrap();
+        }
+        db.shared().write(&batch, true).unwrap();
+        if pairs.len() > 2 {
+            db.flush().unwrap(); // some in the space, the rest in the log
+        }
+        db.put(b"plain", b"p").unwrap();
+        db.close().unwrap();
+        write_manifest_version(st.as_ref(), 1).unwrap();
+        st
+    }
+
+    #[test]
+    fn a_format_1_store_opens_with_every_key_where_it_was() {
+        // A key that looks like a moved key, and the key it would move to.
+        let k1: &[u8] = &[0xFF, 0, 0, 0, 0, 0xFF, b'b'];
+        let k2: &[u8] = &[0xFF, b'b'];
+        let k3: &[u8] = &[0xFF];
+        let st = format_1_store(&[(k1, b"one"), (k2, b"two"), (k3, b"three"), (b"a", b"four")]);
+        assert_eq!(version(&st), 1);
+        let db = Db::open_with_storage(st.clone(), "v1", opts()).unwrap();
+        assert_eq!(version(&st), 2);
+        for (k, v) in [
+            (k1, &b"one"[..]),
+            (k2, b"two"),
+            (k3, b"three"),
+            (b"a", b"four"),
+        ] {
+            assert_eq!(db.get(k).unwrap().as_deref(), Some(v), "{k:?}");
+        }
+        let keys: Vec<Vec<u8>> = db.iter().map(|kv| kv.unwrap().0).collect();
+        assert_eq!(keys, [&b"a"[..], b"plain", k3, k1, k2]);
+        // Keyspaces work, and the default keyspace stays apart.
+        let ks = db.keyspace("new").unwrap();
+        ks.put(b"x", b"y").unwrap();
+        assert_eq!(db.iter().count(), 5);
+        db.close().unwrap();
+        // Opening again moves nothing more.
+        let db = Db::open_with_storage(st, "v1", opts()).unwrap();
+        assert_eq!(db.iter().count(), 5);
+        assert_eq!(db.keyspace("new").unwrap().iter().count(), 1);
+    }
+
+    #[test]
+    fn a_store_without_tagged_keys_only_gets_a_new_manifest() {
+        let st = format_1_store(&[(b"a", b"1")]);
+        let db = Db::open_with_storage(st.clone(), "v1", opts()).unwrap();
+        assert_eq!(version(&st), 2);
+        assert_eq!(db.iter().count(), 2);
+        // No catalog pair was written.
+        let marker = encode(KsId::CATALOG, b"").into_owned();
+        assert_eq!(db.shared().get(&marker).unwrap(), None);
+    }
+
+    #[test]
+    fn an_upgrade_cut_before_its_manifest_is_not_repeated() {
+        // As a crash between the moved keys and the new manifest leaves
+        // it: keys moved, the catalog pair written, the old manifest.
+        let moved = encode(KsId::DEFAULT, &[0xFF, b'z']).into_owned();
+        let marker = encode(KsId::CATALOG, b"").into_owned();
+        let st = format_1_store(&[(&moved, b"v"), (&marker, &KsId::FIRST.to_le_bytes())]);
+        let db = Db::open_with_storage(st.clone(), "v1", opts()).unwrap();
+        assert_eq!(version(&st), 2);
+        assert_eq!(db.get([0xFF, b'z']).unwrap().as_deref(), Some(&b"v"[..]));
+        assert_eq!(db.iter().count(), 2);
+    }
+}

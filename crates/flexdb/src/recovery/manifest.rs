@@ -43,9 +43,14 @@ fn io(name: &str) -> impl Fn(std::io::Error) -> Error + '_ {
 
 /// Writes the manifest (atomically: temporary file, rename, directory sync).
 pub fn write_manifest(storage: &dyn Storage) -> Result<()> {
+    write_manifest_version(storage, FORMAT_VERSION)
+}
+
+/// Writes a manifest naming format `version` (tests make older stores).
+pub(crate) fn write_manifest_version(storage: &dyn Storage, version: u32) -> Result<()> {
     let mut b = Vec::with_capacity(MANIFEST_LEN);
     b.extend_from_slice(MAGIC);
-    b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    b.extend_from_slice(&version.to_le_bytes());
     b.extend_from_slice(&[0; 4]);
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
