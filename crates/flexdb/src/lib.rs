@@ -42,6 +42,11 @@
 //!   every key of a range removed atomically, at the cost of one logged
 //!   record; the committer drops the range's whole intervals from the
 //!   space in runs of one collapse each.
+//! - [`Db::keyspace`] → [`Keyspace`]: a named, independent order of keys
+//!   with the same methods (`Db`'s own are the default keyspace's).
+//!   Batches ([`WriteBatch::put_in`]), transactions
+//!   ([`Transaction::keyspace`]) and snapshots ([`Snapshot::keyspace`])
+//!   span keyspaces atomically; [`Db::drop_keyspace`] removes one whole.
 //!
 //! ```
 //! use flexdb::{Db, Isolation, Options};
