@@ -12,7 +12,8 @@ use std::time::Duration;
 pub struct Stats {
     /// Pairs committed to the space (writes still in a MemTable are not
     /// counted until the committer merges them; `Db::flush` first for an
-    /// exact figure).
+    /// exact figure). Every keyspace's pairs, and the catalog's: one per
+    /// named keyspace and one more once there is any.
     pub pairs: u64,
     /// Bytes of encoded pairs in the space.
     pub space_bytes: u64,
