@@ -204,6 +204,17 @@ fn anchor_within_end(sparse: &SparseIndex, f: &IntervalPos, end: Bound<&[u8]>) -
     }
 }
 
+/// Whether the anchor of the interval at `f` is at or below the upper
+/// bound `end`'s key (so every key before that interval lies within `end`).
+fn anchor_at_or_below(sparse: &SparseIndex, f: &IntervalPos, end: Bound<&[u8]>) -> bool {
+    match end {
+        Bound::Included(e) | Bound::Excluded(e) => {
+            sparse.compare_anchor(f, e) != std::cmp::Ordering::Greater
+        }
+        Bound::Unbounded => true,
+    }
+}
+
 /// Whether the anchor of the interval at `f` lies after the lower bound
 /// `start` (compared in place).
 fn anchor_within_start(sparse: &SparseIndex, f: &IntervalPos, start: Bound<&[u8]>) -> bool {
@@ -496,6 +507,7 @@ impl Iter<'_> {
         loop {
             ahead.reached(k, &shared.cache, PREFETCH_BYTES);
             k += 1;
+            let next = view.sparse.next(&f);
             if view.sparse.meta(&f).size > 0 {
                 let d = self.held.len() as u32;
                 self.held.push(shared.view_interval_at(view, &f, gen)?);
@@ -506,11 +518,20 @@ impl Iter<'_> {
                     (Bound::Excluded(k), true) => data.upper_bound(k),
                     _ => 0,
                 };
-                // Where the range ends in this interval, by binary search.
+                // Where the range ends in this interval: its end when the
+                // next interval's anchor is at or below the range's end
+                // (every key here lies below that anchor), else by binary
+                // search.
                 let end = match &self.hi {
+                    Bound::Unbounded => data.len(),
+                    _ if next
+                        .as_ref()
+                        .is_some_and(|n| anchor_at_or_below(&view.sparse, n, as_ref(&self.hi))) =>
+                    {
+                        data.len()
+                    }
                     Bound::Included(k) => data.upper_bound(k),
                     Bound::Excluded(k) => data.lower_bound(k),
-                    Bound::Unbounded => data.len(),
                 };
                 let take = end.saturating_sub(i).min(CHUNK - items.len());
                 items.extend((i..i + take).map(|i| Item::Space { d, i: i as u32 }));
@@ -522,7 +543,7 @@ impl Iter<'_> {
                 }
             }
             first = false;
-            match view.sparse.next(&f) {
+            match next {
                 Some(n) => {
                     if !anchor_within_end(&view.sparse, &n, as_ref(&self.hi)) {
                         return Ok(Chunk { items, full: false });
@@ -550,6 +571,7 @@ impl Iter<'_> {
         loop {
             ahead.reached(k, &shared.cache, PREFETCH_BYTES);
             k += 1;
+            let anchor_in = anchor_within_start(&view.sparse, &f, as_ref(&self.lo));
             if view.sparse.meta(&f).size > 0 {
                 let d = self.held.len() as u32;
                 self.held.push(shared.view_interval_at(view, &f, gen)?);
@@ -560,8 +582,11 @@ impl Iter<'_> {
                     (Bound::Excluded(k), true) => data.lower_bound(k),
                     _ => data.len(),
                 };
-                // Where the range starts in this interval, by binary search.
+                // Where the range starts in this interval: its start when
+                // its anchor (its first key) lies in the range, else by
+                // binary search.
                 let start = match &self.lo {
+                    _ if anchor_in => 0,
                     Bound::Included(k) => data.lower_bound(k),
                     Bound::Excluded(k) => data.upper_bound(k),
                     Bound::Unbounded => 0,
@@ -578,7 +603,7 @@ impl Iter<'_> {
             first = false;
             // The interval's anchor is at or below all its keys: when it is
             // below the range, no earlier interval can hold anything.
-            if !anchor_within_start(&view.sparse, &f, as_ref(&self.lo)) {
+            if !anchor_in {
                 return Ok(Chunk { items, full: false });
             }
             match view.sparse.prev(&f) {
