@@ -380,6 +380,21 @@ impl Db {
         name == DEFAULT_KEYSPACE || self.shared.keyspaces.find(name).is_some()
     }
 
+    /// Keyspace `name` if it exists, without creating it (one call, so no
+    /// drop can fall between a check and the open); a bad name is refused
+    /// as [`Db::keyspace`] refuses it.
+    pub fn existing_keyspace(&self, name: &str) -> Result<Option<Keyspace>> {
+        if name == DEFAULT_KEYSPACE {
+            return self.keyspace(name).map(Some);
+        }
+        crate::keyspace::catalog::check_name(name)?;
+        Ok(self
+            .shared
+            .keyspaces
+            .find(name)
+            .map(|e| Keyspace::new(self.shared.clone(), e)))
+    }
+
     /// Removes keyspace `name` and every pair in it, atomically (one
     /// logged batch: its catalog entry and one range delete of all its
     /// keys), with the store's default sync setting; returns whether it

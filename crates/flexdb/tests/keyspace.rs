@@ -298,10 +298,20 @@ fn bad_names_and_foreign_handles_are_refused() {
             "{name:?}"
         );
     }
+    assert!(matches!(
+        db.existing_keyspace(""),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(db.existing_keyspace("later").unwrap().is_none());
+    assert!(!db.has_keyspace("later"));
     db.keyspace(&"x".repeat(flexdb::MAX_KEYSPACE_NAME_LEN))
         .unwrap();
     db.keyspace("é名前").unwrap();
     assert_eq!(db.keyspaces().len(), 3);
+    assert_eq!(
+        db.existing_keyspace("é名前").unwrap().unwrap().name(),
+        "é名前"
+    );
     // "default" is the default keyspace.
     db.keyspace("default").unwrap().put("k", "v").unwrap();
     assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"v"[..]));
