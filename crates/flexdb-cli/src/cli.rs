@@ -4,7 +4,10 @@
 //! accepts a leading `-` (so `put DIR k -1` works); `--hex` and `--base64`
 //! exclude each other. The shell reuses [`ScanArgs`] so `scan` takes the
 //! same flags in both places, and `scan` and `delete-range` share
-//! [`RangeArgs`] so that their ranges are given alike.
+//! [`RangeArgs`] so that their ranges are given alike. Every command on
+//! pairs takes `--keyspace` through [`KeyspaceArgs`]; the commands on the
+//! whole store (stats, check, compact, backup, repair) do not take it, so
+//! clap refuses it there as any unknown flag (usage, status 2).
 
 use std::path::PathBuf;
 
@@ -15,9 +18,9 @@ use crate::formats::Format;
 
 /// Command-line tool for FlexDB stores.
 ///
-/// Exit status: 0 success, 1 key not found (get), 2 usage error, 3 store not
-/// found, 4 not a FlexDB store, 5 locked, 6 corruption, 7 I/O error, 8 bad
-/// input data.
+/// Exit status: 0 success, 1 key not found (get), 2 usage error, 3 store (or
+/// keyspace) not found, 4 not a FlexDB store, 5 locked, 6 corruption, 7 I/O
+/// error, 8 bad input data.
 #[derive(Parser, Debug)]
 #[command(name = "flexdb", version, about, max_term_width = 100)]
 pub struct Cli {
@@ -50,6 +53,17 @@ impl EncodingArgs {
             default
         }
     }
+}
+
+/// The keyspace a command on pairs works on.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct KeyspaceArgs {
+    /// The keyspace to work on; one that is missing is an error, except
+    /// for put and load, which create it (`flexdb keyspaces DIR` lists
+    /// them).
+    #[arg(long, value_name = "NAME", allow_hyphen_values = true,
+          default_value = flexdb::DEFAULT_KEYSPACE)]
+    pub keyspace: String,
 }
 
 /// A key range: the same flags, meaning the same keys, for `scan` and
@@ -86,7 +100,7 @@ pub struct ScanArgs {
 /// The subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Set KEY to VALUE (creates the store if missing).
+    /// Set KEY to VALUE (creates the store, and the keyspace, if missing).
     Put {
         /// The store's directory.
         dir: PathBuf,
@@ -96,6 +110,8 @@ pub enum Command {
         value: String,
         #[command(flatten)]
         enc: EncodingArgs,
+        #[command(flatten)]
+        ks: KeyspaceArgs,
     },
     /// Print the value of KEY (exit status 1, no output, if it is absent).
     Get {
@@ -105,8 +121,11 @@ pub enum Command {
         key: String,
         #[command(flatten)]
         enc: EncodingArgs,
+        #[command(flatten)]
+        ks: KeyspaceArgs,
     },
-    /// Remove KEY (removing an absent key is not an error).
+    /// Remove KEY (removing an absent key is not an error; a missing
+    /// keyspace is).
     Del {
         /// The store's directory.
         dir: PathBuf,
@@ -114,6 +133,8 @@ pub enum Command {
         key: String,
         #[command(flatten)]
         enc: EncodingArgs,
+        #[command(flatten)]
+        ks: KeyspaceArgs,
     },
     /// List pairs in key order, one `KEY<TAB>VALUE` line each (text is
     /// escaped: \\ \t \n \r \xHH).
@@ -124,6 +145,8 @@ pub enum Command {
         scan: ScanArgs,
         #[command(flatten)]
         enc: EncodingArgs,
+        #[command(flatten)]
+        ks: KeyspaceArgs,
     },
     /// Remove every pair of a key range (--from, --to, --prefix as for
     /// `scan`, or --all) in one atomic write; prints the range and the
@@ -133,8 +156,8 @@ pub enum Command {
         dir: PathBuf,
         #[command(flatten)]
         range: RangeArgs,
-        /// Remove every pair of the store (needed when no bound is given,
-        /// or when the bounds take in every key).
+        /// Remove every pair of the keyspace (needed when no bound is
+        /// given, or when the bounds take in every key).
         #[arg(long, conflicts_with_all = ["from", "to", "prefix"])]
         all: bool,
         /// Only count the pairs of the range and print the report; remove
@@ -149,8 +172,11 @@ pub enum Command {
         quiet: bool,
         #[command(flatten)]
         enc: EncodingArgs,
+        #[command(flatten)]
+        ks: KeyspaceArgs,
     },
-    /// Load pairs from FILE (or stdin) into the store (creates it if missing).
+    /// Load pairs from FILE (or stdin) into a keyspace of the store
+    /// (creates the store, and the keyspace, if missing).
     Load {
         /// The store's directory.
         dir: PathBuf,
@@ -166,8 +192,11 @@ pub enum Command {
         /// No progress bar and no summary line.
         #[arg(long, short)]
         quiet: bool,
+        #[command(flatten)]
+        ks: KeyspaceArgs,
     },
-    /// Write every pair of the store to FILE (or stdout), in key order.
+    /// Write every pair of one keyspace (the default one unless
+    /// --keyspace is given) to FILE (or stdout), in key order.
     Dump {
         /// The store's directory.
         dir: PathBuf,
@@ -177,6 +206,36 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t)]
         format: Format,
         /// No progress and no summary line.
+        #[arg(long, short)]
+        quiet: bool,
+        #[command(flatten)]
+        ks: KeyspaceArgs,
+    },
+    /// List the store's keyspaces ("default" first) with their pairs,
+    /// one `NAME<TAB>PAIRS` line each.
+    Keyspaces {
+        /// The store's directory.
+        dir: PathBuf,
+        /// One JSON array of {"name":..,"pairs":..} instead of lines.
+        #[arg(long)]
+        json: bool,
+        /// No progress spinner while counting.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Remove a keyspace and every pair in it, atomically; prints the
+    /// pairs it held. A missing keyspace is an error; "default" cannot be
+    /// dropped.
+    DropKeyspace {
+        /// The store's directory.
+        dir: PathBuf,
+        /// The keyspace to drop.
+        #[arg(allow_hyphen_values = true)]
+        name: String,
+        /// One JSON object instead of lines.
+        #[arg(long)]
+        json: bool,
+        /// No progress spinner while counting.
         #[arg(long, short)]
         quiet: bool,
     },
@@ -251,6 +310,11 @@ pub enum Command {
         create: bool,
         #[command(flatten)]
         enc: EncodingArgs,
+        /// The keyspace to start in (`use NAME` switches; `put` creates a
+        /// missing one).
+        #[arg(long, value_name = "NAME", allow_hyphen_values = true,
+              default_value = flexdb::DEFAULT_KEYSPACE)]
+        keyspace: String,
     },
 }
 
@@ -375,6 +439,68 @@ mod tests {
             kind(&["delete-range", "/db", "--limit", "3"]),
             ErrorKind::UnknownArgument
         );
+    }
+
+    #[test]
+    fn keyspace_is_a_flag_of_the_pair_commands_only() {
+        use clap::error::ErrorKind;
+        let ks = |args: &[&str]| match parse(args).unwrap() {
+            Command::Put { ks, .. }
+            | Command::Get { ks, .. }
+            | Command::Del { ks, .. }
+            | Command::Scan { ks, .. }
+            | Command::DeleteRange { ks, .. }
+            | Command::Load { ks, .. }
+            | Command::Dump { ks, .. } => ks.keyspace,
+            Command::Shell { keyspace, .. } => keyspace,
+            other => panic!("{other:?}"),
+        };
+        let with = |args: &[&str]| {
+            let mut all = args.to_vec();
+            all.extend(["--keyspace", "users"]);
+            ks(&all)
+        };
+        for args in [
+            &["put", "/db", "k", "v"][..],
+            &["get", "/db", "k"],
+            &["del", "/db", "k"],
+            &["scan", "/db"],
+            &["delete-range", "/db", "--all"],
+            &["load", "/db"],
+            &["dump", "/db"],
+            &["shell", "/db"],
+        ] {
+            assert_eq!(ks(args), flexdb::DEFAULT_KEYSPACE, "{args:?}");
+            assert_eq!(with(args), "users", "{args:?}");
+        }
+        assert_eq!(ks(&["get", "/db", "k", "--keyspace", "-x"]), "-x");
+        // No short flag: `-k` stays a key.
+        match parse(&["put", "/db", "-k", "v"]).unwrap() {
+            Command::Put { key, ks, .. } => {
+                assert_eq!((key.as_str(), ks.keyspace.as_str()), ("-k", "default"))
+            }
+            other => panic!("{other:?}"),
+        }
+        for args in [
+            &["stats", "/db"][..],
+            &["check", "/db"],
+            &["compact", "/db"],
+            &["backup", "/db", "/b"],
+            &["repair", "/db"],
+            &["keyspaces", "/db"],
+            &["drop-keyspace", "/db", "x"],
+        ] {
+            let mut all = args.to_vec();
+            all.extend(["--keyspace", "users"]);
+            let kind = parse(&all).unwrap_err().kind();
+            assert_eq!(kind, ErrorKind::UnknownArgument, "{args:?}");
+        }
+        match parse(&["drop-keyspace", "/db", "-x", "--json", "-q"]).unwrap() {
+            Command::DropKeyspace {
+                name, json, quiet, ..
+            } => assert_eq!((name.as_str(), json, quiet), ("-x", true, true)),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

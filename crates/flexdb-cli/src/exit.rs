@@ -19,7 +19,9 @@ pub enum Code {
     KeyNotFound = 1,
     /// Bad command line (clap's own status for usage errors).
     Usage = 2,
-    /// No store at the path (and the command does not create one).
+    /// No store at the path (and the command does not create one), or no
+    /// keyspace of the given name in it (and the command does not create
+    /// one).
     NoStore = 3,
     /// The path holds something that is not a FlexDB store.
     NotAStore = 4,

@@ -1,12 +1,15 @@
 //! `flexdb`: the command-line tool for FlexDB stores.
 //!
 //! This file only dispatches: it parses the command line (cli.rs), opens
-//! the store (store.rs), runs a command (commands/, shell/) and turns the
-//! outcome into an exit status (exit.rs).
+//! the store (store.rs) and the keyspace (keyspace.rs), runs a command
+//! (commands/, shell/) and turns the outcome into an exit status
+//! (exit.rs).
 //!
 //! Invariants: every path out of `main` goes through one exit status of
 //! [`exit::Code`]; a failure prints exactly one line on stderr; the store
-//! is closed with `Db::close` on success so that its errors are reported.
+//! is closed with `Db::close` on success so that its errors are reported;
+//! arguments (keys, keyspace names, ranges) are checked before the store
+//! is opened, so a bad one changes nothing.
 
 #![forbid(unsafe_code)]
 
@@ -15,6 +18,7 @@ mod commands;
 mod encoding;
 mod exit;
 mod formats;
+mod keyspace;
 mod progress;
 mod range;
 mod shell;
@@ -36,8 +40,8 @@ use clap::Parser;
 
 use cli::{Cli, Command};
 use commands::{
-    backup, check, compact, decode_arg, delete_range, dump, kv, load, repair, scan, stats,
-    stdout_err,
+    backup, check, compact, decode_arg, delete_range, drop_keyspace, dump, keyspaces, kv, load,
+    repair, scan, stats, stdout_err,
 };
 use exit::{CliError, Code};
 use progress::Progress;
@@ -69,32 +73,37 @@ fn run(command: Command) -> Result<Code, CliError> {
             key,
             value,
             enc,
+            ks,
         } => {
             let enc = enc.encoding();
             let (key, value) = (
                 decode_arg(enc, "key", &key)?,
                 decode_arg(enc, "value", &value)?,
             );
-            with_store(&dir, Mode::Create, |db| kv::put(db, &dir, &key, &value))?;
+            with_keyspace(&dir, &ks.keyspace, Mode::Create, |ks| {
+                kv::put(ks, &dir, &key, &value)
+            })?;
             Code::Success
         }
-        Command::Get { dir, key, enc } => {
+        Command::Get { dir, key, enc, ks } => {
             let enc = enc.encoding();
             let key = decode_arg(enc, "key", &key)?;
-            with_store(&dir, Mode::Existing, |db| {
-                kv::get(db, &dir, &key, enc, &mut out)
+            with_keyspace(&dir, &ks.keyspace, Mode::Existing, |ks| {
+                kv::get(ks, &dir, &key, enc, &mut out)
             })?
         }
-        Command::Del { dir, key, enc } => {
+        Command::Del { dir, key, enc, ks } => {
             let key = decode_arg(enc.encoding(), "key", &key)?;
-            with_store(&dir, Mode::Existing, |db| kv::del(db, &dir, &key))?;
+            with_keyspace(&dir, &ks.keyspace, Mode::Existing, |ks| {
+                kv::del(ks, &dir, &key)
+            })?;
             Code::Success
         }
-        Command::Scan { dir, scan, enc } => {
+        Command::Scan { dir, scan, enc, ks } => {
             let enc = enc.encoding();
             let range = range::range_of(&scan.range, enc)?;
-            with_store(&dir, Mode::Existing, |db| {
-                scan::scan(db, &dir, range, &scan, enc, &mut out)
+            with_keyspace(&dir, &ks.keyspace, Mode::Existing, |ks| {
+                scan::scan(ks, &dir, range, &scan, enc, &mut out)
             })?;
             Code::Success
         }
@@ -106,6 +115,7 @@ fn run(command: Command) -> Result<Code, CliError> {
             json,
             quiet,
             enc,
+            ks,
         } => {
             let enc = enc.encoding();
             // Refused before the store is opened: nothing changes.
@@ -116,8 +126,8 @@ fn run(command: Command) -> Result<Code, CliError> {
                 quiet,
                 enc,
             };
-            with_store(&dir, Mode::Existing, |db| {
-                delete_range::delete_range(db, &dir, &plan, opts, &mut out)
+            with_keyspace(&dir, &ks.keyspace, Mode::Existing, |ks| {
+                delete_range::delete_range(ks, &dir, &plan, opts, &mut out)
             })?;
             Code::Success
         }
@@ -127,7 +137,9 @@ fn run(command: Command) -> Result<Code, CliError> {
             format,
             batch_size,
             quiet,
+            ks,
         } => {
+            keyspace::check_name(&ks.keyspace)?;
             let file = file_arg(file);
             let (input, source, total): (Box<dyn BufRead>, String, Option<u64>) = match &file {
                 Some(path) => {
@@ -152,9 +164,11 @@ fn run(command: Command) -> Result<Code, CliError> {
             };
             let mut reader = formats::reader(format, input);
             with_store(&dir, Mode::Create, |db| {
+                let ks = keyspace::open(db, &dir, &ks.keyspace, Mode::Create)?;
                 let mut progress = Progress::new("loaded", total, quiet);
                 let res = load::load(
                     db,
+                    &ks,
                     &dir,
                     reader.as_mut(),
                     &source,
@@ -171,9 +185,11 @@ fn run(command: Command) -> Result<Code, CliError> {
             file,
             format,
             quiet,
+            ks,
         } => {
             let file = file_arg(file);
-            with_store(&dir, Mode::Existing, |db| {
+            // A missing keyspace fails before the output file is made.
+            with_keyspace(&dir, &ks.keyspace, Mode::Existing, |ks| {
                 let (output, dest): (Box<dyn Write + '_>, String) = match &file {
                     Some(path) => {
                         let name = path.display().to_string();
@@ -185,9 +201,28 @@ fn run(command: Command) -> Result<Code, CliError> {
                 // Progress and summary only when stdout is free for them.
                 let mut progress = Progress::new("dumped", None, quiet || file.is_none());
                 let mut writer = formats::writer(format, output);
-                let res = dump::dump(db, &dir, writer.as_mut(), &dest, &mut progress);
+                let res = dump::dump(ks, &dir, writer.as_mut(), &dest, &mut progress);
                 progress.finish(res.is_ok());
                 res
+            })?;
+            Code::Success
+        }
+        Command::Keyspaces { dir, json, quiet } => {
+            with_store(&dir, Mode::Existing, |db| {
+                keyspaces::keyspaces(db, &dir, json, quiet, &mut out)
+            })?;
+            Code::Success
+        }
+        Command::DropKeyspace {
+            dir,
+            name,
+            json,
+            quiet,
+        } => {
+            // Refused before the store is opened: nothing changes.
+            drop_keyspace::check(&dir, &name)?;
+            with_store(&dir, Mode::Existing, |db| {
+                drop_keyspace::drop_keyspace(db, &dir, &name, json, quiet, &mut out)
             })?;
             Code::Success
         }
@@ -241,9 +276,17 @@ fn run(command: Command) -> Result<Code, CliError> {
             repair::repair(&dir, into.as_deref(), json, quiet, &mut out)?;
             Code::Success
         }
-        Command::Shell { dir, create, enc } => {
+        Command::Shell {
+            dir,
+            create,
+            enc,
+            keyspace,
+        } => {
+            keyspace::check_name(&keyspace)?;
             let mode = if create { Mode::Create } else { Mode::Existing };
-            with_store(&dir, mode, |db| shell::run(db, &dir, enc.encoding()))?
+            with_store(&dir, mode, |db| {
+                shell::run(db, &dir, enc.encoding(), keyspace)
+            })?
         }
     };
     out.flush().map_err(stdout_err)?;
@@ -262,4 +305,17 @@ fn with_store<T>(
     let value = f(&db)?;
     store::close(dir, db)?;
     Ok(value)
+}
+
+/// Checks the keyspace name, then opens the store in `dir` and runs `f`
+/// on its keyspace `name` (created if missing with [`Mode::Create`], an
+/// error with [`Mode::Existing`]) as [`with_store`] does.
+fn with_keyspace<T>(
+    dir: &Path,
+    name: &str,
+    mode: Mode,
+    f: impl FnOnce(&flexdb::Keyspace) -> Result<T, CliError>,
+) -> Result<T, CliError> {
+    keyspace::check_name(name)?;
+    with_store(dir, mode, |db| f(&keyspace::open(db, dir, name, mode)?))
 }

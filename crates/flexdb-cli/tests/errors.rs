@@ -18,6 +18,8 @@ fn help_and_version_succeed() {
         "delete-range",
         "load",
         "dump",
+        "keyspaces",
+        "drop-keyspace",
         "stats",
         "check",
         "compact",
@@ -63,6 +65,9 @@ fn read_commands_on_a_missing_store_exit_3_and_create_nothing() {
         &["check", d],
         &["compact", d],
         &["shell", d],
+        &["keyspaces", d],
+        &["drop-keyspace", d, "users"],
+        &["scan", d, "--keyspace", "users"],
     ] {
         flexdb(args).fails(code::NO_STORE, &[d, "no FlexDB store here"]);
         assert!(!dir.exists(), "{args:?} created the directory");

@@ -104,3 +104,70 @@ fn the_shell_needs_a_store_unless_told_to_create_one() {
     flexdb_in(&["shell", p(&dir)], b"put a 1\n").fails(code::NO_STORE, &[p(&dir)]);
     assert!(!dir.exists());
 }
+
+#[test]
+fn use_switches_the_keyspace_of_put_get_del_and_scan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = p(&tmp.path().join("db")).to_string();
+    let script = "\
+put k default
+use
+use users
+use
+get k
+put k u1
+put j u2
+scan
+del j
+keyspace
+scan --keys-only
+use ghost
+get k
+scan
+use ''
+use
+use default
+get k
+keyspaces
+keyspaces --json
+";
+    let run = flexdb_in(&["shell", &d, "--create"], script.as_bytes());
+    assert_eq!(
+        String::from_utf8(run.stdout.clone()).unwrap(),
+        "default\n\
+         users\n\
+         j\tu2\nk\tu1\n\
+         users\n\
+         k\n\
+         ghost\n\
+         default\n\
+         default\t1\nusers\t1\n\
+         [{\"name\":\"default\",\"pairs\":1},{\"name\":\"users\",\"pairs\":1}]\n"
+    );
+    let errors: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(errors.len(), 4, "{}", run.stderr);
+    // `get k` in "users" before the first `put` made it.
+    assert_eq!(
+        errors[0],
+        format!("error: {d}: no keyspace \"users\" in this store")
+    );
+    for e in &errors[1..3] {
+        assert_eq!(
+            *e,
+            format!("error: {d}: no keyspace \"ghost\" in this store")
+        );
+    }
+    assert!(
+        errors[3].starts_with("error: keyspace name \"\": empty"),
+        "{}",
+        errors[3]
+    );
+    assert_eq!(run.code, Some(0), "the last command succeeded");
+    // `use ghost` made nothing; `put` made "users".
+    assert_eq!(flexdb(&["keyspaces", &d]).ok(), "default\t1\nusers\t1\n");
+    // The shell can start in a keyspace.
+    let run = flexdb_in(&["shell", &d, "--keyspace", "users"], b"use\nget k\n");
+    assert_eq!(run.ok(), "users\nu1\n");
+    let run = flexdb_in(&["shell", &d, "--keyspace", "ghost"], b"scan\n");
+    assert_eq!(run.code, Some(code::NO_STORE), "{}", run.stderr);
+}

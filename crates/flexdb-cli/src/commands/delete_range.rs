@@ -1,7 +1,10 @@
-//! `delete-range`: removes every pair of a key range with one atomic
-//! `Db::delete_range` and prints the range and how many pairs it removed.
+//! `delete-range`: removes every pair of a key range of one keyspace with
+//! one atomic `Keyspace::delete_range` and prints the range and how many
+//! pairs it removed.
 //!
 //! Invariants:
+//! - Only the given keyspace loses pairs (the default one without
+//!   `--keyspace`); a missing keyspace is an error, never created.
 //! - The range is the one `scan` lists for the same `--from`, `--to` and
 //!   `--prefix` ([`crate::range`]); an empty intersection removes nothing
 //!   and writes nothing.
@@ -21,10 +24,10 @@
 use std::io::Write;
 use std::path::Path;
 
-use flexdb::{Db, MAX_KEY_LEN};
+use flexdb::{Keyspace, MAX_KEY_LEN};
 use serde_json::json;
 
-use super::{shown_arg, stdout_err};
+use super::{count, shown_arg, stdout_err};
 use crate::cli::RangeArgs;
 use crate::encoding::Encoding;
 use crate::exit::{CliError, Code};
@@ -122,22 +125,28 @@ pub struct Report {
     pub removed: bool,
 }
 
-/// Counts the pairs of `plan`'s range, removes them (unless `dry_run`)
-/// and prints the report.
+/// Counts the pairs of `plan`'s range in keyspace `ks`, removes them
+/// (unless `dry_run`) and prints the report.
 pub fn delete_range(
-    db: &Db,
+    ks: &Keyspace,
     dir: &Path,
     plan: &Plan,
     opts: Options,
     out: &mut dyn Write,
 ) -> Result<Report, CliError> {
+    // Counted through a snapshot taken now, just before the delete.
     let pairs = match &plan.range {
-        Some(range) => count(db, dir, range, opts.quiet)?,
+        Some(range) => count(
+            ks.snapshot().range::<Vec<u8>, _>(range.clone()),
+            dir,
+            opts.quiet,
+            BAR,
+        )?,
         None => 0,
     };
     if !opts.dry_run {
         if let Some(range) = &plan.range {
-            db.delete_range::<Vec<u8>, _>(range.clone())
+            ks.delete_range::<Vec<u8>, _>(range.clone())
                 .map_err(|e| CliError::db(dir, e))?;
         }
     }
@@ -150,23 +159,6 @@ pub fn delete_range(
     out.write_all(render(&report, opts.enc, opts.json).as_bytes())
         .map_err(stdout_err)?;
     Ok(report)
-}
-
-/// The pairs of `range` in a snapshot taken now. A read error fails the
-/// count (an error is never counted as a pair).
-fn count(db: &Db, dir: &Path, range: &Range, quiet: bool) -> Result<u64, CliError> {
-    let snapshot = db.snapshot();
-    crate::progress::with_bar(quiet, BAR, |tick| {
-        let mut pairs = 0u64;
-        for item in snapshot.range::<Vec<u8>, _>(range.clone()) {
-            item.map_err(|e| CliError::db(dir, e))?;
-            pairs += 1;
-            if pairs.is_multiple_of(4096) {
-                tick(pairs, pairs);
-            }
-        }
-        Ok(pairs)
-    })
 }
 
 /// The report as text lines or one JSON object; keys in `enc` (text:
@@ -345,9 +337,12 @@ mod tests {
     fn counts_then_removes_and_a_dry_run_changes_nothing() {
         let tmp = tempfile::tempdir().unwrap();
         let opts = flexdb::Options::new().create_if_missing(true);
-        let db = Db::open(tmp.path(), opts).unwrap();
+        let db = flexdb::Db::open(tmp.path(), opts).unwrap();
+        let logs = db.keyspace("logs").unwrap();
         for k in ["a", "b", "ba", "c", "d"] {
-            db.put(k, "v").unwrap();
+            logs.put(k, "v").unwrap();
+            // The same keys in the default keyspace, which must keep them.
+            db.put(k, "default").unwrap();
         }
         let p = plan_of(args(Some("b"), Some("d"), None), false).unwrap();
         let mut out = Vec::new();
@@ -356,20 +351,21 @@ mod tests {
             quiet: true,
             ..Options::default()
         };
-        let r = delete_range(&db, tmp.path(), &p, dry, &mut out).unwrap();
+        let r = delete_range(&logs, tmp.path(), &p, dry, &mut out).unwrap();
         assert_eq!((r.pairs, r.removed), (3, false));
-        assert_eq!(db.iter().count(), 5);
+        assert_eq!(logs.iter().count(), 5);
         let run = Options {
             quiet: true,
             ..Options::default()
         };
-        let r = delete_range(&db, tmp.path(), &p, run, &mut out).unwrap();
+        let r = delete_range(&logs, tmp.path(), &p, run, &mut out).unwrap();
         assert_eq!((r.pairs, r.removed), (3, true));
-        let keys: Vec<Vec<u8>> = db.iter().map(|kv| kv.unwrap().0).collect();
+        let keys: Vec<Vec<u8>> = logs.iter().map(|kv| kv.unwrap().0).collect();
         assert_eq!(keys, [b("a"), b("d")]);
+        assert_eq!(db.iter().count(), 5, "the default keyspace lost pairs");
         // An empty range writes nothing and counts nothing.
         let empty = plan_of(args(Some("c"), None, Some("a")), false).unwrap();
-        let r = delete_range(&db, tmp.path(), &empty, run, &mut out).unwrap();
+        let r = delete_range(&logs, tmp.path(), &empty, run, &mut out).unwrap();
         assert_eq!(r.pairs, 0);
         db.close().unwrap();
     }

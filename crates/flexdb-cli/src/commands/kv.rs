@@ -1,32 +1,33 @@
-//! `put`, `get` and `del` of one key.
+//! `put`, `get` and `del` of one key, in one keyspace.
 //!
 //! Invariants: `get` prints the value followed by one newline (raw bytes in
 //! text mode, else encoded) and returns [`Code::KeyNotFound`] with no
-//! output when the key is absent; `put` and `del` print nothing.
+//! output when the key is absent; `put` and `del` print nothing. Each
+//! reads or writes only the keyspace it is given.
 
 use std::io::Write;
 use std::path::Path;
 
-use flexdb::Db;
+use flexdb::Keyspace;
 
 use super::stdout_err;
 use crate::encoding::Encoding;
 use crate::exit::{CliError, Code};
 
 /// Sets `key` to `value`.
-pub fn put(db: &Db, dir: &Path, key: &[u8], value: &[u8]) -> Result<(), CliError> {
-    db.put(key, value).map_err(|e| CliError::db(dir, e))
+pub fn put(ks: &Keyspace, dir: &Path, key: &[u8], value: &[u8]) -> Result<(), CliError> {
+    ks.put(key, value).map_err(|e| CliError::db(dir, e))
 }
 
 /// Prints the value of `key`.
 pub fn get(
-    db: &Db,
+    ks: &Keyspace,
     dir: &Path,
     key: &[u8],
     enc: Encoding,
     out: &mut dyn Write,
 ) -> Result<Code, CliError> {
-    match db.get(key).map_err(|e| CliError::db(dir, e))? {
+    match ks.get(key).map_err(|e| CliError::db(dir, e))? {
         Some(value) => {
             out.write_all(&enc.value(&value)).map_err(stdout_err)?;
             out.write_all(b"\n").map_err(stdout_err)?;
@@ -37,6 +38,6 @@ pub fn get(
 }
 
 /// Removes `key`.
-pub fn del(db: &Db, dir: &Path, key: &[u8]) -> Result<(), CliError> {
-    db.delete(key).map_err(|e| CliError::db(dir, e))
+pub fn del(ks: &Keyspace, dir: &Path, key: &[u8]) -> Result<(), CliError> {
+    ks.delete(key).map_err(|e| CliError::db(dir, e))
 }

@@ -1,6 +1,8 @@
-//! `load`: pairs from a file into the store, in write batches.
+//! `load`: pairs from a file into one keyspace of the store, in write
+//! batches.
 //!
-//! Invariants: pairs are applied in input order (a later duplicate wins)
+//! Invariants: every pair goes into the keyspace given (the default one
+//! unless told; `--keyspace` creates it if missing); pairs are applied in input order (a later duplicate wins)
 //! in batches of at most `batch_size` pairs and about 16 MiB; the store is
 //! flushed at the end, also when the input turns out malformed, in which
 //! case every pair before the bad record is loaded and the error names its
@@ -8,7 +10,7 @@
 
 use std::path::Path;
 
-use flexdb::{Db, WriteBatch};
+use flexdb::{Db, Keyspace, WriteBatch};
 
 use crate::exit::CliError;
 use crate::formats::{PairReader, ReadError};
@@ -17,10 +19,11 @@ use crate::progress::Progress;
 /// Bytes of keys and values above which a batch is written early.
 pub const BATCH_BYTES: usize = 16 << 20;
 
-/// Loads every pair of `reader` (named `source` in messages); returns how
-/// many. Counts them in `progress`.
+/// Loads every pair of `reader` (named `source` in messages) into
+/// keyspace `ks` of `db`; returns how many. Counts them in `progress`.
 pub fn load(
     db: &Db,
+    ks: &Keyspace,
     dir: &Path,
     reader: &mut dyn PairReader,
     source: &str,
@@ -45,7 +48,7 @@ pub fn load(
             write(std::mem::take(&mut batch))?;
             batch_bytes = 0;
         }
-        if let Err(e) = batch.put(&key, &value) {
+        if let Err(e) = batch.put_in(ks, &key, &value) {
             let line = reader.line();
             break Some(CliError::bad_input(format!("{source}: line {line}: {e}")));
         }

@@ -4,18 +4,24 @@
 //! Invariants: a command never opens or closes the store itself (but
 //! `repair`, which works on a closed store's directory) and never prints
 //! an error: it returns a [`crate::exit::CliError`]; it writes its
-//! regular output only to the writer it is given.
+//! regular output only to the writer it is given. A command on pairs
+//! works on the one keyspace it is given (`crate::keyspace` picks it);
+//! only `keyspaces` and `drop-keyspace` see more than one.
 
 pub mod backup;
 pub mod check;
 pub mod compact;
 pub mod delete_range;
+pub mod drop_keyspace;
 pub mod dump;
+pub mod keyspaces;
 pub mod kv;
 pub mod load;
 pub mod repair;
 pub mod scan;
 pub mod stats;
+
+use std::path::Path;
 
 use crate::encoding::Encoding;
 use crate::exit::CliError;
@@ -36,6 +42,29 @@ pub fn shown_arg(arg: &str) -> String {
         shown.push('…');
     }
     shown
+}
+
+/// Counts the pairs `pairs` yields (reading the store in `dir`), with a
+/// spinner drawn by `template` on stderr (only on a terminal and when not
+/// `quiet`). A read error fails the count: an error is never counted as
+/// a pair.
+pub fn count(
+    pairs: flexdb::Iter<'_>,
+    dir: &Path,
+    quiet: bool,
+    template: &str,
+) -> Result<u64, CliError> {
+    crate::progress::with_bar(quiet, template, |tick| {
+        let mut n = 0u64;
+        for item in pairs {
+            item.map_err(|e| CliError::db(dir, e))?;
+            n += 1;
+            if n.is_multiple_of(4096) {
+                tick(n, n);
+            }
+        }
+        Ok(n)
+    })
 }
 
 /// Writes to stdout, mapping failures (a broken pipe exits quietly).

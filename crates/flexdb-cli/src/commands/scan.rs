@@ -1,4 +1,4 @@
-//! `scan`: pairs of a key range in order, one line each.
+//! `scan`: pairs of a key range of one keyspace in order, one line each.
 //!
 //! Invariants: the range is decoded by [`crate::range`] (shared with
 //! `delete-range`): `--from` is inclusive, `--to` exclusive, `--prefix`
@@ -11,7 +11,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use flexdb::Db;
+use flexdb::Keyspace;
 
 use super::stdout_err;
 use crate::cli::ScanArgs;
@@ -21,7 +21,7 @@ use crate::range::Range;
 
 /// Prints the pairs of `range`; returns how many.
 pub fn scan(
-    db: &Db,
+    ks: &Keyspace,
     dir: &Path,
     range: Option<Range>,
     args: &ScanArgs,
@@ -35,7 +35,7 @@ pub fn scan(
     if limit == 0 {
         return Ok(0);
     }
-    let iter = db.range::<Vec<u8>, _>(range);
+    let iter = ks.range::<Vec<u8>, _>(range);
     let iter: Box<dyn Iterator<Item = flexdb::Result<flexdb::KeyValue>>> = if args.reverse {
         Box::new(iter.rev())
     } else {

@@ -1,7 +1,11 @@
 //! `flexdb shell`: the commands of the command line, one per line, on one
 //! open store.
 //!
-//! Invariants: the store is opened once and closed at the end; a failing
+//! Invariants: the store is opened once and closed at the end; `put`,
+//! `get`, `del` and `scan` work on the session's keyspace (`use NAME`
+//! switches it, the prompt shows it) exactly as the command line's
+//! `--keyspace` does: `put` creates a missing keyspace, the others fail
+//! on one and create nothing, and `use` itself creates nothing; a failing
 //! command prints `error: <message>` on stderr and the shell goes on; the
 //! shell's exit status is that of the last command (1 for a `get` that
 //! found nothing), like sh. With a terminal on stdin it edits lines with
@@ -18,9 +22,11 @@ use clap::{Parser, Subcommand};
 use flexdb::Db;
 
 use crate::cli::{EncodingArgs, ScanArgs};
-use crate::commands::{check, decode_arg, kv, scan, stats, stdout_err};
-use crate::encoding::Encoding;
+use crate::commands::{check, decode_arg, keyspaces, kv, scan, stats, stdout_err};
+use crate::encoding::{escape, Encoding};
 use crate::exit::{CliError, Code};
+use crate::keyspace;
+use crate::store::Mode;
 
 const SHELL_TEMPLATE: &str = "Commands (`help COMMAND` or `COMMAND --help` for details):\n{subcommands}\n\nQuote keys with spaces: put 'my key' \"a value\\n\".";
 const COMMAND_TEMPLATE: &str = "{about-with-newline}\n{usage-heading} {usage}\n\n{all-args}";
@@ -70,14 +76,28 @@ enum ShellCommand {
         #[command(flatten)]
         enc: EncodingArgs,
     },
-    /// Print the store's counters.
+    /// Show the keyspace of put, get, del and scan, or switch to NAME (a
+    /// missing one is made by the first put).
+    #[command(alias = "keyspace", help_template = COMMAND_TEMPLATE)]
+    Use {
+        #[arg(allow_hyphen_values = true)]
+        name: Option<String>,
+    },
+    /// List the keyspaces with their pairs.
+    #[command(help_template = COMMAND_TEMPLATE)]
+    Keyspaces {
+        /// One JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the store's counters (all keyspaces).
     #[command(help_template = COMMAND_TEMPLATE)]
     Stats {
         /// One JSON object.
         #[arg(long)]
         json: bool,
     },
-    /// Verify the whole store.
+    /// Verify the whole store (all keyspaces).
     #[command(help_template = COMMAND_TEMPLATE)]
     Check {
         /// One JSON object.
@@ -109,10 +129,27 @@ struct Session<'a> {
     db: &'a Db,
     dir: &'a Path,
     enc: Encoding,
+    /// The keyspace's name (checked; it may not exist yet).
+    keyspace: String,
     status: Code,
 }
 
 impl Session<'_> {
+    /// The session's keyspace: created if missing with [`Mode::Create`],
+    /// else it must exist.
+    fn keyspace(&self, mode: Mode) -> Result<flexdb::Keyspace, CliError> {
+        keyspace::open(self.db, self.dir, &self.keyspace, mode)
+    }
+
+    /// The prompt: `flexdb> `, with the keyspace when not the default.
+    fn prompt(&self) -> String {
+        if self.keyspace == flexdb::DEFAULT_KEYSPACE {
+            "flexdb> ".into()
+        } else {
+            format!("flexdb:{}> ", escape(self.keyspace.as_bytes()))
+        }
+    }
+
     /// Runs one line; prints its output on `out` and its errors on `err`.
     fn line(&mut self, line: &str, out: &mut dyn Write, err: &mut dyn Write) -> Step {
         let step = match self.run(line, out) {
@@ -153,12 +190,13 @@ impl Session<'_> {
                     decode_arg(enc, "key", &key)?,
                     decode_arg(enc, "value", &value)?,
                 );
-                kv::put(db, dir, &k, &v)?;
+                kv::put(&self.keyspace(Mode::Create)?, dir, &k, &v)?;
                 Code::Success
             }
             ShellCommand::Get { key, enc: e } => {
                 let enc = e.or(enc);
-                let code = kv::get(db, dir, &decode_arg(enc, "key", &key)?, enc, out)?;
+                let key = decode_arg(enc, "key", &key)?;
+                let code = kv::get(&self.keyspace(Mode::Existing)?, dir, &key, enc, out)?;
                 if code == Code::KeyNotFound {
                     return Err(CliError::new(Code::KeyNotFound, "(not found)"));
                 }
@@ -166,13 +204,27 @@ impl Session<'_> {
             }
             ShellCommand::Del { key, enc: e } => {
                 let enc = e.or(enc);
-                kv::del(db, dir, &decode_arg(enc, "key", &key)?)?;
+                let key = decode_arg(enc, "key", &key)?;
+                kv::del(&self.keyspace(Mode::Existing)?, dir, &key)?;
                 Code::Success
             }
             ShellCommand::Scan { scan: args, enc: e } => {
                 let enc = e.or(enc);
                 let range = crate::range::range_of(&args.range, enc)?;
-                scan::scan(db, dir, range, &args, enc, out)?;
+                scan::scan(&self.keyspace(Mode::Existing)?, dir, range, &args, enc, out)?;
+                Code::Success
+            }
+            ShellCommand::Use { name: None } => {
+                writeln!(out, "{}", escape(self.keyspace.as_bytes())).map_err(stdout_err)?;
+                Code::Success
+            }
+            ShellCommand::Use { name: Some(name) } => {
+                keyspace::check_name(&name)?;
+                self.keyspace = name;
+                Code::Success
+            }
+            ShellCommand::Keyspaces { json } => {
+                keyspaces::keyspaces(db, dir, json, true, out)?;
                 Code::Success
             }
             ShellCommand::Stats { json } => {
@@ -234,12 +286,13 @@ fn history_path() -> Option<PathBuf> {
 }
 
 /// Runs the shell on the open store; returns the status of the last
-/// command.
-pub fn run(db: &Db, dir: &Path, enc: Encoding) -> Result<Code, CliError> {
+/// command. `keyspace` is the keyspace to start in (a checked name).
+pub fn run(db: &Db, dir: &Path, enc: Encoding, keyspace: String) -> Result<Code, CliError> {
     let mut session = Session {
         db,
         dir,
         enc,
+        keyspace,
         status: Code::Success,
     };
     if io::stdin().is_terminal() {
@@ -271,12 +324,13 @@ fn interactive(session: &mut Session<'_>) -> Result<(), CliError> {
         let _ = editor.load_history(h);
     }
     println!(
-        "FlexDB shell on {} (keys and values: {}). Type `help`, or `exit` to leave.",
+        "FlexDB shell on {} (keyspace: {}; keys and values: {}). Type `help`, or `exit` to leave.",
         session.dir.display(),
+        escape(session.keyspace.as_bytes()),
         session.enc.name()
     );
     loop {
-        match editor.readline("flexdb> ") {
+        match editor.readline(&session.prompt()) {
             Ok(line) => {
                 if !line.trim().is_empty() {
                     let _ = editor.add_history_entry(line.as_str());
@@ -327,6 +381,17 @@ mod tests {
                 ..
             }
         ));
+        assert!(
+            matches!(p("use users").unwrap(), ShellCommand::Use { name: Some(n) } if n == "users")
+        );
+        assert!(matches!(
+            p("keyspace").unwrap(),
+            ShellCommand::Use { name: None }
+        ));
+        assert!(matches!(
+            p("keyspaces --json").unwrap(),
+            ShellCommand::Keyspaces { json: true }
+        ));
         assert!(p("frob").is_err());
         assert_eq!(
             usage_message(&p("put a").unwrap_err()),
@@ -339,9 +404,49 @@ mod tests {
         assert!(!help.use_stderr());
         let text = help.render().to_string();
         for cmd in [
-            "put", "get", "del", "scan", "stats", "check", "flush", "encoding", "exit",
+            "put",
+            "get",
+            "del",
+            "scan",
+            "use",
+            "keyspaces",
+            "stats",
+            "check",
+            "flush",
+            "encoding",
+            "exit",
         ] {
             assert!(text.contains(cmd), "{cmd} missing from help: {text}");
         }
+    }
+
+    #[test]
+    fn the_prompt_names_a_keyspace_other_than_the_default() {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = flexdb::Options::new().create_if_missing(true);
+        let db = Db::open(tmp.path(), opts).unwrap();
+        let mut session = Session {
+            db: &db,
+            dir: tmp.path(),
+            enc: Encoding::Text,
+            keyspace: flexdb::DEFAULT_KEYSPACE.into(),
+            status: Code::Success,
+        };
+        assert_eq!(session.prompt(), "flexdb> ");
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        assert_eq!(
+            session.line("use 'a b\tc'", &mut out, &mut err),
+            Step::Next(Code::Success)
+        );
+        assert_eq!(session.prompt(), "flexdb:a b\\tc> ");
+        assert_eq!(
+            session.line("use ''", &mut out, &mut err),
+            Step::Next(Code::BadInput)
+        );
+        assert_eq!(session.keyspace, "a b\tc", "a bad name switched");
+        // `use` alone creates nothing.
+        assert_eq!(db.keyspaces(), ["default"]);
+        drop(session);
+        db.close().unwrap();
     }
 }
