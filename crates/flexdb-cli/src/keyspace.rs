@@ -6,8 +6,8 @@
 //! bytes, holding a NUL) is bad input (status 8) and never creates the
 //! store or a keyspace. `default` names the default keyspace. With
 //! [`Mode::Existing`] a missing keyspace is "no keyspace here" (status 3,
-//! as a missing store) and nothing is created: existence is asked with
-//! `Db::has_keyspace`, which creates nothing; only [`Mode::Create`] (the
+//! as a missing store) and nothing is created: `Db::existing_keyspace`
+//! creates nothing; only [`Mode::Create`] (the
 //! commands that put pairs) calls `Db::keyspace` on a missing name.
 
 use std::path::Path;
@@ -19,7 +19,8 @@ use crate::exit::{CliError, Code};
 use crate::store::Mode;
 
 /// Checks `name` by the rules of `Db::keyspace` (which the library
-/// does not export on their own, and `Db::has_keyspace` does not apply).
+/// does not export on their own): before the store is opened, so a bad
+/// name never creates one.
 pub fn check_name(name: &str) -> Result<(), CliError> {
     let problem = if name.is_empty() {
         format!("empty (a name has 1 to {MAX_KEYSPACE_NAME_LEN} bytes)")
@@ -56,8 +57,11 @@ pub fn missing(dir: &Path, name: &str) -> CliError {
 /// if missing.
 pub fn open(db: &Db, dir: &Path, name: &str, mode: Mode) -> Result<Keyspace, CliError> {
     check_name(name)?;
-    if mode == Mode::Existing && !db.has_keyspace(name) {
-        return Err(missing(dir, name));
+    if mode == Mode::Existing {
+        return db
+            .existing_keyspace(name)
+            .map_err(|e| CliError::db(dir, e))?
+            .ok_or_else(|| missing(dir, name));
     }
     db.keyspace(name).map_err(|e| CliError::db(dir, e))
 }

@@ -62,10 +62,10 @@ pub fn drop_keyspace(
     out: &mut dyn Write,
 ) -> Result<Report, CliError> {
     check(dir, name)?;
-    if !db.has_keyspace(name) {
-        return Err(missing(dir, name));
-    }
-    let ks = db.keyspace(name).map_err(|e| CliError::db(dir, e))?;
+    let ks = db
+        .existing_keyspace(name)
+        .map_err(|e| CliError::db(dir, e))?
+        .ok_or_else(|| missing(dir, name))?;
     let pairs = count(ks.iter(), dir, quiet, BAR)?;
     if !db.drop_keyspace(name).map_err(|e| CliError::db(dir, e))? {
         // Only another handle of this process could have dropped it.
