@@ -226,6 +226,9 @@ impl OpRef<'_> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WriteBatch {
     ops: Vec<BatchOp>,
+    /// The store its named keyspaces belong to (its address), once one
+    /// was added (`keyspace::WriteBatch::put_in`).
+    pub(crate) store: Option<usize>,
 }
 
 impl WriteBatch {
@@ -349,7 +352,7 @@ impl WriteBatch {
     pub fn decode(buf: &[u8]) -> Option<WriteBatch> {
         let mut ops = Vec::new();
         walk(buf, |op| ops.push(op.to_owned()))?;
-        Some(WriteBatch { ops })
+        Some(WriteBatch { ops, store: None })
     }
 
     /// Calls `f(op)` for each operation of a WAL payload in order,

@@ -96,6 +96,12 @@ impl Db {
         Ok(db)
     }
 
+    /// Reads the catalog of keyspaces again (after pairs were written to
+    /// it below the public methods: a repair).
+    pub(crate) fn reload_keyspaces(&self) -> Result<()> {
+        self.shared.keyspaces.load(&self.shared)
+    }
+
     /// Brings a store of format 1 to format 2 (`keyspace::upgrade`), reads
     /// the catalog of keyspaces and deletes pairs no keyspace owns.
     fn open_keyspaces(&self) -> Result<()> {
@@ -209,6 +215,7 @@ impl Db {
 
     /// Applies `batch` atomically with explicit write options.
     pub fn write_opt(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
+        batch.check_store(&self.shared)?;
         self.shared.write(&batch, opts.sync)
     }
 

@@ -179,11 +179,11 @@ fn batches_and_transactions_span_keyspaces_atomically() {
     );
     // A transaction begun in a keyspace acts there; a write conflict in
     // one keyspace does not touch the same key in another.
-    let mut t1 = to.transaction(Isolation::Snapshot);
+    let mut t1 = to.transaction(Isolation::Snapshot).unwrap();
     t1.put([0u8; 4], "x").unwrap();
     db.put([0u8, 0, 0, 0], "default").unwrap();
     t1.commit().unwrap();
-    let mut t2 = to.transaction(Isolation::Snapshot);
+    let mut t2 = to.transaction(Isolation::Snapshot).unwrap();
     t2.put([0u8; 4], "y").unwrap();
     to.put([0u8; 4], "z").unwrap();
     assert!(matches!(t2.commit(), Err(Error::Conflict)));
@@ -249,7 +249,7 @@ fn a_dropped_keyspace_is_gone_at_once_and_its_handles_refuse() {
         kept.put(format!("k{i:05}"), "kept").unwrap();
     }
     db.flush().unwrap();
-    let snap = gone.snapshot();
+    let snap = gone.snapshot().unwrap();
     assert!(db.drop_keyspace("gone").unwrap());
     assert!(!db.drop_keyspace("gone").unwrap());
     assert!(!db.has_keyspace("gone"));
@@ -357,4 +357,128 @@ fn a_backup_keeps_every_keyspace() {
     assert_eq!(copy.keyspace("a").unwrap().get("k").unwrap(), None);
     drop(copy);
     std::fs::remove_dir_all(&dest).unwrap();
+}
+
+#[test]
+fn handles_of_a_dropped_keyspace_or_another_store_reach_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let a = db.keyspace("a").unwrap();
+    let b = db.keyspace("b").unwrap();
+    db.put("d1", "default").unwrap();
+    b.put("secret", "b's").unwrap();
+    db.drop_keyspace("a").unwrap();
+    // Its iterators yield the error, and no seek opens them.
+    for back in [false, true] {
+        let mut it = a.iter();
+        if back {
+            it.seek_back(b"\xff\xff");
+        } else {
+            it.seek(b"");
+        }
+        assert!(matches!(it.next(), Some(Err(Error::InvalidArgument(_)))));
+        assert!(it.next().is_none() && it.next_back().is_none());
+    }
+    // No transaction or snapshot begins through it.
+    assert!(matches!(
+        a.transaction(Isolation::Snapshot),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(a.snapshot().is_err());
+    assert!(a.compare_and_swap("k", None, Some(b"v")).is_err());
+    // A batch may not mix stores' keyspaces, nor go to another store.
+    let dir2 = tempfile::tempdir().unwrap();
+    let other = Db::open(dir2.path(), opts()).unwrap();
+    let foreign = other.keyspace("b").unwrap();
+    let mut batch = WriteBatch::new();
+    batch.put_in(&b, b"k", b"v").unwrap();
+    assert!(matches!(
+        batch.put_in(&foreign, b"k", b"v"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        other.write(batch.clone()),
+        Err(Error::InvalidArgument(_))
+    ));
+    db.write(batch).unwrap();
+    assert_eq!(foreign.get("k").unwrap(), None);
+    assert_eq!(b.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+#[test]
+fn a_repair_keeps_every_keyspace_and_tagged_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+    {
+        let db = Db::open(&src, opts()).unwrap();
+        let ks = db.keyspace("users").unwrap();
+        for i in 0..2000u32 {
+            ks.put(format!("u{i:05}"), "user").unwrap();
+            db.put(format!("d{i:05}"), "default").unwrap();
+        }
+        db.flush().unwrap();
+        // Some in the space, some only in the log.
+        ks.put("alice", "1").unwrap();
+        ks.delete_range("u00100".."u00200").unwrap();
+        db.put(b"\xffff", "tagged").unwrap();
+        db.put(vec![0xFFu8; flexdb::MAX_KEY_LEN], "longest")
+            .unwrap();
+        ks.put(vec![7u8; flexdb::MAX_KEY_LEN], "longest").unwrap();
+        drop(ks);
+        db.close().unwrap();
+    }
+    Db::repair(&src, Some(&dst), |_| {}).unwrap();
+    let db = Db::open(&dst, Options::new()).unwrap();
+    assert_eq!(db.keyspaces(), ["default", "users"]);
+    assert_eq!(db.get(b"\xffff").unwrap().as_deref(), Some(&b"tagged"[..]));
+    assert_eq!(db.iter().count(), 2002);
+    let ks = db.keyspace("users").unwrap();
+    assert_eq!(ks.iter().count(), 2000 - 100 + 2);
+    assert_eq!(ks.get("alice").unwrap().as_deref(), Some(&b"1"[..]));
+    // The catalog went on: a new keyspace gets a new number.
+    let fresh = db.keyspace("fresh").unwrap();
+    assert_eq!(fresh.iter().count(), 0);
+    fresh.put("k", "v").unwrap();
+    assert_eq!(ks.get("k").unwrap(), None);
+}
+
+/// The last interval damaged (where the catalog's range begins): the
+/// store still opens, the default keyspace serves every other key, and
+/// named keyspaces are refused as corrupt rather than made anew.
+#[test]
+fn a_damaged_interval_where_the_catalog_lies_does_not_fail_the_open() {
+    use flexspace::FaultStorage;
+    use std::sync::Arc;
+    let st = FaultStorage::new();
+    let o = || {
+        Options::new()
+            .memtable_bytes(16 << 10)
+            .cache_bytes(64 << 10)
+            .mmap_reads(false)
+    };
+    {
+        let db =
+            Db::open_with_storage(Arc::new(st.clone()), "s", o().create_if_missing(true)).unwrap();
+        for i in 0..2000u32 {
+            db.put(format!("key{i:05}"), format!("<MARK{i:05}>-value"))
+                .unwrap();
+        }
+        db.close().unwrap();
+    }
+    let mut bytes = st.file_bytes("data").unwrap();
+    let (from, to) = (b"<MARK01999>", b"<MQRK01999>");
+    let at = bytes
+        .windows(from.len())
+        .position(|w| w == from)
+        .expect("the last pair in the data file");
+    bytes[at..at + to.len()].copy_from_slice(to);
+    st.set_file_bytes("data", bytes);
+    let db = Db::open_with_storage(Arc::new(st), "s", o()).unwrap();
+    assert_eq!(
+        db.get("key00000").unwrap().as_deref(),
+        Some(&b"<MARK00000>-value"[..])
+    );
+    assert!(matches!(db.get("key01999"), Err(Error::Corrupt { .. })));
+    assert!(matches!(db.keyspace("new"), Err(Error::Corrupt { .. })));
+    assert_eq!(db.keyspaces(), ["default"]);
 }

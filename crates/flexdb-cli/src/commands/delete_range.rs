@@ -137,7 +137,9 @@ pub fn delete_range(
     // Counted through a snapshot taken now, just before the delete.
     let pairs = match &plan.range {
         Some(range) => count(
-            ks.snapshot().range::<Vec<u8>, _>(range.clone()),
+            ks.snapshot()
+                .map_err(|e| CliError::db(dir, e))?
+                .range::<Vec<u8>, _>(range.clone()),
             dir,
             opts.quiet,
             BAR,

@@ -29,6 +29,15 @@ use crate::read::iter::Iter;
 use crate::read::snapshot::ReadPoint;
 use crate::store::Store;
 
+/// The catalog key that marks a store upgraded from format 1
+/// (`upgrade`): longer than any key format 1 could hold, so no format-1
+/// key is ever taken for it.
+pub(crate) fn upgrade_marker() -> Vec<u8> {
+    let mut k = KsId::CATALOG.prefix().to_vec();
+    k.resize(crate::codec::MAX_STORED_KEY_LEN, 0);
+    k
+}
+
 /// The longest keyspace name, in bytes.
 pub const MAX_KEYSPACE_NAME_LEN: usize = 255;
 
@@ -69,6 +78,9 @@ struct Inner {
     by_name: BTreeMap<String, Arc<Entry>>,
     /// The next number to give out.
     next: u32,
+    /// Why the catalog could not be read (a damaged interval): named
+    /// keyspaces are then refused, the default one works.
+    damaged: Option<String>,
 }
 
 /// The named keyspaces of an open store.
@@ -124,16 +136,46 @@ fn stored_pairs(store: &Arc<Store>, id: KsId) -> Iter<'static> {
 }
 
 impl Catalog {
-    /// Reads the catalog's pairs (at open).
+    /// Reads the catalog's pairs (at open). A damaged interval in the
+    /// catalog's range does not fail the open: the default keyspace still
+    /// works, named ones are refused (`Error::Corrupt`) until a repair.
     pub fn load(&self, store: &Arc<Store>) -> Result<()> {
+        match self.read(store) {
+            Ok(inner) => *self.inner.lock() = inner,
+            Err(Error::Corrupt { file, detail }) => {
+                let why = format!("{}: {detail}", file.display());
+                tracing::warn!(target: "flexdb::keyspace", "keyspaces unreadable: {why}");
+                *self.inner.lock() = Inner {
+                    damaged: Some(why),
+                    ..Inner::default()
+                };
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// Refuses named keyspaces when the catalog could not be read.
+    fn check_readable(inner: &Inner) -> Result<()> {
+        match &inner.damaged {
+            Some(why) => Err(corrupt(format!("unreadable ({why}); repair the store"))),
+            None => Ok(()),
+        }
+    }
+
+    fn read(&self, store: &Arc<Store>) -> Result<Inner> {
         let mut inner = Inner {
             by_name: BTreeMap::new(),
             next: KsId::FIRST,
+            damaged: None,
         };
         let mut max = 0;
         for pair in stored_pairs(store, KsId::CATALOG) {
             let (k, v) = pair?;
             let name = super::encoding::decode(&k);
+            if k == upgrade_marker() {
+                continue;
+            }
             if name.is_empty() {
                 inner.next = inner.next.max(number(&v, "the next number")?);
                 continue;
@@ -150,8 +192,7 @@ impl Catalog {
                 .insert(name.clone(), Arc::new(Entry::new(KsId(id), name)));
         }
         inner.next = inner.next.max(max + 1);
-        *self.inner.lock() = inner;
-        Ok(())
+        Ok(inner)
     }
 
     /// The keyspace named `name`, created (durably with the store's
@@ -159,6 +200,7 @@ impl Catalog {
     pub fn open(&self, store: &Arc<Store>, name: &str) -> Result<Arc<Entry>> {
         check_name(name)?;
         let mut inner = self.inner.lock();
+        Self::check_readable(&inner)?;
         if let Some(e) = inner.by_name.get(name) {
             return Ok(e.clone());
         }
@@ -177,8 +219,11 @@ impl Catalog {
             encode(KsId::CATALOG, b"").into_owned(),
             (id + 1).to_le_bytes().to_vec(),
         )?;
-        store.write(&batch, store.opts.sync_writes)?;
+        // The number is spent whatever the write's outcome (a failed
+        // write may still reach the log: a second number for the name
+        // then wins, never one number for two names).
         inner.next = id + 1;
+        store.write(&batch, store.opts.sync_writes)?;
         let entry = Arc::new(Entry::new(KsId(id), name.to_string()));
         inner.by_name.insert(name.to_string(), entry.clone());
         Ok(entry)
@@ -200,6 +245,7 @@ impl Catalog {
     pub fn drop_keyspace(&self, store: &Arc<Store>, name: &str, sync: bool) -> Result<bool> {
         check_name(name)?;
         let mut inner = self.inner.lock();
+        Self::check_readable(&inner)?;
         let Some(entry) = inner.by_name.get(name).cloned() else {
             return Ok(false);
         };
@@ -207,17 +253,26 @@ impl Catalog {
         let (start, end) = bounds(entry.id);
         batch.push_range(&start, end.as_deref())?;
         batch.delete_stored(encode(KsId::CATALOG, name.as_bytes()).into_owned())?;
-        store.write(&batch, sync)?;
+        let written = store.write(&batch, sync);
+        // Gone whatever the write's outcome: a failed write may still reach
+        // the log, and writes after it would then be lost to the sweep.
+        // (If it does not, the keyspace is back, whole, at the next open.)
         entry.dropped.store(true, Ordering::Release);
         inner.by_name.remove(name);
-        Ok(true)
+        written.map(|()| true)
     }
 
     /// Deletes the pairs of numbers no keyspace has (left by writes that
     /// raced the drop of their keyspace); one seek per keyspace.
     pub fn sweep_orphans(&self, store: &Arc<Store>) -> Result<u32> {
-        let live: std::collections::HashSet<KsId> =
-            self.inner.lock().by_name.values().map(|e| e.id).collect();
+        let live: std::collections::HashSet<KsId> = {
+            let inner = self.inner.lock();
+            if inner.damaged.is_some() {
+                // Which numbers are live is not known: sweep nothing.
+                return Ok(0);
+            }
+            inner.by_name.values().map(|e| e.id).collect()
+        };
         let lo = KsId(KsId::FIRST).prefix().to_vec();
         let hi = KsId::CATALOG.prefix().to_vec();
         let mut it = Iter::new_stored(
@@ -231,7 +286,11 @@ impl Catalog {
         loop {
             let id = match it.next_ref() {
                 None => break,
-                Some(pair) => keyspace_of(pair?.0),
+                Some(Ok(pair)) => keyspace_of(pair.0),
+                // A damaged interval: leave the rest for a later open (or
+                // a repair) rather than fail this one.
+                Some(Err(Error::Corrupt { .. })) => break,
+                Some(Err(e)) => return Err(e),
             };
             if id == KsId::DEFAULT {
                 // A key too short for a prefix: never written as such

@@ -213,18 +213,24 @@ impl Keyspace {
 
     /// A snapshot of the store whose methods read this keyspace (see
     /// [`crate::Db::snapshot`]; [`Snapshot::keyspace`] reads another).
-    pub fn snapshot(&self) -> Snapshot {
-        Snapshot {
+    /// Refused once the keyspace is dropped.
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        let ks = self.live()?;
+        Ok(Snapshot {
             point: ReadPoint::take(&self.store, true),
-            ks: self.entry.id,
-        }
+            ks,
+        })
     }
 
     /// Begins a transaction whose methods act on this keyspace (see
     /// [`crate::Db::transaction`]; [`Transaction::keyspace`] reaches
-    /// another keyspace within the same transaction).
-    pub fn transaction(&self, isolation: Isolation) -> Transaction {
-        Transaction::begin(&self.store, isolation, self.entry.id)
+    /// another keyspace within the same transaction). Refused once the
+    /// keyspace is dropped; a drop while it runs is a write of every key
+    /// of the keyspace, so a commit that wrote there fails with
+    /// [`crate::Error::Conflict`].
+    pub fn transaction(&self, isolation: Isolation) -> Result<Transaction> {
+        let ks = self.live()?;
+        Ok(Transaction::begin(&self.store, isolation, ks))
     }
 
     /// Atomically sets `key` to `new` (`None`: removes it) if its value is
@@ -236,9 +242,9 @@ impl Keyspace {
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
     ) -> Result<bool> {
-        self.live()?;
+        let id = self.live()?;
         compare_and_swap(
-            || self.transaction(Isolation::Serializable),
+            || Transaction::begin(&self.store, Isolation::Serializable, id),
             key.as_ref(),
             expected,
             new,
@@ -300,7 +306,7 @@ impl WriteBatch {
     /// ```
     pub fn put_in(&mut self, ks: &Keyspace, key: &[u8], value: &[u8]) -> Result<&mut Self> {
         crate::codec::check_sizes(key, Some(value))?;
-        let key = encode(ks.live()?, key).into_owned();
+        let key = encode(self.bind(ks)?, key).into_owned();
         self.put_stored(key, value.to_vec())?;
         Ok(self)
     }
@@ -308,7 +314,7 @@ impl WriteBatch {
     /// Adds a delete in keyspace `ks`.
     pub fn delete_in(&mut self, ks: &Keyspace, key: &[u8]) -> Result<&mut Self> {
         crate::codec::check_sizes(key, None)?;
-        let key = encode(ks.live()?, key).into_owned();
+        let key = encode(self.bind(ks)?, key).into_owned();
         self.delete_stored(key)?;
         Ok(self)
     }
@@ -320,7 +326,35 @@ impl WriteBatch {
         K: AsRef<[u8]> + ?Sized,
         R: RangeBounds<K>,
     {
-        self.delete_range_in_id(ks.live()?, range)
+        let id = self.bind(ks)?;
+        self.delete_range_in_id(id, range)
+    }
+
+    /// The number of `ks`, a live keyspace of the store this batch's other
+    /// keyspaces belong to (the store `Db::write` then checks).
+    fn bind(&mut self, ks: &Keyspace) -> Result<KsId> {
+        let id = ks.live()?;
+        let store = Arc::as_ptr(&ks.store) as usize;
+        match self.store {
+            Some(s) if s != store => Err(crate::Error::InvalidArgument(format!(
+                "keyspace {:?} belongs to another store than this batch's other keyspaces",
+                ks.name()
+            ))),
+            _ => {
+                self.store = Some(store);
+                Ok(id)
+            }
+        }
+    }
+
+    /// Refuses a batch holding keyspaces of another store than `store`.
+    pub(crate) fn check_store(&self, store: &Arc<Store>) -> Result<()> {
+        match self.store {
+            Some(s) if s != Arc::as_ptr(store) as usize => Err(crate::Error::InvalidArgument(
+                "the batch holds keyspaces of another store".into(),
+            )),
+            _ => Ok(()),
+        }
     }
 
     pub(crate) fn delete_range_in_id<K, R>(&mut self, id: KsId, range: R) -> Result<&mut Self>

@@ -5,14 +5,17 @@
 //! keyspace's keys that start with `0xFF` move behind the prefix
 //! `FF 00 00 00 00`. A format-1 store with no such key (nearly every
 //! one) needs nothing but its manifest rewritten. One with such keys gets
-//! them moved in one synced batch that also writes the catalog's
-//! next-number pair, then the new manifest.
+//! them moved in one synced batch that also writes a marker, then the new
+//! manifest.
 //!
 //! Invariants: the manifest says format 2 only once the moved keys are
 //! durable; a crash between the two leaves a format-1 manifest over moved
-//! keys, which the catalog pair marks (format 1 never wrote it: a
-//! format-1 key of exactly `FF FF FF FF FF` would be taken for it, the
-//! one case this cannot tell apart), so the move is not repeated.
+//! keys and the marker, so the move is not repeated. The marker is a
+//! catalog key longer than any key format 1 could hold
+//! (`catalog::upgrade_marker`), so no format-1 store is taken for an
+//! upgraded one. The move is one batch: a format-1 store whose keys
+//! starting with `0xFF` exceed a batch's limit cannot be opened by this
+//! build (back it up with the older one, as `flexdb dump`/`load`).
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -28,7 +31,7 @@ use crate::store::Store;
 /// Brings a format-1 store (open, its logs replayed) to format 2; returns
 /// how many keys moved.
 pub(crate) fn to_format_2(store: &Arc<Store>) -> Result<u64> {
-    let marker = encode(KsId::CATALOG, b"").into_owned();
+    let marker = super::catalog::upgrade_marker();
     let point = ReadPoint::take(store, false);
     let moved_before = point.get(&marker)?.is_some();
     let mut moved = 0;
@@ -44,7 +47,7 @@ pub(crate) fn to_format_2(store: &Arc<Store>) -> Result<u64> {
             moved += 1;
         }
         if moved > 0 {
-            batch.put_stored(marker, KsId::FIRST.to_le_bytes().to_vec())?;
+            batch.put_stored(marker, Vec::new())?;
             store.write(&batch, true)?;
         }
     }
@@ -124,13 +127,25 @@ mod tests {
     }
 
     #[test]
+    fn format_1_keys_that_look_like_catalog_or_keyspace_keys_are_moved_too() {
+        let k1: &[u8] = &[0xFF; 5];
+        let k2: &[u8] = b"\xff\x00\x00\x00\x07abc";
+        let st = format_1_store(&[(k1, b"1234"), (k2, b"v1 data"), (b"x", b"y")]);
+        let db = Db::open_with_storage(st, "v1", opts()).unwrap();
+        assert_eq!(db.get(k1).unwrap().as_deref(), Some(&b"1234"[..]));
+        assert_eq!(db.get(k2).unwrap().as_deref(), Some(&b"v1 data"[..]));
+        assert_eq!(db.keyspaces(), ["default"]);
+        assert_eq!(db.iter().count(), 4);
+    }
+
+    #[test]
     fn a_store_without_tagged_keys_only_gets_a_new_manifest() {
         let st = format_1_store(&[(b"a", b"1")]);
         let db = Db::open_with_storage(st.clone(), "v1", opts()).unwrap();
         assert_eq!(version(&st), 2);
         assert_eq!(db.iter().count(), 2);
-        // No catalog pair was written.
-        let marker = encode(KsId::CATALOG, b"").into_owned();
+        // No marker was written.
+        let marker = super::super::catalog::upgrade_marker();
         assert_eq!(db.shared().get(&marker).unwrap(), None);
     }
 
@@ -139,8 +154,8 @@ mod tests {
         // As a crash between the moved keys and the new manifest leaves
         // it: keys moved, the catalog pair written, the old manifest.
         let moved = encode(KsId::DEFAULT, &[0xFF, b'z']).into_owned();
-        let marker = encode(KsId::CATALOG, b"").into_owned();
-        let st = format_1_store(&[(&moved, b"v"), (&marker, &KsId::FIRST.to_le_bytes())]);
+        let marker = super::super::catalog::upgrade_marker();
+        let st = format_1_store(&[(&moved, b"v"), (&marker, b"")]);
         let db = Db::open_with_storage(st.clone(), "v1", opts()).unwrap();
         assert_eq!(version(&st), 2);
         assert_eq!(db.get([0xFF, b'z']).unwrap().as_deref(), Some(&b"v"[..]));

@@ -313,8 +313,9 @@ impl Iter<'static> {
 
     /// An iterator that yields its error `e` once, then nothing.
     pub(crate) fn failed(point: Arc<ReadPoint>, e: crate::Error) -> Iter<'static> {
-        let mut it = Self::new_stored(point, Bound::Unbounded, Bound::Unbounded, None);
-        it.exhausted = true;
+        // An empty range, so that no seek can open it.
+        let none = || Bound::Excluded(Vec::new());
+        let mut it = Self::new_stored(point, none(), none(), None);
         it.pending = Some(e);
         it
     }

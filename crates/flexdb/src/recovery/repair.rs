@@ -83,21 +83,68 @@ pub(crate) fn repair_storage(
 ) -> Result<RepairReport> {
     let mut opts = Options::new().cache_bytes(16 << 20);
     opts.salvage = true;
+    // Keys as format 2 stores them, or (format 1) the user's as they are.
+    let keys = match crate::recovery::manifest::inspect(from.as_ref())? {
+        crate::recovery::manifest::DirContents::Store(1) => Keys::Format1,
+        _ => Keys::Stored,
+    };
     let store = open_storage(from, name, opts)?;
     let mut report = RepairReport {
         salvaged: store.salvaged.clone(),
         into: into.path().to_path_buf(),
         ..RepairReport::default()
     };
-    copy_space(&store, into, &mut report, progress)?;
-    copy_memtables(&store, into, &mut report)?;
+    copy_space(&store, keys, into, &mut report, progress)?;
+    copy_memtables(&store, keys, into, &mut report)?;
     into.flush()?;
+    // The copied catalog names the keyspaces from now on.
+    into.reload_keyspaces()?;
     Ok(report)
+}
+
+/// How the damaged store's keys map to the new store's.
+#[derive(Clone, Copy)]
+enum Keys {
+    /// As stored (format 2): copied as they are.
+    Stored,
+    /// A format-1 store's: the default keyspace's keys.
+    Format1,
+}
+
+impl Keys {
+    fn put(self, batch: &mut WriteBatch, key: &[u8], value: &[u8]) -> Result<()> {
+        match self {
+            Keys::Stored => batch.put_stored(key.to_vec(), value.to_vec()),
+            Keys::Format1 => batch.put(key, value).map(|_| ()),
+        }
+    }
+
+    fn delete(self, batch: &mut WriteBatch, key: &[u8]) -> Result<()> {
+        match self {
+            Keys::Stored => batch.delete_stored(key.to_vec()),
+            Keys::Format1 => batch.delete(key).map(|_| ()),
+        }
+    }
+
+    fn delete_range(self, batch: &mut WriteBatch, start: &[u8], end: Option<&[u8]>) -> Result<()> {
+        match self {
+            Keys::Stored => batch.push_range(start, end),
+            Keys::Format1 => {
+                let (start, end) = crate::keyspace::encoding::encode_delete_range(
+                    crate::keyspace::KsId::DEFAULT,
+                    start.to_vec(),
+                    end.map(<[u8]>::to_vec),
+                );
+                batch.push_range(&start, end.as_deref())
+            }
+        }
+    }
 }
 
 /// Every pair of the published view that verifies, into `into`.
 fn copy_space(
     store: &Store,
+    keys: Keys,
     into: &Db,
     report: &mut RepairReport,
     progress: &mut dyn FnMut(RepairProgress),
@@ -112,7 +159,7 @@ fn copy_space(
         // verified) go in as they come: the later one wins, as a scan
         // would have met them.
         for p in &step.pairs {
-            batch.put(p.key, p.value)?;
+            keys.put(&mut batch, p.key, p.value)?;
         }
         in_batch += step.pairs.len();
         report.pairs += step.pairs.len() as u64;
@@ -135,7 +182,7 @@ fn copy_space(
 }
 
 /// The replayed writes, oldest MemTable first, over the space's pairs.
-fn copy_memtables(store: &Store, into: &Db, report: &mut RepairReport) -> Result<()> {
+fn copy_memtables(store: &Store, keys: Keys, into: &Db, report: &mut RepairReport) -> Result<()> {
     let mems = store.writes.mems();
     let tables = mems
         .frozen
@@ -149,7 +196,7 @@ fn copy_memtables(store: &Store, into: &Db, report: &mut RepairReport) -> Result
         if let Some(list) = &ranges {
             let mut deletes = WriteBatch::new();
             for t in list.iter() {
-                deletes.push_range(&t.start, t.end.as_deref())?;
+                keys.delete_range(&mut deletes, &t.start, t.end.as_deref())?;
             }
             into.write(deletes)?;
         }
@@ -162,9 +209,9 @@ fn copy_memtables(store: &Store, into: &Db, report: &mut RepairReport) -> Result
                 continue;
             }
             match e.value {
-                Some(v) => batch.put(e.key, v)?,
-                None => batch.delete(e.key)?,
-            };
+                Some(v) => keys.put(&mut batch, e.key, v)?,
+                None => keys.delete(&mut batch, e.key)?,
+            }
             report.replayed += 1;
             if batch.len() >= BATCH_PAIRS {
                 into.write(std::mem::take(&mut batch))?;
