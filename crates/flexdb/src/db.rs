@@ -106,12 +106,8 @@ impl Db {
     /// the catalog of keyspaces and deletes pairs no keyspace owns.
     fn open_keyspaces(&self) -> Result<()> {
         let store = &self.shared;
-        if let crate::recovery::manifest::DirContents::Store(version) =
-            crate::recovery::manifest::inspect(store.storage.as_ref())?
-        {
-            if version < crate::recovery::manifest::FORMAT_VERSION {
-                crate::keyspace::upgrade::to_format_2(store)?;
-            }
+        if store.format_version < crate::recovery::manifest::FORMAT_VERSION {
+            crate::keyspace::upgrade::to_format_2(store)?;
         }
         store.keyspaces.load(store)?;
         store.keyspaces.sweep_orphans(store)?;

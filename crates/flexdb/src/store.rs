@@ -119,6 +119,9 @@ pub(crate) struct Store {
     /// The named keyspaces (`keyspace::catalog`), read once the store is
     /// open.
     pub keyspaces: crate::keyspace::catalog::Catalog,
+    /// The format its manifest named at open (`recovery::manifest`; below
+    /// the current one until `keyspace::upgrade` brings it up).
+    pub format_version: u32,
 }
 
 impl Store {

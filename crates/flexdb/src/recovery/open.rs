@@ -83,7 +83,12 @@ pub(crate) fn open_storage(storage: Arc<dyn Storage>, dir: &Path, opts: Options)
         manifest::DirContents::Store(_) if opts.error_if_exists => {
             Err(Error::AlreadyExists(dir.to_path_buf()))
         }
-        manifest::DirContents::Store(_) => recover(storage, dir, opts).map_err(|e| in_dir(e, dir)),
+        manifest::DirContents::Store(version) => recover(storage, dir, opts)
+            .map(|store| Store {
+                format_version: version,
+                ..store
+            })
+            .map_err(|e| in_dir(e, dir)),
         manifest::DirContents::Foreign(why) => Err(Error::NotAStore(dir.to_path_buf(), why)),
         manifest::DirContents::Nothing if !opts.create_if_missing => {
             Err(Error::NotFound(dir.to_path_buf()))
@@ -252,6 +257,7 @@ fn assemble(
         salvaged: Vec::new(),
         held_logs_from: Default::default(),
         keyspaces: Default::default(),
+        format_version: manifest::FORMAT_VERSION,
     })
 }
 

@@ -83,12 +83,12 @@ pub(crate) fn repair_storage(
 ) -> Result<RepairReport> {
     let mut opts = Options::new().cache_bytes(16 << 20);
     opts.salvage = true;
+    let store = open_storage(from, name, opts)?;
     // Keys as format 2 stores them, or (format 1) the user's as they are.
-    let keys = match crate::recovery::manifest::inspect(from.as_ref())? {
-        crate::recovery::manifest::DirContents::Store(1) => Keys::Format1,
+    let keys = match store.format_version {
+        1 => Keys::Format1,
         _ => Keys::Stored,
     };
-    let store = open_storage(from, name, opts)?;
     let mut report = RepairReport {
         salvaged: store.salvaged.clone(),
         into: into.path().to_path_buf(),
