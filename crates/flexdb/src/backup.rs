@@ -92,11 +92,17 @@ pub(crate) fn backup(
         let mut batch = WriteBatch::new();
         let mut in_batch = 0;
         // Every keyspace's pairs and the catalog, keys as stored.
-        for pair in snap.stored_pairs() {
-            let (k, v) = pair?;
+        let mut pairs = snap.stored_pairs();
+        while let Some(pair) = pairs.next_entry_ref() {
+            let (k, v, expires) = pair?;
             done.pairs += 1;
             done.bytes += (k.len() + v.len()) as u64;
-            batch.put_stored(k, v)?;
+            // Deadlines go with their pairs (and the expiry queue's
+            // entries with the rest).
+            match expires {
+                0 => batch.put_stored(k.to_vec(), v.to_vec())?,
+                x => batch.put_expiring_stored(k.to_vec(), v.to_vec(), x),
+            }
             in_batch += 1;
             if in_batch == BATCH_PAIRS {
                 into.write(std::mem::take(&mut batch))?;

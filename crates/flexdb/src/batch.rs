@@ -4,7 +4,11 @@
 //! 1 put (`varint(key_len) key varint(value_len) value`), 2 delete
 //! (`varint(key_len) key`), 3 range delete (`varint(len) start varint(len)
 //! end`: every key `start <= k < end`), 4 range delete to the end
-//! (`varint(len) start`: every key `k >= start`).
+//! (`varint(len) start`: every key `k >= start`), 5 put with a deadline
+//! (as 1, then the deadline: 8 bytes little-endian, Unix milliseconds,
+//! never 0). A batch holds puts with a time to live (`put_with_ttl`) until
+//! it is written; the write turns each into a put with a deadline (and an
+//! entry of the expiry queue, `expiry`), so a payload never holds a TTL.
 //! Invariant: `decode(encode(b)) == b`; decoding never panics and rejects
 //! trailing or missing bytes, unknown kinds, oversized keys and ranges
 //! whose start is not below their end.
@@ -19,6 +23,7 @@ const PUT: u8 = 1;
 const DELETE: u8 = 2;
 const DELETE_RANGE: u8 = 3;
 const DELETE_RANGE_TO_END: u8 = 4;
+const PUT_EXPIRING: u8 = 5;
 
 /// The longest bound of a range delete: a key, and one byte more (an
 /// inclusive end `k` is stored as the exclusive end `k\0`).
@@ -115,6 +120,25 @@ pub enum OpRef<'a> {
         /// The key bound (exclusive); `None`: to the last key.
         end: Option<&'a [u8]>,
     },
+    /// Set `key` to `value` until `expires`.
+    PutExpiring {
+        /// The key.
+        key: &'a [u8],
+        /// The value.
+        value: &'a [u8],
+        /// The deadline, Unix milliseconds (never 0).
+        expires: u64,
+    },
+    /// Set `key` to `value` for `ttl` from the write (a batch's op until
+    /// it is written).
+    PutWithTtl {
+        /// The key.
+        key: &'a [u8],
+        /// The value.
+        value: &'a [u8],
+        /// The time to live (nonzero).
+        ttl: std::time::Duration,
+    },
 }
 
 fn encode_bytes(out: &mut Vec<u8>, b: &[u8]) {
@@ -145,6 +169,14 @@ fn encode_op(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
         put_varint(out, value.len() as u64);
         out.extend_from_slice(value);
     }
+}
+
+/// Appends a put with a deadline's encoding to `out`.
+fn encode_expiring(out: &mut Vec<u8>, key: &[u8], value: &[u8], expires: u64) {
+    out.push(PUT_EXPIRING);
+    encode_bytes(out, key);
+    encode_bytes(out, value);
+    out.extend_from_slice(&expires.to_le_bytes());
 }
 
 /// Sets `out` to the payload of a batch holding the one operation given
@@ -181,6 +213,26 @@ pub enum BatchOp {
         /// The key bound (exclusive); `None`: to the last key.
         end: Option<Vec<u8>>,
     },
+    /// Set `key` to `value` until `expires` (Unix milliseconds): a put
+    /// with a time to live as written (read back from a log).
+    PutExpiring {
+        /// The key.
+        key: Vec<u8>,
+        /// The value.
+        value: Vec<u8>,
+        /// The deadline, Unix milliseconds (never 0).
+        expires: u64,
+    },
+    /// Set `key` to `value` for `ttl` from when the batch is written (see
+    /// [`WriteBatch::put_with_ttl`]).
+    PutWithTtl {
+        /// The key.
+        key: Vec<u8>,
+        /// The value.
+        value: Vec<u8>,
+        /// The time to live (nonzero).
+        ttl: std::time::Duration,
+    },
 }
 
 impl BatchOp {
@@ -192,6 +244,20 @@ impl BatchOp {
             BatchOp::DeleteRange { start, end } => OpRef::DeleteRange {
                 start,
                 end: end.as_deref(),
+            },
+            BatchOp::PutExpiring {
+                key,
+                value,
+                expires,
+            } => OpRef::PutExpiring {
+                key,
+                value,
+                expires: *expires,
+            },
+            BatchOp::PutWithTtl { key, value, ttl } => OpRef::PutWithTtl {
+                key,
+                value,
+                ttl: *ttl,
             },
         }
     }
@@ -209,6 +275,20 @@ impl OpRef<'_> {
             OpRef::DeleteRange { start, end } => BatchOp::DeleteRange {
                 start: start.to_vec(),
                 end: end.map(<[u8]>::to_vec),
+            },
+            OpRef::PutExpiring {
+                key,
+                value,
+                expires,
+            } => BatchOp::PutExpiring {
+                key: key.to_vec(),
+                value: value.to_vec(),
+                expires,
+            },
+            OpRef::PutWithTtl { key, value, ttl } => BatchOp::PutWithTtl {
+                key: key.to_vec(),
+                value: value.to_vec(),
+                ttl,
             },
         }
     }
@@ -246,6 +326,70 @@ impl WriteBatch {
             value: value.to_vec(),
         });
         Ok(self)
+    }
+
+    /// Adds a put whose pair expires `ttl` after the batch is written (in
+    /// the default keyspace; [`WriteBatch::put_with_ttl_in`] for another):
+    /// from then on no read sees it, and its space is reclaimed (see
+    /// [`crate::Db::put_with_ttl`]). A `ttl` of zero, or one too long for a
+    /// deadline, is refused (`InvalidArgument`) when the batch is written.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let mut batch = flexdb::WriteBatch::new();
+    /// batch.put_with_ttl(b"session:42", b"alice", Duration::from_secs(3600)).unwrap();
+    /// assert_eq!(batch.len(), 1);
+    /// ```
+    pub fn put_with_ttl(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        ttl: std::time::Duration,
+    ) -> Result<&mut Self> {
+        check_sizes(key, Some(value))?;
+        check_ttl(ttl)?;
+        self.ops.push(BatchOp::PutWithTtl {
+            key: encode(KsId::DEFAULT, key).into_owned(),
+            value: value.to_vec(),
+            ttl,
+        });
+        Ok(self)
+    }
+
+    /// Adds a put with a time to live of a key as stored.
+    pub(crate) fn put_with_ttl_stored(
+        &mut self,
+        key: Vec<u8>,
+        value: Vec<u8>,
+        ttl: std::time::Duration,
+    ) -> Result<()> {
+        check_stored_sizes(&key, Some(&value))?;
+        check_ttl(ttl)?;
+        self.ops.push(BatchOp::PutWithTtl { key, value, ttl });
+        Ok(())
+    }
+
+    /// Adds a put with a deadline of a key as stored (the write's own
+    /// resolution of a time to live, and repair).
+    pub(crate) fn put_expiring_stored(&mut self, key: Vec<u8>, value: Vec<u8>, expires: u64) {
+        self.ops.push(BatchOp::PutExpiring {
+            key,
+            value,
+            expires,
+        });
+    }
+
+    /// Appends an operation as it is.
+    pub(crate) fn push_op(&mut self, op: BatchOp) {
+        self.ops.push(op);
+    }
+
+    /// Whether it holds a put with a time to live (to be resolved when
+    /// written).
+    pub(crate) fn has_ttls(&self) -> bool {
+        self.ops
+            .iter()
+            .any(|op| matches!(op, BatchOp::PutWithTtl { .. }))
     }
 
     /// Adds a delete (in the default keyspace).
@@ -332,7 +476,8 @@ impl WriteBatch {
         self.ops.clear();
     }
 
-    /// The WAL payload of this batch.
+    /// The WAL payload of this batch (puts with a time to live get their
+    /// deadline from the system clock, now).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         put_varint(&mut out, self.ops.len() as u64);
@@ -342,6 +487,21 @@ impl WriteBatch {
                 BatchOp::Delete { key } => encode_op(&mut out, key, None),
                 BatchOp::DeleteRange { start, end } => {
                     encode_range(&mut out, start, end.as_deref())
+                }
+                BatchOp::PutExpiring {
+                    key,
+                    value,
+                    expires,
+                } => encode_expiring(&mut out, key, value, *expires),
+                // A store's write resolves these first (`expiry`), by its
+                // own clock, adding the expiry queue's entries; a batch
+                // encoded by hand takes its deadlines from the system
+                // clock now.
+                BatchOp::PutWithTtl { key, value, ttl } => {
+                    let expires = crate::clock::Clock::default()
+                        .deadline(*ttl)
+                        .unwrap_or(u64::MAX);
+                    encode_expiring(&mut out, key, value, expires)
                 }
             }
         }
@@ -396,6 +556,16 @@ fn walk<'a>(buf: &'a [u8], mut f: impl FnMut(OpRef<'a>)) -> Option<usize> {
                 start: key,
                 end: None,
             },
+            PUT_EXPIRING => {
+                let value = bytes(&mut pos)?;
+                let d = buf.get(pos..pos + 8)?;
+                pos += 8;
+                OpRef::PutExpiring {
+                    key,
+                    value,
+                    expires: u64::from_le_bytes(d.try_into().ok()?),
+                }
+            }
             _ => return None,
         };
         if !valid(op) {
@@ -407,12 +577,31 @@ fn walk<'a>(buf: &'a [u8], mut f: impl FnMut(OpRef<'a>)) -> Option<usize> {
     (pos == buf.len()).then_some(n)
 }
 
+/// Refuses a time to live of zero (the rest of its checks need the
+/// clock: `clock::Clock::deadline`).
+pub(crate) fn check_ttl(ttl: std::time::Duration) -> Result<()> {
+    if ttl.is_zero() {
+        return Err(Error::InvalidArgument(
+            "a time to live of zero (a pair that never lives; delete it instead)".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Whether a decoded operation is one a batch can hold: keys and values
 /// within their limits, a range's bounds within `MAX_BOUND_LEN` and its
 /// start below its end.
 fn valid(op: OpRef<'_>) -> bool {
     match op {
         OpRef::Put { key, value } => check_stored_sizes(key, Some(value)).is_ok(),
+        OpRef::PutExpiring {
+            key,
+            value,
+            expires,
+        } => expires != 0 && check_stored_sizes(key, Some(value)).is_ok(),
+        OpRef::PutWithTtl { key, value, ttl } => {
+            check_ttl(ttl).is_ok() && check_stored_sizes(key, Some(value)).is_ok()
+        }
         OpRef::Delete { key } => check_stored_sizes(key, None).is_ok(),
         OpRef::DeleteRange { start, end } => {
             start.len() <= MAX_BOUND_LEN
@@ -442,6 +631,25 @@ mod tests {
         let mut bad_kind = enc;
         bad_kind[1] = 9;
         assert_eq!(WriteBatch::decode(&bad_kind), None);
+    }
+
+    #[test]
+    fn puts_with_deadlines_round_trip_and_refuse_a_zero_deadline() {
+        let mut b = WriteBatch::new();
+        b.put_expiring_stored(b"k".to_vec(), b"v".to_vec(), 1234);
+        b.put(b"x", b"y").unwrap();
+        let enc = b.encode();
+        assert_eq!(WriteBatch::decode(&enc), Some(b.clone()));
+        for cut in 0..enc.len() {
+            assert_eq!(WriteBatch::decode(&enc[..cut]), None, "cut at {cut}");
+        }
+        let mut zero = WriteBatch::new();
+        zero.put_expiring_stored(b"k".to_vec(), b"v".to_vec(), 0);
+        assert_eq!(WriteBatch::decode(&zero.encode()), None);
+        assert!(matches!(
+            WriteBatch::new().put_with_ttl(b"k", b"v", std::time::Duration::ZERO),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 
     #[test]

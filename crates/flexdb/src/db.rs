@@ -42,6 +42,8 @@ use crate::txn::{Isolation, Transaction};
 pub struct Db {
     shared: Arc<Store>,
     committer: Option<JoinHandle<()>>,
+    /// The thread that removes expired pairs (`expiry`).
+    expirer: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Db {
@@ -56,6 +58,11 @@ impl Db {
     /// The shared state (for the crate's unit tests).
     #[cfg(test)]
     pub(crate) fn shared(&self) -> &Arc<Store> {
+        &self.shared
+    }
+
+    /// The shared state.
+    pub(crate) fn store(&self) -> &Arc<Store> {
         &self.shared
     }
 
@@ -88,11 +95,13 @@ impl Db {
                 file: shared.dir.clone(),
                 source: e,
             })?;
-        let db = Db {
+        let mut db = Db {
             shared,
             committer: Some(committer),
+            expirer: None,
         };
         db.open_keyspaces()?;
+        db.expirer = Some(crate::expiry::start(&db.shared)?);
         Ok(db)
     }
 
@@ -106,8 +115,11 @@ impl Db {
     /// the catalog of keyspaces and deletes pairs no keyspace owns.
     fn open_keyspaces(&self) -> Result<()> {
         let store = &self.shared;
-        if store.format_version < crate::recovery::manifest::FORMAT_VERSION {
+        if store.format_version == 1 {
             crate::keyspace::upgrade::to_format_2(store)?;
+        } else if store.format_version < crate::recovery::manifest::FORMAT_VERSION {
+            // Format 3 (pairs with deadlines) reads format 2 as it is.
+            crate::recovery::manifest::write_manifest(store.storage.as_ref())?;
         }
         store.keyspaces.load(store)?;
         store.keyspaces.sweep_orphans(store)?;
@@ -614,6 +626,11 @@ impl Db {
     }
 
     fn shutdown(&mut self) -> Result<()> {
+        // The expiry thread writes: it stops first.
+        if let Some(expirer) = self.expirer.take() {
+            self.shared.expiry.stop();
+            let _ = expirer.join();
+        }
         let Some(committer) = self.committer.take() else {
             return Ok(());
         };

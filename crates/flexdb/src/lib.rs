@@ -140,6 +140,7 @@
 
 mod backup;
 mod batch;
+mod clock;
 mod codec;
 mod commit;
 mod compact;
@@ -149,6 +150,7 @@ mod db;
 pub mod diagnostics;
 mod disk_usage;
 mod error;
+mod expiry;
 mod index;
 mod keyspace;
 mod options;
@@ -163,6 +165,7 @@ mod write;
 
 pub use backup::{BackupProgress, BackupReport};
 pub use batch::{BatchOp, OpRef, WriteBatch};
+pub use clock::ManualClock;
 pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use compact::{CompactProgress, CompactReport};
 pub use db::Db;

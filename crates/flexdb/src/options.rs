@@ -95,6 +95,16 @@ pub struct Options {
     /// (0, 1] with `low <= high`; 1 stops garbage-driven collection
     /// (collection to make room for writes still runs).
     pub gc_garbage_low: f64,
+    /// How often the store's expiry thread removes the pairs whose
+    /// deadline passed (`Db::put_with_ttl`; default: 1 s). Expired pairs
+    /// are invisible to reads from their deadline on whatever this is: it
+    /// only sets how long their space waits to be reclaimed. At least
+    /// 1 ms.
+    pub expiry_interval: std::time::Duration,
+    /// The clock deadlines are judged by (default: `None`, the system
+    /// clock): a [`crate::ManualClock`] lets tests and simulations move
+    /// time by hand.
+    pub clock: Option<crate::ManualClock>,
     /// Open what the files allow instead of refusing damage (`Db::repair`
     /// only): see `recovery::repair`.
     pub(crate) salvage: bool,
@@ -115,6 +125,8 @@ impl Default for Options {
             row_cache: true,
             gc_garbage_high: 0.25,
             gc_garbage_low: 0.2,
+            expiry_interval: std::time::Duration::from_secs(1),
+            clock: None,
             salvage: false,
         }
     }
@@ -181,6 +193,16 @@ impl Options {
     pub fn gc_garbage(mut self, high: f64, low: f64) -> Self {
         self.gc_garbage_high = high;
         self.gc_garbage_low = low;
+        self
+    }
+    /// Sets [`Options::expiry_interval`].
+    pub fn expiry_interval(mut self, every: std::time::Duration) -> Self {
+        self.expiry_interval = every;
+        self
+    }
+    /// Sets [`Options::clock`].
+    pub fn clock(mut self, clock: crate::ManualClock) -> Self {
+        self.clock = Some(clock);
         self
     }
 }

@@ -122,6 +122,10 @@ pub(crate) struct Store {
     /// The format its manifest named at open (`recovery::manifest`; below
     /// the current one until `keyspace::upgrade` brings it up).
     pub format_version: u32,
+    /// The clock deadlines are judged by (`clock`).
+    pub clock: crate::clock::Clock,
+    /// The expiry thread's state (`expiry`).
+    pub expiry: crate::expiry::ExpiryState,
 }
 
 impl Store {

@@ -393,7 +393,7 @@ impl Store {
     /// Whether any of `keys` or `ranges` was written after `point` (call
     /// under the writer lock): `Error::Conflict` if so, or if the history
     /// needed to tell is gone (see the module docs).
-    fn validate<'k>(
+    pub(crate) fn validate<'k>(
         &self,
         point: &ReadPoint,
         keys: impl Iterator<Item = &'k Vec<u8>>,

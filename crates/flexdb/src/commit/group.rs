@@ -112,6 +112,7 @@ fn update(e: EntryRef<'_>) -> Update<'_> {
     Update {
         key: e.key,
         value: e.value,
+        expires: e.expires,
     }
 }
 
@@ -162,7 +163,7 @@ pub(super) fn find_interval(
 /// the index into line; the cache entries replaced are dropped after.
 pub(super) fn apply_group(shared: &Store, target: &Target, updates: &[Update<'_>]) -> Result<()> {
     let (f, data) = (target.f, &target.data);
-    let merged = merge(data, updates);
+    let merged = merge(data, updates, shared.clock.now_ms());
     if merged.edits.is_empty() {
         return Ok(());
     }

@@ -10,8 +10,11 @@
 //! `interval offset + new_start`, to the old bytes gives exactly
 //! `data.bytes()` (edits are non-overlapping and listed left to right, and
 //! an edit's position in the new layout is where its old bytes started
-//! once the earlier edits are applied); a pair whose value is unchanged is
-//! never rewritten; deleting a missing key changes nothing.
+//! once the earlier edits are applied); a pair whose value and deadline
+//! are unchanged is never rewritten; deleting a missing key changes
+//! nothing. Given `now`, a pair expired by then (an update's or one the
+//! interval holds) is left out, as a deletion would leave it out: no read
+//! from `now` on could see it (`expiry`).
 
 use crate::index::interval::{Builder, IntervalData};
 
@@ -22,6 +25,8 @@ pub struct Update<'a> {
     pub key: &'a [u8],
     /// The new value, or `None` for a deletion.
     pub value: Option<&'a [u8]>,
+    /// The new value's deadline (0: none).
+    pub expires: u64,
 }
 
 /// One replacement of old bytes by new ones.
@@ -46,11 +51,17 @@ pub struct Merged {
     pub pairs_delta: i64,
 }
 
-/// Merges `updates` (sorted by key, at most one per key) into `old`.
-pub fn merge(old: &IntervalData, updates: &[Update<'_>]) -> Merged {
+/// Merges `updates` (sorted by key, at most one per key) into `old`,
+/// leaving out the pairs expired at `now` (Unix milliseconds; 0: keeps
+/// every pair).
+pub fn merge(old: &IntervalData, updates: &[Update<'_>], now: u64) -> Merged {
+    let expired = |expires: u64| expires != 0 && expires <= now;
     let new_bytes: usize = updates
         .iter()
-        .map(|u| u.value.map_or(0, |v| crate::codec::pair_len(u.key, v)))
+        .map(|u| {
+            u.value
+                .map_or(0, |v| crate::codec::pair_len_expiring(u.key, v, u.expires))
+        })
         .sum();
     let mut out = Builder::with_capacity(old.len() + updates.len(), old.size() + new_bytes);
     let mut edits = Vec::new();
@@ -83,33 +94,55 @@ pub fn merge(old: &IntervalData, updates: &[Update<'_>]) -> Merged {
             std::cmp::Ordering::Less => {
                 // Unchanged pairs end any run; copy all of them up to the
                 // next update's key at once.
-                close(&mut run, old_at, &out, &mut edits);
                 let next = match updates.get(j) {
                     Some(u) => old.lower_bound_from(u.key, i + 1),
                     None => n,
                 };
-                out.push_range(old, i..next);
+                if now != 0 && old.expiring() {
+                    // One at a time: the expired ones go (extending a run),
+                    // the others end it.
+                    for k in i..next {
+                        if expired(old.expires(k)) {
+                            run.get_or_insert((old.offset(k), out.len_bytes()));
+                            pairs_delta -= 1;
+                        } else {
+                            close(&mut run, old.offset(k), &out, &mut edits);
+                            out.push_existing(old, k);
+                        }
+                    }
+                } else {
+                    close(&mut run, old_at, &out, &mut edits);
+                    out.push_range(old, i..next);
+                }
                 i = next;
             }
             std::cmp::Ordering::Greater => {
-                let Update { key, value } = updates[j];
-                if let Some(v) = value {
+                let Update {
+                    key,
+                    value,
+                    expires,
+                } = updates[j];
+                if let Some(v) = value.filter(|_| !expired(expires)) {
                     run.get_or_insert((old_at, out.len_bytes()));
-                    out.push_pair(key, v);
+                    out.push_pair_expiring(key, v, expires);
                     pairs_delta += 1;
                 }
                 j += 1;
             }
             std::cmp::Ordering::Equal => {
-                let Update { key, value } = updates[j];
-                match value {
-                    Some(v) if old.pair(i).1 == v => {
+                let Update {
+                    key,
+                    value,
+                    expires,
+                } = updates[j];
+                match value.filter(|_| !expired(expires)) {
+                    Some(v) if old.entry(i).1 == v && old.expires(i) == expires => {
                         close(&mut run, old_at, &out, &mut edits);
                         out.push_existing(old, i);
                     }
                     Some(v) => {
                         run.get_or_insert((old_at, out.len_bytes()));
-                        out.push_pair(key, v);
+                        out.push_pair_expiring(key, v, expires);
                     }
                     None => {
                         run.get_or_insert((old_at, out.len_bytes()));
@@ -174,6 +207,21 @@ mod tests {
         b.finish()
     }
 
+    /// Pairs with deadlines (0: none).
+    fn interval_expiring(pairs: &BTreeMap<Vec<u8>, (Vec<u8>, u64)>) -> IntervalData {
+        let mut b = Builder::new();
+        for (k, (v, x)) in pairs {
+            b.push_pair_expiring(k, v, *x);
+        }
+        b.finish()
+    }
+
+    /// Deadlines around `NOW`: none, passed, to come.
+    const NOW: u64 = 10;
+    fn deadline() -> impl Strategy<Value = u64> {
+        prop_oneof![Just(0u64), Just(5u64), Just(NOW), Just(15u64)]
+    }
+
     fn apply_edits(old: &[u8], new: &[u8], edits: &[Edit]) -> Vec<u8> {
         let mut bytes = old.to_vec();
         for e in edits {
@@ -194,22 +242,38 @@ mod tests {
             ups in proptest::collection::btree_map(
                 proptest::collection::vec(0u8..6, 1..4),
                 proptest::option::of(proptest::collection::vec(any::<u8>(), 0..6)), 0..20),
+            old_deadlines in proptest::collection::vec(deadline(), 20),
+            up_deadlines in proptest::collection::vec(deadline(), 20),
+            now in prop_oneof![Just(0u64), Just(NOW)],
         ) {
-            let data = interval(&old);
+            let old: BTreeMap<Vec<u8>, (Vec<u8>, u64)> = old
+                .into_iter()
+                .zip(old_deadlines)
+                .map(|((k, v), x)| (k, (v, x)))
+                .collect();
+            let data = interval_expiring(&old);
             let updates: Vec<Update<'_>> = ups
                 .iter()
-                .map(|(k, v)| Update { key: k, value: v.as_deref() })
+                .zip(&up_deadlines)
+                .map(|((k, v), &x)| Update { key: k, value: v.as_deref(), expires: x })
                 .collect();
-            let m = merge(&data, &updates);
+            let m = merge(&data, &updates, now);
             let mut model = old.clone();
-            for (k, v) in &ups {
-                match v {
-                    Some(v) => { model.insert(k.clone(), v.clone()); }
-                    None => { model.remove(k); }
+            for u in &updates {
+                match u.value {
+                    Some(v) => { model.insert(u.key.to_vec(), (v.to_vec(), u.expires)); }
+                    None => { model.remove(u.key); }
                 }
             }
-            let want = interval(&model);
-            prop_assert_eq!(&m.data, &want);
+            // At `now`, what expired is gone (0: nothing is judged).
+            if now != 0 {
+                model.retain(|_, (_, x)| *x == 0 || *x > now);
+            }
+            let want = interval_expiring(&model);
+            prop_assert_eq!(m.data.bytes(), want.bytes());
+            for i in 0..m.data.len() {
+                prop_assert_eq!(m.data.entry(i), want.entry(i));
+            }
             prop_assert_eq!(m.pairs_delta, model.len() as i64 - old.len() as i64);
             prop_assert_eq!(apply_edits(data.bytes(), m.data.bytes(), &m.edits), m.data.bytes().to_vec());
             // Edits are separated by unchanged bytes and each changes something.
@@ -234,12 +298,15 @@ mod tests {
                 Update {
                     key: b"a",
                     value: Some(b"1"),
+                    expires: 0,
                 },
                 Update {
                     key: b"c",
                     value: None,
+                    expires: 0,
                 },
             ],
+            0,
         );
         assert!(m.edits.is_empty());
         assert_eq!(m.data, data);
@@ -250,12 +317,15 @@ mod tests {
                 Update {
                     key: b"aa",
                     value: Some(b"x"),
+                    expires: 0,
                 },
                 Update {
                     key: b"ab",
                     value: Some(b"y"),
+                    expires: 0,
                 },
             ],
+            0,
         );
         assert_eq!(m.edits.len(), 1);
         assert_eq!(m.edits[0].old_len, 0);

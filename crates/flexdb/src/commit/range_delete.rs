@@ -366,6 +366,7 @@ fn delete_in_part(
             .map(|i| Update {
                 key: data.key(i),
                 value: None,
+                expires: 0,
             })
             .collect();
         apply_group(shared, &target, &updates)?;

@@ -5,11 +5,13 @@
 //! records (every checksum verified when the interval was parsed, or the
 //! records were encoded by this process), sorted by strictly increasing
 //! key; `offs[i]` is where record `i` starts and `fps[i]` is the
-//! fingerprint of its key. An `IntervalData` is immutable: the committer
+//! fingerprint of its key. `expiring` is set when some record has a
+//! deadline (it may be set when none has: it only spares the walks of
+//! intervals without deadlines from looking). An `IntervalData` is immutable: the committer
 //! builds a new one for every change (write-through), so a reader holding an
 //! `Arc` keeps a consistent view.
 
-use crate::codec::{decode_pair, get_varint, Decoded};
+use crate::codec::{decode_pair, get_varint, split_value_field, Decoded};
 
 /// A 16-bit fingerprint of a key.
 #[inline]
@@ -37,6 +39,8 @@ pub struct IntervalData {
     /// interval, and as built by [`Builder::finish`]: whoever builds an
     /// interval for the space sets it.
     pub extents: u32,
+    /// Some record may have a deadline.
+    expiring: bool,
 }
 
 /// Builds an [`IntervalData`] pair by pair.
@@ -45,6 +49,7 @@ pub struct Builder {
     bytes: Vec<u8>,
     offs: Vec<u32>,
     fps: Vec<u16>,
+    expiring: bool,
 }
 
 impl Builder {
@@ -61,6 +66,7 @@ impl Builder {
             bytes: Vec::with_capacity(bytes),
             offs: Vec::with_capacity(pairs),
             fps: Vec::with_capacity(pairs),
+            expiring: false,
         }
     }
 
@@ -70,6 +76,7 @@ impl Builder {
         self.offs.push(self.bytes.len() as u32);
         self.fps.push(from.fps[i]);
         self.bytes.extend_from_slice(from.record(i));
+        self.expiring |= from.expiring && from.expires(i) != 0;
     }
 
     /// Appends pairs `range` of `from` as they are, with one copy of
@@ -89,13 +96,22 @@ impl Builder {
         );
         self.fps.extend_from_slice(&from.fps[range]);
         self.bytes.extend_from_slice(&from.bytes[start..end]);
+        self.expiring |= from.expiring;
     }
 
     /// Appends `(key, value)`, encoding it.
+    #[cfg(test)]
     pub fn push_pair(&mut self, key: &[u8], value: &[u8]) {
+        self.push_pair_expiring(key, value, 0);
+    }
+
+    /// Appends `(key, value)` with deadline `expires` (0: none), encoding
+    /// it.
+    pub fn push_pair_expiring(&mut self, key: &[u8], value: &[u8], expires: u64) {
         self.offs.push(self.bytes.len() as u32);
         self.fps.push(fingerprint(key));
-        crate::codec::encode_pair(&mut self.bytes, key, value);
+        crate::codec::encode_pair_expiring(&mut self.bytes, key, value, expires);
+        self.expiring |= expires != 0;
     }
 
     /// Bytes so far.
@@ -110,23 +126,29 @@ impl Builder {
             offs: self.offs.into_boxed_slice(),
             fps: self.fps.into_boxed_slice(),
             extents: 0,
+            expiring: self.expiring,
         }
     }
 }
 
 /// Walks the pair records of an interval's bytes as read from the space,
 /// verifying every record and the key order, and calls `each(pos, key,
-/// value)` for each (`pos`: where its record starts). The error says what
-/// is wrong, for a corruption report.
+/// value, expires)` for each (`pos`: where its record starts). The error
+/// says what is wrong, for a corruption report.
 fn walk_records<'a>(
     bytes: &'a [u8],
-    mut each: impl FnMut(usize, &'a [u8], &'a [u8]),
+    mut each: impl FnMut(usize, &'a [u8], &'a [u8], u64),
 ) -> Result<(), String> {
     let mut pos = 0usize;
     let mut last: Option<&[u8]> = None;
     while pos < bytes.len() {
         match decode_pair(&bytes[pos..]) {
-            Decoded::Pair { key, value, len } => {
+            Decoded::Pair {
+                key,
+                value,
+                expires,
+                len,
+            } => {
                 if last.is_some_and(|l| l >= key) {
                     return Err(format!(
                         "pair at byte {pos} of the interval is out of order"
@@ -135,7 +157,7 @@ fn walk_records<'a>(
                 if pos > u32::MAX as usize {
                     return Err("interval larger than 4 GiB".into());
                 }
-                each(pos, key, value);
+                each(pos, key, value, expires);
                 last = Some(key);
                 pos += len;
             }
@@ -155,8 +177,9 @@ fn walk_records<'a>(
 /// What [`search_records`] found in an interval's bytes.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Searched<'a> {
-    /// The value of the key searched for, if the interval holds it.
-    pub value: Option<&'a [u8]>,
+    /// The value of the key searched for and its deadline (0: none), if
+    /// the interval holds it.
+    pub value: Option<(&'a [u8], u64)>,
     /// The interval's first and last keys (`None`: no pairs).
     pub first: Option<&'a [u8]>,
     pub last: Option<&'a [u8]>,
@@ -172,9 +195,9 @@ pub fn search_records<'a>(bytes: &'a [u8], key: &[u8]) -> Result<Searched<'a>, S
         first: None,
         last: None,
     };
-    walk_records(bytes, |_, k, v| {
+    walk_records(bytes, |_, k, v, expires| {
         if k == key {
-            found.value = Some(v);
+            found.value = Some((v, expires));
         }
         found.first.get_or_insert(k);
         found.last = Some(k);
@@ -190,15 +213,18 @@ impl IntervalData {
         let guess = bytes.len() / 96 + 1;
         let mut offs = Vec::with_capacity(guess);
         let mut fps = Vec::with_capacity(guess);
-        walk_records(&bytes, |pos, key, _| {
+        let mut expiring = false;
+        walk_records(&bytes, |pos, key, _, expires| {
             offs.push(pos as u32);
             fps.push(fingerprint(key));
+            expiring |= expires != 0;
         })?;
         Ok(IntervalData {
             bytes: bytes.into_boxed_slice(),
             offs: offs.into_boxed_slice(),
             fps: fps.into_boxed_slice(),
             extents,
+            expiring,
         })
     }
 
@@ -276,19 +302,52 @@ impl IntervalData {
     /// parses; a malformed one yields empty slices rather than a panic).
     #[inline]
     pub fn pair(&self, i: usize) -> (&[u8], &[u8]) {
+        let (k, v, _) = self.entry(i);
+        (k, v)
+    }
+
+    /// Key, value and deadline (0: none) of pair `i` (as [`Self::pair`]).
+    #[inline]
+    pub fn entry(&self, i: usize) -> (&[u8], &[u8], u64) {
         let rec = self.record(i);
         let Some((klen, a)) = get_varint(rec) else {
-            return (&[], &[]);
+            return (&[], &[], 0);
         };
-        let Some((vlen, b)) = get_varint(&rec[a..]) else {
-            return (&[], &[]);
+        let Some((field, b)) = get_varint(&rec[a..]) else {
+            return (&[], &[], 0);
+        };
+        let Some((vlen, has_deadline)) = split_value_field(field) else {
+            return (&[], &[], 0);
         };
         let k = a + b;
         let v = k + klen as usize;
-        match rec.get(v..v + vlen as usize) {
-            Some(value) => (&rec[k..v], value),
-            None => (&[], &[]),
+        let Some(value) = rec.get(v..v + vlen) else {
+            return (&[], &[], 0);
+        };
+        let expires = match has_deadline {
+            true => rec
+                .get(v + vlen..v + vlen + 8)
+                .and_then(|d| d.try_into().ok())
+                .map_or(0, u64::from_le_bytes),
+            false => 0,
+        };
+        (&rec[k..v], value, expires)
+    }
+
+    /// The deadline of pair `i` (0: none).
+    #[inline]
+    pub fn expires(&self, i: usize) -> u64 {
+        if self.expiring {
+            self.entry(i).2
+        } else {
+            0
         }
+    }
+
+    /// Whether some pair may have a deadline (when not, none has).
+    #[inline]
+    pub fn expiring(&self) -> bool {
+        self.expiring
     }
 
     /// Key of pair `i`.
@@ -320,9 +379,13 @@ impl IntervalData {
         self.find(key).map(|i| self.pair(i).1)
     }
 
-    /// [`get`](Self::get) for a key whose `crc32c` is `h`.
-    pub fn get_hashed(&self, key: &[u8], h: u32) -> Option<&[u8]> {
-        self.find_hashed(key, h).map(|i| self.pair(i).1)
+    /// The value of `key` and its deadline (0: none), for a key whose
+    /// `crc32c` is `h`. (Expired or not: the reader judges.)
+    pub fn get_hashed(&self, key: &[u8], h: u32) -> Option<(&[u8], u64)> {
+        self.find_hashed(key, h).map(|i| {
+            let (_, v, e) = self.entry(i);
+            (v, e)
+        })
     }
 
     /// The first index in `lo..hi` whose key fails `below` (binary search;

@@ -274,7 +274,7 @@ impl Catalog {
             inner.by_name.values().map(|e| e.id).collect()
         };
         let lo = KsId(KsId::FIRST).prefix().to_vec();
-        let hi = KsId::CATALOG.prefix().to_vec();
+        let hi = KsId::EXPIRY.prefix().to_vec();
         let mut it = Iter::new_stored(
             ReadPoint::take(store, false),
             Bound::Included(lo),

@@ -37,8 +37,10 @@ impl KsId {
     pub const CATALOG: KsId = KsId(u32::MAX);
     /// The first number a named keyspace gets.
     pub const FIRST: u32 = 1;
+    /// The expiry queue (`expiry`): the deadlines of pairs with one.
+    pub const EXPIRY: KsId = KsId(u32::MAX - 1);
     /// One past the last number a named keyspace may get.
-    pub const END: u32 = u32::MAX;
+    pub const END: u32 = u32::MAX - 1;
 
     /// The prefix of this keyspace's stored keys.
     pub fn prefix(self) -> [u8; PREFIX_LEN] {

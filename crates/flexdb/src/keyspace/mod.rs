@@ -52,7 +52,7 @@ use encoding::{encode, encode_delete_range, encode_range};
 /// ```
 #[derive(Clone)]
 pub struct Keyspace {
-    store: Arc<Store>,
+    pub(crate) store: Arc<Store>,
     entry: Arc<catalog::Entry>,
 }
 
@@ -81,7 +81,7 @@ impl Keyspace {
         Ok(self.entry.id)
     }
 
-    fn live(&self) -> Result<KsId> {
+    pub(crate) fn live(&self) -> Result<KsId> {
         self.entry.check_live()?;
         Ok(self.entry.id)
     }
@@ -332,7 +332,7 @@ impl WriteBatch {
 
     /// The number of `ks`, a live keyspace of the store this batch's other
     /// keyspaces belong to (the store `Db::write` then checks).
-    fn bind(&mut self, ks: &Keyspace) -> Result<KsId> {
+    pub(crate) fn bind(&mut self, ks: &Keyspace) -> Result<KsId> {
         let id = ks.live()?;
         let store = Arc::as_ptr(&ks.store) as usize;
         match self.store {

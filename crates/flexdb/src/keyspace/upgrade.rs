@@ -104,7 +104,7 @@ mod tests {
         let st = format_1_store(&[(k1, b"one"), (k2, b"two"), (k3, b"three"), (b"a", b"four")]);
         assert_eq!(version(&st), 1);
         let db = Db::open_with_storage(st.clone(), "v1", opts()).unwrap();
-        assert_eq!(version(&st), 2);
+        assert_eq!(version(&st), manifest::FORMAT_VERSION);
         for (k, v) in [
             (k1, &b"one"[..]),
             (k2, b"two"),
@@ -139,10 +139,30 @@ mod tests {
     }
 
     #[test]
+    fn a_format_2_store_keeps_its_keys_and_gets_the_new_manifest() {
+        let st = Arc::new(FaultStorage::new());
+        let db = Db::open_with_storage(st.clone(), "v2", opts()).unwrap();
+        let ks = db.keyspace("named").unwrap();
+        ks.put(b"k", b"in named").unwrap();
+        db.put([0xFF, b'x'], b"tagged default").unwrap();
+        db.close().unwrap();
+        write_manifest_version(st.as_ref(), 2).unwrap();
+        let db = Db::open_with_storage(st.clone(), "v2", opts()).unwrap();
+        assert_eq!(version(&st), manifest::FORMAT_VERSION);
+        let ks = db.existing_keyspace("named").unwrap().unwrap();
+        assert_eq!(ks.get(b"k").unwrap().as_deref(), Some(&b"in named"[..]));
+        assert_eq!(
+            db.get([0xFF, b'x']).unwrap().as_deref(),
+            Some(&b"tagged default"[..])
+        );
+        assert_eq!(db.iter().count(), 1);
+    }
+
+    #[test]
     fn a_store_without_tagged_keys_only_gets_a_new_manifest() {
         let st = format_1_store(&[(b"a", b"1")]);
         let db = Db::open_with_storage(st.clone(), "v1", opts()).unwrap();
-        assert_eq!(version(&st), 2);
+        assert_eq!(version(&st), manifest::FORMAT_VERSION);
         assert_eq!(db.iter().count(), 2);
         // No marker was written.
         let marker = super::super::catalog::upgrade_marker();
@@ -157,7 +177,7 @@ mod tests {
         let marker = super::super::catalog::upgrade_marker();
         let st = format_1_store(&[(&moved, b"v"), (&marker, b"")]);
         let db = Db::open_with_storage(st.clone(), "v1", opts()).unwrap();
-        assert_eq!(version(&st), 2);
+        assert_eq!(version(&st), manifest::FORMAT_VERSION);
         assert_eq!(db.get([0xFF, b'z']).unwrap().as_deref(), Some(&b"v"[..]));
         assert_eq!(db.iter().count(), 2);
     }

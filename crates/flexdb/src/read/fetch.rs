@@ -183,7 +183,7 @@ impl Store {
         view: &PublishedView,
         f: &IntervalPos,
         key: &[u8],
-        read: &mut impl FnMut(Option<&[u8]>) -> R,
+        read: &mut impl FnMut(Option<(&[u8], u64)>) -> R,
     ) -> Result<Option<R>> {
         thread_local! {
             static BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };

@@ -27,6 +27,7 @@ use std::marker::PhantomData;
 use std::ops::Bound;
 use std::sync::Arc;
 
+use crate::clock::Now;
 use crate::error::Result;
 use crate::index::interval::IntervalData;
 use crate::index::sparse::{IntervalPos, SparseIndex};
@@ -100,7 +101,7 @@ const PREFETCH_BYTES: usize = 8 << 10;
 /// hot intervals by several threads off each other's reference counts.)
 #[derive(Clone)]
 enum Item {
-    Mem(Box<[u8]>, Version),
+    Mem(Box<[u8]>, Version, u64),
     Space { d: u32, i: u32 },
 }
 
@@ -110,27 +111,39 @@ type Held = Vec<Arc<IntervalData>>;
 impl Item {
     fn key<'h>(&'h self, held: &'h Held) -> &'h [u8] {
         match self {
-            Item::Mem(k, _) => k,
+            Item::Mem(k, ..) => k,
             Item::Space { d, i } => held[*d as usize].key(*i as usize),
         }
     }
 
-    fn is_live(&self) -> bool {
-        !matches!(self, Item::Mem(_, None))
+    /// Not a deletion, and not expired as of `now`.
+    fn is_live(&self, held: &Held, now: &Now) -> bool {
+        match self {
+            Item::Mem(_, v, _) => v.is_some(),
+            Item::Space { d, i } => !now.expired(held[*d as usize].expires(*i as usize)),
+        }
     }
 
     /// Key and value, borrowed (a live item: deletions never reach the
     /// caller).
     fn pair_ref<'h>(&'h self, held: &'h Held) -> (&'h [u8], &'h [u8]) {
         match self {
-            Item::Mem(k, v) => (k, v.as_deref().unwrap_or_default()),
+            Item::Mem(k, v, _) => (k, v.as_deref().unwrap_or_default()),
             Item::Space { d, i } => held[*d as usize].pair(*i as usize),
+        }
+    }
+
+    /// The deadline of a live item (0: none).
+    fn expires(&self, held: &Held) -> u64 {
+        match self {
+            Item::Mem(_, _, expires) => *expires,
+            Item::Space { d, i } => held[*d as usize].expires(*i as usize),
         }
     }
 
     fn into_pair(self, held: &Held) -> KeyValue {
         match self {
-            Item::Mem(k, v) => (k.into_vec(), v.map(<[u8]>::into_vec).unwrap_or_default()),
+            Item::Mem(k, v, _) => (k.into_vec(), v.map(<[u8]>::into_vec).unwrap_or_default()),
             Item::Space { d, i } => {
                 let (k, v) = held[d as usize].pair(i as usize);
                 (k.to_vec(), v.to_vec())
@@ -259,7 +272,7 @@ fn overlay_chunk(
     let mut items = Vec::new();
     if !refs_cross(from, to) {
         let item = |(k, v): (&Vec<u8>, &Option<Vec<u8>>)| {
-            Item::Mem(k.as_slice().into(), v.as_deref().map(Box::from))
+            Item::Mem(k.as_slice().into(), v.as_deref().map(Box::from), 0)
         };
         let r = o.pairs.range::<[u8], _>((from, to));
         if reverse {
@@ -447,7 +460,15 @@ impl Iter<'_> {
                     .record_reader_wait(w, point.store.trace);
             }
             let full = out.len() == CHUNK;
-            let items = out.into_iter().map(|(k, v)| Item::Mem(k, v)).collect();
+            // An expired version is a deletion: it hides the older ones.
+            let now = Now::new(&point.store.clock);
+            let items = out
+                .into_iter()
+                .map(|(k, v, expires)| {
+                    let v = v.filter(|_| !now.expired(expires));
+                    Item::Mem(k, v, expires)
+                })
+                .collect();
             chunks.push(Chunk { items, full });
         }
         chunks
@@ -476,7 +497,8 @@ impl Iter<'_> {
         } else {
             (&mut self.front, &mut self.lo)
         };
-        match merge_chunks(chunks, reverse, out, &self.held, &self.hides) {
+        let now = Now::new(&self.point.store.clock);
+        match merge_chunks(chunks, reverse, out, &self.held, &self.hides, &now) {
             Some(h) => *bound = Bound::Excluded(h),
             None => {
                 // Everything left was fetched: the region ends at the last
@@ -618,14 +640,16 @@ impl Iter<'_> {
 /// Merges the chunks of the sources (MemTables newest first, the space
 /// last), each ascending (descending when `reverse`), appending the live
 /// pairs up to the horizon to `out`, except those a range delete of a
-/// newer source hides (`hides`). Returns the horizon: the key up to
-/// which every source is complete (`None`: every source is exhausted).
+/// newer source hides (`hides`) and those expired as of `now`. Returns the
+/// horizon: the key up to which every source is complete (`None`: every
+/// source is exhausted).
 fn merge_chunks(
     chunks: Vec<Chunk>,
     reverse: bool,
     out: &mut VecDeque<Item>,
     held: &Held,
     hides: &[Hide],
+    now: &Now,
 ) -> Option<Vec<u8>> {
     let before = |a: &[u8], b: &[u8]| if reverse { a > b } else { a < b };
     let horizon: Option<Vec<u8>> = chunks
@@ -653,7 +677,11 @@ fn merge_chunks(
             .next_back()
             .map(|c| c.items)
             .unwrap_or_default();
-        out.extend(space);
+        if held.iter().any(|d| d.expiring()) {
+            out.extend(space.into_iter().filter(|i| i.is_live(held, now)));
+        } else {
+            out.extend(space);
+        }
         return horizon;
     }
     let mut sources: Vec<Vec<Item>> = chunks.into_iter().map(|c| c.items).collect();
@@ -682,7 +710,7 @@ fn merge_chunks(
                 break;
             }
             let hidden = |key: &[u8]| hides.iter().any(|h| h.source < s && h.covers(key));
-            if sources[s][pos[s]].is_live() && !hidden(key) {
+            if sources[s][pos[s]].is_live(held, now) && !hidden(key) {
                 picks.push((s, pos[s]));
             }
             for t in 0..sources.len() {
@@ -777,6 +805,17 @@ impl Iter<'_> {
     pub fn next_back_ref(&mut self) -> Option<Result<(&[u8], &[u8])>> {
         let next = self.advance_back()?;
         Some(self.lend(next))
+    }
+
+    /// [`Iter::next_ref`] with the pair's deadline (0: none), keys as
+    /// stored (for copies that keep deadlines: backup).
+    pub(crate) fn next_entry_ref(&mut self) -> Option<Result<(&[u8], &[u8], u64)>> {
+        let next = self.advance_front()?;
+        Some(next.map(|item| {
+            let item = self.lent.insert(item);
+            let (k, v) = item.pair_ref(&self.held);
+            (k, v, item.expires(&self.held))
+        }))
     }
 
     /// Keeps `item` as the lent pair and borrows its key and value.

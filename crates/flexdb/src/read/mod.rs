@@ -20,6 +20,7 @@ mod walk_ahead;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::clock::Now;
 use crate::codec::check_stored_sizes;
 use crate::error::Result;
 use crate::index::interval_cache::CacheRef;
@@ -37,12 +38,25 @@ impl Store {
         self.get_with(key, |v| v.map(<[u8]>::to_vec))
     }
 
-    /// `read` applied to the value of `key` (`None`: absent), borrowed
-    /// from the MemTable, the cached interval or the interval fetched for
-    /// this read: no copy. `read` runs exactly once (an `FnMut` only so
-    /// that a cache miss can still call it), while a cached interval's
-    /// slot is held for reading (see `Db::get_with`).
+    /// `read` applied to the value of `key` (`None`: absent, or expired),
+    /// borrowed from the MemTable, the cached interval or the interval
+    /// fetched for this read: no copy. `read` runs exactly once (an
+    /// `FnMut` only so that a cache miss can still call it), while a
+    /// cached interval's slot is held for reading (see `Db::get_with`).
     pub fn get_with<R>(&self, key: &[u8], mut read: impl FnMut(Option<&[u8]>) -> R) -> Result<R> {
+        let now = Now::new(&self.clock);
+        self.get_entry_with(key, |e| {
+            read(e.and_then(|(v, expires)| (!now.expired(expires)).then_some(v)))
+        })
+    }
+
+    /// `read` applied to the newest version of `key` and its deadline (0:
+    /// none), expired or not (as [`Store::get_with`] otherwise).
+    pub fn get_entry_with<R>(
+        &self,
+        key: &[u8],
+        mut read: impl FnMut(Option<(&[u8], u64)>) -> R,
+    ) -> Result<R> {
         check_stored_sizes(key, None)?;
         let snapshot = self.writes.visible();
         // One hash of the key serves the MemTables, the row cache and the
@@ -61,15 +75,20 @@ impl Store {
         }
         // After the MemTables (see `view`'s invariants).
         let view = self.views.load();
-        // A hot key's row, as this view's generation gave it (`row_cache`).
+        // A hot key's row, as this view's generation gave it (`row_cache`;
+        // it never holds a pair with a deadline).
         if let Some(rows) = &self.rows {
-            if let Some(out) = rows.get(key, hash, view.gen, &mut read) {
+            if let Some(out) = rows.get(key, hash, view.gen, &mut |v| read(v.map(|v| (v, 0)))) {
                 return Ok(out);
             }
         }
-        let offer = |value: Option<&[u8]>| {
+        let offer = |entry: Option<(&[u8], u64)>| {
             if let Some(rows) = &self.rows {
-                rows.offer(key, hash, view.gen, value);
+                match entry {
+                    None => rows.offer(key, hash, view.gen, None),
+                    Some((v, 0)) => rows.offer(key, hash, view.gen, Some(v)),
+                    Some(_) => {}
+                }
             }
         };
         let f = view.sparse.find(key);
@@ -84,9 +103,9 @@ impl Store {
         let door = frequency::interval_hash(f.offset);
         self.interval_freq.prefetch(door);
         let hit = self.cache.read_nowait(CacheRef::unpack(word), |d| {
-            let value = d.get_hashed(key, hash);
-            offer(value);
-            read(value)
+            let entry = d.get_hashed(key, hash);
+            offer(entry);
+            read(entry)
         });
         if let Some(out) = hit {
             // Hits count as misses do: the sketch ranks the cached
@@ -102,17 +121,17 @@ impl Store {
         self.interval_freq.record(door);
         if !self.admits(door, meta.size as usize) {
             self.cache.note_miss();
-            let out = self.get_in_place(&view, &f, key, &mut |v| {
-                offer(v);
-                read(v)
+            let out = self.get_in_place(&view, &f, key, &mut |e| {
+                offer(e);
+                read(e)
             })?;
             if let Some(out) = out {
                 return Ok(out);
             }
         }
         let data = self.view_interval(&view, &f)?;
-        let value = data.get_hashed(key, hash);
-        offer(value);
-        Ok(read(value))
+        let entry = data.get_hashed(key, hash);
+        offer(entry);
+        Ok(read(entry))
     }
 }

@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::clock::Now;
 use crate::codec::check_stored_sizes;
 use crate::error::Result;
 use crate::index::interval_cache::CacheRef;
@@ -113,8 +114,22 @@ impl ReadPoint {
     }
 
     /// `read` applied to the value of `key` at this point, borrowed (as
-    /// `Store::get_with`: called exactly once).
+    /// `Store::get_with`: called exactly once; an expired pair is absent,
+    /// judged by the time of this read).
     pub fn get_with<R>(&self, key: &[u8], mut read: impl FnMut(Option<&[u8]>) -> R) -> Result<R> {
+        let now = Now::new(&self.store.clock);
+        self.get_entry_with(key, |e| {
+            read(e.and_then(|(v, expires)| (!now.expired(expires)).then_some(v)))
+        })
+    }
+
+    /// `read` applied to the version of `key` at this point and its
+    /// deadline (0: none), expired or not.
+    pub fn get_entry_with<R>(
+        &self,
+        key: &[u8],
+        mut read: impl FnMut(Option<(&[u8], u64)>) -> R,
+    ) -> Result<R> {
         check_stored_sizes(key, None)?;
         let hash = crc32c::crc32c(key);
         for m in &self.mems {

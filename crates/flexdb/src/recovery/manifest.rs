@@ -22,8 +22,10 @@ pub const MANIFEST: &str = "MANIFEST";
 const MANIFEST_TMP: &str = "MANIFEST.tmp";
 const MAGIC: &[u8; 8] = b"FLEXDB\0\0";
 /// The store's on-disk format version: 2 since keyspaces (keys that start
-/// with `0xFF` are keyspace prefixes; see `keyspace::encoding`).
-pub const FORMAT_VERSION: u32 = 2;
+/// with `0xFF` are keyspace prefixes; see `keyspace::encoding`), 3 since
+/// expiry (pair records and log payloads may carry deadlines; a format-2
+/// store is a valid format-3 store and only gets the new manifest).
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format this build opens (and brings to `FORMAT_VERSION`:
 /// `keyspace::upgrade`).
 pub const OLDEST_FORMAT_VERSION: u32 = 1;

@@ -139,6 +139,12 @@ fn validate(opts: &Options) -> Result<()> {
             "gc_garbage needs 0 < low <= high <= 1 (got high {high}, low {low})"
         )));
     }
+    if opts.expiry_interval < std::time::Duration::from_millis(1) {
+        return Err(Error::InvalidArgument(format!(
+            "expiry_interval must be at least 1 ms (got {:?})",
+            opts.expiry_interval
+        )));
+    }
     Ok(())
 }
 
@@ -237,6 +243,8 @@ fn assemble(
         interval_freq: crate::read::frequency::FrequencySketch::new(
             (opts.cache_bytes - row_bytes) / TYPICAL_INTERVAL,
         ),
+        clock: crate::clock::Clock::new(opts.clock.clone()),
+        expiry: Default::default(),
         opts,
         storage,
         space,

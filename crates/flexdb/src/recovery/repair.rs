@@ -112,8 +112,14 @@ enum Keys {
 }
 
 impl Keys {
-    fn put(self, batch: &mut WriteBatch, key: &[u8], value: &[u8]) -> Result<()> {
+    /// A put of `key`, with its deadline `expires` (0: none; format 1
+    /// has none).
+    fn put(self, batch: &mut WriteBatch, key: &[u8], value: &[u8], expires: u64) -> Result<()> {
         match self {
+            Keys::Stored if expires != 0 => {
+                batch.put_expiring_stored(key.to_vec(), value.to_vec(), expires);
+                Ok(())
+            }
             Keys::Stored => batch.put_stored(key.to_vec(), value.to_vec()),
             Keys::Format1 => batch.put(key, value).map(|_| ()),
         }
@@ -159,7 +165,7 @@ fn copy_space(
         // verified) go in as they come: the later one wins, as a scan
         // would have met them.
         for p in &step.pairs {
-            keys.put(&mut batch, p.key, p.value)?;
+            keys.put(&mut batch, p.key, p.value, p.expires)?;
         }
         in_batch += step.pairs.len();
         report.pairs += step.pairs.len() as u64;
@@ -209,7 +215,7 @@ fn copy_memtables(store: &Store, keys: Keys, into: &Db, report: &mut RepairRepor
                 continue;
             }
             match e.value {
-                Some(v) => keys.put(&mut batch, e.key, v)?,
+                Some(v) => keys.put(&mut batch, e.key, v, e.expires)?,
                 None => keys.delete(&mut batch, e.key)?,
             }
             report.replayed += 1;

@@ -102,6 +102,13 @@ fn replay_log(storage: &Arc<dyn Storage>, name: &str, salvage: bool) -> Result<R
                 let s = seq + i;
                 match op {
                     OpRef::Put { key, value } => mem.insert(key, s, Some(value)),
+                    OpRef::PutExpiring {
+                        key,
+                        value,
+                        expires,
+                    } => mem.insert_expiring(key, s, value, expires),
+                    // (Logs never hold one: a write resolves it first.)
+                    OpRef::PutWithTtl { key, value, .. } => mem.insert(key, s, Some(value)),
                     OpRef::Delete { key } => mem.insert(key, s, None),
                     OpRef::DeleteRange { start, end } => mem.delete_range(start, end, s),
                 }

@@ -62,6 +62,8 @@ pub(super) struct Pair<'w> {
     pub key: &'w [u8],
     /// The value.
     pub value: &'w [u8],
+    /// Its deadline (0: none).
+    pub expires: u64,
 }
 
 /// Why an interval's pairs stop short of its end.
@@ -204,8 +206,18 @@ impl<'v> Walk<'v> {
         while pos < self.buf.len() {
             let offset = iv.offset + pos as u64;
             match decode_pair(&self.buf[pos..]) {
-                Decoded::Pair { key, value, len } => {
-                    pairs.push(Pair { offset, key, value });
+                Decoded::Pair {
+                    key,
+                    value,
+                    expires,
+                    len,
+                } => {
+                    pairs.push(Pair {
+                        offset,
+                        key,
+                        value,
+                        expires,
+                    });
                     pos += len;
                 }
                 Decoded::Incomplete { .. } => {

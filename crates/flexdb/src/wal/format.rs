@@ -8,9 +8,11 @@
 //! an all-zero version-2 record header never verifies (its CRC is not 0).
 
 pub(super) const MAGIC: &[u8; 8] = b"FLEXWAL1";
-/// The version new logs are written in; replay also reads versions 1 to 3.
-pub(super) const FORMAT_VERSION: u32 = 4;
-/// Bytes of a version-2, 3 or 4 header (the logs this build writes).
+/// The version new logs are written in; replay also reads versions 1 to 4.
+/// Version 5 records are version 4's; their payloads may hold puts with
+/// deadlines (`batch`), which builds before it cannot read.
+pub(super) const FORMAT_VERSION: u32 = 5;
+/// Bytes of a version-2 to 5 header (the logs this build writes).
 pub const HEADER_LEN: u64 = 48;
 /// Bytes of a version-1 header (no first sequence number).
 pub(super) const V1_HEADER_LEN: u64 = 32;
@@ -100,7 +102,7 @@ pub(super) fn header_len(b: &[u8]) -> Result<u64, String> {
     }
     match u32_at(b, 8) {
         1 => Ok(V1_HEADER_LEN),
-        2..=4 => Ok(HEADER_LEN),
+        2..=5 => Ok(HEADER_LEN),
         v => Err(format!(
             "unknown log format version {v} (a newer build's? this build reads versions 1 to {FORMAT_VERSION})"
         )),

@@ -282,10 +282,10 @@ fn a_log_of_a_newer_version_is_refused_by_name() {
     let f = mem();
     Wal::create(f.clone(), "wal", None, 1, 0).unwrap();
     let mut b = bytes_of(f.as_ref());
-    b[8..12].copy_from_slice(&5u32.to_le_bytes());
+    b[8..12].copy_from_slice(&6u32.to_le_bytes());
     let e = Wal::read(&MemFile::from_bytes(b), "wal").unwrap_err();
     assert!(e.is_corruption(), "{e}");
-    assert!(e.to_string().contains("version 5"), "{e}");
+    assert!(e.to_string().contains("version 6"), "{e}");
 }
 
 #[test]

@@ -21,7 +21,12 @@ use crate::write::chunk_pool::{Chunk, ChunkPool, ALIGN};
 /// The value length that marks a deletion.
 const TOMBSTONE: u32 = u32::MAX;
 
-/// An entry's fixed header; the key bytes follow, then the value bytes.
+/// `Entry::flags`: a deadline follows the value.
+const HAS_DEADLINE: u32 = 1;
+
+/// An entry's fixed header; the key bytes follow, then the value bytes,
+/// then, when `flags` has `HAS_DEADLINE`, the deadline (a native-endian
+/// `u64`, unaligned).
 #[repr(C)]
 pub(crate) struct Entry {
     pub seq: u64,
@@ -29,7 +34,7 @@ pub(crate) struct Entry {
     pub klen: u32,
     pub vlen: u32,
     pub hash: u32,
-    _pad: u32,
+    flags: u32,
 }
 
 /// One entry, borrowed.
@@ -41,6 +46,9 @@ pub struct EntryRef<'a> {
     pub seq: u64,
     /// The value, or `None` for a deletion.
     pub value: Option<&'a [u8]>,
+    /// The value's deadline, Unix milliseconds (0: none; the reader
+    /// judges whether it passed).
+    pub expires: u64,
 }
 
 /// A pointer to a published entry. Dereferencing it is sound while the
@@ -88,12 +96,20 @@ impl EntryPtr {
         unsafe {
             let h = self.header();
             let base = self.0.as_ptr().cast::<u8>().add(size_of::<Entry>());
+            let value = (h.vlen != TOMBSTONE)
+                .then(|| std::slice::from_raw_parts(base.add(h.klen as usize), h.vlen as usize));
+            let expires = match h.flags & HAS_DEADLINE {
+                0 => 0,
+                _ => base
+                    .add(h.klen as usize + h.vlen as usize)
+                    .cast::<u64>()
+                    .read_unaligned(),
+            };
             EntryRef {
                 key: std::slice::from_raw_parts(base, h.klen as usize),
                 seq: h.seq,
-                value: (h.vlen != TOMBSTONE).then(|| {
-                    std::slice::from_raw_parts(base.add(h.klen as usize), h.vlen as usize)
-                }),
+                value,
+                expires,
             }
         }
     }
@@ -150,12 +166,14 @@ impl Arena {
         self.used
     }
 
-    /// Writes a new entry and returns it (not yet published).
+    /// Writes a new entry and returns it (not yet published); `expires`
+    /// is the value's deadline (0: none; ignored for a deletion).
     pub fn push(
         &mut self,
         key: &[u8],
         seq: u64,
         value: Option<&[u8]>,
+        expires: u64,
         prev: Option<EntryPtr>,
         hash: u32,
     ) -> EntryPtr {
@@ -164,7 +182,9 @@ impl Arena {
             key.len() < u32::MAX as usize && vlen < TOMBSTONE as usize,
             "entry too large for the MemTable"
         );
-        let size = (size_of::<Entry>() + key.len() + vlen).next_multiple_of(8);
+        let deadline = value.is_some() && expires != 0;
+        let tail = if deadline { size_of::<u64>() } else { 0 };
+        let size = (size_of::<Entry>() + key.len() + vlen + tail).next_multiple_of(8);
         let p = if size > ALIGN / 4 {
             // A big entry gets a chunk of its own, so the current chunk's
             // free tail is not wasted.
@@ -191,8 +211,8 @@ impl Arena {
         };
         self.used += size;
         // SAFETY: `p` is 8-aligned (chunks are 2 MiB aligned and every size
-        // is a multiple of 8) with room for the header, key and value, and
-        // nothing else refers to it yet.
+        // is a multiple of 8) with room for the header, key, value and
+        // deadline, and nothing else refers to it yet.
         unsafe {
             p.cast::<Entry>().write(Entry {
                 seq,
@@ -204,12 +224,17 @@ impl Arena {
                     TOMBSTONE
                 },
                 hash,
-                _pad: 0,
+                flags: if deadline { HAS_DEADLINE } else { 0 },
             });
             let base = p.add(size_of::<Entry>());
             ptr::copy_nonoverlapping(key.as_ptr(), base, key.len());
             if let Some(v) = value {
                 ptr::copy_nonoverlapping(v.as_ptr(), base.add(key.len()), v.len());
+            }
+            if deadline {
+                base.add(key.len() + vlen)
+                    .cast::<u64>()
+                    .write_unaligned(expires);
             }
             EntryPtr(NonNull::new_unchecked(p.cast()))
         }
@@ -233,10 +258,10 @@ mod tests {
     #[test]
     fn entries_round_trip_and_link() {
         let mut a = Arena::new();
-        let e1 = a.push(b"key", 7, Some(b"value"), None, 1);
-        let e2 = a.push(b"key", 9, None, Some(e1), 1);
+        let e1 = a.push(b"key", 7, Some(b"value"), 0, None, 1);
+        let e2 = a.push(b"key", 9, None, 0, Some(e1), 1);
         let big = vec![3u8; ALIGN];
-        let e3 = a.push(b"big", 10, Some(&big), None, 2);
+        let e3 = a.push(b"big", 10, Some(&big), 0, None, 2);
         // SAFETY: the arena lives until the end of the test.
         unsafe {
             assert_eq!(
@@ -244,7 +269,8 @@ mod tests {
                 EntryRef {
                     key: b"key",
                     seq: 7,
-                    value: Some(b"value")
+                    value: Some(b"value"),
+                    expires: 0,
                 }
             );
             assert_eq!(e2.get().value, None);
@@ -256,11 +282,32 @@ mod tests {
     }
 
     #[test]
+    fn deadlines_follow_values_and_deletions_have_none() {
+        let mut a = Arena::new();
+        let e1 = a.push(b"k", 1, Some(b"abc"), 1234, None, 0);
+        let e2 = a.push(b"k", 2, None, 99, Some(e1), 0);
+        let e3 = a.push(b"key", 3, Some(b""), u64::MAX, None, 0);
+        // SAFETY: the arena lives until the end of the test.
+        unsafe {
+            assert_eq!(
+                (e1.get().value, e1.get().expires),
+                (Some(&b"abc"[..]), 1234)
+            );
+            assert_eq!((e2.get().value, e2.get().expires), (None, 0));
+            assert_eq!(
+                (e3.get().value, e3.get().expires),
+                (Some(&b""[..]), u64::MAX)
+            );
+            assert_eq!(e3.key(), b"key");
+        }
+    }
+
+    #[test]
     fn a_pooled_arena_reuses_the_chunks_of_a_dropped_one() {
         let pool = Arc::new(ChunkPool::new(4 * ALIGN));
         let mut a = Arena::with_pool(Some(pool.clone()));
-        let first = a.push(b"k", 1, Some(&[7u8; 1000]), None, 0).as_ptr() as usize;
-        a.push(b"big", 2, Some(&vec![1u8; ALIGN]), None, 0);
+        let first = a.push(b"k", 1, Some(&[7u8; 1000]), 0, None, 0).as_ptr() as usize;
+        a.push(b"big", 2, Some(&vec![1u8; ALIGN]), 0, None, 0);
         drop(a);
         assert_eq!(
             pool.kept_bytes(),
@@ -268,7 +315,7 @@ mod tests {
             "the big entry's chunk is not kept"
         );
         let mut b = Arena::with_pool(Some(pool.clone()));
-        let e = b.push(b"other", 3, Some(b"v"), None, 0);
+        let e = b.push(b"other", 3, Some(b"v"), 0, None, 0);
         assert_eq!(e.as_ptr() as usize, first, "the kept chunk is reused");
         // SAFETY: `b` lives until the end of the test.
         unsafe {
@@ -277,7 +324,8 @@ mod tests {
                 EntryRef {
                     key: b"other",
                     seq: 3,
-                    value: Some(b"v")
+                    value: Some(b"v"),
+                    expires: 0,
                 }
             );
         }

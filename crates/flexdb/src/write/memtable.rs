@@ -589,13 +589,19 @@ impl MemTable {
 
     /// Records a write of `key` at `seq` (a deletion when `value` is `None`).
     pub fn insert(&self, key: &[u8], seq: u64, value: Option<&[u8]>) {
-        self.insert_hashed(key, hash(key), seq, value);
+        self.insert_hashed(key, hash(key), seq, value, 0);
+    }
+
+    /// Records a put of `key` at `seq` whose value expires at `expires`
+    /// (Unix milliseconds; 0: never).
+    pub fn insert_expiring(&self, key: &[u8], seq: u64, value: &[u8], expires: u64) {
+        self.insert_hashed(key, hash(key), seq, Some(value), expires);
     }
 
     /// [`MemTable::insert`] with the key's hash as [`MemTable::warm`]
     /// returned it (a function of the key alone, so any table's `warm`
-    /// will do).
-    pub fn insert_hashed(&self, key: &[u8], h: u32, seq: u64, value: Option<&[u8]>) {
+    /// will do), and the value's deadline (0: none).
+    pub fn insert_hashed(&self, key: &[u8], h: u32, seq: u64, value: Option<&[u8]>, expires: u64) {
         debug_assert_eq!(h, hash(key));
         let mut w = self.writer.lock();
         if w.written == 0 {
@@ -606,7 +612,7 @@ impl MemTable {
         }
         let table = self.table();
         let (slot, found) = table.probe(key, h);
-        let e = w.arena.push(key, seq, value, found, h);
+        let e = w.arena.push(key, seq, value, expires, found, h);
         self.order.set(w.written, e);
         w.written += 1;
         table.slots()[slot].store(pack(h, e), Ordering::Release);
@@ -717,16 +723,32 @@ impl MemTable {
         Some(self.get_ref(key, snapshot)?.map(Box::from))
     }
 
+    /// [`MemTable::get_ref`] with the value's deadline (0: none).
+    #[cfg(test)]
+    pub fn get_expiring(&self, key: &[u8], snapshot: u64) -> Option<Option<(&[u8], u64)>> {
+        self.get_ref_hashed(key, hash(key), snapshot)
+    }
+
     /// [`MemTable::get`] without a copy: the value borrowed from the
     /// table's arena, valid for as long as the table is.
     #[cfg(test)]
     pub fn get_ref(&self, key: &[u8], snapshot: u64) -> Option<Option<&[u8]>> {
-        self.get_ref_hashed(key, hash(key), snapshot)
+        Some(
+            self.get_ref_hashed(key, hash(key), snapshot)?
+                .map(|(v, _)| v),
+        )
     }
 
     /// [`get_ref`](Self::get_ref) for a key whose `crc32c` is `h` (the
-    /// table's hash).
-    pub fn get_ref_hashed(&self, key: &[u8], h: u32, snapshot: u64) -> Option<Option<&[u8]>> {
+    /// table's hash), with the value's deadline (0: none; expired or not:
+    /// the reader judges, and an expired version hides older ones as a
+    /// deletion does).
+    pub fn get_ref_hashed(
+        &self,
+        key: &[u8],
+        h: u32,
+        snapshot: u64,
+    ) -> Option<Option<(&[u8], u64)>> {
         debug_assert_eq!(h, hash(key));
         // An empty table (the active one after a commit, in read-mostly
         // work) costs no probe of its slots. A reader that loaded the
@@ -745,7 +767,8 @@ impl MemTable {
                 return Some(None);
             }
         }
-        Some(self.entry(e?).value)
+        let entry = self.entry(e?);
+        Some(entry.value.map(|v| (v, entry.expires)))
     }
 
     /// The sequence number of the newest write of `key` in the table, a
@@ -1057,16 +1080,16 @@ impl MemTable {
     }
 
     /// Up to `max` keys after `from` (in key order, visible at `snapshot`),
-    /// each with its newest visible version, stopping at `end`. Used by
-    /// iterators, which refill in chunks. Returns how long it waited for
-    /// the table's locks, if it did.
+    /// each with its newest visible version and that version's deadline
+    /// (0: none), stopping at `end`. Used by iterators, which refill in
+    /// chunks. Returns how long it waited for the table's locks, if it did.
     pub fn scan_forward(
         &self,
         from: Bound<&[u8]>,
         end: Bound<&[u8]>,
         snapshot: u64,
         max: usize,
-        out: &mut Vec<(Box<[u8]>, Version)>,
+        out: &mut Vec<(Box<[u8]>, Version, u64)>,
     ) -> Option<Duration> {
         let (v, waited) = self.sorted_runs();
         let mut pos = v.runs().map(|r| self.start(r, from));
@@ -1080,7 +1103,8 @@ impl MemTable {
                 break;
             }
             if let Some(e) = self.visible(pick, snapshot) {
-                out.push((key.into(), self.scanned(key, e, snapshot)));
+                let (value, expires) = self.scanned(key, e, snapshot);
+                out.push((key.into(), value, expires));
                 taken += 1;
             }
         }
@@ -1095,7 +1119,7 @@ impl MemTable {
         end: Bound<&[u8]>,
         snapshot: u64,
         max: usize,
-        out: &mut Vec<(Box<[u8]>, Version)>,
+        out: &mut Vec<(Box<[u8]>, Version, u64)>,
     ) -> Option<Duration> {
         let (v, waited) = self.sorted_runs();
         let mut pos = v.runs().map(|r| self.end(r, from));
@@ -1109,7 +1133,8 @@ impl MemTable {
                 break;
             }
             if let Some(e) = self.visible(pick, snapshot) {
-                out.push((key.into(), self.scanned(key, e, snapshot)));
+                let (value, expires) = self.scanned(key, e, snapshot);
+                out.push((key.into(), value, expires));
                 taken += 1;
             }
         }
@@ -1117,18 +1142,18 @@ impl MemTable {
     }
 
     /// What a scan at `snapshot` reads for `key`, whose newest visible
-    /// version is `e`: its value, or a deletion when a range delete of
-    /// this table after it covers it.
-    fn scanned(&self, key: &[u8], e: EntryPtr, snapshot: u64) -> Version {
+    /// version is `e`: its value and deadline, or a deletion when a range
+    /// delete of this table after it covers it.
+    fn scanned(&self, key: &[u8], e: EntryPtr, snapshot: u64) -> (Version, u64) {
         let entry = self.entry(e);
         if self
             .ranges
             .covering(key, snapshot)
             .is_some_and(|t| t > entry.seq)
         {
-            return None;
+            return (None, 0);
         }
-        entry.value.map(Box::from)
+        (entry.value.map(Box::from), entry.expires)
     }
 
     /// The newest version of every key, in key order, borrowed from the
@@ -1528,7 +1553,32 @@ mod tests {
             &mut out,
         );
         assert_eq!(waited, None, "a reader waited");
-        out.into_iter().map(|(k, _)| k.into_vec()).collect()
+        out.into_iter().map(|(k, ..)| k.into_vec()).collect()
+    }
+
+    #[test]
+    fn deadlines_are_kept_with_their_versions() {
+        let t = MemTable::new();
+        t.insert(b"k", 1, Some(b"old"));
+        t.insert_expiring(b"k", 2, b"new", 77);
+        t.insert_expiring(b"j", 3, b"v", 5);
+        t.insert(b"j", 4, None);
+        assert_eq!(t.get_expiring(b"k", 1), Some(Some((&b"old"[..], 0))));
+        assert_eq!(t.get_expiring(b"k", 2), Some(Some((&b"new"[..], 77))));
+        assert_eq!(t.get_expiring(b"j", 3), Some(Some((&b"v"[..], 5))));
+        assert_eq!(t.get_expiring(b"j", 4), Some(None));
+        let mut out = Vec::new();
+        t.scan_forward(Bound::Unbounded, Bound::Unbounded, 3, 10, &mut out);
+        let got: Vec<_> = out
+            .iter()
+            .map(|(k, v, x)| (k.to_vec(), v.is_some(), *x))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(b"j".to_vec(), true, 5), (b"k".to_vec(), true, 77)]
+        );
+        let deadlines: Vec<u64> = t.newest().map(|e| e.expires).collect();
+        assert_eq!(deadlines, vec![0, 77], "the deletion of j has none");
     }
 
     #[test]
@@ -1592,9 +1642,9 @@ mod tests {
         for (i, k) in ["a", "b", "c", "d", "e"].iter().enumerate() {
             t.insert(k.as_bytes(), i as u64 + 10, None);
         }
-        let keys = |out: &Vec<(Box<[u8]>, Version)>| {
+        let keys = |out: &Vec<(Box<[u8]>, Version, u64)>| {
             out.iter()
-                .map(|(k, v)| (String::from_utf8(k.to_vec()).unwrap(), v.is_some()))
+                .map(|(k, v, _)| (String::from_utf8(k.to_vec()).unwrap(), v.is_some()))
                 .collect::<Vec<_>>()
         };
         let mut out = Vec::new();
@@ -1667,7 +1717,7 @@ mod tests {
                     .collect();
                 let got: Vec<_> = out
                     .into_iter()
-                    .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                    .map(|(k, v, _)| (k.to_vec(), v.map(|v| v.to_vec())))
                     .collect();
                 assert_eq!(got, want);
                 let mut out = Vec::new();
@@ -1686,7 +1736,7 @@ mod tests {
                     .collect();
                 let got: Vec<_> = out
                     .into_iter()
-                    .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                    .map(|(k, v, _)| (k.to_vec(), v.map(|v| v.to_vec())))
                     .collect();
                 assert_eq!(got, want);
             }
@@ -1746,7 +1796,7 @@ mod tests {
                 };
                 let got: Vec<_> = out
                     .into_iter()
-                    .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                    .map(|(k, v, _)| (k.to_vec(), v.map(|v| v.to_vec())))
                     .collect();
                 let want: Vec<_> = want
                     .into_iter()
@@ -1797,7 +1847,7 @@ mod tests {
                             for w in out.windows(2) {
                                 assert!(w[0].0 < w[1].0);
                             }
-                            for (k, v) in &out {
+                            for (k, v, _) in &out {
                                 assert_eq!(&v.as_ref().unwrap()[..4], &k[..]);
                             }
                         }
@@ -1897,7 +1947,7 @@ mod tests {
                         };
                         let got: Vec<_> = out
                             .into_iter()
-                            .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                            .map(|(k, v, _)| (k.to_vec(), v.map(|v| v.to_vec())))
                             .collect();
                         proptest::prop_assert_eq!(got, want);
                     }

@@ -240,7 +240,9 @@ impl Store {
         self.check_stopped()?;
         for op in batch.ops() {
             match op {
-                BatchOp::Put { key, value } => check_stored_sizes(key, Some(value))?,
+                BatchOp::Put { key, value }
+                | BatchOp::PutExpiring { key, value, .. }
+                | BatchOp::PutWithTtl { key, value, .. } => check_stored_sizes(key, Some(value))?,
                 BatchOp::Delete { key } => check_stored_sizes(key, None)?,
                 // (`WriteBatch::delete_range` checked the bounds.)
                 BatchOp::DeleteRange { .. } => {}
@@ -249,6 +251,15 @@ impl Store {
         if batch.is_empty() {
             return if sync { self.sync() } else { Ok(()) };
         }
+        // Times to live become deadlines, by the store's clock, each with
+        // its entry in the expiry queue (`expiry`).
+        let resolved;
+        let batch = if batch.has_ttls() {
+            resolved = crate::expiry::resolve(batch, &self.clock)?;
+            &resolved
+        } else {
+            batch
+        };
         self.append(&batch.encode(), batch.len(), sync, check, |mem, seq| {
             for (i, op) in batch.ops().iter().enumerate() {
                 let s = seq + i as u64;
@@ -258,6 +269,13 @@ impl Store {
                     BatchOp::DeleteRange { start, end } => {
                         mem.delete_range(start, end.as_deref(), s)
                     }
+                    BatchOp::PutExpiring {
+                        key,
+                        value,
+                        expires,
+                    } => mem.insert_expiring(key, s, value, *expires),
+                    // (None left: resolved above.)
+                    BatchOp::PutWithTtl { key, value, .. } => mem.insert(key, s, Some(value)),
                 }
             }
         })
@@ -283,7 +301,7 @@ impl Store {
                 1,
                 sync,
                 || Ok(()),
-                |mem, seq| mem.insert_hashed(key, h, seq, value),
+                |mem, seq| mem.insert_hashed(key, h, seq, value, 0),
             )
         };
         // The thread's buffer, unless it is gone (a put from a thread-local

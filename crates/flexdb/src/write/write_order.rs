@@ -121,7 +121,7 @@ mod tests {
         let order = WriteOrder::default();
         let n = 5 * (1usize << FIRST_BITS) + 17;
         let entries: Vec<EntryPtr> = (0..n)
-            .map(|i| arena.push(&(i as u64).to_be_bytes(), i as u64, None, None, 0))
+            .map(|i| arena.push(&(i as u64).to_be_bytes(), i as u64, None, 0, None, 0))
             .collect();
         for (i, &e) in entries.iter().enumerate() {
             order.set(i, e);

@@ -1,0 +1,342 @@
+//! Expiry (`put_with_ttl`): an expired pair is invisible to every read
+//! from its deadline on, in the MemTable and in the space, across a
+//! reopen, in snapshots, transactions and keyspaces; an expired version
+//! hides the older ones; the expiry queue removes expired pairs; a random
+//! workload against a model with a hand-moved clock (`ManualClock`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flexdb::{Db, Error, Isolation, ManualClock, Options, WriteBatch};
+use flexspace::FaultStorage;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn opts(clock: &ManualClock) -> Options {
+    Options::new()
+        .create_if_missing(true)
+        .memtable_bytes(64 << 10)
+        .clock(clock.clone())
+        // The test sweeps by hand (`remove_expired`).
+        .expiry_interval(Duration::from_secs(3600))
+}
+
+const SEC: Duration = Duration::from_secs(1);
+
+fn every_read_sees(db: &Db, key: &[u8], want: Option<&[u8]>) {
+    let want = want.map(<[u8]>::to_vec);
+    assert_eq!(db.get(key).unwrap(), want, "get");
+    assert_eq!(db.contains(key).unwrap(), want.is_some(), "contains");
+    let scanned: Option<Vec<u8>> = db
+        .iter()
+        .map(|kv| kv.unwrap())
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v);
+    assert_eq!(scanned, want, "iter");
+    let back: Option<Vec<u8>> = db
+        .iter()
+        .rev()
+        .map(|kv| kv.unwrap())
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v);
+    assert_eq!(back, want, "iter backwards");
+    assert_eq!(db.snapshot().get(key).unwrap(), want, "snapshot");
+    let t = db.transaction(Isolation::Snapshot);
+    assert_eq!(t.get(key).unwrap(), want, "transaction");
+}
+
+#[test]
+fn an_expired_pair_is_gone_from_every_read_in_the_memtable_the_space_and_after_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let db = Db::open(dir.path(), opts(&clock)).unwrap();
+    db.put_with_ttl("short", "s", 10 * SEC).unwrap();
+    db.put_with_ttl("long", "l", 100 * SEC).unwrap();
+    db.put("plain", "p").unwrap();
+    every_read_sees(&db, b"short", Some(b"s"));
+    clock.advance(9 * SEC);
+    every_read_sees(&db, b"short", Some(b"s"));
+    let snap = db.snapshot();
+    clock.advance(SEC);
+    every_read_sees(&db, b"short", None);
+    // A snapshot judges by the time of its reads too.
+    assert_eq!(snap.get("short").unwrap(), None);
+    assert_eq!(snap.get("long").unwrap().as_deref(), Some(&b"l"[..]));
+    every_read_sees(&db, b"plain", Some(b"p"));
+    // In the space.
+    db.flush().unwrap();
+    every_read_sees(&db, b"short", None);
+    every_read_sees(&db, b"long", Some(b"l"));
+    drop(snap);
+    db.close().unwrap();
+    // Deadlines survive a reopen.
+    let db = Db::open(dir.path(), opts(&clock)).unwrap();
+    every_read_sees(&db, b"long", Some(b"l"));
+    assert_eq!(db.ttl("long").unwrap(), Some(Some(90 * SEC)));
+    clock.advance(90 * SEC);
+    every_read_sees(&db, b"long", None);
+    every_read_sees(&db, b"plain", Some(b"p"));
+    assert_eq!(db.iter().count(), 1);
+}
+
+#[test]
+fn an_expired_version_hides_the_older_ones_and_a_later_put_replaces_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let db = Db::open(dir.path(), opts(&clock)).unwrap();
+    db.put("k", "old").unwrap();
+    db.put("p", "old").unwrap();
+    db.flush().unwrap();
+    db.put_with_ttl("k", "new", 5 * SEC).unwrap();
+    db.put_with_ttl("p", "new", 5 * SEC).unwrap();
+    db.put("p", "kept").unwrap();
+    clock.advance(5 * SEC);
+    every_read_sees(&db, b"k", None);
+    every_read_sees(&db, b"p", Some(b"kept"));
+    db.flush().unwrap();
+    every_read_sees(&db, b"k", None);
+    every_read_sees(&db, b"p", Some(b"kept"));
+    assert_eq!(db.ttl("p").unwrap(), Some(None));
+    assert_eq!(db.ttl("k").unwrap(), None);
+}
+
+#[test]
+fn expire_and_persist_change_only_a_live_pair_s_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let db = Db::open(dir.path(), opts(&clock)).unwrap();
+    db.put("k", "v").unwrap();
+    assert!(!db.expire("missing", SEC).unwrap());
+    assert!(!db.persist("k").unwrap(), "no deadline to remove");
+    assert!(db.expire("k", 3 * SEC).unwrap());
+    assert_eq!(db.ttl("k").unwrap(), Some(Some(3 * SEC)));
+    assert!(db.persist("k").unwrap());
+    assert_eq!(db.ttl("k").unwrap(), Some(None));
+    assert!(db.expire("k", 2 * SEC).unwrap());
+    clock.advance(2 * SEC);
+    assert!(!db.expire("k", SEC).unwrap(), "expired: nothing to expire");
+    assert!(!db.persist("k").unwrap());
+    assert_eq!(db.get("k").unwrap(), None);
+}
+
+#[test]
+fn bad_times_to_live_are_refused_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let db = Db::open(dir.path(), opts(&clock)).unwrap();
+    for ttl in [
+        Duration::ZERO,
+        Duration::MAX,
+        Duration::from_secs(u64::MAX / 1000),
+    ] {
+        assert!(
+            matches!(
+                db.put_with_ttl("k", "v", ttl),
+                Err(Error::InvalidArgument(_))
+            ),
+            "{ttl:?}"
+        );
+        let mut b = WriteBatch::new();
+        let added = b.put_with_ttl(b"k", b"v", ttl).map(|_| ());
+        if added.is_ok() {
+            b.put(b"other", b"v").unwrap();
+            assert!(matches!(db.write(b), Err(Error::InvalidArgument(_))));
+        }
+    }
+    assert!(db.put("k", "v").is_ok());
+    assert!(matches!(
+        db.expire("k", Duration::ZERO),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(db.iter().count(), 1, "nothing but the last put");
+    assert_eq!(db.ttl("k").unwrap(), Some(None));
+}
+
+#[test]
+fn batches_and_keyspaces_carry_deadlines() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let db = Db::open(dir.path(), opts(&clock)).unwrap();
+    let ks = db.keyspace("sessions").unwrap();
+    let mut b = WriteBatch::new();
+    b.put_with_ttl(b"a", b"1", 2 * SEC).unwrap();
+    b.put_with_ttl_in(&ks, b"a", b"2", 4 * SEC).unwrap();
+    b.put(b"b", b"3").unwrap();
+    db.write(b).unwrap();
+    ks.put_with_ttl("b", "4", 6 * SEC).unwrap();
+    assert_eq!(ks.ttl("a").unwrap(), Some(Some(4 * SEC)));
+    clock.advance(2 * SEC);
+    assert_eq!(db.get("a").unwrap(), None);
+    assert_eq!(ks.get("a").unwrap().as_deref(), Some(&b"2"[..]));
+    clock.advance(2 * SEC);
+    assert_eq!(ks.get("a").unwrap(), None);
+    assert_eq!(ks.iter().count(), 1);
+    assert!(ks.persist("b").unwrap());
+    clock.advance(10 * SEC);
+    assert_eq!(ks.get("b").unwrap().as_deref(), Some(&b"4"[..]));
+    assert_eq!(db.iter().count(), 1);
+}
+
+#[test]
+fn the_queue_removes_expired_pairs_and_gives_their_space_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let db = Db::open(dir.path(), opts(&clock)).unwrap();
+    let value = vec![7u8; 100];
+    for i in 0..5000u32 {
+        db.put_with_ttl(
+            format!("t{i:05}"),
+            &value,
+            Duration::from_secs(1 + i as u64 % 10),
+        )
+        .unwrap();
+    }
+    for i in 0..1000u32 {
+        db.put(format!("p{i:05}"), &value).unwrap();
+    }
+    // A pair overwritten without a deadline keeps its value.
+    db.put("t00000", "kept").unwrap();
+    db.flush().unwrap();
+    let before = db.stats().pairs;
+    assert!(before >= 6000, "{before}");
+    clock.advance(5 * SEC);
+    let removed = db.remove_expired().unwrap();
+    assert_eq!(removed, 2500 - 1, "deadlines 1..=5 s, t00000 overwritten");
+    assert_eq!(db.remove_expired().unwrap(), 0, "nothing left to remove");
+    clock.advance(5 * SEC);
+    assert_eq!(db.remove_expired().unwrap(), 2500);
+    db.flush().unwrap();
+    let after = db.stats().pairs;
+    // The pairs and their queue entries are gone.
+    assert_eq!(after, 1001, "{before} -> {after}");
+    assert_eq!(db.get("t00000").unwrap().as_deref(), Some(&b"kept"[..]));
+    assert_eq!(db.iter().count(), 1001);
+}
+
+#[test]
+fn the_expiry_thread_removes_expired_pairs_by_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let db = Db::open(
+        dir.path(),
+        opts(&clock).expiry_interval(Duration::from_millis(5)),
+    )
+    .unwrap();
+    for i in 0..100u32 {
+        db.put_with_ttl(format!("k{i}"), "v", SEC).unwrap();
+    }
+    db.flush().unwrap();
+    clock.advance(SEC);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        db.flush().unwrap();
+        if db.stats().pairs == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            db.stats().pairs
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_backup_keeps_deadlines() {
+    let dir = tempfile::tempdir().unwrap();
+    let dest = tempfile::tempdir().unwrap();
+    let dest = dest.path().join("copy");
+    let clock = ManualClock::new();
+    let db = Db::open(dir.path(), opts(&clock)).unwrap();
+    db.put_with_ttl("t", "v", 10 * SEC).unwrap();
+    db.put("p", "v").unwrap();
+    db.flush().unwrap();
+    db.put_with_ttl("m", "v", 20 * SEC).unwrap();
+    db.backup(&dest).unwrap();
+    let copy = Db::open(&dest, opts(&clock)).unwrap();
+    assert_eq!(copy.ttl("t").unwrap(), Some(Some(10 * SEC)));
+    assert_eq!(copy.ttl("m").unwrap(), Some(Some(20 * SEC)));
+    clock.advance(10 * SEC);
+    assert_eq!(copy.get("t").unwrap(), None);
+    assert_eq!(copy.remove_expired().unwrap(), 1);
+    assert_eq!(copy.iter().count(), 2);
+}
+
+/// What the model holds of a key: its value and deadline (0: none).
+type Model = BTreeMap<Vec<u8>, (Vec<u8>, u64)>;
+
+fn live(model: &Model, now: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
+    model
+        .iter()
+        .filter(|(_, (_, x))| *x == 0 || *x > now)
+        .map(|(k, (v, _))| (k.clone(), v.clone()))
+        .collect()
+}
+
+#[test]
+fn random_writes_with_deadlines_match_a_model() {
+    let test_seed = flexsys::test_seed::TestSeed::new("expiry model");
+    let seed = test_seed.get();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let st = Arc::new(FaultStorage::new());
+    let clock = ManualClock::new();
+    let open = || Db::open_with_storage(st.clone(), "expiry", opts(&clock)).unwrap();
+    let mut db = open();
+    let mut model = Model::new();
+    for step in 0..3000 {
+        let key = format!("k{:03}", rng.gen_range(0..200)).into_bytes();
+        let value = format!("v{step}").into_bytes();
+        match rng.gen_range(0..100) {
+            0..=34 => {
+                let ttl = Duration::from_millis(rng.gen_range(1..5000));
+                db.put_with_ttl(&key, &value, ttl).unwrap();
+                model.insert(
+                    key.clone(),
+                    (value, clock.now_ms() + ttl.as_millis() as u64),
+                );
+            }
+            35..=59 => {
+                db.put(&key, &value).unwrap();
+                model.insert(key.clone(), (value, 0));
+            }
+            60..=69 => {
+                db.delete(&key).unwrap();
+                model.remove(&key);
+            }
+            70..=79 => clock.advance(Duration::from_millis(rng.gen_range(0..1500))),
+            80..=84 => db.flush().unwrap(),
+            85..=87 => {
+                db.remove_expired().unwrap();
+            }
+            88 => {
+                db.close().unwrap();
+                db = open();
+            }
+            89..=93 => {
+                let now = clock.now_ms();
+                let want = model
+                    .get(&key)
+                    .filter(|(_, x)| *x == 0 || *x > now)
+                    .map(|(_, x)| (*x != 0).then(|| Duration::from_millis(x - now)));
+                assert_eq!(db.ttl(&key).unwrap(), want, "seed {seed} step {step}");
+            }
+            _ => {
+                let now = clock.now_ms();
+                let got: Vec<_> = db.iter().map(|kv| kv.unwrap()).collect();
+                assert_eq!(got, live(&model, now), "seed {seed} step {step}");
+            }
+        }
+        let now = clock.now_ms();
+        let want = model
+            .get(&key)
+            .filter(|(_, x)| *x == 0 || *x > now)
+            .map(|(v, _)| v.clone());
+        assert_eq!(db.get(&key).unwrap(), want, "seed {seed} step {step}");
+    }
+    let now = clock.now_ms();
+    let got: Vec<_> = db.iter().map(|kv| kv.unwrap()).collect();
+    assert_eq!(got, live(&model, now), "seed {seed}");
+    db.close().unwrap();
+}
