@@ -108,6 +108,10 @@ pub enum Command {
         key: String,
         #[arg(allow_hyphen_values = true)]
         value: String,
+        /// The pair expires after DURATION (90, 1500ms, 10m, 2h, 7d;
+        /// seconds without a unit): no read sees it from then on.
+        #[arg(long, value_name = "DURATION", value_parser = crate::ttl::parse_ttl)]
+        ttl: Option<std::time::Duration>,
         #[command(flatten)]
         enc: EncodingArgs,
         #[command(flatten)]
@@ -192,6 +196,10 @@ pub enum Command {
         /// No progress bar and no summary line.
         #[arg(long, short)]
         quiet: bool,
+        /// Every pair loaded expires DURATION after its batch is written
+        /// (as `put --ttl`).
+        #[arg(long, value_name = "DURATION", value_parser = crate::ttl::parse_ttl)]
+        ttl: Option<std::time::Duration>,
         #[command(flatten)]
         ks: KeyspaceArgs,
     },

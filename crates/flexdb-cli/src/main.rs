@@ -23,6 +23,7 @@ mod progress;
 mod range;
 mod shell;
 mod store;
+mod ttl;
 
 /// mimalloc instead of the system allocator: glibc's per-thread arenas
 /// grow and shrink with an mprotect per step under the store's allocation
@@ -72,6 +73,7 @@ fn run(command: Command) -> Result<Code, CliError> {
             dir,
             key,
             value,
+            ttl,
             enc,
             ks,
         } => {
@@ -81,7 +83,7 @@ fn run(command: Command) -> Result<Code, CliError> {
                 decode_arg(enc, "value", &value)?,
             );
             with_keyspace(&dir, &ks.keyspace, Mode::Create, |ks| {
-                kv::put(ks, &dir, &key, &value)
+                kv::put(ks, &dir, &key, &value, ttl)
             })?;
             Code::Success
         }
@@ -137,6 +139,7 @@ fn run(command: Command) -> Result<Code, CliError> {
             format,
             batch_size,
             quiet,
+            ttl,
             ks,
         } => {
             keyspace::check_name(&ks.keyspace)?;
@@ -173,6 +176,7 @@ fn run(command: Command) -> Result<Code, CliError> {
                     reader.as_mut(),
                     &source,
                     batch_size,
+                    ttl,
                     &mut progress,
                 );
                 progress.finish(res.is_ok());

@@ -15,8 +15,18 @@ use crate::encoding::Encoding;
 use crate::exit::{CliError, Code};
 
 /// Sets `key` to `value`.
-pub fn put(ks: &Keyspace, dir: &Path, key: &[u8], value: &[u8]) -> Result<(), CliError> {
-    ks.put(key, value).map_err(|e| CliError::db(dir, e))
+pub fn put(
+    ks: &Keyspace,
+    dir: &Path,
+    key: &[u8],
+    value: &[u8],
+    ttl: Option<std::time::Duration>,
+) -> Result<(), CliError> {
+    match ttl {
+        Some(ttl) => ks.put_with_ttl(key, value, ttl),
+        None => ks.put(key, value),
+    }
+    .map_err(|e| CliError::db(dir, e))
 }
 
 /// Prints the value of `key`.

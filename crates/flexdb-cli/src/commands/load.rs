@@ -28,6 +28,7 @@ pub fn load(
     reader: &mut dyn PairReader,
     source: &str,
     batch_size: u64,
+    ttl: Option<std::time::Duration>,
     progress: &mut Progress,
 ) -> Result<u64, CliError> {
     let write = |batch: WriteBatch| db.write(batch).map_err(|e| CliError::db(dir, e));
@@ -48,7 +49,11 @@ pub fn load(
             write(std::mem::take(&mut batch))?;
             batch_bytes = 0;
         }
-        if let Err(e) = batch.put_in(ks, &key, &value) {
+        let added = match ttl {
+            Some(ttl) => batch.put_with_ttl_in(ks, &key, &value, ttl),
+            None => batch.put_in(ks, &key, &value),
+        };
+        if let Err(e) = added {
             let line = reader.line();
             break Some(CliError::bad_input(format!("{source}: line {line}: {e}")));
         }

@@ -190,7 +190,7 @@ impl Session<'_> {
                     decode_arg(enc, "key", &key)?,
                     decode_arg(enc, "value", &value)?,
                 );
-                kv::put(&self.keyspace(Mode::Create)?, dir, &k, &v)?;
+                kv::put(&self.keyspace(Mode::Create)?, dir, &k, &v, None)?;
                 Code::Success
             }
             ShellCommand::Get { key, enc: e } => {
