@@ -1,7 +1,8 @@
 //! Crash simulation on the fault-injecting backend: the store (its
 //! write-ahead logs, manifest and space, all on one `FaultStorage`) runs a
 //! random workload of puts, deletes, range deletes and batches (some
-//! holding range deletes), some synced, with flushes
+//! holding range deletes), puts with a time to live (deadlines must
+//! survive the crash with their pairs), some synced, with flushes
 //! and syncs, in the default keyspace and a named one (`ks`, dropped
 //! now and then and made again by the next write to it: a drop is all or
 //! nothing too); the machine "crashes" at a random storage operation (sometimes
@@ -56,8 +57,21 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 /// Pairs of both keyspaces: each key behind a byte naming its keyspace
-/// (0: the default one, 1: `ks`).
+/// (0: the default one, 1: `ks`), each value behind its deadline (8 bytes
+/// big-endian, Unix milliseconds; 0: none).
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// The stores' time: every clock stands still at it, so no pair expires
+/// during a run and a deadline is the same in the dry run and the crash
+/// run.
+const T0: u64 = 1_800_000_000_000;
+
+/// A value as the model holds it: behind its deadline.
+fn dated(deadline: u64, v: &[u8]) -> Vec<u8> {
+    let mut out = deadline.to_be_bytes().to_vec();
+    out.extend_from_slice(v);
+    out
+}
 
 /// The named keyspace of the workload.
 const KS: &str = "ks";
@@ -76,7 +90,10 @@ thread_local! {
 }
 
 fn opts() -> Options {
+    let clock = flexdb::ManualClock::new();
+    clock.set_ms(T0);
     Options::new()
+        .clock(clock)
         .create_if_missing(true)
         .memtable_bytes(4096)
         .cache_bytes(32 << 10)
@@ -168,11 +185,18 @@ fn workload(seed: u64, storage: Arc<FaultStorage>, flushes: bool) -> Run {
             }
         };
         let result = match rng.gen_range(0..100) {
-            0..=54 => {
+            0..=44 => {
                 let k = key(&mut rng);
                 let v = vec![rng.gen::<u8>(); rng.gen_range(0..300)];
-                model.insert(tagged(tag, &k), v.clone());
+                model.insert(tagged(tag, &k), dated(0, &v));
                 Some(ks.put_opt(&k, &v, &wo))
+            }
+            45..=54 => {
+                let k = key(&mut rng);
+                let v = vec![rng.gen::<u8>(); rng.gen_range(0..300)];
+                let ttl = rng.gen_range(1..100_000_000u64);
+                model.insert(tagged(tag, &k), dated(T0 + ttl, &v));
+                Some(ks.put_with_ttl_opt(&k, &v, Duration::from_millis(ttl), &wo))
             }
             55..=59 => {
                 // A range delete, of up to a third of the keys.
@@ -229,11 +253,20 @@ fn workload(seed: u64, storage: Arc<FaultStorage>, flushes: bool) -> Run {
                         }
                     } else if rng.gen_bool(0.8) {
                         let v = vec![rng.gen::<u8>(); rng.gen_range(0..200)];
-                        match tag {
-                            0 => b.put(&k, &v).unwrap(),
-                            _ => b.put_in(&named, &k, &v).unwrap(),
+                        let ttl = rng
+                            .gen_ratio(1, 4)
+                            .then(|| rng.gen_range(1..100_000_000u64));
+                        match (tag, ttl) {
+                            (0, None) => b.put(&k, &v).unwrap(),
+                            (_, None) => b.put_in(&named, &k, &v).unwrap(),
+                            (0, Some(t)) => {
+                                b.put_with_ttl(&k, &v, Duration::from_millis(t)).unwrap()
+                            }
+                            (_, Some(t)) => b
+                                .put_with_ttl_in(&named, &k, &v, Duration::from_millis(t))
+                                .unwrap(),
                         };
-                        model.insert(tk, v);
+                        model.insert(tk, dated(ttl.map_or(0, |t| T0 + t), &v));
                     } else {
                         match tag {
                             0 => b.delete(&k).unwrap(),
@@ -279,20 +312,24 @@ fn workload(seed: u64, storage: Arc<FaultStorage>, flushes: bool) -> Run {
     run
 }
 
-/// Both keyspaces' pairs (without making the named one).
+/// Both keyspaces' pairs with their deadlines (without making the named
+/// one).
 fn content(db: &Db) -> Model {
-    let mut m: Model = db
-        .iter()
-        .map(|kv| kv.unwrap())
-        .map(|(k, v)| (tagged(0, &k), v))
-        .collect();
+    let mut m = Model::new();
+    let mut keyspaces = vec![(0, db.keyspace(flexdb::DEFAULT_KEYSPACE).unwrap())];
     if db.has_keyspace(KS) {
-        let ks = db.keyspace(KS).unwrap();
-        m.extend(
-            ks.iter()
-                .map(|kv| kv.unwrap())
-                .map(|(k, v)| (tagged(1, &k), v)),
-        );
+        keyspaces.push((1, db.keyspace(KS).unwrap()));
+    }
+    for (tag, ks) in keyspaces {
+        for kv in ks.iter() {
+            let (k, v) = kv.unwrap();
+            let deadline = match ks.ttl(&k).unwrap() {
+                Some(Some(left)) => T0 + left.as_millis() as u64,
+                Some(None) => 0,
+                None => panic!("a pair the scan saw has no time left"),
+            };
+            m.insert(tagged(tag, &k), dated(deadline, &v));
+        }
     }
     m
 }
@@ -439,7 +476,7 @@ fn crash_and_recover(name: &str, seed: u64, iterations: u64, setup: Setup) -> (u
         db.close().unwrap();
         let db = Db::open_with_storage(image, "crash", opts()).unwrap();
         let mut want = got;
-        want.insert(tagged(0, b"after"), b"crash".to_vec());
+        want.insert(tagged(0, b"after"), dated(0, b"crash"));
         assert_eq!(content(&db), want, "iteration {it}: after reopen");
     }
     eprintln!(
