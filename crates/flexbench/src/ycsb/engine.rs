@@ -33,6 +33,8 @@ pub struct EngineConfig {
     /// flexdb: garbage-collection thresholds (high, low); `None`: the
     /// store's defaults.
     pub gc_garbage: Option<(f64, f64)>,
+    /// flexdb: puts are puts with this time to live (`--ttl-secs`).
+    pub ttl: Option<Duration>,
     /// The run includes transactions (workloads t, ts): peers open their
     /// transactional flavour (RocksDB's `OptimisticTransactionDB`, fjall's
     /// `OptimisticTxDatabase`) for the whole run. flexdb has one flavour.
@@ -191,6 +193,7 @@ impl EngineConfig {
             pread: false,
             row_cache: true,
             gc_garbage: None,
+            ttl: None,
             transactions: false,
         }
     }
@@ -273,6 +276,7 @@ mod tests {
                 pread,
                 row_cache: true,
                 gc_garbage: None,
+                ttl: None,
                 transactions: false,
             };
             let e = open(name, dir.path(), &cfg).unwrap();

@@ -159,6 +159,11 @@ pub struct YcsbArgs {
     /// With `--keep`, only the last run's stores are kept.
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
+    /// flexdb: every put (load, updates, inserts) is a put with this time
+    /// to live in seconds (`Db::put_with_ttl`): what deadlines and their
+    /// expiry queue cost. Other engines ignore it.
+    #[arg(long)]
+    pub ttl_secs: Option<u64>,
     /// Internal: run one engine and print JSON lines for a parent.
     #[arg(long, hide = true)]
     pub child: bool,
@@ -288,6 +293,7 @@ impl YcsbArgs {
             pread: self.pread,
             row_cache: !self.no_row_cache,
             gc_garbage: self.gc_garbage.as_ref().map(|g| (g[0], g[1])),
+            ttl: self.ttl_secs.map(Duration::from_secs),
             transactions: self
                 .workloads
                 .iter()
@@ -339,6 +345,10 @@ impl YcsbArgs {
         if let Some(g) = &self.gc_garbage {
             a.push("--gc-garbage".into());
             a.push(format!("{},{}", g[0], g[1]));
+        }
+        if let Some(t) = self.ttl_secs {
+            a.push("--ttl-secs".into());
+            a.push(t.to_string());
         }
         if let Some(n) = self.max_frozen {
             a.push("--max-frozen".into());
@@ -840,6 +850,7 @@ pub fn crash_child(a: &CrashChildArgs) -> u8 {
             pread: a.pread,
             row_cache: true,
             gc_garbage: None,
+            ttl: None,
             transactions: false,
         };
         let engine = engine::open(&a.engine, &a.dir, &cfg)?;

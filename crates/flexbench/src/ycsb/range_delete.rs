@@ -196,6 +196,7 @@ impl RangeDeleteArgs {
             pread: false,
             row_cache: true,
             gc_garbage: None,
+            ttl: None,
             transactions: false,
         }
     }

@@ -7,6 +7,8 @@ use crate::ycsb::engine::{Engine, EngineConfig, EngineStats, Result};
 
 struct FlexDbEngine {
     db: flexdb::Db,
+    /// Every put's time to live (`EngineConfig::ttl`).
+    ttl: Option<std::time::Duration>,
     /// Cache hits and lookups at the previous `stats` call.
     cache_counts: std::sync::Mutex<(u64, u64)>,
     row_counts: std::sync::Mutex<(u64, u64)>,
@@ -30,6 +32,7 @@ pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
     let db = flexdb::Db::open(dir, opts).map_err(|e| format!("flexdb: {e}"))?;
     Ok(Box::new(FlexDbEngine {
         db,
+        ttl: cfg.ttl,
         cache_counts: Default::default(),
         row_counts: Default::default(),
     }))
@@ -74,7 +77,11 @@ fn window_ratio(last: &std::sync::Mutex<(u64, u64)>, hits: u64, lookups: u64) ->
 
 impl Engine for FlexDbEngine {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.db.put(key, value).map_err(err)
+        match self.ttl {
+            Some(ttl) => self.db.put_with_ttl(key, value, ttl),
+            None => self.db.put(key, value),
+        }
+        .map_err(err)
     }
     fn get(&self, key: &[u8]) -> Result<Option<usize>> {
         // Borrowed, not copied: like the peers' zero-copy gets (LMDB's
