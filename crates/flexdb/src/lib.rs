@@ -47,6 +47,11 @@
 //!   Batches ([`WriteBatch::put_in`]), transactions
 //!   ([`Transaction::keyspace`]) and snapshots ([`Snapshot::keyspace`])
 //!   span keyspaces atomically; [`Db::drop_keyspace`] removes one whole.
+//! - [`Db::put_with_ttl`] (also [`WriteBatch::put_with_ttl`] and in a
+//!   keyspace): the pair expires at a wall-clock deadline; from then on
+//!   every read above (snapshots included) judges it absent by the time of
+//!   that read, and the store removes it by itself ([`Db::ttl`],
+//!   [`Db::expire`], [`Db::persist`]; [`ManualClock`] for tests).
 //!
 //! ```
 //! use flexdb::{Db, Isolation, Options};
@@ -70,6 +75,7 @@
 //! - `options`, `error`, `stats`, `batch`: `Options` and `WriteOptions`,
 //!   `Error`, `Stats`, `WriteBatch` (and its log payload encoding).
 //! - `codec`: byte encodings shared by the space and the logs.
+//! - `clock`, `expiry`: deadlines, the expiry queue and its thread.
 //! - `store`: `Store`, what an open store shares between its threads.
 //! - `threads`: the priority and CPU time of the store's own threads.
 //!
