@@ -13,7 +13,8 @@ pub struct Stats {
     /// Pairs committed to the space (writes still in a MemTable are not
     /// counted until the committer merges them; `Db::flush` first for an
     /// exact figure). Every keyspace's pairs, and the catalog's: one per
-    /// named keyspace and one more once there is any.
+    /// named keyspace and one more once there is any; and the expiry
+    /// queue's, one per put with a time to live not yet removed.
     pub pairs: u64,
     /// Bytes of encoded pairs in the space.
     pub space_bytes: u64,
