@@ -189,6 +189,23 @@ pub(crate) fn encode_single(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>)
     encode_op(out, key, value);
 }
 
+/// Sets `out` to the payload of a batch holding a put with deadline
+/// `expires` and its expiry-queue entry `queue_key` → `key` (as
+/// `expiry::resolve` makes them), without building the batch.
+pub(crate) fn encode_expiring_single(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    value: &[u8],
+    expires: u64,
+    queue_key: &[u8],
+) {
+    out.clear();
+    out.reserve(2 + 2 * 10 + 2 * key.len() + value.len() + 8 + 10 + queue_key.len());
+    put_varint(out, 2);
+    encode_expiring(out, key, value, expires);
+    encode_op(out, queue_key, Some(key));
+}
+
 /// One write of a batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -631,6 +648,16 @@ mod tests {
         let mut bad_kind = enc;
         bad_kind[1] = 9;
         assert_eq!(WriteBatch::decode(&bad_kind), None);
+    }
+
+    #[test]
+    fn a_single_put_with_a_deadline_encodes_as_its_batch() {
+        let mut b = WriteBatch::new();
+        b.put_expiring_stored(b"k".to_vec(), b"v".to_vec(), 99);
+        b.put_stored(b"q".to_vec(), b"k".to_vec()).unwrap();
+        let mut out = vec![1, 2, 3];
+        encode_expiring_single(&mut out, b"k", b"v", 99, b"q");
+        assert_eq!(out, b.encode());
     }
 
     #[test]

@@ -30,9 +30,8 @@ fn put_with_ttl(
     sync: bool,
 ) -> Result<()> {
     check_sizes(key, Some(value))?;
-    let mut batch = WriteBatch::new();
-    batch.put_with_ttl_stored(encode(id, key).into_owned(), value.to_vec(), ttl)?;
-    store.write(&batch, sync)
+    crate::batch::check_ttl(ttl)?;
+    store.write_one_expiring(&encode(id, key), value, ttl, sync)
 }
 
 fn ttl(store: &Store, id: KsId, key: &[u8]) -> Result<Option<Option<Duration>>> {

@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::batch::{encode_single, BatchOp, WriteBatch};
+use crate::batch::{encode_expiring_single, encode_single, BatchOp, WriteBatch};
 use crate::codec::check_stored_sizes;
 use crate::error::{Error, Result};
 use crate::store::Store;
@@ -319,6 +319,34 @@ impl Store {
             Ok(Some(r)) => r,
             _ => encode_and_append(&mut Vec::new()),
         }
+    }
+
+    /// Applies one put with a time to live, as a batch of one would be
+    /// applied (its deadline by the store's clock, its expiry-queue entry
+    /// in the same record), without building the batch.
+    pub fn write_one_expiring(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        ttl: Duration,
+        sync: bool,
+    ) -> Result<()> {
+        self.check_stopped()?;
+        check_stored_sizes(key, Some(value))?;
+        let expires = self.clock.deadline(ttl)?;
+        let queue_key = crate::expiry::queue_key(expires, key);
+        let mut payload = Vec::new();
+        encode_expiring_single(&mut payload, key, value, expires, &queue_key);
+        self.append(
+            &payload,
+            2,
+            sync,
+            || Ok(()),
+            |mem, seq| {
+                mem.insert_expiring(key, seq, value, expires);
+                mem.insert(&queue_key, seq + 1, Some(key));
+            },
+        )
     }
 
     /// Logs `payload` (a batch of `ops` operations) under the next sequence
