@@ -110,6 +110,10 @@ impl Store {
         let mut total = Swept::default();
         let mut conflicts = 0;
         loop {
+            if self.expiry.stopping() {
+                // Closing: the rest waits for the next open.
+                return Ok(total);
+            }
             let now = self.clock.now_ms();
             let point = ReadPoint::take(self, false);
             let lo = KsId::EXPIRY.prefix().to_vec();
@@ -176,10 +180,16 @@ pub(crate) struct ExpiryState {
 }
 
 impl ExpiryState {
-    /// Asks the thread to stop (it finishes the sweep it is in).
+    /// Asks the thread to stop (it finishes the run of the sweep it is
+    /// in).
     pub fn stop(&self) {
         *self.stop.lock() = true;
         self.wake.notify_all();
+    }
+
+    /// Whether the store is closing.
+    fn stopping(&self) -> bool {
+        *self.stop.lock()
     }
 }
 
