@@ -401,12 +401,12 @@ impl WriteBatch {
         self.ops.push(op);
     }
 
-    /// Whether it holds a put with a time to live (to be resolved when
-    /// written).
+    /// Whether it holds a put with a time to live or a deadline (the
+    /// write resolves them: deadlines, and their expiry-queue entries).
     pub(crate) fn has_ttls(&self) -> bool {
         self.ops
             .iter()
-            .any(|op| matches!(op, BatchOp::PutWithTtl { .. }))
+            .any(|op| matches!(op, BatchOp::PutWithTtl { .. } | BatchOp::PutExpiring { .. }))
     }
 
     /// Adds a delete (in the default keyspace).

@@ -89,21 +89,23 @@ impl Clock {
         }
     }
 
-    /// The deadline `ttl` from now; a TTL of zero, or one past what a
-    /// deadline can hold, is refused.
+    /// The deadline `ttl` from now, the TTL rounded up to the
+    /// millisecond (a pair never lives shorter than asked); a TTL of zero,
+    /// or one past what a deadline can hold, is refused.
     pub fn deadline(&self, ttl: Duration) -> Result<u64> {
-        let ms = u64::try_from(ttl.as_millis()).ok();
-        match ms.and_then(|ms| self.now_ms().checked_add(ms)) {
-            _ if ttl.is_zero() => Err(Error::InvalidArgument(
+        if ttl.is_zero() {
+            return Err(Error::InvalidArgument(
                 "a time to live of zero (a pair that never lives; delete it instead)".into(),
-            )),
-            // A deadline within the first millisecond rounds up to it.
-            Some(0) | None => Err(Error::InvalidArgument(format!(
-                "a time to live of {ttl:?} is past the last deadline a pair can have"
-            ))),
-            Some(d) if ms == Some(0) => Ok(d + 1),
-            Some(d) => Ok(d),
+            ));
         }
+        let ms = u64::try_from(ttl.as_nanos().div_ceil(1_000_000)).ok();
+        // (A deadline is never 0: `ms` is at least 1.)
+        ms.and_then(|ms| self.now_ms().checked_add(ms))
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "a time to live of {ttl:?} is past the last deadline a pair can have"
+                ))
+            })
     }
 }
 
@@ -152,9 +154,14 @@ mod tests {
         assert!(clock.deadline(Duration::ZERO).is_err());
         assert!(clock.deadline(Duration::MAX).is_err());
         assert_eq!(clock.deadline(Duration::from_micros(10)).unwrap(), 1001);
+        assert_eq!(clock.deadline(Duration::from_micros(1500)).unwrap(), 1002);
         assert_eq!(clock.deadline(Duration::from_secs(1)).unwrap(), 2000);
         manual.set_ms(u64::MAX - 5);
         assert!(clock.deadline(Duration::from_millis(10)).is_err());
+        manual.set_ms(u64::MAX);
+        assert!(clock.deadline(Duration::from_micros(10)).is_err());
+        manual.set_ms(0);
+        assert_eq!(clock.deadline(Duration::from_micros(10)).unwrap(), 1);
     }
 
     #[test]

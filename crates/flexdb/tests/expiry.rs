@@ -344,3 +344,64 @@ fn random_writes_with_deadlines_match_a_model() {
     assert_eq!(got, live(&model, now), "seed {seed}");
     db.close().unwrap();
 }
+
+#[test]
+fn a_batch_carried_through_its_encoding_keeps_its_queue_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let db = Db::open(dir.path(), opts(&clock)).unwrap();
+    let mut b = WriteBatch::new();
+    b.put_with_ttl(b"k", b"v", SEC).unwrap();
+    let carried = WriteBatch::decode(&b.encode()).unwrap();
+    db.write(carried).unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.stats().pairs, 2, "the pair and its queue entry");
+    clock.advance(10 * SEC);
+    assert_eq!(db.get("k").unwrap(), None);
+    db.remove_expired().unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.stats().pairs, 0);
+}
+
+#[test]
+fn a_deadline_past_the_end_of_time_is_refused_and_a_deadline_of_zero_too() {
+    let st = Arc::new(FaultStorage::new());
+    let clock = ManualClock::new();
+    let db = Db::open_with_storage(st.clone(), "end", opts(&clock)).unwrap();
+    clock.set_ms(u64::MAX);
+    let r = db.put_with_ttl("k", "v", Duration::from_micros(10));
+    assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    // A payload with a deadline of 0 does not decode.
+    let mut zero = vec![1u8, 5, 1, b'k', 1, b'v'];
+    zero.extend_from_slice(&0u64.to_le_bytes());
+    assert!(WriteBatch::decode(&zero).is_none());
+    clock.set_ms(1_000);
+    db.put_with_ttl_opt("k", "v", SEC, &flexdb::WriteOptions { sync: true })
+        .unwrap();
+    let image = Arc::new(st.crash_image());
+    drop(db);
+    let db = Db::open_with_storage(image, "end", opts(&clock)).unwrap();
+    assert_eq!(db.ttl("k").unwrap(), Some(Some(SEC)));
+}
+
+#[test]
+fn a_queue_entry_that_names_no_key_is_dropped_without_stopping_the_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let db = Db::open(dir.path(), opts(&clock)).unwrap();
+    // An entry due at 1 ms whose value is longer than any stored key.
+    let mut key = vec![0xFF, 0xFF, 0xFF, 0xFF, 0xFE];
+    key.extend_from_slice(&1u64.to_be_bytes());
+    key.extend_from_slice(&[0; 8]);
+    let value = vec![7u8; 70_000];
+    let mut payload = vec![1u8, 1, key.len() as u8];
+    payload.extend_from_slice(&key);
+    payload.extend_from_slice(&[0xF0, 0xA2, 0x04]); // 70,000
+    payload.extend_from_slice(&value);
+    db.write(WriteBatch::decode(&payload).unwrap()).unwrap();
+    db.put_with_ttl("k", "v", SEC).unwrap();
+    clock.advance(SEC);
+    assert_eq!(db.remove_expired().unwrap(), 1);
+    db.flush().unwrap();
+    assert_eq!(db.stats().pairs, 0, "both entries and the pair are gone");
+}

@@ -30,7 +30,6 @@
 
 mod api;
 
-use std::hash::{Hash, Hasher};
 use std::ops::Bound;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -49,20 +48,24 @@ use crate::store::Store;
 /// Bytes of a queue key: prefix, deadline, tag.
 const QUEUE_KEY_LEN: usize = PREFIX_LEN + 8 + 8;
 
-/// Queue entries one sweep batch handles at most.
-const SWEEP_BATCH: usize = 1024;
+/// Queue entries one sweep batch handles at most (its validation and
+/// append hold the writer lock).
+const SWEEP_BATCH: usize = 256;
 
 /// Conflicting runs in a row after which a sweep stops.
 const MAX_CONFLICTS: usize = 8;
 
-/// The queue key of a pair with stored key `key` and deadline `expires`.
+/// The queue key of a pair with stored key `key` and deadline `expires`:
+/// its tag is two CRC32Cs of the key (the second seeded with the first),
+/// the same in every build.
 pub(crate) fn queue_key(expires: u64, key: &[u8]) -> Vec<u8> {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    key.hash(&mut h);
+    let a = crc32c::crc32c(key);
+    let b = crc32c::crc32c_append(!a, key);
     let mut k = Vec::with_capacity(QUEUE_KEY_LEN);
     k.extend_from_slice(&KsId::EXPIRY.prefix());
     k.extend_from_slice(&expires.to_be_bytes());
-    k.extend_from_slice(&h.finish().to_be_bytes());
+    k.extend_from_slice(&a.to_be_bytes());
+    k.extend_from_slice(&b.to_be_bytes());
     k
 }
 
@@ -76,29 +79,44 @@ fn queue_deadline(qkey: &[u8]) -> Option<u64> {
 }
 
 /// `batch` with each put with a time to live turned into a put with its
-/// deadline by `clock`, followed by its queue entry (puts after it in the
-/// batch still win: an entry names a pair, not a version).
+/// deadline by `clock`, and each put with a deadline (one given as it is,
+/// e.g. a batch decoded from a log) followed by its queue entry (puts
+/// after it in the batch still win: an entry names a pair, not a
+/// version). A deadline of 0 is refused.
 pub(crate) fn resolve(batch: &WriteBatch, clock: &Clock) -> Result<WriteBatch> {
     let mut out = WriteBatch::new();
     out.store = batch.store;
     for op in batch.ops() {
-        match op {
-            BatchOp::PutWithTtl { key, value, ttl } => {
-                let expires = clock.deadline(*ttl)?;
-                out.put_expiring_stored(key.clone(), value.clone(), expires);
-                out.put_stored(queue_key(expires, key), key.clone())?;
+        let (key, value, expires) = match op {
+            BatchOp::PutWithTtl { key, value, ttl } => (key, value, clock.deadline(*ttl)?),
+            BatchOp::PutExpiring { expires: 0, .. } => {
+                return Err(Error::InvalidArgument(
+                    "a put with a deadline of 0 (a deadline is a Unix time in milliseconds)".into(),
+                ))
             }
-            other => out.push_op(other.clone()),
-        }
+            BatchOp::PutExpiring {
+                key,
+                value,
+                expires,
+            } => (key, value, *expires),
+            other => {
+                out.push_op(other.clone());
+                continue;
+            }
+        };
+        out.put_expiring_stored(key.clone(), value.clone(), expires);
+        out.put_stored(queue_key(expires, key), key.clone())?;
     }
     Ok(out)
 }
 
-/// One sweep's work: queue entries looked at, pairs deleted.
+/// One sweep's work: queue entries looked at, pairs deleted, and whether
+/// it stopped early (conflicts, or the store closing) with entries due.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Swept {
     pub entries: u64,
     pub pairs: u64,
+    pub stopped_early: bool,
 }
 
 impl Store {
@@ -112,6 +130,7 @@ impl Store {
         loop {
             if self.expiry.stopping() {
                 // Closing: the rest waits for the next open.
+                total.stopped_early = true;
                 return Ok(total);
             }
             let now = self.clock.now_ms();
@@ -132,7 +151,13 @@ impl Store {
                 let (qkey, key) = pair?;
                 run.entries += 1;
                 if let Some(deadline) = queue_deadline(qkey) {
-                    let current = point.get_entry_with(key, |e| e.map(|(_, x)| x))?;
+                    let current = match point.get_entry_with(key, |e| e.map(|(_, x)| x)) {
+                        Ok(current) => current,
+                        // Not a stored key (a damaged or hand-made entry):
+                        // only the entry goes, or it would stop every sweep.
+                        Err(Error::KeyTooLarge { .. }) => None,
+                        Err(e) => return Err(e),
+                    };
                     if current == Some(deadline) && deadline <= now {
                         batch.delete_stored(key.to_vec())?;
                         keys.push(key.to_vec());
@@ -162,7 +187,10 @@ impl Store {
                     conflicts += 1;
                     continue;
                 }
-                Err(Error::Conflict) => return Ok(total),
+                Err(Error::Conflict) => {
+                    total.stopped_early = true;
+                    return Ok(total);
+                }
                 Err(e) => return Err(e),
             }
             if !full {
@@ -206,7 +234,8 @@ pub(crate) fn start(store: &Arc<Store>) -> Result<JoinHandle<()>> {
 }
 
 fn run(store: &Arc<Store>) {
-    crate::threads::lowest_priority();
+    // (Not lowered in priority: it takes the writer lock, and a holder
+    // that the scheduler passes over would stall every writer.)
     let every = store.opts.expiry_interval.max(Duration::from_millis(1));
     loop {
         {
