@@ -89,6 +89,9 @@ impl Hide {
 /// A pair yielded by an iterator: `(key, value)`.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
 
+/// A pair lent with its deadline (0: none): `(key, value, deadline)`.
+pub(crate) type EntryRef<'a> = (&'a [u8], &'a [u8], u64);
+
 /// Keys each source reads per refill.
 const CHUNK: usize = 64;
 /// Bytes of each interval an iterator's fill prefetches (the whole of a
@@ -809,7 +812,7 @@ impl Iter<'_> {
 
     /// [`Iter::next_ref`] with the pair's deadline (0: none), keys as
     /// stored (for copies that keep deadlines: backup).
-    pub(crate) fn next_entry_ref(&mut self) -> Option<Result<(&[u8], &[u8], u64)>> {
+    pub(crate) fn next_entry_ref(&mut self) -> Option<Result<EntryRef<'_>>> {
         let next = self.advance_front()?;
         Some(next.map(|item| {
             let item = self.lent.insert(item);
