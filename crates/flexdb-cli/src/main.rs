@@ -175,8 +175,7 @@ fn run(command: Command) -> Result<Code, CliError> {
                     &dir,
                     reader.as_mut(),
                     &source,
-                    batch_size,
-                    ttl,
+                    load::LoadOptions { batch_size, ttl },
                     &mut progress,
                 );
                 progress.finish(res.is_ok());

@@ -19,6 +19,13 @@ use crate::progress::Progress;
 /// Bytes of keys and values above which a batch is written early.
 pub const BATCH_BYTES: usize = 16 << 20;
 
+/// How `load` writes: pairs per batch, and every pair's time to live.
+#[derive(Clone, Copy, Debug)]
+pub struct LoadOptions {
+    pub batch_size: u64,
+    pub ttl: Option<std::time::Duration>,
+}
+
 /// Loads every pair of `reader` (named `source` in messages) into
 /// keyspace `ks` of `db`; returns how many. Counts them in `progress`.
 pub fn load(
@@ -27,10 +34,10 @@ pub fn load(
     dir: &Path,
     reader: &mut dyn PairReader,
     source: &str,
-    batch_size: u64,
-    ttl: Option<std::time::Duration>,
+    opts: LoadOptions,
     progress: &mut Progress,
 ) -> Result<u64, CliError> {
+    let LoadOptions { batch_size, ttl } = opts;
     let write = |batch: WriteBatch| db.write(batch).map_err(|e| CliError::db(dir, e));
     let mut batch = WriteBatch::new();
     let mut batch_bytes = 0usize;
