@@ -132,6 +132,13 @@ impl<'a> Now<'a> {
         expires != 0 && expires <= self.ms()
     }
 
+    /// The value of a version found with deadline `expires`, if it lives
+    /// now (`None` for no version or an expired one).
+    #[inline]
+    pub fn live<'v>(&self, found: Option<(&'v [u8], u64)>) -> Option<&'v [u8]> {
+        found.and_then(|(v, expires)| (!self.expired(expires)).then_some(v))
+    }
+
     fn ms(&self) -> u64 {
         let mut t = self.ms.get();
         if t == 0 {

@@ -45,9 +45,7 @@ impl Store {
     /// cached interval's slot is held for reading (see `Db::get_with`).
     pub fn get_with<R>(&self, key: &[u8], mut read: impl FnMut(Option<&[u8]>) -> R) -> Result<R> {
         let now = Now::new(&self.clock);
-        self.get_entry_with(key, |e| {
-            read(e.and_then(|(v, expires)| (!now.expired(expires)).then_some(v)))
-        })
+        self.get_entry_with(key, |e| read(now.live(e)))
     }
 
     /// `read` applied to the newest version of `key` and its deadline (0:

@@ -118,9 +118,7 @@ impl ReadPoint {
     /// judged by the time of this read).
     pub fn get_with<R>(&self, key: &[u8], mut read: impl FnMut(Option<&[u8]>) -> R) -> Result<R> {
         let now = Now::new(&self.store.clock);
-        self.get_entry_with(key, |e| {
-            read(e.and_then(|(v, expires)| (!now.expired(expires)).then_some(v)))
-        })
+        self.get_entry_with(key, |e| read(now.live(e)))
     }
 
     /// `read` applied to the version of `key` at this point and its
