@@ -1,0 +1,167 @@
+//! Opening a space read-only while a writer in another process may be
+//! changing it: an optimistic load, validated, retried.
+//!
+//! The reader first registers in the reader registry (`registry.rs`),
+//! pinning everything; then it loads the newest checkpoint and the log's
+//! committed batches with no lock (`open::recover` in its read-only mode,
+//! which changes nothing), and then re-reads the tree's header slots: the
+//! load holds when the checkpoint it used is still the newest, since a
+//! checkpoint writes its header before it restarts the log and before the
+//! next one reuses a page the loaded version references. Any failure of a
+//! load (a torn page, a log read while it was restarted, an entry read
+//! half-written) is retried, up to [`TRIES`] times with a short backoff,
+//! then reported as [`Error::Unstable`] with the last failure. Once loaded,
+//! the reader pins the commit point it loaded.
+//!
+//! Invariants:
+//! - The registration precedes every read of the space's files, and the
+//!   pin written is the commit point of the state kept (see `registry.rs`
+//!   for why the writer then never reuses a segment this state maps).
+//! - Nothing of the storage is changed: the storage is opened read-only
+//!   (`FileStorage::open_read_only`) and the space refuses every mutation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flextree::FlexTree;
+
+use crate::error::{io, Error, Result};
+use crate::log::{self, LogOp};
+use crate::open::{self, corrupt, SpaceFiles, DATA, LOG, TREE};
+use crate::options::Options;
+use crate::registry::{self, CommitPoint, Registration};
+use crate::space::FlexSpace;
+use crate::storage::{Storage, StorageFile};
+
+/// Loads tried before a read-only open gives up.
+pub const TRIES: u32 = 100;
+
+/// The wait before try `n` (from 1): 1 ms doubling, at most 16 ms.
+fn backoff(n: u32) -> Duration {
+    Duration::from_millis(1 << n.saturating_sub(1).min(4))
+}
+
+/// Whether a failed load may succeed when tried again (a writer was
+/// changing what it read).
+fn retryable(e: &Error) -> bool {
+    match e {
+        Error::Corrupt { .. } | Error::Io { .. } => true,
+        Error::Tree(t) => matches!(t, flextree::Error::Corrupt(_) | flextree::Error::Io(_)),
+        _ => false,
+    }
+}
+
+/// Opens the space on `storage` read-only (see the module documentation).
+pub(crate) fn open(storage: Arc<dyn Storage>, options: Options) -> Result<FlexSpace> {
+    let registration = match storage.registry_dir() {
+        Some(dir) => Some(Registration::register(&dir).map_err(io(registry::DIR))?),
+        None => None,
+    };
+    let mut last = None;
+    for attempt in 0..TRIES {
+        if attempt > 0 {
+            std::thread::sleep(backoff(attempt));
+        }
+        match load(storage.as_ref(), &options) {
+            Ok(o) => {
+                if let Some(r) = &registration {
+                    r.pin((o.version, o.seq)).map_err(io(registry::DIR))?;
+                }
+                return FlexSpace::assemble(storage, options, o, registration);
+            }
+            Err(e) if retryable(&e) => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Unstable {
+        tries: TRIES,
+        last: Box::new(last.unwrap_or(Error::Poisoned)),
+    })
+}
+
+/// One validated load.
+fn load(storage: &dyn Storage, options: &Options) -> Result<open::Opened> {
+    let has = |n| storage.exists(n).map_err(io(n));
+    if !open::exists(storage)? || !has(DATA)? || !has(LOG)? {
+        return Err(Error::NotAFlexSpace(Default::default()));
+    }
+    let o = open::recover(storage, options)?;
+    let now = FlexTree::newest_checkpoint(o.files.tree.as_ref())?.map(|c| c.version);
+    if now != Some(o.version) {
+        return Err(corrupt(
+            TREE,
+            format!(
+                "checkpoint {now:?} was written while version {} was loaded",
+                o.version
+            ),
+        ));
+    }
+    Ok(o)
+}
+
+/// The newest commit point on file and the metadata words as of it,
+/// read without loading the tree (validated as a load is; an error may be
+/// a writer's concurrent change: try again).
+pub(crate) fn peek(files: &SpaceFiles) -> Result<(CommitPoint, [u64; 3])> {
+    let newest = || -> Result<flextree::Checkpoint> {
+        FlexTree::newest_checkpoint(files.tree.as_ref())?
+            .ok_or_else(|| corrupt(TREE, "no valid header slot"))
+    };
+    let cp = newest()?;
+    let mut words =
+        open::parse_meta(&cp.meta).ok_or_else(|| Error::NotAFlexSpace(Default::default()))?;
+    let len = usize::try_from(files.log.len().map_err(io(LOG))?)
+        .map_err(|_| corrupt(LOG, "log too large"))?;
+    let mut bytes = vec![0u8; len];
+    files.log.read_exact_at(0, &mut bytes).map_err(io(LOG))?;
+    let mut seq = 0;
+    if log::parse_header(&bytes) == Some(cp.version) {
+        let r = log::replay(&bytes[log::HEADER..]);
+        if let Some(d) = r.damage {
+            return Err(corrupt(LOG, format!("entry at byte {}: {}", d.at, d.why)));
+        }
+        for op in r.batches.iter().flatten() {
+            if let LogOp::Meta { words: w } = op {
+                words = *w;
+            }
+        }
+        seq = r.last_seq;
+    }
+    if newest()?.version != cp.version {
+        return Err(corrupt(TREE, "a checkpoint was written meanwhile"));
+    }
+    Ok(((cp.version, seq), words))
+}
+
+impl FlexSpace {
+    /// Whether the space was opened read-only (`Options::read_only`).
+    pub fn is_read_only(&self) -> bool {
+        self.s.opts.read_only
+    }
+
+    /// The newest commit point on file and the layer above's metadata
+    /// words as of it, read without loading anything (for a read-only
+    /// reader checking whether what it derived from this state still
+    /// holds). An error may be a writer's change in progress: try again.
+    pub fn latest_commit(&self) -> Result<((u64, u64), [u64; 3])> {
+        peek(&self.s.files)
+    }
+
+    /// The file of this handle's entry in the reader registry (read-only
+    /// spaces on real files).
+    pub fn registration_file(&self) -> Option<&std::path::Path> {
+        self.s.registration.as_ref().map(|r| r.path())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_short_and_bounded() {
+        assert_eq!(backoff(1), Duration::from_millis(1));
+        assert_eq!(backoff(3), Duration::from_millis(4));
+        assert_eq!(backoff(99), Duration::from_millis(16));
+    }
+}
