@@ -11,6 +11,7 @@
 pub(crate) mod check;
 pub(crate) mod manifest;
 pub(crate) mod open;
+pub(crate) mod read_only;
 mod rebuild;
 pub(crate) mod repair;
 mod replay;

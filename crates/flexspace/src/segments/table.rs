@@ -128,9 +128,15 @@ impl SegmentTable {
     /// below `n` (the data file's) may be referenced by them; they wait as
     /// if commit `at` had freed them.
     pub fn hold_free_below(&mut self, n: u32, at: CommitPoint) {
-        let below: Vec<u32> = self.free.range(..n).copied().collect();
+        let below: Vec<u32> = self
+            .free
+            .range(..n)
+            .copied()
+            .filter(|&s| self.punching != Some(s))
+            .collect();
         for s in below {
             self.free.remove(&s);
+            self.unpunched.remove(&s);
             self.held.push((at, s));
         }
     }
