@@ -98,6 +98,10 @@ pub struct Stats {
     pub garbage_ratio: f64,
     /// Emptied segments waiting for a commit or for readers.
     pub reclaimable_segments: usize,
+    /// Of those, the segments held for readers of other processes (the
+    /// reader registry: read-only opens), which may hold them for as long
+    /// as they live.
+    pub reader_held_segments: usize,
     /// Sealed segments whose background write has not finished.
     pub inflight_segments: usize,
     /// Bytes in the log file (header included).
@@ -650,6 +654,7 @@ impl FlexSpace {
             },
             garbage_ratio: st.seg.garbage_ratio(),
             reclaimable_segments: st.seg.pending_count() + st.seg.quarantined(),
+            reader_held_segments: st.seg.held_count(),
             inflight_segments: self.s.writer.inflight(),
             log_file_bytes: self.s.counters.log_end.load(Ordering::Relaxed),
             write_lock_max_us: self.s.state.hold_stats().0 as f64 / 1000.0,

@@ -76,8 +76,10 @@ pub(crate) fn open_storage(storage: Arc<dyn Storage>, dir: &Path, opts: Options)
     }
     let mut last = None;
     for attempt in 0..TRIES {
-        if attempt > 0 {
-            std::thread::sleep(Duration::from_millis(1 << attempt.min(5)));
+        // A commit meanwhile is likely again at once: the first tries go
+        // straight on, then back off (2 ms doubling, at most 16 ms).
+        if attempt > 2 {
+            std::thread::sleep(Duration::from_millis(1 << (attempt - 2).min(4)));
         }
         match load(&storage, dir, &opts) {
             Ok(store) => {
