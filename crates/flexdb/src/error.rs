@@ -87,6 +87,15 @@ pub enum Error {
     /// on a store opened read-only (`Options::read_only`).
     #[error("the store is open read-only")]
     ReadOnly,
+    /// A read-only open of a store of an older format, which only a
+    /// writable open upgrades (format 1, before keyspaces).
+    #[error("{path}: a store of format {version} cannot be opened read-only; a writable open upgrades it")]
+    NeedsUpgrade {
+        /// The store.
+        path: PathBuf,
+        /// Its format version.
+        version: u32,
+    },
     /// A read-only open (or `Db::catch_up`) found no consistent state
     /// after its tries: a writer kept changing what it read, or a file is
     /// damaged (the last failure is named).

@@ -103,7 +103,7 @@ pub struct Options {
     /// open, the writer's logs included; [`crate::Db::catch_up`] moves it
     /// forward. Every write method fails with [`crate::Error::ReadOnly`].
     /// A store that does not exist is `NotFound` (never created); a
-    /// format-1 store is refused (`InvalidArgument`: a writable open
+    /// format-1 store is refused (`NeedsUpgrade`: a writable open
     /// upgrades it). See `docs/DESIGN.md`, "Read-only opens".
     pub read_only: bool,
     /// Open what the files allow instead of refusing damage (`Db::repair`

@@ -206,7 +206,8 @@ fn a_format_1_store_is_refused_read_only() {
     std::fs::write(&manifest, &m).unwrap();
     let e = Db::open(dir, ro()).unwrap_err();
     assert!(
-        matches!(&e, Error::InvalidArgument(why) if why.contains("writable open upgrades")),
+        matches!(e, Error::NeedsUpgrade { version: 1, .. })
+            && e.to_string().contains("a writable open upgrades it"),
         "{e}"
     );
     assert_eq!(std::fs::read(&manifest).unwrap(), m);

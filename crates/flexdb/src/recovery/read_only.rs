@@ -67,12 +67,10 @@ pub(crate) fn open_storage(storage: Arc<dyn Storage>, dir: &Path, opts: Options)
         manifest::DirContents::Nothing => return Err(Error::NotFound(dir.to_path_buf())),
     };
     if version < manifest::FORMAT_VERSION {
-        return Err(Error::InvalidArgument(format!(
-            "{}: a store of format {version} cannot be opened read-only; a writable open \
-             upgrades it to format {}",
-            dir.display(),
-            manifest::FORMAT_VERSION
-        )));
+        return Err(Error::NeedsUpgrade {
+            path: dir.to_path_buf(),
+            version,
+        });
     }
     let mut last = None;
     for attempt in 0..TRIES {
