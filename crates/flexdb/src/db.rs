@@ -47,6 +47,10 @@ pub struct Db {
     shared: ArcSwap<Store>,
     /// The store's directory (the same in every state).
     dir: std::path::PathBuf,
+    /// The store as opened (the unit tests' handle on a writable store,
+    /// whose store is never swapped).
+    #[cfg(test)]
+    first: Arc<Store>,
     committer: Option<JoinHandle<()>>,
 }
 
@@ -62,8 +66,8 @@ impl std::fmt::Debug for Db {
 impl Db {
     /// The shared state (for the crate's unit tests).
     #[cfg(test)]
-    pub(crate) fn shared(&self) -> Arc<Store> {
-        self.store().clone()
+    pub(crate) fn shared(&self) -> &Arc<Store> {
+        &self.first
     }
 
     /// The store as of now (swapped by [`Db::catch_up`]).
@@ -104,6 +108,8 @@ impl Db {
         shared.keyspaces.load(&shared)?;
         Ok(Db {
             dir: shared.dir.clone(),
+            #[cfg(test)]
+            first: shared.clone(),
             shared: ArcSwap::new(shared),
             committer: None,
         })
@@ -151,6 +157,8 @@ impl Db {
             })?;
         let db = Db {
             dir: shared.dir.clone(),
+            #[cfg(test)]
+            first: shared.clone(),
             shared: ArcSwap::new(shared),
             committer: Some(committer),
         };
