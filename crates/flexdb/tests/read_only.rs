@@ -212,3 +212,44 @@ fn a_format_1_store_is_refused_read_only() {
     );
     assert_eq!(std::fs::read(&manifest).unwrap(), m);
 }
+
+/// Damage is a typed error after the retries (a read-only open cannot
+/// tell a torn read from damage until it sees it again and again), and
+/// the files stay as they are; a path that is a file is not a store.
+#[test]
+fn damage_and_bad_paths_are_typed_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    {
+        let db = Db::open(&dir, writer_opts()).unwrap();
+        for i in 0..500 {
+            db.put(key(i), "v").unwrap();
+        }
+        db.close().unwrap();
+    }
+    let tree = dir.join("tree");
+    let mut bytes = std::fs::read(&tree).unwrap();
+    // Both header slots.
+    bytes[100] ^= 0xff;
+    bytes[2048 + 100] ^= 0xff;
+    std::fs::write(&tree, &bytes).unwrap();
+    let t = std::time::Instant::now();
+    let e = Db::open(&dir, ro()).unwrap_err();
+    assert!(
+        matches!(&e, Error::Unstable { last, .. } if last.contains("corrupt")),
+        "{e}"
+    );
+    assert!(t.elapsed() < std::time::Duration::from_secs(30));
+    assert_eq!(std::fs::read(&tree).unwrap(), bytes);
+    let file = tmp.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    assert!(matches!(
+        Db::open(&file, ro()),
+        Err(Error::NotAStore(..))
+    ));
+    // Bad options are refused before anything is read.
+    assert!(matches!(
+        Db::open(&dir, ro().memtable_bytes(1)),
+        Err(Error::InvalidArgument(_))
+    ));
+}
