@@ -77,7 +77,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         assert_eq!(ro.get(key(n / 2))?.as_deref(), Some(&[1u8; 100][..]));
         drop(ro);
         println!(
-            "open of the closed store: writable {:.1} ms (and close), read-only {:.1} ms",
+            "open of the closed store: writable {:.1} ms, read-only {:.1} ms",
             ms(opened),
             ms(ro_opened)
         );

@@ -243,10 +243,7 @@ fn damage_and_bad_paths_are_typed_errors() {
     assert_eq!(std::fs::read(&tree).unwrap(), bytes);
     let file = tmp.path().join("file");
     std::fs::write(&file, b"x").unwrap();
-    assert!(matches!(
-        Db::open(&file, ro()),
-        Err(Error::NotAStore(..))
-    ));
+    assert!(matches!(Db::open(&file, ro()), Err(Error::NotAStore(..))));
     // Bad options are refused before anything is read.
     assert!(matches!(
         Db::open(&dir, ro().memtable_bytes(1)),

@@ -157,11 +157,134 @@ impl FlexSpace {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::fault::FaultStorage;
+    use std::io;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     #[test]
     fn backoff_is_short_and_bounded() {
         assert_eq!(backoff(1), Duration::from_millis(1));
         assert_eq!(backoff(3), Duration::from_millis(4));
         assert_eq!(backoff(99), Duration::from_millis(16));
+    }
+
+    /// A storage that, the first time the log's length is asked, runs
+    /// `race` (a writer's checkpoint landing between the reader's tree
+    /// read and its log read).
+    struct Racing {
+        inner: Arc<FaultStorage>,
+        race: Race,
+        raced: Arc<AtomicBool>,
+    }
+
+    type Race = Arc<dyn Fn(&FaultStorage) + Send + Sync>;
+
+    struct RacingLog {
+        file: Arc<dyn StorageFile>,
+        storage: Arc<FaultStorage>,
+        race: Race,
+        raced: Arc<AtomicBool>,
+    }
+
+    impl StorageFile for RacingLog {
+        fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+            self.file.read_exact_at(offset, buf)
+        }
+        fn write_all_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+            self.file.write_all_at(offset, data)
+        }
+        fn sync(&self) -> io::Result<()> {
+            self.file.sync()
+        }
+        fn len(&self) -> io::Result<u64> {
+            if !self.raced.swap(true, Ordering::SeqCst) {
+                (self.race)(&self.storage);
+            }
+            self.file.len()
+        }
+        fn set_len(&self, len: u64) -> io::Result<()> {
+            self.file.set_len(len)
+        }
+    }
+
+    impl Storage for Racing {
+        fn open_file(&self, name: &str, create: bool) -> io::Result<Arc<dyn StorageFile>> {
+            let file = self.inner.open_file(name, create)?;
+            if name != LOG {
+                return Ok(file);
+            }
+            Ok(Arc::new(RacingLog {
+                file,
+                storage: self.inner.clone(),
+                race: self.race.clone(),
+                raced: self.raced.clone(),
+            }))
+        }
+        fn exists(&self, name: &str) -> io::Result<bool> {
+            self.inner.exists(name)
+        }
+        fn remove_file(&self, name: &str) -> io::Result<()> {
+            self.inner.remove_file(name)
+        }
+        fn list_files(&self) -> io::Result<Vec<String>> {
+            self.inner.list_files()
+        }
+        fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+            self.inner.rename(from, to)
+        }
+        fn sync_dir(&self) -> io::Result<()> {
+            self.inner.sync_dir()
+        }
+    }
+
+    fn read_file(st: &FaultStorage, name: &str) -> Vec<u8> {
+        let f = st.open_file(name, false).unwrap();
+        let mut b = vec![0u8; f.len().unwrap() as usize];
+        f.read_exact_at(0, &mut b).unwrap();
+        b
+    }
+
+    fn write_file(st: &FaultStorage, name: &str, bytes: &[u8]) {
+        let f = st.open_file(name, false).unwrap();
+        f.set_len(0).unwrap();
+        f.write_all_at(0, bytes).unwrap();
+    }
+
+    /// The reader reads checkpoint A, then, before it reads the log, the
+    /// writer's next checkpoint B lands and its log restart has just cut
+    /// the log to nothing: the log alone looks like a torn restart of A,
+    /// which would load A without the commits A's log held. The re-read
+    /// header slots show B: the load is retried and finds B, whole.
+    #[test]
+    fn a_load_racing_a_checkpoint_is_retried() {
+        let st = Arc::new(FaultStorage::new());
+        let w = FlexSpace::open_with_storage(st.clone(), Options::new().create(true)).unwrap();
+        w.insert(0, b"aaa").unwrap();
+        w.checkpoint().unwrap();
+        w.insert(3, b"bbb").unwrap();
+        w.sync().unwrap();
+        // Checkpoint A plus a log holding "bbb".
+        let (tree_a, log_a) = (read_file(&st, TREE), read_file(&st, LOG));
+        w.checkpoint().unwrap();
+        let tree_b = read_file(&st, TREE);
+        drop(w);
+        write_file(&st, TREE, &tree_a);
+        write_file(&st, LOG, &log_a);
+        let racing = Racing {
+            inner: st.clone(),
+            race: Arc::new(move |s: &FaultStorage| {
+                write_file(s, TREE, &tree_b);
+                s.open_file(LOG, false).unwrap().set_len(0).unwrap();
+            }),
+            raced: Arc::new(AtomicBool::new(false)),
+        };
+        let raced = racing.raced.clone();
+        let r =
+            FlexSpace::open_with_storage(Arc::new(racing), Options::new().read_only(true)).unwrap();
+        assert!(raced.load(Ordering::SeqCst), "the race ran");
+        let mut buf = [0u8; 6];
+        assert_eq!(r.read(0, &mut buf).unwrap(), 6);
+        assert_eq!(&buf, b"aaabbb", "a state older than the files' newest");
+        assert_eq!(r.commit_id().1, 0, "checkpoint B itself");
     }
 }

@@ -8,11 +8,16 @@
 //! frozen MemTable, taken in order by the same chain rules as recovery
 //! (a chained log whose predecessor was read shorter than its chain record
 //! says is left out, with every later one: the writes read are a prefix of
-//! the write order). Then the load is validated: the space's newest
-//! commit on file must still name `committed_gen`. The writer removes or
-//! reuses a log only after a commit naming its generation is durable, so
-//! then no log read was removed, reused or rewritten before it was read
-//! whole. Any failure (a log read mid-reuse, a torn record that looks like
+//! the write order). Then the load is validated: every log read must
+//! still be there under its name, and every generation the space's newest
+//! commit on file names beyond `committed_gen` must be among the logs
+//! read. The writer renames (to a spare) or removes a log only after a
+//! commit naming its generation is durable, and never uses a name again,
+//! so then no log read was reused or rewritten before it was read, and
+//! the state holds every write of the generations the space may hold part
+//! of. (Requiring the newest commit to name `committed_gen` still, the
+//! first design, starved readers beside a writer whose MemTables filled
+//! faster than a load took.) Any failure (a log read mid-reuse, a torn record that looks like
 //! damage, a commit meanwhile) is retried, [`TRIES`] times with a short
 //! backoff, then reported as `Error::Unstable` naming the last failure.
 //!
@@ -125,6 +130,8 @@ fn load(storage: &Arc<dyn Storage>, dir: &Path, opts: &Options) -> Result<Store>
     let mut next_seq = max_seq + 1;
     let mut last_gen = committed_gen;
     let mut taken: Option<(u64, u64)> = None;
+    // The logs whose writes the state holds (empty ones too).
+    let mut read: Vec<(u64, &str)> = Vec::new();
     let mut frozen = VecDeque::new();
     for ((gen, name), replayed) in logs.iter().zip(replay_logs(storage, &logs, false)) {
         let (mem, file, next, found, _) = replayed?;
@@ -146,6 +153,7 @@ fn load(storage: &Arc<dyn Storage>, dir: &Path, opts: &Options) -> Result<Store>
             }
         }
         taken = Some((*gen, found.end));
+        read.push((*gen, name));
         last_gen = *gen;
         next_seq = next_seq.max(next);
         if mem.is_empty() {
@@ -158,15 +166,28 @@ fn load(storage: &Arc<dyn Storage>, dir: &Path, opts: &Options) -> Result<Store>
             gen: *gen,
         });
     }
-    // The validation: no commit named a newer generation since, so every
-    // log read was still the writer's (none removed or reused).
+    // The validation: every log read is still there under its name (the
+    // writer renames or removes a log only once a commit named its
+    // generation, and a name is never used again), so each was read
+    // before it could be reused; and every generation the newest commit
+    // on file names beyond the space loaded is among them, so the state
+    // holds all of its writes.
     let (_, words) = space.latest_commit().map_err(space_err)?;
-    if words[1] != committed_gen {
+    for (_, name) in &read {
+        if !storage.exists(name).map_err(crate::error::io_err(name))? {
+            return Err(Error::Corrupt {
+                file: (*name).into(),
+                detail: "the log was retired while it was read".into(),
+            });
+        }
+    }
+    let newest = words[1];
+    if let Some(gen) = (committed_gen + 1..=newest).find(|g| !read.iter().any(|(r, _)| r == g)) {
         return Err(Error::Corrupt {
             file: "log".into(),
             detail: format!(
-                "generation {} was committed while the logs above {committed_gen} were read",
-                words[1]
+                "generation {newest} was committed while the logs above {committed_gen} \
+                 were read, and the log of {gen} was not read"
             ),
         });
     }
