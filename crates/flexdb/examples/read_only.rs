@@ -5,9 +5,10 @@
 //! writer's overwrite throughput with 0 and with 2 read-only handles that
 //! catch up every 100 ms (their states pin data segments).
 //!
-//! Run with `cargo run --release -p flexdb --example read_only -- N`
-//! (default 20,000 pairs; the record in
-//! docs/experiments/2026-12-06-read-only-open.md used 1,000,000).
+//! Run with `cargo run --release -p flexdb --example read_only -- N MIB`
+//! (default 20,000 pairs and the writer's MemTables of 64 MiB; the record
+//! in docs/experiments/2026-12-06-read-only-open.md used 1,000,000 and
+//! 64 and 512).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,10 +23,10 @@ fn key(i: u64) -> [u8; 16] {
     k
 }
 
-fn writer_opts() -> Options {
+fn writer_opts(memtable_mib: usize) -> Options {
     Options::new()
         .create_if_missing(true)
-        .memtable_bytes(64 << 20)
+        .memtable_bytes(memtable_mib << 20)
 }
 
 /// Overwrites random keys of `n` for `run`; returns the puts a second.
@@ -51,6 +52,8 @@ fn ms(d: Duration) -> f64 {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: u64 = std::env::args().nth(1).map_or(Ok(20_000), |a| a.parse())?;
+    let memtable_mib: usize = std::env::args().nth(2).map_or(Ok(64), |a| a.parse())?;
+    let writer_opts = || writer_opts(memtable_mib);
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("store");
     {
@@ -65,7 +68,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         db.write(b)?;
         db.close()?;
     }
-    println!("store: {n} pairs of 16 + 100 bytes, closed cleanly");
+    println!("store: {n} pairs of 16 + 100 bytes, closed cleanly; MemTables of {memtable_mib} MiB");
     for _ in 0..3 {
         let t = Instant::now();
         let db = Db::open(&path, Options::new())?;

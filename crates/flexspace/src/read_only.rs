@@ -101,8 +101,14 @@ fn load(storage: &dyn Storage, options: &Options) -> Result<open::Opened> {
 
 /// The newest commit point on file and the metadata words as of it,
 /// read without loading the tree (validated as a load is; an error may be
-/// a writer's concurrent change: try again).
-pub(crate) fn peek(files: &SpaceFiles) -> Result<(CommitPoint, [u64; 3])> {
+/// a writer's concurrent change: try again). `from`: a commit point this
+/// reader loaded, its words and where its log entries ended: when the
+/// checkpoint is still that one, only the log after it is read (the log
+/// only grows between checkpoints).
+pub(crate) fn peek(
+    files: &SpaceFiles,
+    from: Option<(CommitPoint, [u64; 3], u64)>,
+) -> Result<(CommitPoint, [u64; 3])> {
     let newest = || -> Result<flextree::Checkpoint> {
         FlexTree::newest_checkpoint(files.tree.as_ref())?
             .ok_or_else(|| corrupt(TREE, "no valid header slot"))
@@ -110,22 +116,47 @@ pub(crate) fn peek(files: &SpaceFiles) -> Result<(CommitPoint, [u64; 3])> {
     let cp = newest()?;
     let mut words =
         open::parse_meta(&cp.meta).ok_or_else(|| Error::NotAFlexSpace(Default::default()))?;
-    let len = usize::try_from(files.log.len().map_err(io(LOG))?)
-        .map_err(|_| corrupt(LOG, "log too large"))?;
-    let mut bytes = vec![0u8; len];
-    files.log.read_exact_at(0, &mut bytes).map_err(io(LOG))?;
+    let len = files.log.len().map_err(io(LOG))?;
+    let mut header = vec![0u8; log::HEADER.min(len as usize)];
+    files.log.read_exact_at(0, &mut header).map_err(io(LOG))?;
     let mut seq = 0;
-    if log::parse_header(&bytes) == Some(cp.version) {
-        let r = log::replay(&bytes[log::HEADER..]);
+    if log::parse_header(&header) == Some(cp.version) {
+        // Where to start: after what this reader loaded, if it is of this
+        // checkpoint and the log still reaches it.
+        let (start, base) = match from {
+            Some(((v, s), w, end))
+                if v == cp.version && end <= len && end >= log::HEADER as u64 =>
+            {
+                (end, Some((s, w)))
+            }
+            _ => (log::HEADER as u64, None),
+        };
+        let n = usize::try_from(len - start).map_err(|_| corrupt(LOG, "log too large"))?;
+        let mut bytes = vec![0u8; n];
+        files
+            .log
+            .read_exact_at(start, &mut bytes)
+            .map_err(io(LOG))?;
+        let r = log::replay(&bytes);
         if let Some(d) = r.damage {
-            return Err(corrupt(LOG, format!("entry at byte {}: {}", d.at, d.why)));
+            return Err(corrupt(
+                LOG,
+                format!("entry at byte {}: {}", start as usize + d.at, d.why),
+            ));
+        }
+        if let Some((s, w)) = base {
+            words = w;
+            seq = s;
         }
         for op in r.batches.iter().flatten() {
             if let LogOp::Meta { words: w } = op {
                 words = *w;
             }
         }
-        seq = r.last_seq;
+        // (Commit entries carry their own numbers.)
+        if r.last_seq > 0 {
+            seq = r.last_seq;
+        }
     }
     if newest()?.version != cp.version {
         return Err(corrupt(TREE, "a checkpoint was written meanwhile"));
@@ -144,7 +175,18 @@ impl FlexSpace {
     /// reader checking whether what it derived from this state still
     /// holds). An error may be a writer's change in progress: try again.
     pub fn latest_commit(&self) -> Result<((u64, u64), [u64; 3])> {
-        peek(&self.s.files)
+        let from = self.s.opts.read_only.then(|| {
+            let st = self.s.state.read();
+            (
+                st.commit_id,
+                st.user_meta,
+                self.s
+                    .counters
+                    .log_end
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            )
+        });
+        peek(&self.s.files, from)
     }
 
     /// The file of this handle's entry in the reader registry (read-only

@@ -163,7 +163,11 @@ impl Storage for FileStorage {
                 Err(e) if e.raw_os_error() == Some(libc::EPERM) => opts.open(&path)?,
                 other => other?,
             };
-            return Ok(Arc::new(RealFile { file, direct: None }));
+            return Ok(Arc::new(RealFile {
+                file,
+                direct: None,
+                read_only: true,
+            }));
         }
         let mut opts = OpenOptions::new();
         opts.read(true).write(true).create(create).truncate(false);
@@ -180,7 +184,11 @@ impl Storage for FileStorage {
             .custom_flags(libc::O_DIRECT)
             .open(&path)
             .ok();
-        Ok(Arc::new(RealFile { file, direct }))
+        Ok(Arc::new(RealFile {
+            file,
+            direct,
+            read_only: false,
+        }))
     }
 
     fn exists(&self, name: &str) -> io::Result<bool> {
@@ -250,6 +258,10 @@ impl Storage for FileStorage {
 pub struct RealFile {
     file: File,
     direct: Option<File>,
+    /// Opened by a read-only `FileStorage`: nothing was written through
+    /// it, so a sync has nothing to make durable (and would only force a
+    /// writer process's pages to disk).
+    read_only: bool,
 }
 
 impl StorageFile for RealFile {
@@ -266,6 +278,9 @@ impl StorageFile for RealFile {
         }
     }
     fn sync(&self) -> io::Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
         self.file.sync_data()
     }
     fn len(&self) -> io::Result<u64> {
