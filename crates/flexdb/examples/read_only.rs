@@ -30,7 +30,7 @@ fn writer_opts(memtable_mib: usize) -> Options {
 }
 
 /// Overwrites random keys of `n` for `run`; returns the puts a second.
-fn overwrite(db: &Db, n: u64, run: Duration, seed: &mut u64) -> f64 {
+fn overwrite(db: &Db, n: u64, run: Duration, seed: &mut u64) -> flexdb::Result<f64> {
     let t0 = Instant::now();
     let mut puts = 0u64;
     let value = [7u8; 100];
@@ -39,11 +39,11 @@ fn overwrite(db: &Db, n: u64, run: Duration, seed: &mut u64) -> f64 {
             *seed = seed
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            db.put(key((*seed >> 33) % n), value).unwrap();
+            db.put(key((*seed >> 33) % n), value)?;
         }
         puts += 1000;
     }
-    puts as f64 / t0.elapsed().as_secs_f64()
+    Ok(puts as f64 / t0.elapsed().as_secs_f64())
 }
 
 fn ms(d: Duration) -> f64 {
@@ -89,7 +89,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut seed = 42;
     // Writes left in the logs and the space committed since the close:
     // a reader replays the logs and samples the sparse index.
-    overwrite(&w, n, Duration::from_secs(2), &mut seed);
+    overwrite(&w, n, Duration::from_secs(2), &mut seed)?;
     for _ in 0..3 {
         let t = Instant::now();
         let ro = Db::open(&path, Options::new().read_only(true))?;
@@ -101,7 +101,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let data = || std::fs::metadata(path.join("data")).map(|m| m.len());
     let before = data()?;
-    let alone = overwrite(&w, n, Duration::from_secs(5), &mut seed);
+    let alone = overwrite(&w, n, Duration::from_secs(5), &mut seed)?;
     w.flush()?;
     println!(
         "writer alone: {alone:.0} puts/s; data file {} -> {} MiB",
@@ -127,7 +127,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     std::thread::sleep(Duration::from_millis(200));
     let before = data()?;
-    let with = overwrite(&w, n, Duration::from_secs(5), &mut seed);
+    let with = overwrite(&w, n, Duration::from_secs(5), &mut seed)?;
     stop.store(true, Ordering::Relaxed);
     let mut catch_ups = 0;
     for r in readers {

@@ -12,6 +12,7 @@ pub(crate) mod check;
 pub(crate) mod manifest;
 pub(crate) mod open;
 pub(crate) mod read_only;
+mod read_only_logs;
 mod rebuild;
 pub(crate) mod repair;
 mod replay;

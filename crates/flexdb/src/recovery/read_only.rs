@@ -1,7 +1,7 @@
 //! Opening a store read-only (`Options::read_only`), beside a writer
 //! process or not, and loading a newer state for `Db::catch_up`.
 //!
-//! A load: the space opens read-only (registered in the reader registry
+//! A load: the logs are opened first (`read_only_logs`), then the space opens read-only (registered in the reader registry
 //! first, then loaded and validated by flexspace, `read_only.rs` there);
 //! its metadata words name the last generation whose writes are all in
 //! the space (`committed_gen`); every log above it is replayed into a
@@ -9,13 +9,13 @@
 //! (a chained log whose predecessor was read shorter than its chain record
 //! says is left out, with every later one: the writes read are a prefix of
 //! the write order). Then the load is validated: every log read must
-//! still be there under its name, and every generation the space's newest
-//! commit on file names beyond `committed_gen` must be among the logs
-//! read. The writer renames (to a spare) or removes a log only after a
-//! commit naming its generation is durable, and never uses a name again,
-//! so then no log read was reused or rewritten before it was read, and
-//! the state holds every write of the generations the space may hold part
-//! of. (Requiring the newest commit to name `committed_gen` still, the
+//! still have the header it had when it was opened, and every generation
+//! the space's newest commit on file names beyond `committed_gen` must be
+//! among the logs read. The writer removes a log, or renames it to a spare
+//! whose header a takeover rewrites before any record, only after a commit
+//! naming its generation is durable, and never uses a name again: so every
+//! record read was the log's own, and the state holds every write of the
+//! generations the space may hold part of. (Requiring the newest commit to name `committed_gen` still, the
 //! first design, starved readers beside a writer whose MemTables filled
 //! faster than a load took.) Any failure (a log read mid-reuse, a torn record that looks like
 //! damage, a commit meanwhile) is retried, [`TRIES`] times with a short
@@ -29,6 +29,7 @@
 
 use std::collections::VecDeque;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +39,7 @@ use crate::error::{space_err, Error, Result};
 use crate::options::Options;
 use crate::recovery::manifest;
 use crate::recovery::open::{assemble, in_dir, lost_predecessor, space_options, validate};
+use crate::recovery::read_only_logs::OpenedLogs;
 use crate::recovery::rebuild::rebuild_index;
 use crate::recovery::replay::replay_logs;
 use crate::store::{CommitPoint, Store};
@@ -108,24 +110,42 @@ fn retryable(e: &Error) -> bool {
 
 /// One validated load (see the module documentation).
 fn load(storage: &Arc<dyn Storage>, dir: &Path, opts: &Options) -> Result<Store> {
-    let space =
-        FlexSpace::open_with_storage(storage.clone(), space_options(opts, false).read_only(true))
-            .map_err(|e| match e {
-            flexspace::Error::NotAFlexSpace(_) => Error::NotAStore(
-                dir.to_path_buf(),
-                "the store's space is missing or not a flexspace".into(),
-            ),
-            e => space_err(e),
-        })?;
+    // Before the space: what the writer retires while it loads stays
+    // readable (`read_only_logs`).
+    let opened = Arc::new(OpenedLogs::open(storage)?);
+    // And while it loads, every few milliseconds: a log made and retired
+    // during the load is read too (else the load is retried).
+    let loaded = AtomicBool::new(false);
+    let space = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !loaded.load(Ordering::Acquire) {
+                if opened.refresh().is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        let space = FlexSpace::open_with_storage(
+            storage.clone(),
+            space_options(opts, false).read_only(true),
+        );
+        loaded.store(true, Ordering::Release);
+        space
+    })
+    .map_err(|e| match e {
+        flexspace::Error::NotAFlexSpace(_) => Error::NotAStore(
+            dir.to_path_buf(),
+            "the store's space is missing or not a flexspace".into(),
+        ),
+        e => space_err(e),
+    })?;
+    opened.refresh()?;
     let CommitPoint {
         pairs,
         committed_gen,
         max_seq,
     } = CommitPoint::read(&space);
-    let logs: Vec<(u64, String)> = manifest::list_wals(storage.as_ref())?
-        .into_iter()
-        .filter(|(gen, _)| *gen > committed_gen)
-        .collect();
+    let logs = opened.above(committed_gen)?;
     let present: std::collections::BTreeSet<u64> = logs.iter().map(|(gen, _)| *gen).collect();
     let mut next_seq = max_seq + 1;
     let mut last_gen = committed_gen;
@@ -133,7 +153,8 @@ fn load(storage: &Arc<dyn Storage>, dir: &Path, opts: &Options) -> Result<Store>
     // The logs whose writes the state holds (empty ones too).
     let mut read: Vec<(u64, &str)> = Vec::new();
     let mut frozen = VecDeque::new();
-    for ((gen, name), replayed) in logs.iter().zip(replay_logs(storage, &logs, false)) {
+    let through: Arc<dyn Storage> = opened.clone();
+    for ((gen, name), replayed) in logs.iter().zip(replay_logs(&through, &logs, false)) {
         let (mem, file, next, found, _) = replayed?;
         let prev = match found.back {
             0 => found.chain.map(|(prev_gen, _)| prev_gen),
@@ -166,18 +187,16 @@ fn load(storage: &Arc<dyn Storage>, dir: &Path, opts: &Options) -> Result<Store>
             gen: *gen,
         });
     }
-    // The validation: every log read is still there under its name (the
-    // writer renames or removes a log only once a commit named its
-    // generation, and a name is never used again), so each was read
-    // before it could be reused; and every generation the newest commit
-    // on file names beyond the space loaded is among them, so the state
-    // holds all of its writes.
+    // The validation: no log read was taken over as a spare before it
+    // was read (its header is as first read), and every generation the
+    // newest commit on file names beyond the space loaded is among them,
+    // so the state holds all of its writes.
     let (_, words) = space.latest_commit().map_err(space_err)?;
     for (_, name) in &read {
-        if !storage.exists(name).map_err(crate::error::io_err(name))? {
+        if !opened.unchanged(name)? {
             return Err(Error::Corrupt {
                 file: (*name).into(),
-                detail: "the log was retired while it was read".into(),
+                detail: "the log was taken over as a spare while it was read".into(),
             });
         }
     }
