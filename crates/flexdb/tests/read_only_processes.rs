@@ -15,6 +15,8 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flexdb::{Db, Options, WriteBatch};
@@ -170,15 +172,20 @@ fn readers_beside_a_writer_process_never_see_a_torn_state() {
         }
     }
     // Keep reading the writer's acknowledgements (its pipe must not fill).
-    let acks = std::thread::spawn(move || {
-        let mut last = last_acked;
-        for line in acked.map_while(Result::ok) {
-            if let Ok(r) = line.trim().parse() {
-                last = r;
+    let progress = Arc::new(AtomicU64::new(last_acked));
+    let acks = {
+        let progress = progress.clone();
+        std::thread::spawn(move || {
+            let mut last = last_acked;
+            for line in acked.map_while(Result::ok) {
+                if let Ok(r) = line.trim().parse() {
+                    last = r;
+                    progress.store(r, Ordering::Relaxed);
+                }
             }
-        }
-        last
-    });
+            last
+        })
+    };
     let r1 = spawn(READER, &dir, 2000);
     // Killed before it is done.
     let mut r2 = spawn(READER, &dir, 60_000);
@@ -195,7 +202,13 @@ fn readers_beside_a_writer_process_never_see_a_torn_state() {
         .expect("reader 1 reported");
     let n: u64 = line.split(' ').nth(1).unwrap().parse().unwrap();
     assert!(n >= 8, "reader 1 checked {n} states");
-    // The writer dies mid-flight.
+    // The writer dies mid-flight, once it went on past what the readers
+    // saw (it may be compacting, slowly in a debug build).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while progress.load(Ordering::Relaxed) <= seen + 5 {
+        assert!(Instant::now() < deadline, "the writer stopped writing");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     w.0.kill().unwrap();
     w.0.wait().unwrap();
     let last_acked = acks.join().unwrap();
