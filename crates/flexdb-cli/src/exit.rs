@@ -77,6 +77,11 @@ impl CliError {
             E::Locked(_) => Code::Locked,
             E::Corrupt { .. } => Code::Corrupt,
             E::Io { .. } | E::NoSpace(_) | E::Stopped(_) | E::AlreadyExists(_) => Code::Io,
+            // The read commands open read-only and never write; a writer
+            // that kept changing the store under a reader is an I/O
+            // condition (try again); a format-1 store is opened writable
+            // instead (`store::open`).
+            E::ReadOnly | E::Unstable { .. } | E::NeedsUpgrade { .. } => Code::Io,
             // Only transactions conflict; the command line runs none.
             E::Conflict => Code::Io,
             E::KeyTooLarge { .. }
@@ -87,7 +92,11 @@ impl CliError {
         // The store's path errors carry it; a file path counts only when
         // it is absolute (some errors name a file relative to the store).
         let names_a_path = match &e {
-            E::NotFound(_) | E::NotAStore(..) | E::Locked(_) | E::AlreadyExists(_) => true,
+            E::NotFound(_)
+            | E::NotAStore(..)
+            | E::Locked(_)
+            | E::AlreadyExists(_)
+            | E::NeedsUpgrade { .. } => true,
             E::Corrupt { file, .. } | E::Io { file, .. } => file.is_absolute(),
             _ => false,
         };

@@ -53,11 +53,11 @@ pub fn missing(dir: &Path, name: &str) -> CliError {
 }
 
 /// The keyspace `name` of `db` (the store in `dir`): with
-/// [`Mode::Existing`] it must exist, with [`Mode::Create`] it is created
-/// if missing.
+/// [`Mode::Existing`] or [`Mode::ReadOnly`] it must exist, with
+/// [`Mode::Create`] it is created if missing.
 pub fn open(db: &Db, dir: &Path, name: &str, mode: Mode) -> Result<Keyspace, CliError> {
     check_name(name)?;
-    if mode == Mode::Existing {
+    if mode != Mode::Create {
         return db
             .existing_keyspace(name)
             .map_err(|e| CliError::db(dir, e))?

@@ -90,7 +90,7 @@ fn run(command: Command) -> Result<Code, CliError> {
         Command::Get { dir, key, enc, ks } => {
             let enc = enc.encoding();
             let key = decode_arg(enc, "key", &key)?;
-            with_keyspace(&dir, &ks.keyspace, Mode::Existing, |ks| {
+            with_keyspace(&dir, &ks.keyspace, Mode::ReadOnly, |ks| {
                 kv::get(ks, &dir, &key, enc, &mut out)
             })?
         }
@@ -104,7 +104,7 @@ fn run(command: Command) -> Result<Code, CliError> {
         Command::Scan { dir, scan, enc, ks } => {
             let enc = enc.encoding();
             let range = range::range_of(&scan.range, enc)?;
-            with_keyspace(&dir, &ks.keyspace, Mode::Existing, |ks| {
+            with_keyspace(&dir, &ks.keyspace, Mode::ReadOnly, |ks| {
                 scan::scan(ks, &dir, range, &scan, enc, &mut out)
             })?;
             Code::Success
@@ -192,7 +192,7 @@ fn run(command: Command) -> Result<Code, CliError> {
         } => {
             let file = file_arg(file);
             // A missing keyspace fails before the output file is made.
-            with_keyspace(&dir, &ks.keyspace, Mode::Existing, |ks| {
+            with_keyspace(&dir, &ks.keyspace, Mode::ReadOnly, |ks| {
                 let (output, dest): (Box<dyn Write + '_>, String) = match &file {
                     Some(path) => {
                         let name = path.display().to_string();
@@ -211,7 +211,7 @@ fn run(command: Command) -> Result<Code, CliError> {
             Code::Success
         }
         Command::Keyspaces { dir, json, quiet } => {
-            with_store(&dir, Mode::Existing, |db| {
+            with_store(&dir, Mode::ReadOnly, |db| {
                 keyspaces::keyspaces(db, &dir, json, quiet, &mut out)
             })?;
             Code::Success
@@ -230,10 +230,9 @@ fn run(command: Command) -> Result<Code, CliError> {
             Code::Success
         }
         Command::Stats { dir, json } => {
-            let text = with_store(&dir, Mode::Existing, |db| {
-                // Commit what recovery left in the MemTables, so that the
-                // counts are exact.
-                db.flush().map_err(|e| CliError::db(&dir, e))?;
+            // Read-only: nothing is flushed (the pair count is the space's;
+            // writes still in the logs count as MemTable bytes).
+            let text = with_store(&dir, Mode::ReadOnly, |db| {
                 let s = db.stats();
                 Ok(if json {
                     format!("{}\n", stats::to_json(&s))
@@ -245,7 +244,7 @@ fn run(command: Command) -> Result<Code, CliError> {
             Code::Success
         }
         Command::Check { dir, json } => {
-            with_store(&dir, Mode::Existing, |db| {
+            with_store(&dir, Mode::ReadOnly, |db| {
                 let report = db.check().map_err(|e| CliError::db(&dir, e))?;
                 let res = check::print(&dir, &report, json, &mut out);
                 out.flush().map_err(stdout_err)?;
@@ -265,7 +264,7 @@ fn run(command: Command) -> Result<Code, CliError> {
             json,
             quiet,
         } => {
-            with_store(&dir, Mode::Existing, |db| {
+            with_store(&dir, Mode::ReadOnly, |db| {
                 backup::backup(db, &dir, &dest, json, quiet, &mut out)
             })?;
             Code::Success

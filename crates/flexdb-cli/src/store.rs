@@ -4,7 +4,11 @@
 //! directory is reported as "no FlexDB store here" (exit 3) without calling
 //! the library; a path that is not a directory is "not a FlexDB store"
 //! (exit 4). A command that writes creates the directory (and the store) if
-//! missing. Errors of the library keep their own exit codes (see exit.rs).
+//! missing. The commands that only read (`get`, `scan`, `dump`, `stats`,
+//! `check`, `keyspaces`) open read-only ([`Mode::ReadOnly`]): they take no
+//! lock, change nothing, and work beside a process that has the store
+//! open for writing. Errors of the library keep their own exit codes (see
+//! exit.rs).
 
 use std::io;
 use std::path::Path;
@@ -18,6 +22,9 @@ use crate::exit::{CliError, Code};
 pub enum Mode {
     /// The store must exist.
     Existing,
+    /// The store must exist; it is opened read-only (`Options::read_only`),
+    /// beside a writer process or not.
+    ReadOnly,
     /// Create the directory and the store if missing.
     Create,
 }
@@ -33,7 +40,7 @@ pub fn open(dir: &Path, mode: Mode) -> Result<Db, CliError> {
         }
         Ok(_) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => match mode {
-            Mode::Existing => {
+            Mode::Existing | Mode::ReadOnly => {
                 return Err(CliError::new(
                     Code::NoStore,
                     format!("{}: no FlexDB store here", dir.display()),
@@ -44,8 +51,18 @@ pub fn open(dir: &Path, mode: Mode) -> Result<Db, CliError> {
         },
         Err(e) => return Err(CliError::io(&dir.display().to_string(), e)),
     }
-    let options = Options::new().create_if_missing(mode == Mode::Create);
-    Db::open(dir, options).map_err(|e| CliError::db(dir, e))
+    let options = Options::new()
+        .create_if_missing(mode == Mode::Create)
+        .read_only(mode == Mode::ReadOnly);
+    match Db::open(dir, options) {
+        // A format-1 store: only a writable open reads it (and upgrades
+        // it, as every open did before read-only opens; no writer of this
+        // build can hold it, or it would be upgraded already).
+        Err(flexdb::Error::NeedsUpgrade { .. }) if mode == Mode::ReadOnly => {
+            Db::open(dir, Options::new()).map_err(|e| CliError::db(dir, e))
+        }
+        r => r.map_err(|e| CliError::db(dir, e)),
+    }
 }
 
 /// Closes the store, reporting any error.
@@ -61,10 +78,12 @@ mod tests {
     fn read_commands_never_create() {
         let tmp = tempfile::tempdir().unwrap();
         let missing = tmp.path().join("nope");
-        let err = open(&missing, Mode::Existing).err().unwrap();
-        assert_eq!(err.code, Code::NoStore);
-        assert!(err.message.unwrap().ends_with("nope: no FlexDB store here"));
-        assert!(!missing.exists());
+        for mode in [Mode::Existing, Mode::ReadOnly] {
+            let err = open(&missing, mode).err().unwrap();
+            assert_eq!(err.code, Code::NoStore);
+            assert!(err.message.unwrap().ends_with("nope: no FlexDB store here"));
+            assert!(!missing.exists());
+        }
     }
 
     #[test]
@@ -72,7 +91,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let file = tmp.path().join("file");
         std::fs::write(&file, b"x").unwrap();
-        for mode in [Mode::Existing, Mode::Create] {
+        for mode in [Mode::Existing, Mode::Create, Mode::ReadOnly] {
             let err = open(&file, mode).err().unwrap();
             assert_eq!(err.code, Code::NotAStore);
             assert!(err.message.unwrap().contains("not a directory"));

@@ -70,7 +70,8 @@ pub(crate) fn backup(
     progress: &mut dyn FnMut(BackupProgress),
 ) -> Result<BackupReport> {
     let store = &snap.point.store;
-    store.check_stopped()?;
+    // (Not `Store::check_stopped`: a read-only store backs up too.)
+    store.mailbox.check_stopped()?;
     let Destination { target, staging } = check_destination(&store.dir, dest)?;
     std::fs::create_dir(&staging).map_err(io(&staging))?;
     let copied = (|| {
@@ -82,7 +83,8 @@ pub(crate) fn backup(
             ..src.clone()
         }
         .create_if_missing(true)
-        .error_if_exists(true);
+        .error_if_exists(true)
+        .read_only(false);
         let into = Db::open(&staging, opts)?;
         let total_pairs = store.index.read().pairs;
         let mut done = BackupProgress {

@@ -70,6 +70,12 @@ pub(crate) fn compact(
         .compact_without_reader_wait(|done, total| progress(CompactProgress { done, total }))
         .map_err(space_err)?;
     let deadline = Instant::now() + VIEW_WAIT;
+    // What this process's views hold (readers of other processes may hold
+    // theirs for hours: not waited for).
+    let waiting = |s: &Store| {
+        let st = s.space.stats();
+        st.reclaimable_segments - st.reader_held_segments
+    };
     loop {
         // A fresh view lets go of the old one (the committer drops it once
         // no reader holds it, and the segments it held are free); readers
@@ -79,7 +85,7 @@ pub(crate) fn compact(
         let republished = Instant::now();
         loop {
             shared.space.punch_free_segments().map_err(space_err)?;
-            if shared.space.stats().reclaimable_segments == 0
+            if waiting(shared) == 0
                 || Instant::now() >= deadline
                 || republished.elapsed() >= REPUBLISH_AFTER
             {
@@ -88,7 +94,7 @@ pub(crate) fn compact(
             shared.mailbox.want_reap();
             std::thread::sleep(Duration::from_millis(5));
         }
-        if shared.space.stats().reclaimable_segments == 0 || Instant::now() >= deadline {
+        if waiting(shared) == 0 || Instant::now() >= deadline {
             break;
         }
     }

@@ -1,7 +1,9 @@
 //! `Db`: the public face of the store.
 //!
-//! Invariants: a `Db` owns exactly one committer thread, started by `open`
-//! and stopped by `close` or drop; after `close` returns `Ok`, every write
+//! Invariants: a writable `Db` owns exactly one committer thread, started
+//! by `open` and stopped by `close` or drop (a read-only one none: its
+//! store is swapped whole by `catch_up`, and every write method refuses
+//! with `Error::ReadOnly`); after `close` returns `Ok`, every write
 //! made before it is in the space and the space is checkpointed, so the
 //! next open replays nothing.
 
@@ -12,6 +14,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use flexspace::Storage;
 
 use crate::batch::WriteBatch;
@@ -40,7 +43,14 @@ use crate::txn::{Isolation, Transaction};
 /// assert!(!db.contains(b"apple").unwrap());
 /// ```
 pub struct Db {
-    shared: Arc<Store>,
+    /// The store; swapped whole by [`Db::catch_up`] (read-only stores).
+    shared: ArcSwap<Store>,
+    /// The store's directory (the same in every state).
+    dir: std::path::PathBuf,
+    /// The store as opened (the unit tests' handle on a writable store,
+    /// whose store is never swapped).
+    #[cfg(test)]
+    first: Arc<Store>,
     committer: Option<JoinHandle<()>>,
     /// The thread that removes expired pairs (`expiry`).
     expirer: Option<JoinHandle<()>>,
@@ -49,7 +59,8 @@ pub struct Db {
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Db")
-            .field("path", &self.shared.dir)
+            .field("path", &self.store().dir)
+            .field("read_only", &self.store().opts.read_only)
             .finish()
     }
 }
@@ -58,17 +69,21 @@ impl Db {
     /// The shared state (for the crate's unit tests).
     #[cfg(test)]
     pub(crate) fn shared(&self) -> &Arc<Store> {
-        &self.shared
+        &self.first
     }
 
-    /// The shared state.
-    pub(crate) fn store(&self) -> &Arc<Store> {
-        &self.shared
+    /// The store as of now (swapped by [`Db::catch_up`]).
+    pub(crate) fn store(&self) -> arc_swap::Guard<Arc<Store>> {
+        self.shared.load()
     }
 
     /// Opens (or with `create_if_missing`, creates) the store in directory
     /// `path`, recovering every durable write after a crash.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        if options.read_only {
+            let shared = crate::recovery::read_only::open_dir(path.as_ref(), options)?;
+            return Self::start_read_only(shared);
+        }
         let shared = crate::recovery::open::open_dir(path.as_ref(), options)?;
         Self::start(shared)
     }
@@ -81,40 +96,91 @@ impl Db {
         name: impl AsRef<Path>,
         options: Options,
     ) -> Result<Db> {
+        if options.read_only {
+            let shared = crate::recovery::read_only::open_storage(storage, name.as_ref(), options)?;
+            return Self::start_read_only(shared);
+        }
         let shared = crate::recovery::open::open_storage(storage, name.as_ref(), options)?;
         Self::start(shared)
+    }
+
+    /// A read-only store: no committer (`recovery::read_only`).
+    fn start_read_only(shared: Store) -> Result<Db> {
+        let shared = Arc::new(shared);
+        shared.keyspaces.load(&shared)?;
+        Ok(Db {
+            dir: shared.dir.clone(),
+            #[cfg(test)]
+            first: shared.clone(),
+            shared: ArcSwap::new(shared),
+            committer: None,
+            expirer: None,
+        })
+    }
+
+    /// Whether the store was opened read-only ([`Options::read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.store().opts.read_only
+    }
+
+    /// Moves a read-only store forward to the store's state now (the
+    /// writer's logs included), loaded and validated as an open is; new
+    /// reads, iterators and snapshots see it. Iterators, snapshots and
+    /// [`Keyspace`] handles made before keep the state they were made
+    /// in (and the data-file segments it needs stay pinned) for as long
+    /// as they live: take keyspace handles again after a catch-up. On a
+    /// writable store there is nothing to catch up with: `Ok`. A failure
+    /// leaves the state as it was.
+    pub fn catch_up(&self) -> Result<()> {
+        let old = self.store().clone();
+        if !old.opts.read_only {
+            return Ok(());
+        }
+        let new = crate::recovery::read_only::open_storage(
+            old.storage.clone(),
+            &old.dir,
+            old.opts.clone(),
+        )?;
+        let new = Arc::new(new);
+        new.keyspaces.load(&new)?;
+        self.shared.store(new);
+        Ok(())
     }
 
     fn start(shared: Store) -> Result<Db> {
         let shared = Arc::new(shared);
         let s = shared.clone();
+        let name = shared.dir.clone();
         let committer = std::thread::Builder::new()
             .name("flexdb-committer".into())
             .spawn(move || crate::commit::run(s))
             .map_err(|e| Error::Io {
-                file: shared.dir.clone(),
+                file: name,
                 source: e,
             })?;
         let mut db = Db {
-            shared,
+            dir: shared.dir.clone(),
+            #[cfg(test)]
+            first: shared.clone(),
+            shared: ArcSwap::new(shared),
             committer: Some(committer),
             expirer: None,
         };
         db.open_keyspaces()?;
-        db.expirer = Some(crate::expiry::start(&db.shared)?);
+        db.expirer = Some(crate::expiry::start(&db.store())?);
         Ok(db)
     }
 
     /// Reads the catalog of keyspaces again (after pairs were written to
     /// it below the public methods: a repair).
     pub(crate) fn reload_keyspaces(&self) -> Result<()> {
-        self.shared.keyspaces.load(&self.shared)
+        self.store().keyspaces.load(&self.store())
     }
 
     /// Brings a store of format 1 to format 2 (`keyspace::upgrade`), reads
     /// the catalog of keyspaces and deletes pairs no keyspace owns.
     fn open_keyspaces(&self) -> Result<()> {
-        let store = &self.shared;
+        let store = &self.store();
         if store.format_version == 1 {
             crate::keyspace::upgrade::to_format_2(store)?;
         } else if store.format_version < crate::recovery::manifest::FORMAT_VERSION {
@@ -128,13 +194,13 @@ impl Db {
 
     /// The store's directory.
     pub fn path(&self) -> &Path {
-        &self.shared.dir
+        &self.dir
     }
 
     /// Sets `key` to `value` (with the store's default sync setting).
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let opts = WriteOptions {
-            sync: self.shared.opts.sync_writes,
+            sync: self.store().opts.sync_writes,
         };
         self.put_opt(key, value, &opts)
     }
@@ -147,7 +213,7 @@ impl Db {
         opts: &WriteOptions,
     ) -> Result<()> {
         crate::keyspace::put(
-            &self.shared,
+            &self.store(),
             KsId::DEFAULT,
             key.as_ref(),
             Some(value.as_ref()),
@@ -158,14 +224,14 @@ impl Db {
     /// Removes `key` (removing a missing key is not an error).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         let opts = WriteOptions {
-            sync: self.shared.opts.sync_writes,
+            sync: self.store().opts.sync_writes,
         };
         self.delete_opt(key, &opts)
     }
 
     /// Removes `key` with explicit write options.
     pub fn delete_opt(&self, key: impl AsRef<[u8]>, opts: &WriteOptions) -> Result<()> {
-        crate::keyspace::put(&self.shared, KsId::DEFAULT, key.as_ref(), None, opts.sync)
+        crate::keyspace::put(&self.store(), KsId::DEFAULT, key.as_ref(), None, opts.sync)
     }
 
     /// Removes every key in `range` atomically (`a..b`, `a..=b`, `a..`,
@@ -196,7 +262,7 @@ impl Db {
         R: RangeBounds<K>,
     {
         let opts = WriteOptions {
-            sync: self.shared.opts.sync_writes,
+            sync: self.store().opts.sync_writes,
         };
         self.delete_range_opt(range, &opts)
     }
@@ -209,27 +275,27 @@ impl Db {
     {
         let mut batch = WriteBatch::new();
         batch.delete_range(range)?;
-        self.shared.write(&batch, opts.sync)
+        self.store().write(&batch, opts.sync)
     }
 
     /// Applies every operation of `batch` atomically: all or nothing, also
     /// across a crash, and readers see none or all of it.
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
         let opts = WriteOptions {
-            sync: self.shared.opts.sync_writes,
+            sync: self.store().opts.sync_writes,
         };
         self.write_opt(batch, &opts)
     }
 
     /// Applies `batch` atomically with explicit write options.
     pub fn write_opt(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
-        batch.check_store(&self.shared)?;
-        self.shared.write(&batch, opts.sync)
+        batch.check_store(&self.store())?;
+        self.store().write(&batch, opts.sync)
     }
 
     /// The value of `key`, if present.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.shared.get(&encode_read(KsId::DEFAULT, key.as_ref())?)
+        self.store().get(&encode_read(KsId::DEFAULT, key.as_ref())?)
     }
 
     /// `read` applied to the value of `key` (`None` when absent), without
@@ -252,7 +318,7 @@ impl Db {
         key: impl AsRef<[u8]>,
         read: impl FnMut(Option<&[u8]>) -> R,
     ) -> Result<R> {
-        self.shared
+        self.store()
             .get_with(&encode_read(KsId::DEFAULT, key.as_ref())?, read)
     }
 
@@ -294,7 +360,7 @@ impl Db {
     fn iter_over(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Iter<'static> {
         let (lo, hi) = encode_range(KsId::DEFAULT, lo, hi);
         Iter::new(
-            ReadPoint::take(&self.shared, false),
+            ReadPoint::take(&self.store(), false),
             KsId::DEFAULT,
             lo,
             hi,
@@ -314,7 +380,7 @@ impl Db {
     /// as long as it lives. O(1): no index is copied.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
-            point: ReadPoint::take(&self.shared, true),
+            point: ReadPoint::take(&self.store(), true),
             ks: KsId::DEFAULT,
         }
     }
@@ -324,7 +390,7 @@ impl Db {
     /// and at commit writes them atomically or fails with
     /// [`Error::Conflict`].
     pub fn transaction(&self, isolation: Isolation) -> Transaction {
-        Transaction::begin(&self.shared, isolation, KsId::DEFAULT)
+        Transaction::begin(&self.store(), isolation, KsId::DEFAULT)
     }
 
     /// Atomically sets `key` to `new` (`None`: removes it) if its value is
@@ -377,22 +443,22 @@ impl Db {
                 DEFAULT_KEYSPACE.into(),
             ))
         } else {
-            self.shared.keyspaces.open(&self.shared, name)?
+            self.store().keyspaces.open(&self.store(), name)?
         };
-        Ok(Keyspace::new(self.shared.clone(), entry))
+        Ok(Keyspace::new(self.store().clone(), entry))
     }
 
     /// The names of the store's keyspaces, `"default"` first, then the
     /// others in order.
     pub fn keyspaces(&self) -> Vec<String> {
         let mut names = vec![DEFAULT_KEYSPACE.to_string()];
-        names.extend(self.shared.keyspaces.names());
+        names.extend(self.store().keyspaces.names());
         names
     }
 
     /// Whether keyspace `name` exists (without creating it).
     pub fn has_keyspace(&self, name: &str) -> bool {
-        name == DEFAULT_KEYSPACE || self.shared.keyspaces.find(name).is_some()
+        name == DEFAULT_KEYSPACE || self.store().keyspaces.find(name).is_some()
     }
 
     /// Keyspace `name` if it exists, without creating it (one call, so no
@@ -403,11 +469,11 @@ impl Db {
             return self.keyspace(name).map(Some);
         }
         crate::keyspace::catalog::check_name(name)?;
-        Ok(self
-            .shared
+        let store = self.store();
+        Ok(store
             .keyspaces
             .find(name)
-            .map(|e| Keyspace::new(self.shared.clone(), e)))
+            .map(|e| Keyspace::new(store.clone(), e)))
     }
 
     /// Removes keyspace `name` and every pair in it, atomically (one
@@ -418,21 +484,25 @@ impl Db {
     /// dropped (`Error::InvalidArgument`; `delete_range(..)` empties it).
     pub fn drop_keyspace(&self, name: &str) -> Result<bool> {
         let opts = WriteOptions {
-            sync: self.shared.opts.sync_writes,
+            sync: self.store().opts.sync_writes,
         };
         self.drop_keyspace_opt(name, &opts)
     }
 
     /// [`Db::drop_keyspace`] with explicit write options.
     pub fn drop_keyspace_opt(&self, name: &str, opts: &WriteOptions) -> Result<bool> {
+        // Before the catalog: a failed drop still forgets the keyspace.
+        if self.is_read_only() {
+            return Err(Error::ReadOnly);
+        }
         if name == DEFAULT_KEYSPACE {
             return Err(Error::InvalidArgument(
                 "the default keyspace cannot be dropped (delete_range(..) empties it)".into(),
             ));
         }
-        self.shared
+        self.store()
             .keyspaces
-            .drop_keyspace(&self.shared, name, opts.sync)
+            .drop_keyspace(&self.store(), name, opts.sync)
     }
 
     /// Commits every write so far to the space and makes it durable there
@@ -440,17 +510,20 @@ impl Db {
     /// the data file's segments the commits freed are given back to the
     /// file system, so that the store's disk bytes are settled.
     pub fn flush(&self) -> Result<()> {
-        self.shared.flush()?;
-        if self.shared.space.stats().reclaimable_segments > 0 {
+        if self.is_read_only() {
+            return Err(Error::ReadOnly);
+        }
+        self.store().flush()?;
+        if self.store().space.stats().reclaimable_segments > 0 {
             // Segments the commits emptied that the space has not committed
             // yet, or that the published view (registered before they were
             // emptied) still holds: a space commit and a fresh view let
             // them go.
-            self.shared.space.sync().map_err(space_err)?;
-            self.shared.mailbox.republish()?;
-            self.shared.space.release_freed();
+            self.store().space.sync().map_err(space_err)?;
+            self.store().mailbox.republish()?;
+            self.store().space.release_freed();
         }
-        self.shared.space.wait_punched();
+        self.store().space.wait_punched();
         Ok(())
     }
 
@@ -470,7 +543,7 @@ impl Db {
         &self,
         mut progress: impl FnMut(crate::CompactProgress),
     ) -> Result<crate::CompactReport> {
-        crate::compact::compact(&self.shared, &mut progress)
+        crate::compact::compact(&self.store(), &mut progress)
     }
 
     /// Writes the store's current state, while writers go on, as a new
@@ -491,14 +564,17 @@ impl Db {
 
     /// Makes every write so far durable (syncs the write-ahead log).
     pub fn sync(&self) -> Result<()> {
-        self.shared.sync()
+        if self.is_read_only() {
+            return Err(Error::ReadOnly);
+        }
+        self.store().sync()
     }
 
     /// A snapshot of the store's counters. The `disk_*` figures read the
     /// allocation of every file of the store's directory (one `stat` each),
     /// so this is for monitoring, not for a hot loop.
     pub fn stats(&self) -> Stats {
-        let s = &self.shared;
+        let s = &self.store();
         let (memtable_bytes, committer_backlog, backlog_bytes) = {
             let m = s.writes.mems();
             (
@@ -581,7 +657,7 @@ impl Db {
     /// previous call, and starts a new window (a benchmark calls it between
     /// phases; `Stats::max_reader_wait` keeps the maximum since open).
     pub fn take_max_reader_wait(&self) -> Duration {
-        let c = &self.shared.counters;
+        let c = &self.store().counters;
         Duration::from_nanos(c.window_reader_wait_ns.swap(0, Ordering::Relaxed))
     }
 
@@ -589,7 +665,7 @@ impl Db {
     /// sorted, the sparse index consistent with the space, and the space's
     /// own metadata consistent. Reads the whole store.
     pub fn check(&self) -> Result<CheckReport> {
-        crate::recovery::check::check(&self.shared)
+        crate::recovery::check::check(&self.store())
     }
 
     /// Salvages every readable pair of the (damaged) store in `dir` into
@@ -628,22 +704,22 @@ impl Db {
     fn shutdown(&mut self) -> Result<()> {
         // The expiry thread writes: it stops first.
         if let Some(expirer) = self.expirer.take() {
-            self.shared.expiry.stop();
+            self.store().expiry.stop();
             let _ = expirer.join();
         }
         let Some(committer) = self.committer.take() else {
             return Ok(());
         };
-        let flushed = self.shared.flush();
-        self.shared.mailbox.shut_down();
+        let flushed = self.store().flush();
+        self.store().mailbox.shut_down();
         let joined = committer.join();
         flushed?;
         if joined.is_err() {
             return Err(Error::Stopped("the committer thread panicked".into()));
         }
-        self.shared.check_stopped()?;
+        self.store().check_stopped()?;
         // Everything is in the space: the logs are no longer needed.
-        let s = &self.shared;
+        let s = &self.store();
         let (wal, gen, empty) = {
             let w = s.writes.lock();
             (w.wal.clone(), w.gen, w.active.is_empty())

@@ -83,6 +83,29 @@ pub enum Error {
     /// An option or argument is out of range.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A write (or `flush`, `sync`, `compact`, keyspace creation or drop)
+    /// on a store opened read-only (`Options::read_only`).
+    #[error("the store is open read-only")]
+    ReadOnly,
+    /// A read-only open of a store of an older format, which only a
+    /// writable open upgrades (format 1, before keyspaces).
+    #[error("{path}: a store of format {version} cannot be opened read-only; a writable open upgrades it")]
+    NeedsUpgrade {
+        /// The store.
+        path: PathBuf,
+        /// Its format version.
+        version: u32,
+    },
+    /// A read-only open (or `Db::catch_up`) found no consistent state
+    /// after its tries: a writer kept changing what it read, or a file is
+    /// damaged (the last failure is named).
+    #[error("no consistent state of the store after {tries} tries: {last}")]
+    Unstable {
+        /// Loads tried.
+        tries: u32,
+        /// The last failure.
+        last: String,
+    },
 }
 
 impl Error {
@@ -146,6 +169,11 @@ pub(crate) fn space_err(e: flexspace::Error) -> Error {
         e if e.is_storage_full() => Error::NoSpace(e.to_string()),
         flexspace::Error::Locked(p) => Error::Locked(p),
         flexspace::Error::Poisoned => Error::Stopped("an earlier I/O error on the space".into()),
+        flexspace::Error::ReadOnly => Error::ReadOnly,
+        flexspace::Error::Unstable { tries, last } => Error::Unstable {
+            tries,
+            last: last.to_string(),
+        },
         e => Error::Corrupt {
             file: "space".into(),
             detail: e.to_string(),

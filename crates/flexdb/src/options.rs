@@ -105,6 +105,17 @@ pub struct Options {
     /// clock): a [`crate::ManualClock`] lets tests and simulations move
     /// time by hand.
     pub clock: Option<crate::ManualClock>,
+    /// Open read-only (default: false): many processes may open the same
+    /// store so at once, beside a writer process or not. Nothing on disk
+    /// changes (no lock, no checkpoint, no saved index, no log replayed
+    /// into the space; the one file made is the handle's own entry in the
+    /// reader registry, `readers/`). The state is the store's as of the
+    /// open, the writer's logs included; [`crate::Db::catch_up`] moves it
+    /// forward. Every write method fails with [`crate::Error::ReadOnly`].
+    /// A store that does not exist is `NotFound` (never created); a
+    /// format-1 store is refused (`NeedsUpgrade`: a writable open
+    /// upgrades it). See `docs/DESIGN.md`, "Read-only opens".
+    pub read_only: bool,
     /// Open what the files allow instead of refusing damage (`Db::repair`
     /// only): see `recovery::repair`.
     pub(crate) salvage: bool,
@@ -127,6 +138,7 @@ impl Default for Options {
             gc_garbage_low: 0.2,
             expiry_interval: std::time::Duration::from_secs(1),
             clock: None,
+            read_only: false,
             salvage: false,
         }
     }
@@ -136,6 +148,11 @@ impl Options {
     /// The default options.
     pub fn new() -> Self {
         Self::default()
+    }
+    /// Sets [`Options::read_only`].
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = yes;
+        self
     }
     /// Sets [`Options::create_if_missing`].
     pub fn create_if_missing(mut self, yes: bool) -> Self {

@@ -129,8 +129,11 @@ pub(crate) struct Store {
 }
 
 impl Store {
-    /// Refuses writes once the store stopped.
+    /// Refuses writes once the store stopped, and on a read-only store.
     pub fn check_stopped(&self) -> Result<()> {
+        if self.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
         self.mailbox.check_stopped()
     }
 

@@ -405,3 +405,32 @@ fn a_queue_entry_that_names_no_key_is_dropped_without_stopping_the_sweep() {
     db.flush().unwrap();
     assert_eq!(db.stats().pairs, 0, "both entries and the pair are gone");
 }
+
+#[test]
+fn a_read_only_handle_judges_deadlines_and_refuses_to_set_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let db = Db::open(dir.path(), opts(&clock)).unwrap();
+    db.put_with_ttl("flushed", "f", 10 * SEC).unwrap();
+    db.flush().unwrap();
+    db.put_with_ttl("logged", "l", 20 * SEC).unwrap();
+    db.put("plain", "p").unwrap();
+    // Beside the writer: the pair in the space and the one in its log.
+    let ro = Db::open(dir.path(), opts(&clock).read_only(true)).unwrap();
+    assert_eq!(ro.ttl("flushed").unwrap(), Some(Some(10 * SEC)));
+    assert_eq!(ro.ttl("logged").unwrap(), Some(Some(20 * SEC)));
+    clock.advance(10 * SEC);
+    assert_eq!(ro.get("flushed").unwrap(), None);
+    assert_eq!(ro.iter().count(), 2);
+    for r in [
+        ro.put_with_ttl("k", "v", SEC),
+        ro.expire("plain", SEC).map(|_| ()),
+        ro.persist("logged").map(|_| ()),
+        ro.remove_expired().map(|_| ()),
+    ] {
+        assert!(matches!(r, Err(Error::ReadOnly)), "{r:?}");
+    }
+    clock.advance(10 * SEC);
+    assert_eq!(ro.iter().count(), 1);
+    assert_eq!(db.iter().count(), 1);
+}

@@ -51,6 +51,18 @@ pub enum Error {
     /// An earlier I/O error left unsynced state behind; reopen the space.
     #[error("an earlier I/O error poisoned the space; reopen it")]
     Poisoned,
+    /// A mutation of a space opened read-only (`Options::read_only`).
+    #[error("the space is open read-only")]
+    ReadOnly,
+    /// A read-only open could not load a consistent state: another
+    /// process kept changing the space (or the files are damaged).
+    #[error("no consistent state of the space after {tries} tries: {last}")]
+    Unstable {
+        /// Loads tried.
+        tries: u32,
+        /// The last failure.
+        last: Box<Error>,
+    },
     /// An error from the extent index.
     #[error("extent index: {0}")]
     Tree(#[from] flextree::Error),

@@ -10,6 +10,10 @@
 //! - Recovery never changes what a later recovery would find, except to
 //!   cut an invalid log tail or restart a log whose version is stale; both
 //!   are synced before the space is used.
+//! - A read-only recovery (`Options::read_only`) changes nothing at all:
+//!   what a writable one would cut or restart it leaves, and what a
+//!   writable one salvages or refuses it reports as `Corrupt` (the caller,
+//!   `read_only.rs`, retries: a live writer may be mid-write).
 
 use std::sync::Arc;
 
@@ -62,7 +66,7 @@ pub fn meta(user: &[u64; 3]) -> Vec<u8> {
 
 /// The user metadata words of a checkpoint's metadata, `None` when the
 /// metadata is not a flexspace's.
-fn parse_meta(m: &[u8]) -> Option<[u64; 3]> {
+pub(crate) fn parse_meta(m: &[u8]) -> Option<[u64; 3]> {
     if m.len() != 40 || &m[..8] != META_MAGIC || m[8..16] != SEGMENT_SIZE.to_le_bytes() {
         return None;
     }
@@ -187,7 +191,7 @@ pub fn recover(storage: &dyn Storage, opts: &Options) -> Result<Opened> {
                 );
                 // Rolling back to the commit before it would drop commits
                 // whose writes the caller no longer holds anywhere else.
-                if !opts.salvage {
+                if !opts.salvage || opts.read_only {
                     return Err(corrupt(
                         LOG,
                         format!("{why} (repair salvages the ones before)"),
@@ -223,17 +227,19 @@ pub fn recover(storage: &dyn Storage, opts: &Options) -> Result<Opened> {
                 "the newest checkpoint is damaged or missing: the log follows tree version {v}, the tree's last intact checkpoint is version {}",
                 cp.version
             );
-            if !opts.salvage {
+            if !opts.salvage || opts.read_only {
                 return Err(corrupt(TREE, why));
             }
             salvaged.push(format!("tree: {why}; the log's commits are lost"));
         }
         // A torn header of an emptied log (crash while restarting it).
         None if log_len <= log::HEADER => {}
-        None if !opts.salvage => return Err(corrupt(LOG, "invalid log header")),
+        None if !opts.salvage || opts.read_only => return Err(corrupt(LOG, "invalid log header")),
         None => salvaged.push("log: invalid log header; the log's commits are lost".into()),
     }
-    if log::parse_header(&bytes).is_none_or(|v| v != cp.version) {
+    if opts.read_only {
+        // Nothing is changed: a stale log is ignored, a tail left as it is.
+    } else if log::parse_header(&bytes).is_none_or(|v| v != cp.version) {
         files.log.set_len(0).map_err(io(LOG))?;
         files.log.sync().map_err(io(LOG))?;
         files

@@ -50,6 +50,12 @@ pub struct Options {
     /// checkpoint is dropped. What was given up is in
     /// [`crate::FlexSpace::salvaged`]. Off by default.
     pub salvage: bool,
+    /// Open an existing space for reading only, alongside a writer in
+    /// another process or not: no lock taken, no file changed (but the
+    /// reader's own file in the reader registry, `registry.rs`), every
+    /// mutation refused with [`crate::Error::ReadOnly`]. The state is the
+    /// last commit as of the open. Off by default.
+    pub read_only: bool,
 }
 
 impl Default for Options {
@@ -65,6 +71,7 @@ impl Default for Options {
             segment_writers: 2,
             mmap_reads: false,
             salvage: false,
+            read_only: false,
         }
     }
 }
@@ -125,6 +132,11 @@ impl Options {
     }
 
     /// Segments of the data file these options ask for.
+    /// Sets `read_only`.
+    pub fn read_only(mut self, on: bool) -> Self {
+        self.read_only = on;
+        self
+    }
     pub(crate) fn segment_count(&self) -> usize {
         (self.max_data_size / SEGMENT_SIZE).clamp(8, u64::from(u32::MAX / 2)) as usize
     }

@@ -41,6 +41,7 @@ use crate::options::{Options, SEGMENT_SIZE};
 use crate::read::{self, ReadPlan};
 use crate::segments::segbuf::SegBufPool;
 use crate::segments::writers::SegmentWriters;
+use crate::segments::ReaderPin;
 use crate::state::SpaceState;
 use crate::storage::{FileStorage, Mapping, Storage, StorageFile};
 use crate::timed_rwlock::TimedRwLock;
@@ -97,6 +98,10 @@ pub struct Stats {
     pub garbage_ratio: f64,
     /// Emptied segments waiting for a commit or for readers.
     pub reclaimable_segments: usize,
+    /// Of those, the segments held for readers of other processes (the
+    /// reader registry: read-only opens), which may hold them for as long
+    /// as they live.
+    pub reader_held_segments: usize,
     /// Sealed segments whose background write has not finished.
     pub inflight_segments: usize,
     /// Bytes in the log file (header included).
@@ -186,6 +191,14 @@ pub(crate) struct SpaceInner {
     pub(crate) this: std::sync::Weak<SpaceInner>,
     /// What a salvaging open gave up (`Options::salvage`).
     pub(crate) salvaged: Vec<String>,
+    /// The reader registry this writer keeps segments for (`None`:
+    /// read-only, or storage not shared with other processes).
+    pub(crate) registry: Option<std::path::PathBuf>,
+    /// A read-only space's entry in the reader registry, held (locked) as
+    /// long as anything reads this state.
+    pub(crate) registration: Option<crate::registry::Registration>,
+    /// When the registry was last scanned outside a commit.
+    pub(crate) pin_scanned: Mutex<Option<std::time::Instant>>,
     pub(crate) _storage: Arc<dyn Storage>,
 }
 
@@ -203,6 +216,13 @@ impl FlexSpace {
     /// Opens the space in directory `dir` (real files, locked).
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<FlexSpace> {
         let dir = dir.as_ref();
+        if options.read_only {
+            let storage = FileStorage::open_read_only(dir)?;
+            return Self::open_with_storage(Arc::new(storage), options).map_err(|e| match e {
+                Error::NotAFlexSpace(_) => Error::NotAFlexSpace(dir.to_path_buf()),
+                e => e,
+            });
+        }
         let storage = FileStorage::open(dir, options.create)?;
         let has_tree = storage.exists(TREE).map_err(io(TREE))?;
         if !has_tree && !options.create {
@@ -218,6 +238,9 @@ impl FlexSpace {
     /// `data`, `tree` and `log` (and [`FileStorage`] adds `lock`); the layer
     /// above may keep other files in the same storage.
     pub fn open_with_storage(storage: Arc<dyn Storage>, options: Options) -> Result<FlexSpace> {
+        if options.read_only {
+            return crate::read_only::open(storage, options);
+        }
         let found = open::exists(storage.as_ref())?;
         let has = |n| storage.exists(n).map_err(io(n));
         let o = if !found {
@@ -230,6 +253,20 @@ impl FlexSpace {
         } else {
             return Err(Error::NotAFlexSpace(Default::default()));
         };
+        let space = Self::assemble(storage, options, o, None)?;
+        // Punching a segment that is a hole already costs one system call.
+        space.s.punch_free_segments(usize::MAX)?;
+        Ok(space)
+    }
+
+    /// The space over what `open` found (`registration`: a read-only
+    /// space's entry in the reader registry).
+    pub(crate) fn assemble(
+        storage: Arc<dyn Storage>,
+        options: Options,
+        o: open::Opened,
+        registration: Option<crate::registry::Registration>,
+    ) -> Result<FlexSpace> {
         let map = match options.mmap_reads {
             true => storage
                 .map_file(DATA, o.valid.len() as u64 * SEGMENT_SIZE)
@@ -239,7 +276,11 @@ impl FlexSpace {
         let readers = Arc::new(GraceReaders::default());
         let writer = Arc::new(SegmentWriters::new(
             o.files.data.clone(),
-            options.segment_writers,
+            if options.read_only {
+                0
+            } else {
+                options.segment_writers
+            },
         ));
         let pool = Arc::new(SegBufPool::new(max_inflight(&options) + 2));
         let mut st = SpaceState::new(
@@ -255,11 +296,35 @@ impl FlexSpace {
         // or an older build left them): punched below.
         let data_len = o.files.data.len().map_err(io(DATA))?;
         let on_file = data_len.div_ceil(SEGMENT_SIZE).min(u64::from(u32::MAX)) as u32;
+        let registry = match options.read_only {
+            true => None,
+            false => storage.registry_dir(),
+        };
+        if let Some(dir) = &registry {
+            // Readers of other processes may hold states older than this
+            // one, in which segments now free still held data: those wait
+            // until the readers move on (`segments::table`).
+            let at = st.commit_id;
+            let pin = match crate::registry::scan(dir) {
+                Ok(scan) => ReaderPin::Scanned {
+                    at,
+                    oldest: scan.oldest,
+                },
+                Err(_) => ReaderPin::Scanned {
+                    at: (0, 0),
+                    oldest: Some((0, 0)),
+                },
+            };
+            if !pin.allows(at) {
+                st.seg.hold_free_below(on_file, at);
+            }
+            st.seg.set_pin(pin);
+        }
         st.seg.mark_unpunched_below(on_file);
 
         let counters = SpaceCounters::default();
         counters.log_end.store(o.log_end, Ordering::Relaxed);
-        let space = FlexSpace {
+        Ok(FlexSpace {
             s: Arc::new_cyclic(|this| SpaceInner {
                 state: TimedRwLock::new(st),
                 gate: Mutex::new(()),
@@ -283,12 +348,12 @@ impl FlexSpace {
                 punch_thread: Mutex::default(),
                 this: this.clone(),
                 salvaged: o.salvaged,
+                registry,
+                registration,
+                pin_scanned: Mutex::new(None),
                 _storage: storage,
             }),
-        };
-        // Punching a segment that is a hole already costs one system call.
-        space.s.punch_free_segments(usize::MAX)?;
-        Ok(space)
+        })
     }
 
     /// Commits, checkpoints (unless nothing changed since the last
@@ -589,6 +654,7 @@ impl FlexSpace {
             },
             garbage_ratio: st.seg.garbage_ratio(),
             reclaimable_segments: st.seg.pending_count() + st.seg.quarantined(),
+            reader_held_segments: st.seg.held_count(),
             inflight_segments: self.s.writer.inflight(),
             log_file_bytes: self.s.counters.log_end.load(Ordering::Relaxed),
             write_lock_max_us: self.s.state.hold_stats().0 as f64 / 1000.0,
@@ -645,8 +711,11 @@ impl FlexSpace {
     /// takes the write lock briefly.
     pub fn release_freed(&self) -> usize {
         // The committer calls this on every pass of its loop: nothing
-        // waiting costs a read lock, not a write lock.
-        if self.s.state.read().seg.quarantined() == 0 {
+        // waiting costs a read lock, not a write lock. (Segments held for
+        // readers of other processes move with a registry scan: at
+        // commits, and here at most every 50 ms.)
+        self.s.refresh_reader_pin(false);
+        if self.s.state.read().seg.in_grace() == 0 {
             return 0;
         }
         let released = {
@@ -665,6 +734,7 @@ impl FlexSpace {
     /// system (after readers released what a commit emptied, e.g. once the
     /// layer above dropped an old snapshot); returns the bytes freed.
     pub fn punch_free_segments(&self) -> Result<u64> {
+        self.s.check_usable()?;
         self.s.settle_freed(std::time::Duration::ZERO)?;
         // One punch runs at a time: the thread's would stop this one short.
         self.s.join_punch_thread();
@@ -731,6 +801,9 @@ impl SpaceInner {
     /// Fails with the error of a failed background write (poisoning the
     /// space) or `Poisoned`.
     pub(crate) fn check_usable(&self) -> Result<()> {
+        if self.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
         if !background::in_background() {
             if let Some(e) = self.bg_error.lock().take() {
                 return Err(e);
@@ -863,7 +936,7 @@ impl Drop for FlexSpace {
     fn drop(&mut self) {
         let skip = {
             let st = self.s.state.read();
-            st.closed || st.poisoned
+            st.closed || st.poisoned || self.s.opts.read_only
         };
         if !skip {
             // Errors cannot be reported from drop; the last commit is safe.

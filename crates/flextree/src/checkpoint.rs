@@ -681,6 +681,42 @@ impl FlexTree {
         }
     }
 
+    /// The newest valid header slot of `file` (its version and metadata),
+    /// without loading any node: `None` when no slot verifies. For a
+    /// reader that loaded the tree while another process may checkpoint:
+    /// the version it loaded is still the newest exactly when this returns
+    /// it again afterwards (a checkpoint writes its header slot last).
+    pub fn newest_checkpoint(file: &dyn StorageFile) -> Result<Option<Checkpoint>> {
+        if file.len()? < 2 * PAGE_SIZE as u64 {
+            return Ok(None);
+        }
+        let mut slots = vec![0u8; 2 * PAGE_SIZE];
+        file.read_exact_at(0, &mut slots)?;
+        let mut newest: Option<Header> = None;
+        for slot in [
+            decode_slot(&slots[..PAGE_SIZE]),
+            decode_slot(&slots[PAGE_SIZE..]),
+        ] {
+            match slot {
+                Slot::Invalid => {}
+                Slot::Newer(found) => {
+                    return Err(Error::NewerFormat {
+                        found,
+                        supported: FORMAT_VERSION,
+                    })
+                }
+                Slot::Valid(h) if newest.as_ref().is_none_or(|n| n.version < h.version) => {
+                    newest = Some(h)
+                }
+                Slot::Valid(_) => {}
+            }
+        }
+        Ok(newest.map(|h| Checkpoint {
+            version: h.version,
+            meta: h.meta,
+        }))
+    }
+
     /// Loads the newest valid checkpoint from `file`.
     ///
     /// The newest header slot whose checksum verifies decides the version; a

@@ -134,30 +134,42 @@ impl Db {
         opts: &WriteOptions,
     ) -> Result<()> {
         let (k, v) = (key.as_ref(), value.as_ref());
-        put_with_ttl(self.store(), KsId::DEFAULT, k, v, ttl, opts.sync)
+        put_with_ttl(&self.store(), KsId::DEFAULT, k, v, ttl, opts.sync)
     }
 
     /// The time `key`'s pair has left: `None` when there is no live pair,
     /// `Some(None)` when it has no deadline, else `Some(Some(left))`
     /// (rounded down to the millisecond).
     pub fn ttl(&self, key: impl AsRef<[u8]>) -> Result<Option<Option<Duration>>> {
-        ttl(self.store(), KsId::DEFAULT, key.as_ref())
+        ttl(&self.store(), KsId::DEFAULT, key.as_ref())
     }
 
     /// Gives `key`'s live pair the deadline `ttl` from now, keeping its
     /// value; `false` (nothing written) when there is no live pair. Atomic
     /// against other writes of the key.
     pub fn expire(&self, key: impl AsRef<[u8]>, ttl: Duration) -> Result<bool> {
-        let sync = self.store().opts.sync_writes;
-        set_expiry(self.store(), KsId::DEFAULT, key.as_ref(), Some(ttl), sync)
+        let store = self.store();
+        set_expiry(
+            &store,
+            KsId::DEFAULT,
+            key.as_ref(),
+            Some(ttl),
+            store.opts.sync_writes,
+        )
     }
 
     /// Removes the deadline of `key`'s live pair, keeping its value;
     /// `false` (nothing written) when there is no live pair or it has no
     /// deadline.
     pub fn persist(&self, key: impl AsRef<[u8]>) -> Result<bool> {
-        let sync = self.store().opts.sync_writes;
-        set_expiry(self.store(), KsId::DEFAULT, key.as_ref(), None, sync)
+        let store = self.store();
+        set_expiry(
+            &store,
+            KsId::DEFAULT,
+            key.as_ref(),
+            None,
+            store.opts.sync_writes,
+        )
     }
 
     /// Removes every pair whose deadline passed now, rather than at the

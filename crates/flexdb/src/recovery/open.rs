@@ -98,7 +98,7 @@ pub(crate) fn open_storage(storage: Arc<dyn Storage>, dir: &Path, opts: Options)
 }
 
 /// Makes file names in errors full paths.
-fn in_dir(e: Error, dir: &Path) -> Error {
+pub(super) fn in_dir(e: Error, dir: &Path) -> Error {
     match e {
         Error::Io { file, source } if file.is_relative() => Error::Io {
             file: dir.join(file),
@@ -116,7 +116,7 @@ fn in_dir(e: Error, dir: &Path) -> Error {
 /// committer runs between almost every pair of writes).
 const MIN_MEMTABLE_BYTES: usize = 1024;
 
-fn validate(opts: &Options) -> Result<()> {
+pub(super) fn validate(opts: &Options) -> Result<()> {
     if opts.memtable_bytes < MIN_MEMTABLE_BYTES {
         return Err(Error::InvalidArgument(format!(
             "memtable_bytes must be at least {MIN_MEMTABLE_BYTES}"
@@ -148,7 +148,7 @@ fn validate(opts: &Options) -> Result<()> {
     Ok(())
 }
 
-fn space_options(opts: &Options, create: bool) -> flexspace::Options {
+pub(super) fn space_options(opts: &Options, create: bool) -> flexspace::Options {
     // The store's durability comes from its write-ahead log: the space only
     // needs to commit when the committer finishes a MemTable (it syncs then),
     // not every megabyte of index log on its own.
@@ -194,7 +194,7 @@ fn create(storage: Arc<dyn Storage>, dir: &Path, opts: Options) -> Result<Store>
 }
 
 #[allow(clippy::too_many_arguments)]
-fn assemble(
+pub(super) fn assemble(
     storage: Arc<dyn Storage>,
     dir: &Path,
     opts: Options,
@@ -461,7 +461,7 @@ fn remove_newest_first(storage: &dyn Storage, names: &[String]) -> Result<()> {
 /// close (the log prepared ahead first). So this is damage: the space's
 /// log lost commits (a cut at an entry boundary reads as an older state)
 /// or a log was removed.
-fn lost_predecessor(
+pub(super) fn lost_predecessor(
     prev_gen: u64,
     committed_gen: u64,
     present: &std::collections::BTreeSet<u64>,

@@ -60,6 +60,10 @@ fn trace_checkpoint(r: &flextree::CheckpointReport, g: &flextree::GiveBack) {
     );
 }
 
+/// How often [`SpaceInner::refresh_reader_pin`] scans the registry at
+/// most, when not forced.
+const PIN_REFRESH: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// How a commit's I/O failed.
 enum Failed {
     /// A full device refused a write: nothing is lost, the commit can be
@@ -131,6 +135,13 @@ impl SpaceInner {
         bodies.push(body);
         let r = self.write_commit(m, &bodies, open.as_ref(), sealed);
         let commits = bodies.len() as u64;
+        // What readers of other processes hold, scanned once this commit
+        // is durable and before the state lock (I/O: `readdir`, nothing
+        // more when there is no reader).
+        let pin = match &r {
+            Ok(_) => self.scan_readers((m.version, m.seq + commits)),
+            Err(_) => None,
+        };
         let mut st = self.state.write();
         match r {
             Ok(written) => {
@@ -141,7 +152,10 @@ impl SpaceInner {
                 m.seq += commits;
                 self.counters.log_end.store(m.log_end, Ordering::Relaxed);
                 self.counters.commits.fetch_add(1, Ordering::Relaxed);
-                st.seg.quarantine(&emptied);
+                st.seg.quarantine(&emptied, (m.version, m.seq));
+                if let Some(pin) = pin {
+                    st.seg.set_pin(pin);
+                }
                 st.release();
                 st.commit_id = (m.version, m.seq);
                 Ok(())
@@ -225,6 +239,50 @@ impl SpaceInner {
         }
         log_file.sync().map_err(|e| write(e, LOG))?;
         Ok(at - m.log_end)
+    }
+
+    /// Scans the reader registry (if this space keeps one) as of the
+    /// durable commit point `at`; `None` when there is none or the scan
+    /// failed (the last pin stays: it only ever holds more).
+    pub(crate) fn scan_readers(&self, at: (u64, u64)) -> Option<crate::segments::ReaderPin> {
+        let dir = self.registry.as_ref()?;
+        let scan = crate::registry::scan(dir).ok()?;
+        Some(crate::segments::ReaderPin::Scanned {
+            at,
+            oldest: scan.oldest,
+        })
+    }
+
+    /// Scans the reader registry as of the current commit point and lets
+    /// go of the held segments the readers no longer need; unless `force`,
+    /// at most every [`PIN_REFRESH`] and only when segments are held.
+    pub(crate) fn refresh_reader_pin(&self, force: bool) {
+        if self.registry.is_none() {
+            return;
+        }
+        let at = {
+            let st = self.state.read();
+            if st.seg.held_count() == 0 {
+                return;
+            }
+            st.commit_id
+        };
+        {
+            let mut last = self.pin_scanned.lock();
+            let now = std::time::Instant::now();
+            if !force && last.is_some_and(|t| now.duration_since(t) < PIN_REFRESH) {
+                return;
+            }
+            *last = Some(now);
+        }
+        if let Some(pin) = self.scan_readers(at) {
+            {
+                let mut st = self.state.write();
+                st.seg.set_pin(pin);
+                st.release();
+            }
+            self.punch_soon();
+        }
     }
 
     /// Commit, checkpoint, log restart (see the module documentation).
@@ -334,6 +392,11 @@ impl SpaceInner {
     /// the space closed.
     pub(crate) fn close_inner(&self) -> Result<()> {
         if self.state.read().closed {
+            return Ok(());
+        }
+        if self.opts.read_only {
+            // Nothing to write: a read-only space only lets go.
+            self.state.write().closed = true;
             return Ok(());
         }
         self.check_usable()?;

@@ -227,11 +227,14 @@ impl SpaceInner {
     pub(crate) fn settle_freed(&self, wait: Duration) -> Result<()> {
         let deadline = Instant::now() + wait;
         let mut commits = 0;
+        self.refresh_reader_pin(true);
         loop {
+            // Only this process's readers are waited for: another
+            // process's reader may hold its segments for hours.
             let (pending, quarantined) = {
                 let mut st = self.state.write();
                 st.release();
-                (st.seg.pending_count(), st.seg.quarantined())
+                (st.seg.pending_count(), st.seg.in_grace())
             };
             if pending > 0 && commits < 4 {
                 commits += 1;

@@ -181,7 +181,8 @@ impl SpaceInner {
                     st.available(),
                     want,
                     st.seg.pending_count(),
-                    st.seg.quarantined(),
+                    // This process's readers only (see `settle_freed`).
+                    st.seg.in_grace(),
                     stuck,
                 )
             };

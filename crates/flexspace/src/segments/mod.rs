@@ -17,4 +17,4 @@ pub mod segbuf;
 mod table;
 pub mod writers;
 
-pub use table::{for_each_part, SegmentTable};
+pub use table::{for_each_part, ReaderPin, SegmentTable};

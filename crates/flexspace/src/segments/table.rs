@@ -22,11 +22,45 @@
 //!   A free segment holds nothing a checkpoint plus the log's committed
 //!   batches reference (it became free only after the commit that emptied
 //!   it was durable), so punching it at any moment is crash-safe.
+//! - Readers in other processes (`registry`) pin segments too: a segment
+//!   leaves the quarantine for `free` only when the last registry scan
+//!   ([`ReaderPin`]) started after the commit that freed it and no live
+//!   reader's commit point is older than that commit; otherwise it waits
+//!   in `held` (counted as quarantined) until a later scan allows it.
 
 use std::collections::BTreeSet;
 
 use crate::grace::{GraceReaders, Quarantine};
 use crate::options::SEGMENT_SIZE;
+use crate::registry::CommitPoint;
+
+/// What the readers of other processes allow to be reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReaderPin {
+    /// No registry (storage without one): nothing is pinned.
+    Unregistered,
+    /// A registry scan that started once commit point `at` was durable
+    /// found `oldest` the oldest live reader's commit point (`None`: no
+    /// reader).
+    Scanned {
+        /// The writer's durable commit point when the scan started.
+        at: CommitPoint,
+        /// The oldest commit point a live reader holds.
+        oldest: Option<CommitPoint>,
+    },
+}
+
+impl ReaderPin {
+    /// Whether a segment freed by the commit `freed_at` may be reused.
+    pub fn allows(&self, freed_at: CommitPoint) -> bool {
+        match *self {
+            ReaderPin::Unregistered => true,
+            ReaderPin::Scanned { at, oldest } => {
+                at >= freed_at && oldest.is_none_or(|o| o >= freed_at)
+            }
+        }
+    }
+}
 
 /// Valid-byte counts and free lists of the data file's segments.
 pub struct SegmentTable {
@@ -39,6 +73,12 @@ pub struct SegmentTable {
     holding: usize,
     unpunched: BTreeSet<u32>,
     punching: Option<u32>,
+    /// The commit that freed each quarantined segment.
+    freed_at: std::collections::HashMap<u32, CommitPoint>,
+    /// Segments past their grace period that readers of other processes
+    /// may still reference: (the commit that freed it, segment).
+    held: Vec<(CommitPoint, u32)>,
+    pin: ReaderPin,
 }
 
 /// Calls `f(segment, bytes)` for each segment that `addr..addr + len`
@@ -72,7 +112,38 @@ impl SegmentTable {
             holding,
             unpunched: BTreeSet::new(),
             punching: None,
+            freed_at: Default::default(),
+            held: Vec::new(),
+            pin: ReaderPin::Unregistered,
         }
+    }
+
+    /// Sets what the readers of other processes allow (see [`ReaderPin`]);
+    /// the next [`SegmentTable::release`] applies it.
+    pub fn set_pin(&mut self, pin: ReaderPin) {
+        self.pin = pin;
+    }
+
+    /// At open, with readers of other processes about: the free segments
+    /// below `n` (the data file's) may be referenced by them; they wait as
+    /// if commit `at` had freed them.
+    pub fn hold_free_below(&mut self, n: u32, at: CommitPoint) {
+        let below: Vec<u32> = self
+            .free
+            .range(..n)
+            .copied()
+            .filter(|&s| self.punching != Some(s))
+            .collect();
+        for s in below {
+            self.free.remove(&s);
+            self.unpunched.remove(&s);
+            self.held.push((at, s));
+        }
+    }
+
+    /// Segments held for readers of other processes.
+    pub fn held_count(&self) -> usize {
+        self.held.len()
     }
 
     /// Marks the free segments below `n` as possibly holding blocks (at
@@ -133,8 +204,16 @@ impl SegmentTable {
         self.pending.len()
     }
 
-    /// Segments waiting for their grace period.
+    /// Segments waiting for their grace period or for readers of other
+    /// processes.
     pub fn quarantined(&self) -> usize {
+        self.quarantine.len() + self.held.len()
+    }
+
+    /// Segments waiting for the grace period of this process's readers
+    /// (short reads and views: worth waiting for, unlike other processes'
+    /// readers, which may live for hours).
+    pub fn in_grace(&self) -> usize {
         self.quarantine.len()
     }
 
@@ -233,21 +312,35 @@ impl SegmentTable {
         self.pending.extend(segs);
     }
 
-    /// After the commit that took `segs` is durable: they wait for the
-    /// grace period.
-    pub fn quarantine(&mut self, segs: &[u32]) {
+    /// After the commit `freed_at` that took `segs` is durable: they wait
+    /// for the grace period (and the readers of other processes).
+    pub fn quarantine(&mut self, segs: &[u32], freed_at: CommitPoint) {
         for &s in segs {
             self.quarantine.add(s);
+            self.freed_at.insert(s, freed_at);
         }
     }
 
-    /// Frees the quarantined segments whose grace period has ended; returns
-    /// how many.
+    /// Frees the quarantined segments whose grace period has ended and
+    /// that no reader of another process may reference; returns how many.
     pub fn release(&mut self, readers: &GraceReaders) -> usize {
         let mut out = Vec::new();
         self.quarantine.advance(readers, &mut out);
-        let n = out.len();
         for s in out {
+            let at = self.freed_at.remove(&s).unwrap_or((u64::MAX, u64::MAX));
+            self.held.push((at, s));
+        }
+        let pin = self.pin;
+        let mut freed = Vec::new();
+        self.held.retain(|&(at, s)| {
+            let go = pin.allows(at);
+            if go {
+                freed.push(s);
+            }
+            !go
+        });
+        let n = freed.len();
+        for s in freed {
             if self.valid(s) == 0 && self.open != Some(s) {
                 self.free.insert(s);
                 self.unpunched.insert(s);
@@ -351,6 +444,9 @@ impl SegmentTable {
         for s in self.quarantine.segments() {
             put(s, 3, "quarantined");
         }
+        for &(_, s) in &self.held {
+            put(s, 3, "held for readers");
+        }
         self.quarantine.check_invariants();
         if let Some(s) = self.open {
             let x = place.get(s as usize).copied();
@@ -403,7 +499,7 @@ mod tests {
         assert_eq!(s.open_lowest_free(), Some(1));
         s.remove(2 * SEGMENT_SIZE, 10);
         let taken = s.take_pending();
-        s.quarantine(&taken);
+        s.quarantine(&taken, (1, 1));
         s.release(&readers);
         s.release(&readers);
         // Segments 0 (closed empty) and 2 (emptied) were freed.
@@ -435,7 +531,7 @@ mod tests {
         // Not free before the commit is published.
         assert_eq!(s.free_count(), 2);
         let reader = readers.enter(s.epoch());
-        s.quarantine(&taken);
+        s.quarantine(&taken, (1, 1));
         assert_eq!(s.release(&readers), 0);
         assert_eq!(s.free_count(), 2);
         drop(reader);
@@ -443,6 +539,54 @@ mod tests {
         assert_eq!(s.free_count(), 3);
         // The lowest free segment comes first.
         assert_eq!(s.open_lowest_free(), Some(0));
+    }
+
+    /// A segment freed at commit (1, 4) is reused only once a registry
+    /// scan that started at or after (1, 4) found no reader older than it;
+    /// meanwhile it is held (counted as quarantined, never free).
+    #[test]
+    fn readers_of_other_processes_hold_what_later_commits_freed() {
+        let readers = GraceReaders::default();
+        let mut s = SegmentTable::new(vec![0, 7, 7, 0]);
+        s.set_pin(ReaderPin::Scanned {
+            at: (1, 3),
+            oldest: None,
+        });
+        s.remove(SEGMENT_SIZE, 7);
+        let taken = s.take_pending();
+        s.quarantine(&taken, (1, 4));
+        // The scan started before the commit that freed it: a reader may
+        // have registered since and loaded (1, 3).
+        assert_eq!(s.release(&readers), 0);
+        assert_eq!((s.held_count(), s.quarantined(), s.in_grace()), (1, 1, 0));
+        assert!(!s.is_free(1));
+        s.check_invariants(true);
+        // A later scan finds a reader of (1, 3): still held.
+        s.set_pin(ReaderPin::Scanned {
+            at: (1, 5),
+            oldest: Some((1, 3)),
+        });
+        assert_eq!(s.release(&readers), 0);
+        assert!(!s.is_free(1));
+        // The reader moved to (1, 4): its state no longer maps segment 1.
+        s.set_pin(ReaderPin::Scanned {
+            at: (1, 6),
+            oldest: Some((1, 4)),
+        });
+        assert_eq!(s.release(&readers), 1);
+        assert!(s.is_free(1));
+        assert_eq!(s.held_count(), 0);
+        // At open, the free segments of the file wait for older readers.
+        s.hold_free_below(2, (2, 0));
+        assert!(!s.is_free(0) && !s.is_free(1) && s.is_free(3));
+        s.check_invariants(true);
+        s.set_pin(ReaderPin::Scanned {
+            at: (2, 0),
+            oldest: None,
+        });
+        assert_eq!(s.release(&readers), 2);
+        assert!(s.is_free(0) && s.is_free(1));
+        assert!(ReaderPin::Unregistered.allows((9, 9)));
     }
 
     #[test]
@@ -482,7 +626,7 @@ mod tests {
         let taken = s.take_pending();
         // Between taking and quarantining, the segment is in flight.
         s.check_invariants(false);
-        s.quarantine(&taken);
+        s.quarantine(&taken, (1, 1));
         s.release(&readers);
         s.check_invariants(true);
         assert_eq!(s.free_count(), 3);

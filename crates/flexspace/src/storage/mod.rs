@@ -5,7 +5,10 @@
 //! [`Storage::open_mappable`]), and so does every directory change;
 //! `FileStorage` holds an exclusive `flock` on the directory's `lock` file
 //! for its whole life, so a second open of the same directory (from this
-//! process or another) fails with `Locked`.
+//! process or another) fails with `Locked`; a read-only `FileStorage`
+//! ([`FileStorage::open_read_only`]) takes no lock, opens every file
+//! `O_RDONLY` and refuses every directory change, so it cannot change the
+//! directory whatever its caller does.
 //!
 //! Submodules: [`fault`] (the fault-injecting in-memory backend of the
 //! crash tests), [`mapping`] (the read-only mapping of the data file,
@@ -71,12 +74,28 @@ pub trait Storage: Send + Sync {
         let _ = name;
         Ok(None)
     }
+    /// The directory of the reader registry (`registry.rs`) that readers in
+    /// other processes register in; `None` (the default) when the backend
+    /// is not shared with other processes.
+    fn registry_dir(&self) -> Option<PathBuf> {
+        None
+    }
 }
 
 /// Real files in a directory, locked for exclusive use.
 pub struct FileStorage {
     dir: PathBuf,
-    _lock: File,
+    /// The lock on `lock` (none when read-only).
+    _lock: Option<File>,
+    read_only: bool,
+}
+
+/// The error of a change asked of a read-only `FileStorage`.
+fn read_only_error() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        "the store is open read-only",
+    )
 }
 
 impl FileStorage {
@@ -111,7 +130,22 @@ impl FileStorage {
         }
         Ok(FileStorage {
             dir: dir.to_path_buf(),
-            _lock: lock,
+            _lock: Some(lock),
+            read_only: false,
+        })
+    }
+
+    /// Opens the existing directory `dir` for reading only: no lock (a
+    /// writer in another process may hold it), files opened `O_RDONLY`,
+    /// file creation and directory changes refused.
+    pub fn open_read_only(dir: &Path) -> Result<FileStorage> {
+        if !dir.is_dir() {
+            return Err(Error::NotAFlexSpace(dir.to_path_buf()));
+        }
+        Ok(FileStorage {
+            dir: dir.to_path_buf(),
+            _lock: None,
+            read_only: true,
         })
     }
 }
@@ -119,6 +153,22 @@ impl FileStorage {
 impl Storage for FileStorage {
     fn open_file(&self, name: &str, create: bool) -> io::Result<Arc<dyn StorageFile>> {
         let path = self.dir.join(name);
+        if self.read_only {
+            if create && !path.exists() {
+                return Err(read_only_error());
+            }
+            let mut opts = OpenOptions::new();
+            opts.read(true);
+            let file = match opts.clone().custom_flags(libc::O_NOATIME).open(&path) {
+                Err(e) if e.raw_os_error() == Some(libc::EPERM) => opts.open(&path)?,
+                other => other?,
+            };
+            return Ok(Arc::new(RealFile {
+                file,
+                direct: None,
+                read_only: true,
+            }));
+        }
         let mut opts = OpenOptions::new();
         opts.read(true).write(true).create(create).truncate(false);
         // Reads need not update the access time (a few percent of a small
@@ -134,7 +184,11 @@ impl Storage for FileStorage {
             .custom_flags(libc::O_DIRECT)
             .open(&path)
             .ok();
-        Ok(Arc::new(RealFile { file, direct }))
+        Ok(Arc::new(RealFile {
+            file,
+            direct,
+            read_only: false,
+        }))
     }
 
     fn exists(&self, name: &str) -> io::Result<bool> {
@@ -142,6 +196,9 @@ impl Storage for FileStorage {
     }
 
     fn remove_file(&self, name: &str) -> io::Result<()> {
+        if self.read_only {
+            return Err(read_only_error());
+        }
         std::fs::remove_file(self.dir.join(name))
     }
 
@@ -160,10 +217,16 @@ impl Storage for FileStorage {
     }
 
     fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        if self.read_only {
+            return Err(read_only_error());
+        }
         std::fs::rename(self.dir.join(from), self.dir.join(to))
     }
 
     fn sync_dir(&self) -> io::Result<()> {
+        if self.read_only {
+            return Err(read_only_error());
+        }
         File::open(&self.dir)?.sync_all()
     }
 
@@ -176,11 +239,18 @@ impl Storage for FileStorage {
     }
 
     fn open_mappable(&self, name: &str) -> io::Result<Option<Arc<dyn MappableFile>>> {
+        if self.read_only {
+            return Err(read_only_error());
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .open(self.dir.join(name))?;
         Ok(Some(Arc::new(writable_map::RealMappable { file })))
+    }
+
+    fn registry_dir(&self) -> Option<PathBuf> {
+        Some(self.dir.join(crate::registry::DIR))
     }
 }
 
@@ -188,6 +258,10 @@ impl Storage for FileStorage {
 pub struct RealFile {
     file: File,
     direct: Option<File>,
+    /// Opened by a read-only `FileStorage`: nothing was written through
+    /// it, so a sync has nothing to make durable (and would only force a
+    /// writer process's pages to disk).
+    read_only: bool,
 }
 
 impl StorageFile for RealFile {
@@ -204,6 +278,9 @@ impl StorageFile for RealFile {
         }
     }
     fn sync(&self) -> io::Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
         self.file.sync_data()
     }
     fn len(&self) -> io::Result<u64> {
