@@ -54,6 +54,9 @@ pub struct Db {
     committer: Option<JoinHandle<()>>,
     /// The thread that removes expired pairs (`expiry`).
     expirer: Option<JoinHandle<()>>,
+    /// Held by [`Db::catch_up`]: two at once could install the older of
+    /// their states last.
+    catching_up: parking_lot::Mutex<()>,
 }
 
 impl std::fmt::Debug for Db {
@@ -115,6 +118,7 @@ impl Db {
             shared: ArcSwap::new(shared),
             committer: None,
             expirer: None,
+            catching_up: Default::default(),
         })
     }
 
@@ -132,6 +136,7 @@ impl Db {
     /// writable store there is nothing to catch up with: `Ok`. A failure
     /// leaves the state as it was.
     pub fn catch_up(&self) -> Result<()> {
+        let _one_at_a_time = self.catching_up.lock();
         let old = self.store().clone();
         if !old.opts.read_only {
             return Ok(());
@@ -165,6 +170,7 @@ impl Db {
             shared: ArcSwap::new(shared),
             committer: Some(committer),
             expirer: None,
+            catching_up: Default::default(),
         };
         db.open_keyspaces()?;
         db.expirer = Some(crate::expiry::start(&db.store())?);

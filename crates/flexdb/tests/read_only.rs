@@ -250,3 +250,65 @@ fn damage_and_bad_paths_are_typed_errors() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+fn manifest(version: u32) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(b"FLEXDB\0\0");
+    b.extend_from_slice(&version.to_le_bytes());
+    b.extend_from_slice(&[0; 4]);
+    let crc = crc32c::crc32c(&b);
+    b.extend_from_slice(&crc.to_le_bytes());
+    b
+}
+
+#[test]
+fn a_format_2_store_opens_read_only_and_stays_format_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), writer_opts()).unwrap();
+    db.put("a", "1").unwrap();
+    db.close().unwrap();
+    std::fs::write(tmp.path().join("MANIFEST"), manifest(2)).unwrap();
+    let r = Db::open(tmp.path(), ro()).unwrap();
+    assert_eq!(r.get("a").unwrap().as_deref(), Some(&b"1"[..]));
+    drop(r);
+    assert_eq!(
+        std::fs::read(tmp.path().join("MANIFEST")).unwrap(),
+        manifest(2)
+    );
+}
+
+/// Every sync of the writer rewrites its log's durable-length slot: a
+/// load must not take that for a log taken over as a spare.
+#[test]
+fn read_only_opens_succeed_beside_a_writer_that_syncs_every_write() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    let w = Db::open(
+        &dir,
+        writer_opts().memtable_bytes(64 << 20).sync_writes(true),
+    )
+    .unwrap();
+    for i in 0..100u32 {
+        w.put(key(i), "v").unwrap();
+    }
+    let w = std::sync::Arc::new(w);
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let t = {
+        let (w, stop) = (w.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                w.put(key(i % 1000), format!("v{i}")).unwrap();
+                i += 1;
+            }
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let opened: Vec<_> = (0..3).map(|_| Db::open(&dir, ro()).map(|_| ())).collect();
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+    for r in opened {
+        assert!(r.is_ok(), "{r:?}");
+    }
+}

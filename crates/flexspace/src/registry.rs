@@ -28,7 +28,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -174,7 +174,15 @@ pub struct Scan {
 pub fn scan(dir: &Path) -> io::Result<Scan> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Scan::default()),
+        // (No directory, or a file in its place: no reader could register.)
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(Scan::default())
+        }
         Err(e) => return Err(e),
     };
     let mut out = Scan::default();
@@ -183,22 +191,36 @@ pub fn scan(dir: &Path) -> io::Result<Scan> {
         if entry.file_name().to_string_lossy().starts_with('.') {
             continue;
         }
+        // Only regular files are readers' (a FIFO would block the open,
+        // a symbolic link lead elsewhere); `file_type` follows no link.
+        if !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
         let path = entry.path();
-        let file = match File::open(&path) {
+        let file = match OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+            .open(&path)
+        {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
+            // A file this process may not read (another user's reader):
+            // it pins everything, rather than nothing.
+            Err(_) => {
+                out.readers += 1;
+                out.oldest = Some(decode(&[]));
+                continue;
+            }
         };
         if !file.metadata()?.is_file() {
             continue;
         }
         if try_lock(&file) {
             // Nobody holds it: a dead reader's (or one not locked yet,
-            // which registers again under another name).
-            match std::fs::remove_file(&path) {
-                Ok(()) => out.removed += 1,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
+            // which registers again under another name). One that cannot
+            // be removed pins nothing: its reader is gone.
+            if std::fs::remove_file(&path).is_ok() {
+                out.removed += 1;
             }
             continue;
         }

@@ -73,7 +73,9 @@ pub(crate) fn open_storage(storage: Arc<dyn Storage>, dir: &Path, opts: Options)
         }
         manifest::DirContents::Nothing => return Err(Error::NotFound(dir.to_path_buf())),
     };
-    if version < manifest::FORMAT_VERSION {
+    // Format 2 is read as format 3 (a writable open only rewrites its
+    // manifest); format 1 stores keys another way.
+    if version < 2 {
         return Err(Error::NeedsUpgrade {
             path: dir.to_path_buf(),
             version,
@@ -103,9 +105,19 @@ pub(crate) fn open_storage(storage: Arc<dyn Storage>, dir: &Path, opts: Options)
     })
 }
 
-/// Whether a failed load may succeed when tried again.
+/// Whether a failed load may succeed when tried again: damage or an I/O
+/// error that a writer's concurrent change may explain, not a refusal of
+/// the file system (no right to register, a read-only medium).
 fn retryable(e: &Error) -> bool {
-    matches!(e, Error::Corrupt { .. } | Error::Io { .. })
+    use std::io::ErrorKind::{NotADirectory, PermissionDenied, ReadOnlyFilesystem};
+    match e {
+        Error::Corrupt { .. } => true,
+        Error::Io { source, .. } => !matches!(
+            source.kind(),
+            PermissionDenied | ReadOnlyFilesystem | NotADirectory
+        ),
+        _ => false,
+    }
 }
 
 /// One validated load (see the module documentation).

@@ -7,8 +7,9 @@
 //!
 //! Invariants: every handle served for a log name was opened under that
 //! name, and names are never used twice; [`OpenedLogs::unchanged`] holds
-//! only if the log's header read now equals the one read at its opening,
-//! so every record read through the handle before was the log's own.
+//! only if the log's header read now equals the one read at its opening
+//! (but for the durable-length slot, which every sync rewrites), so every
+//! record read through the handle before was the log's own.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -35,10 +36,21 @@ pub(super) struct OpenedLogs {
 /// A log's handle and its header as first read.
 type Opened = (Arc<dyn StorageFile>, Vec<u8>);
 
+/// Where a log header's durable-length slot lies (`wal::format`): every
+/// sync rewrites it, so it is left out of the comparison. A takeover
+/// rewrites the first sequence number and `back` (and their CRC), which
+/// are compared.
+const SLOT: std::ops::Range<usize> = 16..32;
+
+/// The header of `file` as compared: its first `HEADER` bytes (as far as
+/// the file goes), the durable-length slot zeroed.
 fn header(file: &dyn StorageFile) -> io::Result<Vec<u8>> {
     let n = (file.len()? as usize).min(HEADER);
     let mut b = vec![0u8; n];
     file.read_exact_at(0, &mut b)?;
+    for x in b.iter_mut().take(SLOT.end).skip(SLOT.start) {
+        *x = 0;
+    }
     Ok(b)
 }
 

@@ -246,7 +246,14 @@ impl SpaceInner {
     /// failed (the last pin stays: it only ever holds more).
     pub(crate) fn scan_readers(&self, at: (u64, u64)) -> Option<crate::segments::ReaderPin> {
         let dir = self.registry.as_ref()?;
-        let scan = crate::registry::scan(dir).ok()?;
+        let scan = match crate::registry::scan(dir) {
+            Ok(scan) => scan,
+            Err(e) => {
+                // Segments freed since stay held until a scan succeeds.
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot scan the reader registry");
+                return None;
+            }
+        };
         Some(crate::segments::ReaderPin::Scanned {
             at,
             oldest: scan.oldest,
