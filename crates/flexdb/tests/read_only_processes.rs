@@ -5,8 +5,9 @@
 //! (`FLEXDB_RO_READER`) and this process open the store read-only again
 //! and again, `catch_up`, and check every state they read: all `KEYS` keys
 //! hold one round (no torn batch), never older than the last state seen.
-//! Then the writer is SIGKILLed mid-flight and the state checked once
-//! more (every acknowledged round is there: the writer's logs are read),
+//! Then the writer is SIGKILLed mid-flight, while a third reader process
+//! reads on, and the state checked once more (every acknowledged round is
+//! there: the writer's logs are read),
 //! and a reader killed the same way leaves a registry entry that the next
 //! writer reclaims. About 5 s in a debug build.
 
@@ -202,6 +203,8 @@ fn readers_beside_a_writer_process_never_see_a_torn_state() {
         .expect("reader 1 reported");
     let n: u64 = line.split(' ').nth(1).unwrap().parse().unwrap();
     assert!(n >= 8, "reader 1 checked {n} states");
+    // A reader that keeps reading across the writer's death.
+    let mut r3 = spawn(READER, &dir, 1500);
     // The writer dies mid-flight, once it went on past what the readers
     // saw (it may be compacting, slowly in a debug build).
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -224,6 +227,14 @@ fn readers_beside_a_writer_process_never_see_a_torn_state() {
     db.catch_up().unwrap();
     assert_eq!(check_state(&db, round), round);
     drop(db);
+    // The reader that read while the writer died saw whole states only.
+    let mut report = String::new();
+    std::io::Read::read_to_string(&mut r3.0.stdout.take().unwrap(), &mut report).unwrap();
+    assert!(r3.0.wait().unwrap().success(), "reader 3 failed: {report}");
+    assert!(
+        report.lines().any(|l| l.starts_with("checked ")),
+        "reader 3 reported: {report}"
+    );
     // A reader killed mid-read: its registry entry stays behind, and the
     // next writer's commits reclaim it.
     r2.0.kill().unwrap();
