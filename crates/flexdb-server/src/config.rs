@@ -1,0 +1,115 @@
+//! The server's settings: command-line flags, their defaults, and the
+//! settings `CONFIG SET` may change while it runs.
+//!
+//! Invariants: every limit has a finite default, so a server started with
+//! no flags has bounded memory per client and a bounded number of
+//! clients; the listening address is loopback unless `--bind` says
+//! otherwise.
+
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+/// When acknowledged writes reach the disk (as Redis's AOF `appendfsync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AppendFsync {
+    /// Every write is acknowledged after its log record is synced.
+    Always,
+    /// The log is synced once a second: a crash loses at most about a
+    /// second of acknowledged writes.
+    Everysec,
+    /// Never synced explicitly: the operating system writes back when it
+    /// will.
+    No,
+}
+
+impl AppendFsync {
+    /// The name `CONFIG GET` shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            AppendFsync::Always => "always",
+            AppendFsync::Everysec => "everysec",
+            AppendFsync::No => "no",
+        }
+    }
+}
+
+/// A Redis-protocol server over a FlexDB store.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "flexdb-server", version, about)]
+pub struct Config {
+    /// The store's directory (created if missing). Default:
+    /// `$HOME/.local/share/flexdb-server`, or `./flexdb-data` without HOME.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: String,
+    /// The TCP port to listen on (0: any free port, printed at start).
+    #[arg(long, default_value_t = 6379)]
+    pub port: u16,
+    /// A password clients must give with AUTH before other commands.
+    #[arg(long)]
+    pub requirepass: Option<String>,
+    /// When writes are synced to disk: always, everysec or no.
+    #[arg(long, value_enum, default_value_t = AppendFsync::Everysec)]
+    pub appendfsync: AppendFsync,
+    /// The most clients connected at once.
+    #[arg(long, default_value_t = 10_000)]
+    pub maxclients: usize,
+    /// The store's block cache, in MiB.
+    #[arg(long, default_value_t = 256)]
+    pub cache_mb: usize,
+    /// The longest bulk string a request may carry, in bytes.
+    #[arg(long, default_value_t = 512 * 1024 * 1024)]
+    pub proto_max_bulk_len: usize,
+    /// The most elements of one request.
+    #[arg(long, default_value_t = 1024 * 1024)]
+    pub max_multibulk_len: usize,
+    /// The most bytes of requests one client may have buffered.
+    #[arg(long, default_value_t = 1024 * 1024 * 1024)]
+    pub client_query_buffer_limit: usize,
+    /// Where to write the bound address once listening (for scripts and
+    /// tests using --port 0).
+    #[arg(long)]
+    pub port_file: Option<PathBuf>,
+}
+
+impl Config {
+    /// The store's directory, the default when none was given.
+    pub fn store_dir(&self) -> PathBuf {
+        if let Some(dir) = &self.dir {
+            return dir.clone();
+        }
+        match std::env::var_os("HOME") {
+            Some(home) => PathBuf::from(home).join(".local/share/flexdb-server"),
+            None => PathBuf::from("flexdb-data"),
+        }
+    }
+}
+
+/// The settings `CONFIG SET` may change while the server runs.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    /// As `--requirepass` (empty: none).
+    pub requirepass: Option<String>,
+    /// As `--maxclients`.
+    pub maxclients: usize,
+    /// The request limits for authenticated clients.
+    pub limits: crate::resp::Limits,
+}
+
+impl Runtime {
+    /// The runtime settings the flags give.
+    pub fn from_config(c: &Config) -> Runtime {
+        Runtime {
+            requirepass: c.requirepass.clone().filter(|p| !p.is_empty()),
+            maxclients: c.maxclients,
+            limits: crate::resp::Limits {
+                max_bulk_len: c.proto_max_bulk_len,
+                max_multibulk_len: c.max_multibulk_len,
+                max_query_buffer: c.client_query_buffer_limit,
+            },
+        }
+    }
+}
