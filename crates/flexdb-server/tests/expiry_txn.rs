@@ -18,11 +18,16 @@ fn c(args: &[&str]) -> redis::Cmd {
 }
 
 fn q<T: FromRedisValue>(con: &mut Connection, args: &[&str]) -> T {
-    c(args).query(con).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    c(args)
+        .query(con)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
 fn now_secs() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
 }
 
 #[test]
@@ -66,18 +71,36 @@ fn expire_family() {
     assert_eq!(q::<i64>(&mut con, &["EXPIRE", "k", "10", "XX"]), 0);
     assert_eq!(q::<i64>(&mut con, &["EXPIRE", "k", "10", "GT"]), 0);
     assert_eq!(q::<i64>(&mut con, &["EXPIRE", "k", "10", "LT"]), 1);
-    assert_eq!(err_of(&mut con, &mut c(&["EXPIRE", "k", "10", "NX", "XX"])), "ERR NX and XX, GT or LT options at the same time are not compatible");
-    assert_eq!(err_of(&mut con, &mut c(&["EXPIRE", "k", "10", "GT", "LT"])), "ERR GT and LT options at the same time are not compatible");
-    assert_eq!(err_of(&mut con, &mut c(&["EXPIRE", "k", "10", "FOO"])), "ERR Unsupported option FOO");
-    assert_eq!(err_of(&mut con, &mut c(&["EXPIRE", "k", "x"])), "ERR value is not an integer or out of range");
-    assert_eq!(err_of(&mut con, &mut c(&["EXPIRE", "k", "9223372036854775807"])), "ERR invalid expire time in 'expire' command");
+    assert_eq!(
+        err_of(&mut con, &mut c(&["EXPIRE", "k", "10", "NX", "XX"])),
+        "ERR NX and XX, GT or LT options at the same time are not compatible"
+    );
+    assert_eq!(
+        err_of(&mut con, &mut c(&["EXPIRE", "k", "10", "GT", "LT"])),
+        "ERR GT and LT options at the same time are not compatible"
+    );
+    assert_eq!(
+        err_of(&mut con, &mut c(&["EXPIRE", "k", "10", "FOO"])),
+        "ERR Unsupported option FOO"
+    );
+    assert_eq!(
+        err_of(&mut con, &mut c(&["EXPIRE", "k", "x"])),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        err_of(&mut con, &mut c(&["EXPIRE", "k", "9223372036854775807"])),
+        "ERR invalid expire time in 'expire' command"
+    );
     // PEXPIRE / EXPIREAT / PEXPIREAT / *EXPIRETIME
     assert_eq!(q::<i64>(&mut con, &["PEXPIRE", "k", "100000"]), 1);
     assert!((99_000..=100_000).contains(&q::<i64>(&mut con, &["PTTL", "k"])));
     let at = now_secs() + 1000;
     assert_eq!(q::<i64>(&mut con, &["EXPIREAT", "k", &at.to_string()]), 1);
     assert!((at - 1..=at).contains(&(q::<i64>(&mut con, &["EXPIRETIME", "k"]) as u64)));
-    assert_eq!(q::<i64>(&mut con, &["PEXPIREAT", "k", &(at * 1000).to_string()]), 1);
+    assert_eq!(
+        q::<i64>(&mut con, &["PEXPIREAT", "k", &(at * 1000).to_string()]),
+        1
+    );
     let pat = q::<i64>(&mut con, &["PEXPIRETIME", "k"]) as u64;
     assert!(pat.abs_diff(at * 1000) < 50, "{pat}");
     assert_eq!(q::<i64>(&mut con, &["EXPIRETIME", "nope"]), -2);
@@ -110,13 +133,24 @@ fn multi_exec_discard() {
     raw.cmd(&[b"MULTI"]);
     raw.cmd(&[b"INCR", b"s"]);
     raw.cmd(&[b"SET", b"t", b"1"]);
-    assert_eq!(raw.cmd(&[b"EXEC"]), "[-ERR value is not an integer or out of range, +OK]");
+    assert_eq!(
+        raw.cmd(&[b"EXEC"]),
+        "[-ERR value is not an integer or out of range, +OK]"
+    );
     // a refused command aborts the whole transaction
     raw.cmd(&[b"MULTI"]);
     raw.cmd(&[b"SET", b"u", b"1"]);
-    assert_eq!(raw.cmd(&[b"GET"]), "-ERR wrong number of arguments for 'get' command");
-    assert!(raw.cmd(&[b"NOSUCH"]).starts_with("-ERR unknown command 'NOSUCH'"));
-    assert_eq!(raw.cmd(&[b"EXEC"]), "-EXECABORT Transaction discarded because of previous errors.");
+    assert_eq!(
+        raw.cmd(&[b"GET"]),
+        "-ERR wrong number of arguments for 'get' command"
+    );
+    assert!(raw
+        .cmd(&[b"NOSUCH"])
+        .starts_with("-ERR unknown command 'NOSUCH'"));
+    assert_eq!(
+        raw.cmd(&[b"EXEC"]),
+        "-EXECABORT Transaction discarded because of previous errors."
+    );
     assert_eq!(q::<i64>(&mut con, &["EXISTS", "u"]), 0);
     // DISCARD
     raw.cmd(&[b"MULTI"]);
@@ -127,10 +161,20 @@ fn multi_exec_discard() {
     assert_eq!(raw.cmd(&[b"DISCARD"]), "-ERR DISCARD without MULTI");
     raw.cmd(&[b"MULTI"]);
     assert_eq!(raw.cmd(&[b"MULTI"]), "-ERR MULTI calls can not be nested");
-    assert_eq!(raw.cmd(&[b"WATCH", b"x"]), "-ERR WATCH inside MULTI is not allowed");
+    assert_eq!(
+        raw.cmd(&[b"WATCH", b"x"]),
+        "-ERR WATCH inside MULTI is not allowed"
+    );
     assert_eq!(raw.cmd(&[b"EXEC"]), "[]");
     // the redis crate's atomic pipeline
-    let (a, b): (i64, i64) = redis::pipe().atomic().cmd("INCR").arg("p").cmd("INCR").arg("p").query(&mut con).unwrap();
+    let (a, b): (i64, i64) = redis::pipe()
+        .atomic()
+        .cmd("INCR")
+        .arg("p")
+        .cmd("INCR")
+        .arg("p")
+        .query(&mut con)
+        .unwrap();
     assert_eq!((a, b), (1, 2));
 }
 
@@ -157,7 +201,12 @@ fn watch_conflicts_across_clients() {
     a.cmd(&[b"SET", b"w", b"from-a"]);
     assert_eq!(a.cmd(&[b"EXEC"]), "[+OK]");
     // a write of the same value, an expire, a DEL, a FLUSHDB each count
-    for touch in [&["SET", "w", "from-a"][..], &["EXPIRE", "w", "100"], &["DEL", "w"], &["FLUSHDB"]] {
+    for touch in [
+        &["SET", "w", "from-a"][..],
+        &["EXPIRE", "w", "100"],
+        &["DEL", "w"],
+        &["FLUSHDB"],
+    ] {
         q::<String>(&mut b, &["SET", "w", "x"]);
         a.cmd(&[b"WATCH", b"w"]);
         c(touch).query::<redis::Value>(&mut b).unwrap();
@@ -193,7 +242,10 @@ fn optimistic_counter_with_watch_is_exact() {
                 let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
                 for _ in 0..50 {
                     loop {
-                        redis::cmd("WATCH").arg("ctr").query::<()>(&mut con).unwrap();
+                        redis::cmd("WATCH")
+                            .arg("ctr")
+                            .query::<()>(&mut con)
+                            .unwrap();
                         let v: Option<i64> = redis::cmd("GET").arg("ctr").query(&mut con).unwrap();
                         let r: Option<(String,)> = redis::pipe()
                             .atomic()
@@ -228,9 +280,21 @@ fn read_modify_write_commands_are_atomic_across_clients() {
                 let mut won = 0;
                 for i in 0..200 {
                     redis::cmd("INCR").arg("n").query::<i64>(&mut con).unwrap();
-                    redis::cmd("APPEND").arg("log").arg("x").query::<i64>(&mut con).unwrap();
-                    redis::cmd("INCRBYFLOAT").arg("f").arg("0.5").query::<String>(&mut con).unwrap();
-                    won += redis::cmd("SETNX").arg(format!("lock:{i}")).arg(t).query::<i64>(&mut con).unwrap();
+                    redis::cmd("APPEND")
+                        .arg("log")
+                        .arg("x")
+                        .query::<i64>(&mut con)
+                        .unwrap();
+                    redis::cmd("INCRBYFLOAT")
+                        .arg("f")
+                        .arg("0.5")
+                        .query::<String>(&mut con)
+                        .unwrap();
+                    won += redis::cmd("SETNX")
+                        .arg(format!("lock:{i}"))
+                        .arg(t)
+                        .query::<i64>(&mut con)
+                        .unwrap();
                 }
                 won
             })

@@ -17,14 +17,21 @@ fn c(args: &[&str]) -> redis::Cmd {
 }
 
 fn q<T: FromRedisValue>(con: &mut Connection, args: &[&str]) -> T {
-    c(args).query(con).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    c(args)
+        .query(con)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
 #[test]
 fn del_exists_type_keys_dbsize() {
     let s = Server::start(&[]);
     let mut con = s.conn();
-    q::<String>(&mut con, &["MSET", "a", "1", "b", "2", "c", "3", "user:1", "x", "user:2", "y"]);
+    q::<String>(
+        &mut con,
+        &[
+            "MSET", "a", "1", "b", "2", "c", "3", "user:1", "x", "user:2", "y",
+        ],
+    );
     assert_eq!(q::<i64>(&mut con, &["EXISTS", "a", "a", "nope", "b"]), 3);
     assert_eq!(q::<String>(&mut con, &["TYPE", "a"]), "string");
     assert_eq!(q::<String>(&mut con, &["TYPE", "nope"]), "none");
@@ -37,7 +44,10 @@ fn del_exists_type_keys_dbsize() {
     assert_eq!(q::<i64>(&mut con, &["DEL", "a", "a", "nope", "b"]), 2);
     assert_eq!(q::<i64>(&mut con, &["UNLINK", "c"]), 1);
     assert_eq!(q::<i64>(&mut con, &["DBSIZE"]), 2);
-    assert_eq!(err_of(&mut con, &mut c(&["DEL"])), "ERR wrong number of arguments for 'del' command");
+    assert_eq!(
+        err_of(&mut con, &mut c(&["DEL"])),
+        "ERR wrong number of arguments for 'del' command"
+    );
     let r: Option<String> = q(&mut con, &["RANDOMKEY"]);
     assert!(r.is_some_and(|k| k.starts_with("user:")));
     q::<String>(&mut con, &["FLUSHDB"]);
@@ -52,9 +62,18 @@ fn rename_copy() {
     q::<String>(&mut con, &["SET", "a", "1", "EX", "100"]);
     assert_eq!(q::<String>(&mut con, &["RENAME", "a", "b"]), "OK");
     assert_eq!(q::<Option<String>>(&mut con, &["GET", "a"]), None);
-    assert_eq!(q::<Option<String>>(&mut con, &["GET", "b"]).as_deref(), Some("1"));
-    assert!((98..=100).contains(&q::<i64>(&mut con, &["TTL", "b"])), "RENAME keeps the TTL");
-    assert_eq!(err_of(&mut con, &mut c(&["RENAME", "nope", "x"])), "ERR no such key");
+    assert_eq!(
+        q::<Option<String>>(&mut con, &["GET", "b"]).as_deref(),
+        Some("1")
+    );
+    assert!(
+        (98..=100).contains(&q::<i64>(&mut con, &["TTL", "b"])),
+        "RENAME keeps the TTL"
+    );
+    assert_eq!(
+        err_of(&mut con, &mut c(&["RENAME", "nope", "x"])),
+        "ERR no such key"
+    );
     q::<String>(&mut con, &["SET", "c", "3"]);
     assert_eq!(q::<i64>(&mut con, &["RENAMENX", "b", "c"]), 0);
     assert_eq!(q::<i64>(&mut con, &["RENAMENX", "b", "d"]), 1);
@@ -64,14 +83,29 @@ fn rename_copy() {
     assert_eq!(q::<i64>(&mut con, &["COPY", "c", "e"]), 0);
     q::<String>(&mut con, &["SET", "c", "33"]);
     assert_eq!(q::<i64>(&mut con, &["COPY", "c", "e", "REPLACE"]), 1);
-    assert_eq!(q::<Option<String>>(&mut con, &["GET", "e"]).as_deref(), Some("33"));
+    assert_eq!(
+        q::<Option<String>>(&mut con, &["GET", "e"]).as_deref(),
+        Some("33")
+    );
     assert_eq!(q::<i64>(&mut con, &["COPY", "c", "c", "DB", "5"]), 1);
     assert_eq!(q::<i64>(&mut con, &["COPY", "nope", "x"]), 0);
-    assert_eq!(err_of(&mut con, &mut c(&["COPY", "c", "c"])), "ERR source and destination objects are the same");
-    assert_eq!(err_of(&mut con, &mut c(&["COPY", "c", "x", "DB", "16"])), "ERR DB index is out of range");
-    assert_eq!(err_of(&mut con, &mut c(&["COPY", "c", "x", "BOGUS"])), "ERR syntax error");
+    assert_eq!(
+        err_of(&mut con, &mut c(&["COPY", "c", "c"])),
+        "ERR source and destination objects are the same"
+    );
+    assert_eq!(
+        err_of(&mut con, &mut c(&["COPY", "c", "x", "DB", "16"])),
+        "ERR DB index is out of range"
+    );
+    assert_eq!(
+        err_of(&mut con, &mut c(&["COPY", "c", "x", "BOGUS"])),
+        "ERR syntax error"
+    );
     q::<String>(&mut con, &["SELECT", "5"]);
-    assert_eq!(q::<Option<String>>(&mut con, &["GET", "c"]).as_deref(), Some("33"));
+    assert_eq!(
+        q::<Option<String>>(&mut con, &["GET", "c"]).as_deref(),
+        Some("33")
+    );
 }
 
 #[test]
@@ -85,9 +119,15 @@ fn select_isolates_databases() {
     q::<String>(&mut con, &["SET", "k", "db1"]);
     q::<String>(&mut con, &["SELECT", "15"]);
     q::<String>(&mut con, &["SET", "k", "db15"]);
-    assert_eq!(q::<Option<String>>(&mut other, &["GET", "k"]).as_deref(), Some("db0"));
+    assert_eq!(
+        q::<Option<String>>(&mut other, &["GET", "k"]).as_deref(),
+        Some("db0")
+    );
     q::<String>(&mut other, &["SELECT", "1"]);
-    assert_eq!(q::<Option<String>>(&mut other, &["GET", "k"]).as_deref(), Some("db1"));
+    assert_eq!(
+        q::<Option<String>>(&mut other, &["GET", "k"]).as_deref(),
+        Some("db1")
+    );
     assert_eq!(q::<i64>(&mut other, &["DBSIZE"]), 1);
     // FLUSHDB empties only the selected database, FLUSHALL all
     q::<String>(&mut other, &["FLUSHDB"]);
@@ -98,10 +138,22 @@ fn select_isolates_databases() {
     assert_eq!(q::<String>(&mut other, &["FLUSHALL", "ASYNC"]), "OK");
     assert_eq!(q::<i64>(&mut other, &["DBSIZE"]), 0);
     assert_eq!(q::<i64>(&mut con, &["DBSIZE"]), 0);
-    assert_eq!(err_of(&mut con, &mut c(&["SELECT", "16"])), "ERR DB index is out of range");
-    assert_eq!(err_of(&mut con, &mut c(&["SELECT", "-1"])), "ERR DB index is out of range");
-    assert_eq!(err_of(&mut con, &mut c(&["SELECT", "x"])), "ERR value is not an integer or out of range");
-    assert_eq!(err_of(&mut con, &mut c(&["FLUSHDB", "NOW"])), "ERR syntax error");
+    assert_eq!(
+        err_of(&mut con, &mut c(&["SELECT", "16"])),
+        "ERR DB index is out of range"
+    );
+    assert_eq!(
+        err_of(&mut con, &mut c(&["SELECT", "-1"])),
+        "ERR DB index is out of range"
+    );
+    assert_eq!(
+        err_of(&mut con, &mut c(&["SELECT", "x"])),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        err_of(&mut con, &mut c(&["FLUSHDB", "NOW"])),
+        "ERR syntax error"
+    );
     // a URL naming a database selects it
     let client = redis::Client::open(format!("redis://127.0.0.1:{}/7", s.port)).unwrap();
     let mut seven = client.get_connection().unwrap();
@@ -141,11 +193,27 @@ fn scan_match_count_type() {
     assert!(scan_all(&mut con, &["TYPE", "hash"]).is_empty());
     assert_eq!(scan_all(&mut con, &["TYPE", "string"]).len(), 500);
     // the redis crate's own cursor loop
-    let it: Vec<String> = redis::cmd("SCAN").cursor_arg(0).arg("MATCH").arg("other:*").clone().iter(&mut con).unwrap().collect();
+    let it: Vec<String> = redis::cmd("SCAN")
+        .cursor_arg(0)
+        .arg("MATCH")
+        .arg("other:*")
+        .clone()
+        .iter(&mut con)
+        .unwrap()
+        .collect();
     assert_eq!(it.len(), 250);
-    assert_eq!(err_of(&mut con, &mut c(&["SCAN", "x"])), "ERR invalid cursor");
-    assert_eq!(err_of(&mut con, &mut c(&["SCAN", "0", "COUNT", "0"])), "ERR syntax error");
-    assert_eq!(err_of(&mut con, &mut c(&["SCAN", "0", "MATCH"])), "ERR syntax error");
+    assert_eq!(
+        err_of(&mut con, &mut c(&["SCAN", "x"])),
+        "ERR invalid cursor"
+    );
+    assert_eq!(
+        err_of(&mut con, &mut c(&["SCAN", "0", "COUNT", "0"])),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        err_of(&mut con, &mut c(&["SCAN", "0", "MATCH"])),
+        "ERR syntax error"
+    );
 }
 
 #[test]
@@ -167,9 +235,16 @@ fn scan_returns_every_key_present_throughout_while_another_client_writes() {
             let mut i = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 // keys landing before, between and after the stable ones, and deletes
-                let k = format!("{}:{i}", ["a", "stable:0", "stable:01", "z"][(i % 4) as usize]);
-                redis::cmd("SET").arg(&k).arg("x").query::<()>(&mut w).unwrap();
-                if i % 3 == 0 {
+                let k = format!(
+                    "{}:{i}",
+                    ["a", "stable:0", "stable:01", "z"][(i % 4) as usize]
+                );
+                redis::cmd("SET")
+                    .arg(&k)
+                    .arg("x")
+                    .query::<()>(&mut w)
+                    .unwrap();
+                if i.is_multiple_of(3) {
                     redis::cmd("DEL").arg(&k).query::<()>(&mut w).unwrap();
                 }
                 i += 1;
@@ -182,7 +257,12 @@ fn scan_returns_every_key_present_throughout_while_another_client_writes() {
     let writes = writer.join().unwrap();
     assert!(writes > 0);
     let missing: Vec<_> = stable.difference(&seen).collect();
-    assert!(missing.is_empty(), "SCAN missed {} stable keys, e.g. {:?}", missing.len(), missing.first());
+    assert!(
+        missing.is_empty(),
+        "SCAN missed {} stable keys, e.g. {:?}",
+        missing.len(),
+        missing.first()
+    );
 }
 
 #[test]
@@ -192,22 +272,52 @@ fn flexdb_range_and_delrange() {
     for k in ["a", "b", "c", "d", "e"] {
         q::<String>(&mut con, &["SET", k, &k.to_uppercase()]);
     }
-    assert_eq!(q::<Vec<String>>(&mut con, &["FLEXDB.RANGE", "-", "+"]), ["a", "b", "c", "d", "e"]);
-    assert_eq!(q::<Vec<String>>(&mut con, &["FLEXDB.RANGE", "[b", "(d"]), ["b", "c"]);
-    assert_eq!(q::<Vec<String>>(&mut con, &["FLEXDB.RANGE", "(b", "[d"]), ["c", "d"]);
-    assert_eq!(q::<Vec<String>>(&mut con, &["FLEXDB.RANGE", "-", "+", "LIMIT", "2", "REV"]), ["e", "d"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut con, &["FLEXDB.RANGE", "-", "+"]),
+        ["a", "b", "c", "d", "e"]
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut con, &["FLEXDB.RANGE", "[b", "(d"]),
+        ["b", "c"]
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut con, &["FLEXDB.RANGE", "(b", "[d"]),
+        ["c", "d"]
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut con, &["FLEXDB.RANGE", "-", "+", "LIMIT", "2", "REV"]),
+        ["e", "d"]
+    );
     assert_eq!(
         q::<Vec<String>>(&mut con, &["FLEXDB.RANGE", "[c", "+", "WITHVALUES"]),
         ["c", "C", "d", "D", "e", "E"]
     );
     assert!(q::<Vec<String>>(&mut con, &["FLEXDB.RANGE", "[d", "[b"]).is_empty());
-    assert_eq!(err_of(&mut con, &mut c(&["FLEXDB.RANGE", "a", "+"])), "ERR min or max not valid string range item");
-    assert_eq!(err_of(&mut con, &mut c(&["FLEXDB.RANGE", "-", "+", "LIMIT", "-1"])), "ERR syntax error");
-    assert_eq!(err_of(&mut con, &mut c(&["FLEXDB.RANGE", "-", "+", "BOGUS"])), "ERR syntax error");
-    assert_eq!(q::<String>(&mut con, &["FLEXDB.DELRANGE", "[b", "[d"]), "OK");
-    assert_eq!(q::<Vec<String>>(&mut con, &["FLEXDB.RANGE", "-", "+"]), ["a", "e"]);
+    assert_eq!(
+        err_of(&mut con, &mut c(&["FLEXDB.RANGE", "a", "+"])),
+        "ERR min or max not valid string range item"
+    );
+    assert_eq!(
+        err_of(&mut con, &mut c(&["FLEXDB.RANGE", "-", "+", "LIMIT", "-1"])),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        err_of(&mut con, &mut c(&["FLEXDB.RANGE", "-", "+", "BOGUS"])),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        q::<String>(&mut con, &["FLEXDB.DELRANGE", "[b", "[d"]),
+        "OK"
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut con, &["FLEXDB.RANGE", "-", "+"]),
+        ["a", "e"]
+    );
     assert_eq!(q::<String>(&mut con, &["FLEXDB.DELRANGE", "(a", "+"]), "OK");
-    assert_eq!(q::<Vec<String>>(&mut con, &["FLEXDB.RANGE", "-", "+"]), ["a"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut con, &["FLEXDB.RANGE", "-", "+"]),
+        ["a"]
+    );
     // another database is untouched
     q::<String>(&mut con, &["SELECT", "2"]);
     q::<String>(&mut con, &["SET", "b", "x"]);

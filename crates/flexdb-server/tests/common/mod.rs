@@ -30,7 +30,13 @@ impl Server {
     /// A server on the store in `dir`.
     pub fn start_in(dir: &Path, args: &[&str]) -> Server {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let mut s = Server { child: None, port: 0, dir: dir.to_path_buf(), _tmp: None, args };
+        let mut s = Server {
+            child: None,
+            port: 0,
+            dir: dir.to_path_buf(),
+            _tmp: None,
+            args,
+        };
         s.spawn();
         s
     }
@@ -58,8 +64,15 @@ impl Server {
                     break;
                 }
             }
-            assert!(start.elapsed() < Duration::from_secs(30), "server did not start");
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "server did not start"
+            );
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 panic!("server exited at start: {status}");
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -113,15 +126,20 @@ impl Server {
         let c = client
             .get_connection_with_timeout(Duration::from_secs(10))
             .expect("connect");
-        c.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+        c.set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
         c
     }
 
     /// A raw TCP connection.
     pub fn raw(&self) -> Raw {
         let s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-        Raw { r: BufReader::new(s.try_clone().expect("clone")), w: s }
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        Raw {
+            r: BufReader::new(s.try_clone().expect("clone")),
+            w: s,
+        }
     }
 }
 
