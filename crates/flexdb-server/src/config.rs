@@ -36,8 +36,13 @@ impl AppendFsync {
 
 /// A Redis-protocol server over a FlexDB store.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "flexdb-server", version, about)]
+#[command(name = "flexdb-server", version, about, args_override_self = true)]
 pub struct Config {
+    /// A file of settings, one `name value` a line, with the flags' names
+    /// (`port 6380`, `appendfsync always`; `#` starts a comment); flags
+    /// given on the command line win over it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
     /// The store's directory (created if missing). Default:
     /// `$HOME/.local/share/flexdb-server`, or `./flexdb-data` without HOME.
     #[arg(long)]
@@ -73,6 +78,65 @@ pub struct Config {
     /// tests using --port 0).
     #[arg(long)]
     pub port_file: Option<PathBuf>,
+}
+
+/// Why the settings could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A line of the config file is not `name value`.
+    #[error("{path}:{line}: expected `name value`")]
+    Line {
+        /// The file.
+        path: PathBuf,
+        /// The line number (from 1).
+        line: usize,
+    },
+}
+
+/// The command line with the config file's settings (if `--config` names
+/// one) put before the flags, so that flags win.
+pub fn with_config_file(args: Vec<String>) -> Result<Vec<String>, ConfigError> {
+    let mut path = None;
+    for (i, a) in args.iter().enumerate() {
+        if a == "--config" {
+            path = args.get(i + 1).cloned();
+        } else if let Some(p) = a.strip_prefix("--config=") {
+            path = Some(p.to_string());
+        }
+    }
+    let Some(path) = path.map(PathBuf::from) else {
+        return Ok(args);
+    };
+    let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let mut out: Vec<String> = args.iter().take(1).cloned().collect();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (name, value) = line
+            .split_once(char::is_whitespace)
+            .map(|(n, v)| (n, v.trim().trim_matches('"')))
+            .ok_or(ConfigError::Line {
+                path: path.clone(),
+                line: n + 1,
+            })?;
+        out.push(format!("--{}", name.replace('_', "-")));
+        out.push(value.to_string());
+    }
+    out.extend(args.into_iter().skip(1));
+    Ok(out)
 }
 
 impl Config {
@@ -111,5 +175,38 @@ impl Runtime {
                 max_query_buffer: c.client_query_buffer_limit,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_file_settings_come_before_flags() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("flexdb.conf");
+        std::fs::write(
+            &path,
+            "# comment\nport 7000\nappendfsync always\nmaxclients 5\n",
+        )
+        .expect("write");
+        let args = vec![
+            "flexdb-server".to_string(),
+            "--config".into(),
+            path.display().to_string(),
+            "--port".into(),
+            "7001".into(),
+        ];
+        let c = Config::parse_from(with_config_file(args).expect("read"));
+        assert_eq!(c.port, 7001);
+        assert_eq!(c.appendfsync, AppendFsync::Always);
+        assert_eq!(c.maxclients, 5);
+        std::fs::write(&path, "port\n").expect("write");
+        let args = vec!["x".into(), "--config".into(), path.display().to_string()];
+        assert!(matches!(
+            with_config_file(args),
+            Err(ConfigError::Line { line: 1, .. })
+        ));
     }
 }

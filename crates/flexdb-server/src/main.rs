@@ -7,7 +7,14 @@ use clap::Parser as _;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    let config = flexdb_server::config::Config::parse();
+    let args = match flexdb_server::config::with_config_file(std::env::args().collect()) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("flexdb-server: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let config = flexdb_server::config::Config::parse_from(args);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
