@@ -74,6 +74,10 @@ pub struct Config {
     /// The most bytes of requests one client may have buffered.
     #[arg(long, default_value_t = 1024 * 1024 * 1024)]
     pub client_query_buffer_limit: usize,
+    /// Worker threads running connections and their commands (0: the
+    /// number of CPUs, at least 4).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
     /// Where to write the bound address once listening (for scripts and
     /// tests using --port 0).
     #[arg(long)]
@@ -140,6 +144,14 @@ pub fn with_config_file(args: Vec<String>) -> Result<Vec<String>, ConfigError> {
 }
 
 impl Config {
+    /// How many worker threads to run.
+    pub fn worker_threads(&self) -> usize {
+        if self.threads > 0 {
+            return self.threads;
+        }
+        std::thread::available_parallelism().map_or(4, |n| n.get().max(4))
+    }
+
     /// The store's directory, the default when none was given.
     pub fn store_dir(&self) -> PathBuf {
         if let Some(dir) = &self.dir {

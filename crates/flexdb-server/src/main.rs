@@ -22,6 +22,7 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.worker_threads())
         .enable_all()
         .build()
     {

@@ -68,9 +68,11 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             loop {
                 tick.tick().await;
-                let r = tokio::task::block_in_place(|| shared.db.sync());
-                if let Err(e) = r {
-                    tracing::error!("everysec sync failed: {e}");
+                let db = shared.clone();
+                match tokio::task::spawn_blocking(move || db.db.sync()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::error!("everysec sync failed: {e}"),
+                    Err(e) => tracing::error!("everysec sync task failed: {e}"),
                 }
             }
         })

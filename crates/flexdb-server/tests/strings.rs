@@ -295,7 +295,7 @@ fn append_strlen_ranges() {
         "ERR offset is out of range"
     );
     assert_eq!(
-        err_of(&mut con, &mut c(&["SETRANGE", "a", "536870911", "xx"])),
+        err_of(&mut con, &mut c(&["SETRANGE", "a", "67108863", "xx"])),
         "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
     );
     // APPEND keeps the deadline

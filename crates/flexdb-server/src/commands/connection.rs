@@ -12,10 +12,9 @@ use super::Cx;
 use crate::resp::Reply;
 
 /// PING [message].
-pub fn ping(cx: &mut Cx<'_>, args: &[Vec<u8>]) -> CmdResult {
+pub fn ping(_: &mut Cx<'_>, args: &[Vec<u8>]) -> CmdResult {
     match &args[1..] {
-        [] if cx.s.multi.is_none() => Ok(Reply::Simple("PONG".into())),
-        [] => Ok(Reply::bulk("PONG")),
+        [] => Ok(Reply::Simple("PONG".into())),
         [m] => Ok(Reply::Bulk(m.clone())),
         _ => Err(super::wrong_arity("ping")),
     }

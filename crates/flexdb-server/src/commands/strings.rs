@@ -18,9 +18,10 @@ use crate::resp::write::format_double;
 use crate::resp::Reply;
 use crate::state::unix_now_ms;
 
-/// The longest string SETRANGE and APPEND may build (Redis's default
-/// `proto-max-bulk-len`).
-const MAX_STRING: u64 = 512 * 1024 * 1024;
+/// The longest string SETRANGE and APPEND may build: the store's largest
+/// value (checked before anything is allocated, so a small request cannot
+/// make the server allocate more).
+const MAX_STRING: u64 = flexdb::MAX_VALUE_LEN as u64;
 
 /// A deadline option as given: milliseconds left (0 or less: already
 /// past).

@@ -116,6 +116,18 @@ impl Server {
         self.spawn();
     }
 
+    /// The server's resident memory in KiB (Linux), 0 where unknown.
+    pub fn rss_kib(&self) -> u64 {
+        let Some(c) = &self.child else { return 0 };
+        std::fs::read_to_string(format!("/proc/{}/status", c.id()))
+            .ok()
+            .and_then(|s| {
+                let line = s.lines().find(|l| l.starts_with("VmRSS:"))?.to_string();
+                line.split_whitespace().nth(1)?.parse().ok()
+            })
+            .unwrap_or(0)
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
