@@ -91,6 +91,10 @@ fn expire_family() {
         err_of(&mut con, &mut c(&["EXPIRE", "k", "9223372036854775807"])),
         "ERR invalid expire time in 'expire' command"
     );
+    assert_eq!(
+        err_of(&mut con, &mut c(&["PEXPIRE", "k", "9223372036854775807"])),
+        "ERR invalid expire time in 'pexpire' command"
+    );
     // PEXPIRE / EXPIREAT / PEXPIREAT / *EXPIRETIME
     assert_eq!(q::<i64>(&mut con, &["PEXPIRE", "k", "100000"]), 1);
     assert!((99_000..=100_000).contains(&q::<i64>(&mut con, &["PTTL", "k"])));

@@ -108,6 +108,13 @@ fn set_get_and_options() {
         err_of(&mut con, &mut c(&["GET"])),
         "ERR wrong number of arguments for 'get' command"
     );
+    assert_eq!(
+        err_of(
+            &mut con,
+            &mut c(&["SET", "k", "v", "PX", "9223372036854775807"])
+        ),
+        "ERR invalid expire time in 'set' command"
+    );
     // binary-safe keys and values
     let bin: Vec<u8> = (0..=255u8).collect();
     redis::cmd("SET")

@@ -30,9 +30,11 @@ fn expire_with(
         n.checked_mul(1000)
     };
     let ms = ms.ok_or_else(invalid)?;
+    let now = unix_now_ms() as i64;
     let left = if absolute {
-        ms.saturating_sub(unix_now_ms() as i64)
+        ms.saturating_sub(now)
     } else {
+        ms.checked_add(now).ok_or_else(invalid)?;
         ms
     };
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);

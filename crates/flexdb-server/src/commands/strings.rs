@@ -39,9 +39,12 @@ pub fn expire_arg(unit_ms: bool, absolute: bool, arg: &[u8], cmd: &str) -> Resul
     } else {
         n.checked_mul(1000).ok_or_else(invalid)?
     };
+    let now = unix_now_ms() as i64;
     if absolute {
-        Ok(ms.saturating_sub(unix_now_ms() as i64))
+        Ok(ms.saturating_sub(now))
     } else {
+        // As Redis: a deadline past the largest time is refused.
+        ms.checked_add(now).ok_or_else(invalid)?;
         Ok(ms)
     }
 }
