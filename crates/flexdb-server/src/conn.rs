@@ -30,7 +30,22 @@ const READ_CHUNK: usize = 16 * 1024;
 /// An idle buffer larger than this is given back.
 const IDLE_KEEP: usize = 64 * 1024;
 
-/// Serves one accepted connection until it closes.
+/// Removes a client from the registry and the count however its task
+/// ends.
+struct Registered<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.shared.clients.lock().remove(&self.id);
+        self.shared.connected.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Serves one accepted connection until it closes (the accept loop has
+/// counted it in `Shared::connected`).
 pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr, id: u64) {
     let _ = stream.set_nodelay(true);
     let info = Arc::new(ClientInfo {
@@ -38,18 +53,21 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, addr: SocketAddr,
         name: Mutex::new(Vec::new()),
         db: Default::default(),
         since: Instant::now(),
-        last_cmd: Mutex::new(String::new()),
+        last_cmd: Mutex::new("NULL"),
         killed: Default::default(),
         wake: Default::default(),
     });
     shared.clients.lock().insert(id, info.clone());
+    let _registered = Registered {
+        shared: &shared,
+        id,
+    };
     let authed = shared.runtime.read().requirepass.is_none();
     let mut session = Session::new(id, info.clone(), authed);
     if let Err(e) = session_loop(&shared, &mut stream, &mut session, &info).await {
         tracing::debug!(client = id, "connection ended: {e}");
     }
     session.unwatch(&shared);
-    shared.clients.lock().remove(&id);
 }
 
 async fn session_loop(

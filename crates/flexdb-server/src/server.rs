@@ -103,13 +103,14 @@ pub async fn run(config: Config) -> Result<(), ServerError> {
                     }
                 };
                 shared.stats.connections.fetch_add(1, Ordering::Relaxed);
-                if shared.clients.lock().len() >= shared.runtime.read().maxclients {
+                if shared.connected.load(Ordering::SeqCst) >= shared.runtime.read().maxclients {
                     shared.stats.rejected.fetch_add(1, Ordering::Relaxed);
                     tokio::spawn(async move {
                         let _ = stream.write_all(b"-ERR max number of clients reached\r\n").await;
                     });
                     continue;
                 }
+                shared.connected.fetch_add(1, Ordering::SeqCst);
                 let id = shared.next_id.fetch_add(1, Ordering::Relaxed) + 1;
                 conns.spawn(crate::conn::serve(shared.clone(), stream, peer, id));
             }

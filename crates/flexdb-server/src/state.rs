@@ -46,7 +46,7 @@ pub struct ClientInfo {
     /// When it connected.
     pub since: Instant,
     /// Its last command's name.
-    pub last_cmd: Mutex<String>,
+    pub last_cmd: Mutex<&'static str>,
     /// Set by CLIENT KILL: the connection closes.
     pub killed: AtomicBool,
     /// Woken by CLIENT KILL.
@@ -90,6 +90,9 @@ pub struct Shared {
     pub cursors: Cursors,
     /// Connected clients by id.
     pub clients: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
+    /// Connections accepted and not yet closed (counted at accept, so a
+    /// burst of connections cannot pass `maxclients`).
+    pub connected: std::sync::atomic::AtomicUsize,
     /// The last client id given.
     pub next_id: AtomicU64,
     /// Counters.
@@ -146,6 +149,7 @@ impl Shared {
             watches: Watches::default(),
             cursors: Cursors::default(),
             clients: Mutex::new(BTreeMap::new()),
+            connected: Default::default(),
             next_id: AtomicU64::new(0),
             stats: Stats::default(),
             started: Instant::now(),

@@ -365,7 +365,7 @@ pub fn run(cx: &mut Cx<'_>, spec: &Spec, args: &[Vec<u8>], in_exec: bool) -> Rep
     } else {
         shared.locks.shared(std::iter::empty())
     };
-    *cx.s.info.last_cmd.lock() = spec.name.to_string();
+    *cx.s.info.last_cmd.lock() = spec.name;
     shared.stats.commands.fetch_add(1, Ordering::Relaxed);
     match (spec.run)(cx, args) {
         Ok(r) | Err(r) => r,
