@@ -189,6 +189,9 @@ pub struct Session {
     pub multi_failed: bool,
     /// The keys it watches.
     pub watched: Vec<(usize, Vec<u8>)>,
+    /// The watched keys that were live when watched: EXEC fails if one
+    /// is gone without a write (it expired), as in Redis 7.
+    pub watched_live: Vec<(usize, Vec<u8>)>,
     /// Set when a watched key is written.
     pub dirty: Dirty,
     /// Set by QUIT: close after the reply.
@@ -207,6 +210,7 @@ impl Session {
             multi: None,
             multi_failed: false,
             watched: Vec::new(),
+            watched_live: Vec::new(),
             dirty: Arc::new(AtomicBool::new(false)),
             quit: false,
         }
@@ -216,6 +220,7 @@ impl Session {
     pub fn unwatch(&mut self, shared: &Shared) {
         shared.watches.unwatch(self.id, &self.watched);
         self.watched.clear();
+        self.watched_live.clear();
         self.dirty.store(false, Ordering::SeqCst);
     }
 }

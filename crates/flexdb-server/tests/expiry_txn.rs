@@ -227,6 +227,13 @@ fn watch_conflicts_across_clients() {
     a.cmd(&[b"MULTI"]);
     a.cmd(&[b"GET", b"w"]);
     assert_eq!(a.cmd(&[b"EXEC"]), "[x]");
+    // a watched key that expires meanwhile fails the transaction (Redis 7)
+    q::<String>(&mut b, &["SET", "short", "x", "PX", "100"]);
+    a.cmd(&[b"WATCH", b"short", b"absent"]);
+    sleep(Duration::from_millis(250));
+    a.cmd(&[b"MULTI"]);
+    a.cmd(&[b"GET", b"short"]);
+    assert_eq!(a.cmd(&[b"EXEC"]), "(nil array)");
     // UNWATCH forgets
     a.cmd(&[b"WATCH", b"w"]);
     assert_eq!(a.cmd(&[b"UNWATCH"]), "+OK");

@@ -3,8 +3,8 @@
 //! Invariants: EXEC runs its queued commands holding the gate
 //! exclusively, so no other command (read or write) runs between them;
 //! it runs none of them when a watched key was written since WATCH (a
-//! mark set by the writer, see `crate::watch`) or a command was refused
-//! while queueing; every exit from MULTI (EXEC, DISCARD) drops the
+//! mark set by the writer, see `crate::watch`), a key live at WATCH has
+//! expired since, or a command was refused while queueing; every exit from MULTI (EXEC, DISCARD) drops the
 //! client's watches.
 
 use super::args::CmdResult;
@@ -35,7 +35,11 @@ pub fn exec(cx: &mut Cx<'_>, _: &[Vec<u8>]) -> CmdResult {
         ));
     }
     let gate = shared.locks.exclusive();
-    if cx.s.dirty.load(Ordering::SeqCst) {
+    let mut expired = false;
+    for (db, k) in &cx.s.watched_live {
+        expired |= !cx.ks_of(*db).contains(k)?;
+    }
+    if expired || cx.s.dirty.load(Ordering::SeqCst) {
         drop(gate);
         cx.s.unwatch(shared);
         return Ok(Reply::NilArray);
@@ -74,6 +78,9 @@ pub fn watch(cx: &mut Cx<'_>, args: &[Vec<u8>]) -> CmdResult {
         if !cx.s.watched.iter().any(|(d, w)| *d == db && w == k) {
             cx.shared.watches.watch(db, k, cx.s.id, &cx.s.dirty);
             cx.s.watched.push((db, k.clone()));
+            if cx.ks().contains(k)? {
+                cx.s.watched_live.push((db, k.clone()));
+            }
         }
     }
     Ok(Reply::ok())
