@@ -65,6 +65,10 @@ pub struct Config {
     /// The store's block cache, in MiB.
     #[arg(long, default_value_t = 256)]
     pub cache_mb: usize,
+    /// The size of the store's memory tables, in MiB (up to four exist
+    /// at once: the store's memory for writes is up to 4 times this).
+    #[arg(long, default_value_t = 512)]
+    pub memtable_mb: usize,
     /// The longest bulk string a request may carry, in bytes.
     #[arg(long, default_value_t = 512 * 1024 * 1024)]
     pub proto_max_bulk_len: usize,

@@ -135,6 +135,7 @@ impl Shared {
         let opts = flexdb::Options::new()
             .create_if_missing(true)
             .cache_bytes(config.cache_mb.saturating_mul(1024 * 1024))
+            .memtable_bytes(config.memtable_mb.saturating_mul(1024 * 1024))
             .sync_writes(config.appendfsync == AppendFsync::Always);
         let db = Db::open(&dir, opts)?;
         let dbs = (0..DATABASES)

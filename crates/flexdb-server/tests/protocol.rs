@@ -520,3 +520,30 @@ fn redis_cli_drives_the_server() {
         "{text}"
     );
 }
+
+#[test]
+fn small_memory_settings_commit_to_the_store_and_survive_a_kill() {
+    let mut s = Server::start(&[
+        "--memtable-mb",
+        "1",
+        "--cache-mb",
+        "1",
+        "--appendfsync",
+        "always",
+    ]);
+    let mut con = s.conn();
+    assert_eq!(
+        q::<Vec<String>>(&mut con, &["CONFIG", "GET", "memtable-mb"]),
+        ["memtable-mb", "1"]
+    );
+    let value = "v".repeat(1000);
+    let mut p = redis::pipe();
+    for i in 0..4000 {
+        p.cmd("SET").arg(format!("k{i:05}")).arg(&value).ignore();
+    }
+    p.query::<()>(&mut con).unwrap();
+    s.kill_and_restart();
+    let mut con = s.conn();
+    assert_eq!(q::<i64>(&mut con, &["DBSIZE"]), 4000);
+    assert_eq!(q::<i64>(&mut con, &["STRLEN", "k03999"]), 1000);
+}

@@ -114,6 +114,7 @@ fn parameters(cx: &Cx<'_>) -> Vec<(&'static str, String)> {
         ("appendfsync", c.appendfsync.name().into()),
         ("maxclients", r.maxclients.to_string()),
         ("cache-mb", c.cache_mb.to_string()),
+        ("memtable-mb", c.memtable_mb.to_string()),
         ("databases", DATABASES.to_string()),
         ("proto-max-bulk-len", r.limits.max_bulk_len.to_string()),
         (
