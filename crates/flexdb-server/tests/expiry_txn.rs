@@ -34,12 +34,12 @@ fn now_secs() -> u64 {
 fn keys_expire() {
     let s = Server::start(&[]);
     let mut con = s.conn();
-    q::<String>(&mut con, &["SET", "px", "v", "PX", "150"]);
-    q::<String>(&mut con, &["PSETEX", "ps", "150", "v"]);
+    q::<String>(&mut con, &["SET", "px", "v", "PX", "400"]);
+    q::<String>(&mut con, &["PSETEX", "ps", "400", "v"]);
     q::<String>(&mut con, &["SET", "pe", "v"]);
-    assert_eq!(q::<i64>(&mut con, &["PEXPIRE", "pe", "150"]), 1);
+    assert_eq!(q::<i64>(&mut con, &["PEXPIRE", "pe", "400"]), 1);
     assert_eq!(q::<i64>(&mut con, &["EXISTS", "px", "ps", "pe"]), 3);
-    sleep(Duration::from_millis(300));
+    sleep(Duration::from_millis(700));
     assert_eq!(q::<i64>(&mut con, &["EXISTS", "px", "ps", "pe"]), 0);
     assert_eq!(q::<Option<String>>(&mut con, &["GET", "px"]), None);
     assert_eq!(q::<i64>(&mut con, &["TTL", "px"]), -2);
@@ -57,14 +57,14 @@ fn expire_family() {
     assert_eq!(q::<i64>(&mut con, &["TTL", "nope"]), -2);
     assert_eq!(q::<i64>(&mut con, &["PTTL", "nope"]), -2);
     assert_eq!(q::<i64>(&mut con, &["EXPIRE", "k", "100"]), 1);
-    assert_eq!(q::<i64>(&mut con, &["TTL", "k"]), 100);
+    assert!((95..=100).contains(&q::<i64>(&mut con, &["TTL", "k"])));
     // NX / XX / GT / LT
     assert_eq!(q::<i64>(&mut con, &["EXPIRE", "k", "200", "NX"]), 0);
     assert_eq!(q::<i64>(&mut con, &["EXPIRE", "k", "50", "GT"]), 0);
     assert_eq!(q::<i64>(&mut con, &["EXPIRE", "k", "200", "GT"]), 1);
     assert_eq!(q::<i64>(&mut con, &["EXPIRE", "k", "300", "LT"]), 0);
     assert_eq!(q::<i64>(&mut con, &["EXPIRE", "k", "150", "LT"]), 1);
-    assert_eq!(q::<i64>(&mut con, &["TTL", "k"]), 150);
+    assert!((145..=150).contains(&q::<i64>(&mut con, &["TTL", "k"])));
     assert_eq!(q::<i64>(&mut con, &["PERSIST", "k"]), 1);
     assert_eq!(q::<i64>(&mut con, &["PERSIST", "k"]), 0);
     assert_eq!(q::<i64>(&mut con, &["PERSIST", "nope"]), 0);
@@ -97,7 +97,7 @@ fn expire_family() {
     );
     // PEXPIRE / EXPIREAT / PEXPIREAT / *EXPIRETIME
     assert_eq!(q::<i64>(&mut con, &["PEXPIRE", "k", "100000"]), 1);
-    assert!((99_000..=100_000).contains(&q::<i64>(&mut con, &["PTTL", "k"])));
+    assert!((90_000..=100_000).contains(&q::<i64>(&mut con, &["PTTL", "k"])));
     let at = now_secs() + 1000;
     assert_eq!(q::<i64>(&mut con, &["EXPIREAT", "k", &at.to_string()]), 1);
     assert!((at - 1..=at).contains(&(q::<i64>(&mut con, &["EXPIRETIME", "k"]) as u64)));
@@ -228,9 +228,9 @@ fn watch_conflicts_across_clients() {
     a.cmd(&[b"GET", b"w"]);
     assert_eq!(a.cmd(&[b"EXEC"]), "[x]");
     // a watched key that expires meanwhile fails the transaction (Redis 7)
-    q::<String>(&mut b, &["SET", "short", "x", "PX", "100"]);
+    q::<String>(&mut b, &["SET", "short", "x", "PX", "400"]);
     a.cmd(&[b"WATCH", b"short", b"absent"]);
-    sleep(Duration::from_millis(250));
+    sleep(Duration::from_millis(800));
     a.cmd(&[b"MULTI"]);
     a.cmd(&[b"GET", b"short"]);
     assert_eq!(a.cmd(&[b"EXEC"]), "(nil array)");

@@ -67,7 +67,7 @@ fn rename_copy() {
         Some("1")
     );
     assert!(
-        (98..=100).contains(&q::<i64>(&mut con, &["TTL", "b"])),
+        (90..=100).contains(&q::<i64>(&mut con, &["TTL", "b"])),
         "RENAME keeps the TTL"
     );
     assert_eq!(
