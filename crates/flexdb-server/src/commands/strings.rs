@@ -28,10 +28,7 @@ const MAX_STRING: u64 = flexdb::MAX_VALUE_LEN as u64;
 pub fn expire_arg(unit_ms: bool, absolute: bool, arg: &[u8], cmd: &str) -> Result<i64, Reply> {
     let n = int(arg)?;
     let invalid = || Reply::err(format!("invalid expire time in '{cmd}' command"));
-    if n <= 0 && !absolute {
-        return Err(invalid());
-    }
-    if absolute && n <= 0 {
+    if n <= 0 {
         return Err(invalid());
     }
     let ms = if unit_ms {
@@ -90,17 +87,11 @@ pub fn set(cx: &mut Cx<'_>, args: &[Vec<u8>]) -> CmdResult {
     } else {
         None
     };
-    let reply_skip = || {
-        if want_old {
-            Reply::opt_bulk(None)
-        } else {
-            Reply::Nil
-        }
-    };
     if (nx && old.is_some()) || (xx && old.is_none()) {
+        // Not set: nil, or with GET the value kept.
         return Ok(match (want_old, old) {
             (true, Some((v, _))) => Reply::Bulk(v),
-            _ => reply_skip(),
+            _ => Reply::Nil,
         });
     }
     let ttl = match (ttl_ms, keep) {
