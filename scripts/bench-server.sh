@@ -4,6 +4,8 @@
 #
 #   scripts/bench-server.sh            # the issue's full run (long)
 #   N=100000 scripts/bench-server.sh   # a quick look
+#   LOAD=10000000 scripts/bench-server.sh  # first load 10 M keys (100-byte
+#                                          # values) into both, report memory
 #
 # Installs redis-tools and redis-server from Debian when missing. Prints
 # one table row per server, command and pipelining depth: requests/s,
@@ -17,6 +19,7 @@ R=${R:-10000000}         # key space (-r)
 C=${C:-50}               # clients
 D=${D:-100}              # value size
 TESTS=${TESTS:-set,get,incr,mset}
+LOAD=${LOAD:-0}          # keys loaded into both servers before the run
 PORT_FLEX=${PORT_FLEX:-7379}
 PORT_REDIS=${PORT_REDIS:-7380}
 
@@ -56,6 +59,20 @@ for port in "$PORT_FLEX" "$PORT_REDIS"; do
 done
 
 rss_mb() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
+
+if [ "$LOAD" -gt 0 ]; then
+    # SET key:N <100 bytes> for N in 1..LOAD, as RESP, through redis-cli --pipe.
+    for port in "$PORT_FLEX" "$PORT_REDIS"; do
+        start=$(date +%s.%N)
+        seq 1 "$LOAD" | awk -v v="$(head -c "$D" /dev/zero | tr '\0' x)" \
+            '{k="key:" $1; printf "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", length(k), k, length(v), v}' |
+            redis-cli -p "$port" --pipe >/dev/null
+        end=$(date +%s.%N)
+        echo "loaded $LOAD keys into port $port in $(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}') s" >&2
+    done
+    echo "resident memory after loading $LOAD keys: flexdb-server $(rss_mb "$FLEX_PID") MB, redis-server $(rss_mb "$REDIS_PID") MB"
+    echo
+fi
 
 printf '| server | command | -P | requests/s | p50 ms | p99 ms |\n|---|---|---|---|---|---|\n'
 for P in 16 1; do
