@@ -303,6 +303,7 @@ fn server_commands() {
     ] {
         assert!(info.contains(section), "INFO lacks {section}");
     }
+    assert!(info.contains("flexdb_memtable_bytes:") && info.contains("used_memory:"));
     let only: String = q(&mut con, &["INFO", "keyspace"]);
     assert!(only.contains("db0:keys=1") && !only.contains("# Server"));
     let cfg: Vec<String> = q(&mut con, &["CONFIG", "GET", "*"]);

@@ -48,11 +48,20 @@ pub fn info(cx: &mut Cx<'_>, args: &[Vec<u8>]) -> CmdResult {
         );
     }
     if want("memory") {
+        let st = sh.db.stats();
         let _ = write!(
             out,
-            "# Memory\r\nused_memory:{}\r\nmaxmemory:0\r\ncache_bytes:{}\r\n\r\n",
+            "# Memory\r\nused_memory:{}\r\nused_memory_rss:{}\r\nmaxmemory:0\r\n\
+             flexdb_cache_capacity:{}\r\nflexdb_cache_bytes:{}\r\nflexdb_memtable_bytes:{}\r\n\
+             flexdb_memtable_pool_bytes:{}\r\nflexdb_space_bytes:{}\r\nflexdb_pairs:{}\r\n\r\n",
             resident_bytes(),
-            sh.config.cache_mb * 1024 * 1024
+            resident_bytes(),
+            st.cache_capacity,
+            st.cache_bytes,
+            st.memtable_bytes,
+            st.memtable_pool_bytes,
+            st.space_bytes,
+            st.pairs,
         );
     }
     if want("persistence") {
