@@ -8,6 +8,9 @@
 //! allows.
 
 pub mod args;
+pub mod client;
+pub mod command;
+pub mod config_cmd;
 pub mod connection;
 pub mod expiry;
 pub mod keys;
@@ -157,9 +160,9 @@ pub static COMMANDS: &[Spec] = &[
     spec!("watch", -2, NOLOCK | NOQUEUE, 1, -1, 1, txn::watch),
     spec!("unwatch", 1, NOLOCK, 0, 0, 0, txn::unwatch),
     spec!("info", -1, NOLOCK, 0, 0, 0, server::info),
-    spec!("config", -2, NOLOCK, 0, 0, 0, server::config),
-    spec!("client", -2, NOLOCK, 0, 0, 0, server::client),
-    spec!("command", -1, NOLOCK, 0, 0, 0, server::command),
+    spec!("config", -2, NOLOCK, 0, 0, 0, config_cmd::config),
+    spec!("client", -2, NOLOCK, 0, 0, 0, client::client),
+    spec!("command", -1, NOLOCK, 0, 0, 0, command::command),
     spec!("save", 1, NOLOCK, 0, 0, 0, server::save),
     spec!("bgsave", -1, NOLOCK, 0, 0, 0, server::bgsave),
     spec!("lastsave", 1, NOLOCK, 0, 0, 0, server::lastsave),
