@@ -84,6 +84,14 @@ fn inline_commands_and_connection_commands() {
     );
     assert_eq!(raw.cmd(&[b"QUIT"]), "+OK");
     assert!(raw.closed());
+    // requests pipelined after QUIT are not run
+    let mut raw = s.raw();
+    raw.send(b"SET before 1\r\nQUIT\r\nSET after 1\r\n");
+    assert_eq!(raw.reply(), "+OK");
+    assert_eq!(raw.reply(), "+OK");
+    assert!(raw.closed());
+    let mut raw = s.raw();
+    assert_eq!(raw.cmd(&[b"EXISTS", b"before", b"after"]), ":1");
 }
 
 #[test]
