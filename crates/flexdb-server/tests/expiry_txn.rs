@@ -6,22 +6,7 @@ mod common;
 use std::thread::sleep;
 use std::time::Duration;
 
-use common::{err_of, Server};
-use redis::{Connection, FromRedisValue};
-
-fn c(args: &[&str]) -> redis::Cmd {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd
-}
-
-fn q<T: FromRedisValue>(con: &mut Connection, args: &[&str]) -> T {
-    c(args)
-        .query(con)
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
+use common::{c, err_of, q, Server};
 
 fn now_secs() -> u64 {
     std::time::SystemTime::now()

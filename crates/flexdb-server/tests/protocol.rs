@@ -7,22 +7,7 @@ mod common;
 use std::io::Write;
 use std::time::Duration;
 
-use common::{err_of, frame, Server};
-use redis::{Connection, FromRedisValue};
-
-fn c(args: &[&str]) -> redis::Cmd {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd
-}
-
-fn q<T: FromRedisValue>(con: &mut Connection, args: &[&str]) -> T {
-    c(args)
-        .query(con)
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
+use common::{c, err_of, frame, q, Server};
 
 #[test]
 fn pipelined_requests_are_answered_in_order() {

@@ -2,22 +2,8 @@
 
 mod common;
 
-use common::{err_of, Server};
-use redis::{Connection, FromRedisValue};
-
-fn c(args: &[&str]) -> redis::Cmd {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd
-}
-
-fn q<T: FromRedisValue>(con: &mut Connection, args: &[&str]) -> T {
-    c(args)
-        .query(con)
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
+use common::{c, err_of, q, Server};
+use redis::Connection;
 
 fn get(con: &mut Connection, key: &str) -> Option<String> {
     q(con, &["GET", key])

@@ -263,3 +263,19 @@ pub fn err_of(con: &mut redis::Connection, cmd: &mut redis::Cmd) -> String {
         Err(e) => format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or("")),
     }
 }
+
+/// A command from its words.
+pub fn c(args: &[&str]) -> redis::Cmd {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd
+}
+
+/// Runs a command, panicking with it on an error reply.
+pub fn q<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str]) -> T {
+    c(args)
+        .query(con)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
