@@ -58,14 +58,14 @@ const MAX_CONFLICTS: usize = 8;
 /// The queue key of a pair with stored key `key` and deadline `expires`:
 /// its tag is two CRC32Cs of the key (the second seeded with the first),
 /// the same in every build.
-pub(crate) fn queue_key(expires: u64, key: &[u8]) -> Vec<u8> {
+pub(crate) fn queue_key(expires: u64, key: &[u8]) -> [u8; QUEUE_KEY_LEN] {
     let a = crc32c::crc32c(key);
     let b = crc32c::crc32c_append(!a, key);
-    let mut k = Vec::with_capacity(QUEUE_KEY_LEN);
-    k.extend_from_slice(&KsId::EXPIRY.prefix());
-    k.extend_from_slice(&expires.to_be_bytes());
-    k.extend_from_slice(&a.to_be_bytes());
-    k.extend_from_slice(&b.to_be_bytes());
+    let mut k = [0u8; QUEUE_KEY_LEN];
+    k[..PREFIX_LEN].copy_from_slice(&KsId::EXPIRY.prefix());
+    k[PREFIX_LEN..PREFIX_LEN + 8].copy_from_slice(&expires.to_be_bytes());
+    k[PREFIX_LEN + 8..PREFIX_LEN + 12].copy_from_slice(&a.to_be_bytes());
+    k[PREFIX_LEN + 12..].copy_from_slice(&b.to_be_bytes());
     k
 }
 
@@ -105,7 +105,7 @@ pub(crate) fn resolve(batch: &WriteBatch, clock: &Clock) -> Result<WriteBatch> {
             }
         };
         out.put_expiring_stored(key.clone(), value.clone(), expires);
-        out.put_stored(queue_key(expires, key), key.clone())?;
+        out.put_stored(queue_key(expires, key).to_vec(), key.clone())?;
     }
     Ok(out)
 }

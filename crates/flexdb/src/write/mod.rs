@@ -222,6 +222,28 @@ fn sort_ahead(mem: &Arc<MemTable>) {
         });
 }
 
+/// Runs `f` on the thread's payload buffer, unless it is gone (a write
+/// from a thread-local destructor) or in use: then on a fresh one. `f`
+/// runs exactly once. A buffer grown past 1 MiB (a huge value) is not
+/// kept.
+fn with_payload_buffer<R>(mut f: impl FnMut(&mut Vec<u8>) -> R) -> R {
+    thread_local! {
+        static PAYLOAD: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let reused = PAYLOAD.try_with(|cell| {
+        let mut buf = cell.try_borrow_mut().ok()?;
+        let r = f(&mut buf);
+        if buf.capacity() > 1 << 20 {
+            *buf = Vec::new();
+        }
+        Some(r)
+    });
+    match reused {
+        Ok(Some(r)) => r,
+        _ => f(&mut Vec::new()),
+    }
+}
+
 impl Store {
     /// Applies `batch` atomically; with `sync`, returns once it is durable.
     pub fn write(&self, batch: &WriteBatch, sync: bool) -> Result<()> {
@@ -285,12 +307,9 @@ impl Store {
     /// applied, without building the batch: the payload is encoded into a
     /// buffer the thread reuses.
     pub fn write_one(&self, key: &[u8], value: Option<&[u8]>, sync: bool) -> Result<()> {
-        thread_local! {
-            static PAYLOAD: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
         self.check_stopped()?;
         check_stored_sizes(key, value)?;
-        let encode_and_append = |buf: &mut Vec<u8>| {
+        with_payload_buffer(|buf| {
             encode_single(buf, key, value);
             // The insert's cache misses, taken before the writer lock
             // rather than under it (docs/DESIGN.md, "The writers' own
@@ -303,22 +322,7 @@ impl Store {
                 || Ok(()),
                 |mem, seq| mem.insert_hashed(key, h, seq, value, 0),
             )
-        };
-        // The thread's buffer, unless it is gone (a put from a thread-local
-        // destructor) or in use: then a fresh one.
-        let reused = PAYLOAD.try_with(|cell| {
-            let mut buf = cell.try_borrow_mut().ok()?;
-            let r = encode_and_append(&mut buf);
-            // Do not keep a huge value's buffer around.
-            if buf.capacity() > 1 << 20 {
-                *buf = Vec::new();
-            }
-            Some(r)
-        });
-        match reused {
-            Ok(Some(r)) => r,
-            _ => encode_and_append(&mut Vec::new()),
-        }
+        })
     }
 
     /// Applies one put with a time to live, as a batch of one would be
@@ -335,18 +339,19 @@ impl Store {
         check_stored_sizes(key, Some(value))?;
         let expires = self.clock.deadline(ttl)?;
         let queue_key = crate::expiry::queue_key(expires, key);
-        let mut payload = Vec::new();
-        encode_expiring_single(&mut payload, key, value, expires, &queue_key);
-        self.append(
-            &payload,
-            2,
-            sync,
-            || Ok(()),
-            |mem, seq| {
-                mem.insert_expiring(key, seq, value, expires);
-                mem.insert(&queue_key, seq + 1, Some(key));
-            },
-        )
+        with_payload_buffer(|buf| {
+            encode_expiring_single(buf, key, value, expires, &queue_key);
+            self.append(
+                buf,
+                2,
+                sync,
+                || Ok(()),
+                |mem, seq| {
+                    mem.insert_expiring(key, seq, value, expires);
+                    mem.insert(&queue_key, seq + 1, Some(key));
+                },
+            )
+        })
     }
 
     /// Logs `payload` (a batch of `ops` operations) under the next sequence
