@@ -9,7 +9,9 @@
 //! never 0). A batch holds puts with a time to live (`put_with_ttl`) until
 //! it is written; the write turns each into a put with a deadline (and an
 //! entry of the expiry queue, `expiry`), so a payload never holds a TTL.
-//! Invariant: `decode(encode(b)) == b`; decoding never panics and rejects
+//! Invariant: `decode(encode(b)) == b` for a batch without a time to live
+//! (one comes back as the put with a deadline it was encoded as);
+//! decoding never panics and rejects
 //! trailing or missing bytes, unknown kinds, oversized keys and ranges
 //! whose start is not below their end.
 
