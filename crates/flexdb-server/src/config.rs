@@ -34,6 +34,25 @@ impl AppendFsync {
     }
 }
 
+/// A yes-or-no setting (as Redis's configuration writes them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum YesNo {
+    /// On.
+    Yes,
+    /// Off.
+    No,
+}
+
+impl YesNo {
+    /// The name `CONFIG GET` shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            YesNo::Yes => "yes",
+            YesNo::No => "no",
+        }
+    }
+}
+
 /// A Redis-protocol server over a FlexDB store.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "flexdb-server", version, about, args_override_self = true)]
@@ -62,13 +81,24 @@ pub struct Config {
     /// The most clients connected at once.
     #[arg(long, default_value_t = 10_000)]
     pub maxclients: usize,
-    /// The store's block cache, in MiB.
-    #[arg(long, default_value_t = 256)]
+    /// The store's read cache (rows and intervals), in MiB.
+    #[arg(long, default_value_t = 64)]
     pub cache_mb: usize,
-    /// The size of the store's memory tables, in MiB (up to four exist
-    /// at once: the store's memory for writes is up to 4 times this).
-    #[arg(long, default_value_t = 512)]
+    /// The size of one of the store's memory tables, in MiB (up to
+    /// `1 + --max-frozen-memtables` exist at once).
+    #[arg(long, default_value_t = 64)]
     pub memtable_mb: usize,
+    /// Full memory tables that may wait to be written into the store
+    /// before writers are slowed (at least 1).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub max_frozen_memtables: u16,
+    /// Whether reads copy data out of a memory mapping of the store's
+    /// data file (`yes`) or read it with `pread` (`no`). Either way the
+    /// data file's pages are the kernel's page cache, which it reclaims
+    /// under pressure; mapped pages a read touched also count in the
+    /// process's resident memory (`RssFile`).
+    #[arg(long, value_enum, default_value_t = YesNo::Yes)]
+    pub mmap_reads: YesNo,
     /// The longest bulk string a request may carry, in bytes.
     #[arg(long, default_value_t = 512 * 1024 * 1024)]
     pub proto_max_bulk_len: usize,
@@ -148,6 +178,20 @@ pub fn with_config_file(args: Vec<String>) -> Result<Vec<String>, ConfigError> {
 }
 
 impl Config {
+    /// The memory the flags bound for the store's own buffers, in bytes:
+    /// the read cache and every memory table that may exist at once. The
+    /// store's indexes (about 40 bytes per pair, see docs/SERVER.md) and
+    /// the clients' buffers come on top.
+    pub fn store_buffer_bytes(&self) -> u64 {
+        let mib = 1u64 << 20;
+        let tables = 1 + u64::from(self.max_frozen_memtables);
+        (self.cache_mb as u64).saturating_mul(mib).saturating_add(
+            (self.memtable_mb as u64)
+                .saturating_mul(mib)
+                .saturating_mul(tables),
+        )
+    }
+
     /// How many worker threads to run.
     pub fn worker_threads(&self) -> usize {
         if self.threads > 0 {

@@ -136,6 +136,8 @@ impl Shared {
             .create_if_missing(true)
             .cache_bytes(config.cache_mb.saturating_mul(1024 * 1024))
             .memtable_bytes(config.memtable_mb.saturating_mul(1024 * 1024))
+            .max_frozen_memtables(usize::from(config.max_frozen_memtables))
+            .mmap_reads(config.mmap_reads == crate::config::YesNo::Yes)
             .sync_writes(config.appendfsync == AppendFsync::Always);
         let db = Db::open(&dir, opts)?;
         let dbs = (0..DATABASES)

@@ -24,6 +24,8 @@ fn parameters(cx: &Cx<'_>) -> Vec<(&'static str, String)> {
         ("maxclients", r.maxclients.to_string()),
         ("cache-mb", c.cache_mb.to_string()),
         ("memtable-mb", c.memtable_mb.to_string()),
+        ("max-frozen-memtables", c.max_frozen_memtables.to_string()),
+        ("mmap-reads", c.mmap_reads.name().into()),
         ("databases", DATABASES.to_string()),
         ("proto-max-bulk-len", r.limits.max_bulk_len.to_string()),
         (

@@ -46,17 +46,36 @@ pub fn info(cx: &mut Cx<'_>, args: &[Vec<u8>]) -> CmdResult {
     }
     if want("memory") {
         let st = sh.db.stats();
+        let rss = process_memory();
         let _ = write!(
             out,
             "# Memory\r\nused_memory:{}\r\nused_memory_rss:{}\r\nmaxmemory:0\r\n\
-             flexdb_cache_capacity:{}\r\nflexdb_cache_bytes:{}\r\nflexdb_memtable_bytes:{}\r\n\
-             flexdb_memtable_pool_bytes:{}\r\nflexdb_space_bytes:{}\r\nflexdb_pairs:{}\r\n\r\n",
-            resident_bytes(),
-            resident_bytes(),
+             flexdb_rss_anon:{}\r\nflexdb_rss_file:{}\r\n\
+             flexdb_buffer_budget:{}\r\n\
+             flexdb_cache_capacity:{}\r\nflexdb_cache_bytes:{}\r\nflexdb_row_cache_bytes:{}\r\n\
+             flexdb_memtable_bytes:{}\r\nflexdb_backlog_bytes:{}\r\n\
+             flexdb_memtable_pool_bytes:{}\r\nflexdb_memtable_pool_lazy_bytes:{}\r\n\
+             flexdb_sparse_index_bytes:{}\r\nflexdb_intervals:{}\r\n\
+             flexdb_extent_index_bytes:{}\r\nflexdb_extents:{}\r\n\
+             flexdb_snapshot_held_bytes:{}\r\n\
+             flexdb_space_bytes:{}\r\nflexdb_pairs:{}\r\n\r\n",
+            rss.anon,
+            rss.resident,
+            rss.anon,
+            rss.file,
+            sh.config.store_buffer_bytes(),
             st.cache_capacity,
             st.cache_bytes,
+            st.row_cache_bytes,
             st.memtable_bytes,
+            st.backlog_bytes,
             st.memtable_pool_bytes,
+            st.memtable_pool_lazy_bytes,
+            st.sparse_index_bytes,
+            st.intervals,
+            st.extent_index_bytes,
+            st.extents,
+            st.snapshot_held_bytes,
             st.space_bytes,
             st.pairs,
         );
@@ -99,12 +118,42 @@ pub fn info(cx: &mut Cx<'_>, args: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Bulk(out.into_bytes()))
 }
 
-/// The process's resident memory in bytes (0 where unknown).
-fn resident_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map_or(0, |pages| pages * 4096)
+/// The process's memory as `/proc/self/status` gives it, in bytes (0
+/// where unknown).
+#[derive(Debug, Default, Clone, Copy)]
+struct ProcessMemory {
+    /// `VmRSS`: every resident page.
+    resident: u64,
+    /// `RssAnon`: the heap and stacks.
+    anon: u64,
+    /// `RssFile`: mapped file pages (the binary, the store's data file
+    /// under `--mmap-reads yes`).
+    file: u64,
+}
+
+fn process_memory() -> ProcessMemory {
+    let mut m = ProcessMemory::default();
+    let Ok(text) = std::fs::read_to_string("/proc/self/status") else {
+        return m;
+    };
+    for line in text.lines() {
+        let Some((name, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let kb = rest
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse::<u64>()
+            .unwrap_or(0);
+        match name {
+            "VmRSS" => m.resident = kb * 1024,
+            "RssAnon" => m.anon = kb * 1024,
+            "RssFile" => m.file = kb * 1024,
+            _ => {}
+        }
+    }
+    m
 }
 
 /// Writes the store's memory tables and syncs its log.
