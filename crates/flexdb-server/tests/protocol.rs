@@ -297,12 +297,26 @@ fn server_commands() {
         assert!(info.contains(section), "INFO lacks {section}");
     }
     assert!(info.contains("flexdb_memtable_bytes:") && info.contains("used_memory:"));
+    // The memory section reports the flags' bound (64 MiB cache, two
+    // 64 MiB memory tables by default) and the store's indexes.
+    assert!(info.contains("flexdb_buffer_budget:201326592\r\n"), "{info}");
+    for field in [
+        "flexdb_rss_anon:",
+        "flexdb_rss_file:",
+        "flexdb_sparse_index_bytes:",
+        "flexdb_extent_index_bytes:",
+    ] {
+        assert!(info.contains(field), "INFO lacks {field}");
+    }
     let only: String = q(&mut con, &["INFO", "keyspace"]);
     assert!(only.contains("db0:keys=1") && !only.contains("# Server"));
     let cfg: Vec<String> = q(&mut con, &["CONFIG", "GET", "*"]);
     assert!(cfg
         .chunks(2)
         .any(|p| p[0] == "appendfsync" && p[1] == "everysec"));
+    assert!(cfg
+        .chunks(2)
+        .any(|p| p[0] == "max-frozen-memtables" && p[1] == "1"));
     assert_eq!(
         q::<Vec<String>>(&mut con, &["CONFIG", "GET", "port"]),
         ["port", &s.port.to_string()]
