@@ -82,7 +82,7 @@ pub struct Config {
     #[arg(long, default_value_t = 10_000)]
     pub maxclients: usize,
     /// The store's read cache (rows and intervals), in MiB.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 256)]
     pub cache_mb: usize,
     /// The size of one of the store's memory tables, in MiB (up to
     /// `1 + --max-frozen-memtables` exist at once).
