@@ -299,7 +299,10 @@ fn server_commands() {
     assert!(info.contains("flexdb_memtable_bytes:") && info.contains("used_memory:"));
     // The memory section reports the flags' bound (256 MiB cache, two
     // 64 MiB memory tables by default) and the store's indexes.
-    assert!(info.contains("flexdb_buffer_budget:402653184\r\n"), "{info}");
+    assert!(
+        info.contains("flexdb_buffer_budget:402653184\r\n"),
+        "{info}"
+    );
     for field in [
         "flexdb_rss_anon:",
         "flexdb_rss_file:",
