@@ -169,7 +169,7 @@ for phase in $PHASES; do
     if [ "$phase" = loaded ]; then
         redis-cli -p "$PORT_FLEX" info memory | tr -d '\r' | grep '^flexdb_' >"$WORK/info-after-matrix"
     fi
-    du -sk "$WORK/$phase-flex" "$WORK/$phase-redis" | awk -v ph="$phase" '{printf "%s: disk %s %d MB\n", ph, $2, $1 / 1024}' |
+    du -sk "$WORK/$phase-flex" "$WORK/$phase-redis" | awk -v ph="$phase" '{printf "%s: disk %s %d MiB\n", ph, $2, $1 / 1024}' |
         sed "s|$WORK/||" >>"$WORK/disk"
     stop_servers
 done
@@ -193,7 +193,7 @@ awk -F'|' '
     }' "$OUT"
 
 echo
-echo '| when | flexdb VmRSS MB (anon + file) | redis VmRSS MB (anon + file) | ratio VmRSS | ratio anon |'
+echo '| when | flexdb VmRSS MiB (anon + file) | redis VmRSS MiB (anon + file) | ratio VmRSS | ratio anon |'
 echo '|---|---|---|---|---|'
 awk -F'|' '
     { key = $1; if (!(key in seen)) { seen[key] = 1; order[n++] = key }
