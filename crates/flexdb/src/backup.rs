@@ -175,6 +175,15 @@ fn backup_options(snap: &Snapshot, create: bool) -> Options {
     .read_only(false)
 }
 
+/// The bytes of the snapshot's MemTables (what a backup writes of them, about).
+fn memtable_bytes(snap: &Snapshot) -> u64 {
+    snap.point
+        .mems
+        .iter()
+        .map(|m| m.approximate_bytes() as u64)
+        .sum()
+}
+
 /// A physical backup into `staging` (see the module docs).
 fn physical(
     snap: &Snapshot,
@@ -182,11 +191,7 @@ fn physical(
     progress: &mut dyn FnMut(BackupProgress),
 ) -> Result<Copied> {
     let point = &snap.point;
-    let mem_bytes: u64 = point
-        .mems
-        .iter()
-        .map(|m| m.approximate_bytes() as u64)
-        .sum();
+    let mem_bytes = memtable_bytes(snap);
     let mut done = BackupProgress::default();
     let exported = {
         let storage = flexspace::FileStorage::open(staging, true).map_err(space_err)?;
@@ -294,13 +299,8 @@ fn logical(
 ) -> Result<Copied> {
     let point = &snap.point;
     let into = Db::open(staging, backup_options(snap, true))?;
-    let mem_bytes: u64 = point
-        .mems
-        .iter()
-        .map(|m| m.approximate_bytes() as u64)
-        .sum();
     let mut done = BackupProgress {
-        total_bytes: point.view.space.len() + mem_bytes,
+        total_bytes: point.view.space.len() + memtable_bytes(snap),
         ..BackupProgress::default()
     };
     let mut batch = WriteBatch::new();
