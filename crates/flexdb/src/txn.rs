@@ -351,6 +351,9 @@ impl Transaction {
 
     fn put_with_ttl_in(&mut self, id: KsId, key: &[u8], value: &[u8], ttl: Duration) -> Result<()> {
         crate::batch::check_ttl(ttl)?;
+        // Refused now, as documented, when no deadline can hold it (the
+        // commit makes the deadline by the same clock, later).
+        self.point.store.clock.deadline(ttl)?;
         let stored = self.write_in(id, key, Some(value))?;
         self.ttls.insert(stored, ttl);
         Ok(())

@@ -1,0 +1,162 @@
+//! Review tests of the physical backup: a physical and a logical backup of
+//! the same snapshot, taken while the committer commits small MemTables,
+//! hold the same pairs with the same deadlines, the same stored pairs (the
+//! expiry queue and the catalog counted), and both read as the snapshot.
+
+use std::time::Duration;
+
+use flexdb::{BackupMethod, Db, Isolation, ManualClock, Options};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+type PairWithTtl = (String, Vec<u8>, Vec<u8>, Option<Duration>);
+
+fn everything(db: &Db) -> Vec<PairWithTtl> {
+    let mut out = Vec::new();
+    let mut names = db.keyspaces();
+    names.sort();
+    for name in names {
+        let ks = db.keyspace(&name).unwrap();
+        for pair in ks.iter() {
+            let (k, v) = pair.unwrap();
+            let ttl = ks.ttl(&k).unwrap().flatten();
+            out.push((name.clone(), k, v, ttl));
+        }
+    }
+    out
+}
+
+#[test]
+fn physical_and_logical_backups_of_one_snapshot_agree() {
+    let seed: u64 = std::env::var("REVIEW_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let opts = Options::new()
+        .create_if_missing(true)
+        .memtable_bytes(32 << 10)
+        .cache_bytes(1 << 20)
+        .clock(clock.clone());
+    let db = Db::open(tmp.path().join("src"), opts).unwrap();
+    let names = ["a", "b", "c"];
+    for round in 0..6 {
+        for _ in 0..3000 {
+            let k = format!("k{:04}", rng.gen_range(0..2000));
+            let v = format!("v{round}:{}", "x".repeat(rng.gen_range(0..60)));
+            let ks = if rng.gen_bool(0.3) {
+                let name = names[rng.gen_range(0..names.len())];
+                Some(db.keyspace(name).unwrap())
+            } else {
+                None
+            };
+            match rng.gen_range(0..100) {
+                0..=49 => match &ks {
+                    Some(ks) => ks.put(&k, &v).unwrap(),
+                    None => db.put(&k, &v).unwrap(),
+                },
+                50..=69 => {
+                    let ttl = Duration::from_millis(rng.gen_range(1..20_000));
+                    match &ks {
+                        Some(ks) => ks.put_with_ttl(&k, &v, ttl).unwrap(),
+                        None => db.put_with_ttl(&k, &v, ttl).unwrap(),
+                    }
+                }
+                70..=79 => match &ks {
+                    Some(ks) => ks.delete(&k).unwrap(),
+                    None => db.delete(&k).unwrap(),
+                },
+                80..=84 => {
+                    let a = rng.gen_range(0..2000);
+                    let b = a + rng.gen_range(1..50);
+                    let (a, b) = (format!("k{a:04}"), format!("k{b:04}"));
+                    match &ks {
+                        Some(ks) => ks.delete_range(a.as_str()..b.as_str()).unwrap(),
+                        None => db.delete_range(a.as_str()..b.as_str()).unwrap(),
+                    }
+                }
+                85..=89 => {
+                    let _ = db.persist(&k).unwrap();
+                }
+                90..=94 => {
+                    let mut t = db.transaction(Isolation::Snapshot);
+                    t.put_with_ttl(&k, &v, Duration::from_millis(rng.gen_range(1..20_000)))
+                        .unwrap();
+                    let _ = t.commit();
+                }
+                95..=96 => {
+                    if rng.gen_bool(0.2) {
+                        db.drop_keyspace(names[rng.gen_range(0..names.len())])
+                            .unwrap();
+                    }
+                }
+                _ => clock.advance(Duration::from_millis(rng.gen_range(0..2000))),
+            }
+        }
+        if rng.gen_bool(0.3) {
+            let _ = db.remove_expired().unwrap();
+        }
+        let snap = db.snapshot();
+        // Some versions expire between the snapshot and the backup.
+        clock.advance(Duration::from_millis(rng.gen_range(0..3000)));
+        let p = tmp.path().join(format!("phys{round}"));
+        let l = tmp.path().join(format!("logi{round}"));
+        snap.backup_with(&p, BackupMethod::Physical, |_| {}).unwrap();
+        snap.backup_with(&l, BackupMethod::Logical, |_| {}).unwrap();
+        let want: Vec<_> = snap.iter().map(Result::unwrap).collect();
+        drop(snap);
+        let bopts = || Options::new().clock(clock.clone());
+        let phys = Db::open(&p, bopts()).unwrap();
+        let logi = Db::open(&l, bopts()).unwrap();
+        let got: Vec<_> = phys.iter().map(Result::unwrap).collect();
+        assert!(got == want, "round {round}: the physical backup differs from its snapshot");
+        let (ep, el) = (everything(&phys), everything(&logi));
+        assert_eq!(ep.len(), el.len(), "round {round}");
+        for (a, b) in ep.iter().zip(&el) {
+            assert_eq!(a, b, "round {round}");
+        }
+        let cp = phys.check().unwrap();
+        assert!(cp.is_ok(), "round {round}: {cp:?}");
+        // Everything expires the same way: once every deadline passed and
+        // both swept, the stored pairs (the expiry queue's and the
+        // catalog's counted) are the same.
+        clock.advance(Duration::from_secs(60));
+        phys.remove_expired().unwrap();
+        logi.remove_expired().unwrap();
+        phys.flush().unwrap();
+        logi.flush().unwrap();
+        assert_eq!(
+            phys.stats().pairs,
+            logi.stats().pairs,
+            "round {round}: stored pairs after the sweep differ"
+        );
+        clock.advance(Duration::from_millis(0));
+    }
+}
+
+/// `Transaction::put_with_ttl` documents: "A TTL of zero or past the last
+/// deadline is refused (`InvalidArgument`), nothing buffered." A TTL past
+/// the last deadline is buffered, and the whole commit fails instead.
+#[test]
+fn a_transaction_refuses_a_ttl_past_the_last_deadline_when_it_is_put() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), Options::new().create_if_missing(true)).unwrap();
+    // What `Db::put_with_ttl` says of it.
+    assert!(matches!(
+        db.put_with_ttl("k", "v", Duration::MAX),
+        Err(flexdb::Error::InvalidArgument(_))
+    ));
+    let mut t = db.transaction(Isolation::Snapshot);
+    t.put("other", "x").unwrap();
+    let r = t.put_with_ttl("k", "v", Duration::MAX);
+    assert!(
+        matches!(r, Err(flexdb::Error::InvalidArgument(_))),
+        "put_with_ttl(Duration::MAX) in a transaction: {r:?}"
+    );
+    // Nothing buffered: the rest of the transaction commits.
+    assert_eq!(t.get("k").unwrap(), None);
+    t.commit().unwrap();
+    assert_eq!(db.get("other").unwrap().as_deref(), Some(&b"x"[..]));
+}
