@@ -47,6 +47,11 @@ use crate::{Db, Options};
 
 /// Pairs written to the backup per batch (and between progress calls).
 const BATCH_PAIRS: usize = 4096;
+/// Bytes of keys and values after which a batch is written whatever its
+/// pairs (a batch is one log record, of at most `wal::format::MAX_RECORD`
+/// bytes, and is held in memory whole: 4,096 values of up to 64 MiB
+/// each would be neither).
+const BATCH_BYTES: u64 = 64 << 20;
 /// The backup store's MemTables at most (it is written once: bigger ones
 /// would only take memory from the source's process).
 const BACKUP_MEMTABLE_BYTES: usize = 64 << 20;
@@ -225,6 +230,7 @@ fn physical(
         }
     }
     let mut in_batch = 0;
+    let mut batch_bytes = 0u64;
     let mut keys = Vec::new();
     for m in &point.mems {
         let mut from: Bound<Vec<u8>> = Bound::Unbounded;
@@ -242,6 +248,7 @@ fn physical(
             };
             from = Bound::Excluded(last.to_vec());
             for (key, _, _) in keys.drain(..) {
+                let before = done.bytes;
                 let mut op = Ok(());
                 point.get_entry_with(&key, |version| {
                     op = match version {
@@ -260,10 +267,15 @@ fn physical(
                 op?;
                 done.pairs += 1;
                 in_batch += 1;
+                batch_bytes += key.len() as u64 + (done.bytes - before);
+                if batch_bytes >= BATCH_BYTES {
+                    into.write(std::mem::take(&mut batch))?;
+                    (in_batch, batch_bytes) = (0, 0);
+                }
             }
             if in_batch >= BATCH_PAIRS {
                 into.write(std::mem::take(&mut batch))?;
-                in_batch = 0;
+                (in_batch, batch_bytes) = (0, 0);
                 done.total_bytes = done.total_bytes.max(done.bytes);
                 progress(done);
             }
@@ -305,6 +317,7 @@ fn logical(
     };
     let mut batch = WriteBatch::new();
     let mut in_batch = 0;
+    let mut batch_bytes = 0u64;
     // Every keyspace's pairs and the catalog, keys as stored.
     let mut pairs = snap.stored_pairs();
     while let Some(pair) = pairs.next_entry_ref() {
@@ -319,9 +332,10 @@ fn logical(
             x => batch.put_expiring_stored(k.to_vec(), v.to_vec(), x),
         }
         in_batch += 1;
-        if in_batch == BATCH_PAIRS {
+        batch_bytes += (k.len() + v.len()) as u64;
+        if in_batch == BATCH_PAIRS || batch_bytes >= BATCH_BYTES {
             into.write(std::mem::take(&mut batch))?;
-            in_batch = 0;
+            (in_batch, batch_bytes) = (0, 0);
             progress(done);
         }
     }
