@@ -204,3 +204,116 @@ fn a_backup_of_large_values_is_not_refused_as_a_batch_too_large() {
         assert_eq!(b.get("big32").unwrap().map(|v| v.len()), Some(64 << 20));
     }
 }
+
+/// Writers put (some with a time to live), delete and delete ranges in two
+/// keyspaces while the committer commits tiny MemTables; snapshots taken
+/// meanwhile back up physically to exactly what they read.
+#[test]
+fn physical_backups_under_concurrent_range_deletes_and_ttls_equal_their_snapshots() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let db = Arc::new(
+        Db::open(
+            tmp.path().join("src"),
+            Options::new()
+                .create_if_missing(true)
+                .memtable_bytes(24 << 10)
+                .cache_bytes(1 << 20)
+                .clock(clock.clone()),
+        )
+        .unwrap(),
+    );
+    let other = db.keyspace("other").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = (0..2u64)
+        .map(|t| {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(t + 100);
+                let other = db.keyspace("other").unwrap();
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) && n < 300_000 {
+                    let i = rng.gen_range(0..3000);
+                    let k = format!("k{i:04}");
+                    let v = format!("{t}:{n}:{}", "v".repeat(rng.gen_range(0..80)));
+                    let in_other = rng.gen_bool(0.3);
+                    match rng.gen_range(0..100) {
+                        0..=54 => {
+                            if in_other {
+                                other.put(&k, &v).unwrap()
+                            } else {
+                                db.put(&k, &v).unwrap()
+                            }
+                        }
+                        55..=74 => db
+                            .put_with_ttl(&k, &v, Duration::from_secs(rng.gen_range(1..100)))
+                            .unwrap(),
+                        75..=89 => db.delete(&k).unwrap(),
+                        _ => {
+                            let e = format!("k{:04}", i + rng.gen_range(1..40));
+                            if in_other {
+                                other.delete_range(k.as_str()..e.as_str()).unwrap()
+                            } else {
+                                db.delete_range(k.as_str()..e.as_str()).unwrap()
+                            }
+                        }
+                    }
+                    n += 1;
+                }
+            })
+        })
+        .collect();
+    for round in 0..8 {
+        std::thread::sleep(Duration::from_millis(30));
+        let snap = db.snapshot();
+        let dest = tmp.path().join(format!("b{round}"));
+        snap.backup(&dest).unwrap();
+        let want: Vec<_> = snap.iter().map(Result::unwrap).collect();
+        let want_other: Vec<_> = snap
+            .keyspace(&other)
+            .unwrap()
+            .iter()
+            .map(Result::unwrap)
+            .collect();
+        drop(snap);
+        let b = Db::open(&dest, Options::new().clock(clock.clone())).unwrap();
+        let got: Vec<_> = b.iter().map(Result::unwrap).collect();
+        assert!(got == want, "round {round}: default keyspace differs");
+        let got_other: Vec<_> = b
+            .keyspace("other")
+            .unwrap()
+            .iter()
+            .map(Result::unwrap)
+            .collect();
+        assert!(got_other == want_other, "round {round}: keyspace other differs");
+        let c = b.check().unwrap();
+        assert!(c.is_ok(), "round {round}: {c:?}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn a_physical_backup_of_an_empty_store_opens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path().join("src"), Options::new().create_if_missing(true)).unwrap();
+    let r = db.backup(tmp.path().join("b")).unwrap();
+    assert_eq!(r.pairs, 0);
+    let b = Db::open(tmp.path().join("b"), Options::new()).unwrap();
+    assert_eq!(b.iter().count(), 0);
+    b.put("x", "y").unwrap();
+    drop(b);
+    // And of a store whose pairs were all deleted and committed.
+    db.put("a", "1").unwrap();
+    db.flush().unwrap();
+    db.delete("a").unwrap();
+    db.flush().unwrap();
+    let r = db.backup(tmp.path().join("c")).unwrap();
+    assert_eq!(r.pairs, 0);
+    let b = Db::open(tmp.path().join("c"), Options::new()).unwrap();
+    assert!(b.check().unwrap().is_ok());
+}
