@@ -196,6 +196,20 @@ fn physical(
     progress: &mut dyn FnMut(BackupProgress),
 ) -> Result<Copied> {
     let point = &snap.point;
+    // Updates into a damaged interval that a commit held back live only in
+    // the logs kept from this generation on (their MemTables are retired):
+    // neither the view's space nor the point's MemTables hold them, so a
+    // copy of the two would lose them. (Checked after the point was
+    // taken: a commit sets this before it retires a MemTable.)
+    if let Some(gen) = *point.store.held_logs_from.lock() {
+        return Err(Error::Corrupt {
+            file: "data".into(),
+            detail: format!(
+                "updates into a damaged interval are held back in the logs from generation \
+                 {gen}: a physical backup would lose them (repair the store first)"
+            ),
+        });
+    }
     let mem_bytes = memtable_bytes(snap);
     let mut done = BackupProgress::default();
     let exported = {
