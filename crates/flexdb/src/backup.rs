@@ -17,6 +17,9 @@
 //!   the snapshot read it. Fast and, on a file system that shares blocks,
 //!   nearly free in disk; the backup carries the garbage of the segments it
 //!   copies.
+//!   A store holding back updates into a corrupt interval (their logs
+//!   kept, `commit`) is refused (`Corrupt`): neither the view nor the
+//!   MemTables hold those updates, and the backup would lose them.
 //! - *Logical*: the snapshot's pairs, in key order, are written in batches
 //!   into a new store. Slower, but compact: no garbage.
 //!
