@@ -103,7 +103,8 @@ fn physical_and_logical_backups_of_one_snapshot_agree() {
         clock.advance(Duration::from_millis(rng.gen_range(0..3000)));
         let p = tmp.path().join(format!("phys{round}"));
         let l = tmp.path().join(format!("logi{round}"));
-        snap.backup_with(&p, BackupMethod::Physical, |_| {}).unwrap();
+        snap.backup_with(&p, BackupMethod::Physical, |_| {})
+            .unwrap();
         snap.backup_with(&l, BackupMethod::Logical, |_| {}).unwrap();
         let want: Vec<_> = snap.iter().map(Result::unwrap).collect();
         drop(snap);
@@ -111,7 +112,10 @@ fn physical_and_logical_backups_of_one_snapshot_agree() {
         let phys = Db::open(&p, bopts()).unwrap();
         let logi = Db::open(&l, bopts()).unwrap();
         let got: Vec<_> = phys.iter().map(Result::unwrap).collect();
-        assert!(got == want, "round {round}: the physical backup differs from its snapshot");
+        assert!(
+            got == want,
+            "round {round}: the physical backup differs from its snapshot"
+        );
         let (ep, el) = (everything(&phys), everything(&logi));
         assert_eq!(ep.len(), el.len(), "round {round}");
         for (a, b) in ep.iter().zip(&el) {
@@ -172,7 +176,9 @@ fn a_backup_of_large_values_is_not_refused_as_a_batch_too_large() {
     let tmp = tempfile::tempdir().unwrap();
     let db = Db::open(
         tmp.path().join("src"),
-        Options::new().create_if_missing(true).memtable_bytes(256 << 20),
+        Options::new()
+            .create_if_missing(true)
+            .memtable_bytes(256 << 20),
     )
     .unwrap();
     let value = vec![7u8; 64 << 20];
@@ -185,7 +191,9 @@ fn a_backup_of_large_values_is_not_refused_as_a_batch_too_large() {
     // The same pairs only in the MemTables, backed up physically.
     let db = Db::open(
         tmp.path().join("src2"),
-        Options::new().create_if_missing(true).memtable_bytes(3 << 30),
+        Options::new()
+            .create_if_missing(true)
+            .memtable_bytes(3 << 30),
     )
     .unwrap();
     for i in 0..33u32 {
@@ -287,7 +295,10 @@ fn physical_backups_under_concurrent_range_deletes_and_ttls_equal_their_snapshot
             .iter()
             .map(Result::unwrap)
             .collect();
-        assert!(got_other == want_other, "round {round}: keyspace other differs");
+        assert!(
+            got_other == want_other,
+            "round {round}: keyspace other differs"
+        );
         let c = b.check().unwrap();
         assert!(c.is_ok(), "round {round}: {c:?}");
     }
@@ -300,7 +311,11 @@ fn physical_backups_under_concurrent_range_deletes_and_ttls_equal_their_snapshot
 #[test]
 fn a_physical_backup_of_an_empty_store_opens() {
     let tmp = tempfile::tempdir().unwrap();
-    let db = Db::open(tmp.path().join("src"), Options::new().create_if_missing(true)).unwrap();
+    let db = Db::open(
+        tmp.path().join("src"),
+        Options::new().create_if_missing(true),
+    )
+    .unwrap();
     let r = db.backup(tmp.path().join("b")).unwrap();
     assert_eq!(r.pairs, 0);
     let b = Db::open(tmp.path().join("b"), Options::new()).unwrap();
@@ -357,7 +372,10 @@ fn a_physical_backup_of_a_read_only_open_carries_its_replayed_logs() {
     let b = Db::open(&dest, Options::new().clock(clock.clone())).unwrap();
     let got: Vec<_> = b.iter().map(Result::unwrap).collect();
     assert!(got == want, "the backup differs from the reader");
-    assert_eq!(b.ttl("k00600").unwrap(), Some(Some(Duration::from_secs(10))));
+    assert_eq!(
+        b.ttl("k00600").unwrap(),
+        Some(Some(Duration::from_secs(10)))
+    );
     assert_eq!(
         b.keyspace("late").unwrap().get("x").unwrap().as_deref(),
         Some(&b"y"[..])
@@ -418,11 +436,17 @@ fn a_physical_backup_does_not_drop_updates_held_back_from_a_corrupt_interval() {
         db.put(key(i), format!("second {i}")).unwrap();
     }
     db.flush().unwrap();
-    assert!(matches!(db.get(key(hurt)), Err(flexdb::Error::Corrupt { .. })));
+    assert!(matches!(
+        db.get(key(hurt)),
+        Err(flexdb::Error::Corrupt { .. })
+    ));
     let logical = db.backup_with(tmp.path().join("logical"), BackupMethod::Logical, |_| {});
     let physical = db.backup_with(tmp.path().join("physical"), BackupMethod::Physical, |_| {});
     db.close().unwrap();
-    assert!(matches!(logical, Err(flexdb::Error::Corrupt { .. })), "{logical:?}");
+    assert!(
+        matches!(logical, Err(flexdb::Error::Corrupt { .. })),
+        "{logical:?}"
+    );
     if physical.is_err() {
         return; // Refused, as the logical backup: nothing lost.
     }
@@ -441,6 +465,7 @@ fn a_physical_backup_does_not_drop_updates_held_back_from_a_corrupt_interval() {
         got.as_deref(),
         Some(format!("second {hurt}").as_bytes()),
         "the physical backup succeeded without the updates the store held back: {:?}",
-        got.as_ref().map(|v| String::from_utf8_lossy(v).into_owned())
+        got.as_ref()
+            .map(|v| String::from_utf8_lossy(v).into_owned())
     );
 }
