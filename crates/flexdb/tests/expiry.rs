@@ -486,3 +486,28 @@ fn transactions_put_with_a_time_to_live_counted_from_their_commit() {
     assert_eq!(db.remove_expired().unwrap(), 0);
     assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"theirs"[..]));
 }
+
+/// `Transaction::put_with_ttl` documents: "A TTL of zero or past the last
+/// deadline is refused (`InvalidArgument`), nothing buffered." A TTL past
+/// the last deadline is buffered, and the whole commit fails instead.
+#[test]
+fn a_transaction_refuses_a_ttl_past_the_last_deadline_when_it_is_put() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), Options::new().create_if_missing(true)).unwrap();
+    // What `Db::put_with_ttl` says of it.
+    assert!(matches!(
+        db.put_with_ttl("k", "v", Duration::MAX),
+        Err(Error::InvalidArgument(_))
+    ));
+    let mut t = db.transaction(Isolation::Snapshot);
+    t.put("other", "x").unwrap();
+    let r = t.put_with_ttl("k", "v", Duration::MAX);
+    assert!(
+        matches!(r, Err(Error::InvalidArgument(_))),
+        "put_with_ttl(Duration::MAX) in a transaction: {r:?}"
+    );
+    // Nothing buffered: the rest of the transaction commits.
+    assert_eq!(t.get("k").unwrap(), None);
+    t.commit().unwrap();
+    assert_eq!(db.get("other").unwrap().as_deref(), Some(&b"x"[..]));
+}

@@ -1,7 +1,10 @@
-//! Review tests of the physical backup: a physical and a logical backup of
-//! the same snapshot, taken while the committer commits small MemTables,
-//! hold the same pairs with the same deadlines, the same stored pairs (the
-//! expiry queue and the catalog counted), and both read as the snapshot.
+//! Physical backups against logical ones and against their snapshots: a
+//! physical and a logical backup of the same snapshot, taken while the
+//! committer commits small MemTables, hold the same pairs with the same
+//! deadlines, the same stored pairs (the expiry queue and the catalog
+//! counted), and both read as the snapshot; also under concurrent range
+//! deletes and TTLs, of an empty store, of a read-only open, of large
+//! values (`--ignored`), and a store holding back updates is refused.
 
 use std::time::Duration;
 
@@ -138,31 +141,6 @@ fn physical_and_logical_backups_of_one_snapshot_agree() {
         );
         clock.advance(Duration::from_millis(0));
     }
-}
-
-/// `Transaction::put_with_ttl` documents: "A TTL of zero or past the last
-/// deadline is refused (`InvalidArgument`), nothing buffered." A TTL past
-/// the last deadline is buffered, and the whole commit fails instead.
-#[test]
-fn a_transaction_refuses_a_ttl_past_the_last_deadline_when_it_is_put() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = Db::open(tmp.path(), Options::new().create_if_missing(true)).unwrap();
-    // What `Db::put_with_ttl` says of it.
-    assert!(matches!(
-        db.put_with_ttl("k", "v", Duration::MAX),
-        Err(flexdb::Error::InvalidArgument(_))
-    ));
-    let mut t = db.transaction(Isolation::Snapshot);
-    t.put("other", "x").unwrap();
-    let r = t.put_with_ttl("k", "v", Duration::MAX);
-    assert!(
-        matches!(r, Err(flexdb::Error::InvalidArgument(_))),
-        "put_with_ttl(Duration::MAX) in a transaction: {r:?}"
-    );
-    // Nothing buffered: the rest of the transaction commits.
-    assert_eq!(t.get("k").unwrap(), None);
-    t.commit().unwrap();
-    assert_eq!(db.get("other").unwrap().as_deref(), Some(&b"x"[..]));
 }
 
 /// A backup writes up to 4,096 pairs per batch whatever their size, and a
