@@ -277,12 +277,16 @@ pub enum Command {
     },
     /// Copy the store, as of one moment, into a new store in DEST (absent
     /// or an empty directory), which opens as any other: restoring is
-    /// opening it. Prints the pairs and bytes copied.
+    /// opening it. Shares the file system's blocks with the store where it
+    /// can (reflink); prints the pairs, the bytes copied and shared.
     Backup {
         /// The store's directory.
         dir: PathBuf,
         /// The backup's directory (made; an empty one is taken).
         dest: PathBuf,
+        /// Rewrite every pair (slower, shares nothing, holds no garbage).
+        #[arg(long)]
+        logical: bool,
         /// One JSON object instead of lines.
         #[arg(long)]
         json: bool,

@@ -261,11 +261,16 @@ fn run(command: Command) -> Result<Code, CliError> {
         Command::Backup {
             dir,
             dest,
+            logical,
             json,
             quiet,
         } => {
+            let method = match logical {
+                true => flexdb::BackupMethod::Logical,
+                false => flexdb::BackupMethod::Physical,
+            };
             with_store(&dir, Mode::ReadOnly, |db| {
-                backup::backup(db, &dir, &dest, json, quiet, &mut out)
+                backup::backup(db, &dir, &dest, method, json, quiet, &mut out)
             })?;
             Code::Success
         }

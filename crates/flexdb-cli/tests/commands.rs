@@ -191,6 +191,7 @@ fn backup_copies_the_store_into_a_new_one_and_refuses_a_full_directory() {
     let out = flexdb(&["backup", &d, p(&dest), "--json"]).ok();
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["pairs"], 499, "{out}");
+    assert_eq!(v["method"], "physical", "{out}");
     assert!(v["disk_bytes"].as_u64().unwrap() > 0, "{out}");
     assert_eq!(v["dest"], p(&dest));
     assert_eq!(flexdb(&["scan", p(&dest)]).ok(), flexdb(&["scan", &d]).ok());
@@ -198,7 +199,21 @@ fn backup_copies_the_store_into_a_new_one_and_refuses_a_full_directory() {
     flexdb(&["check", p(&dest)]).ok();
     // Text form; and a destination that is not empty is refused.
     let text = flexdb(&["backup", &d, p(&tmp.path().join("c"))]).ok();
-    assert!(text.contains("\npairs       499\n"), "{text}");
+    assert!(text.contains("\npairs         499\n"), "{text}");
+    // A logical backup reads the same.
+    let logical = tmp.path().join("l");
+    let out = flexdb(&["backup", &d, p(&logical), "--logical", "--json"]).ok();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["method"].as_str(), v["pairs"].as_u64()),
+        (Some("logical"), Some(499)),
+        "{out}"
+    );
+    assert_eq!(v["shared_bytes"], 0, "{out}");
+    assert_eq!(
+        flexdb(&["scan", p(&logical)]).ok(),
+        flexdb(&["scan", &d]).ok()
+    );
     flexdb(&["backup", &d, p(&dest)]).fails(code::BAD_INPUT, &["not empty"]);
     assert_eq!(flexdb(&["get", p(&dest), "k0499"]).ok(), "v499\n");
 }

@@ -559,13 +559,25 @@ impl Db {
         self.snapshot().backup(dest)
     }
 
-    /// [`Db::backup`], calling `progress` every few thousand pairs.
+    /// [`Db::backup`], calling `progress` after every data segment and
+    /// every few thousand pairs.
     pub fn backup_with_progress(
         &self,
         dest: impl AsRef<Path>,
         progress: impl FnMut(crate::BackupProgress),
     ) -> Result<crate::BackupReport> {
         self.snapshot().backup_with_progress(dest, progress)
+    }
+
+    /// [`Db::backup_with_progress`] by the given method (see
+    /// [`Snapshot::backup_with`]).
+    pub fn backup_with(
+        &self,
+        dest: impl AsRef<Path>,
+        method: crate::BackupMethod,
+        progress: impl FnMut(crate::BackupProgress),
+    ) -> Result<crate::BackupReport> {
+        self.snapshot().backup_with(dest, method, progress)
     }
 
     /// Makes every write so far durable (syncs the write-ahead log).

@@ -169,7 +169,7 @@ mod txn;
 mod wal;
 mod write;
 
-pub use backup::{BackupProgress, BackupReport};
+pub use backup::{BackupMethod, BackupProgress, BackupReport};
 pub use batch::{BatchOp, OpRef, WriteBatch};
 pub use clock::ManualClock;
 pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};

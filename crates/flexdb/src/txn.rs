@@ -18,10 +18,16 @@
 //!
 //! Invariants: a transaction's reads are those of its point, with its own
 //! writes merged in; validation and the write of the buffer happen under
-//! one hold of the writer lock; a commit that fails writes nothing.
+//! one hold of the writer lock; a commit that fails writes nothing. A put
+//! with a time to live is a buffered put plus its TTL (`ttls`), which
+//! every later write of the key in the transaction drops; the commit's
+//! write makes it a deadline (`expiry::resolve`), with its expiry-queue
+//! entry in the same batch.
 
+use std::collections::HashMap;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -93,6 +99,9 @@ pub struct Transaction {
     isolation: Isolation,
     writes: Arc<WriteSet>,
     reads: Mutex<ReadSet>,
+    /// The times to live of the puts in `writes` made with one (stored
+    /// key → TTL), made deadlines by the commit.
+    ttls: HashMap<Vec<u8>, Duration>,
     /// The keyspace its methods act on.
     ks: KsId,
 }
@@ -150,12 +159,25 @@ impl TransactionIn<'_> {
     /// As [`Transaction::put`].
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         self.txn
-            .write_in(self.id, key.as_ref(), Some(value.as_ref()))
+            .write_in(self.id, key.as_ref(), Some(value.as_ref()))?;
+        Ok(())
+    }
+
+    /// As [`Transaction::put_with_ttl`].
+    pub fn put_with_ttl(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<()> {
+        self.txn
+            .put_with_ttl_in(self.id, key.as_ref(), value.as_ref(), ttl)
     }
 
     /// As [`Transaction::delete`].
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
-        self.txn.write_in(self.id, key.as_ref(), None)
+        self.txn.write_in(self.id, key.as_ref(), None)?;
+        Ok(())
     }
 
     /// As [`Transaction::delete_range`].
@@ -185,6 +207,7 @@ impl Transaction {
             isolation,
             writes: Arc::new(WriteSet::default()),
             reads: Mutex::new(ReadSet::default()),
+            ttls: HashMap::new(),
             ks,
         }
     }
@@ -290,22 +313,62 @@ impl Transaction {
 
     /// Sets `key` to `value` when the transaction commits.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        self.write_in(self.ks, key.as_ref(), Some(value.as_ref()))
+        self.write_in(self.ks, key.as_ref(), Some(value.as_ref()))?;
+        Ok(())
+    }
+
+    /// Sets `key` to `value` when the transaction commits, expiring `ttl`
+    /// after the commit (as [`crate::Db::put_with_ttl`]: the deadline is
+    /// the commit's time plus `ttl`, by the store's clock). The
+    /// transaction's own reads see the pair; a later `put`, `delete` or
+    /// `delete_range` of the key in the transaction replaces it, deadline
+    /// and all. A TTL of zero or past the last deadline is refused
+    /// (`InvalidArgument`), nothing buffered.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = flexdb::Db::open(dir.path(), flexdb::Options::new().create_if_missing(true)).unwrap();
+    /// use std::time::Duration;
+    /// let mut t = db.transaction(flexdb::Isolation::Snapshot);
+    /// t.put_with_ttl("session", "alice", Duration::from_secs(60)).unwrap();
+    /// t.commit().unwrap();
+    /// assert!(db.ttl("session").unwrap().unwrap().unwrap() <= Duration::from_secs(60));
+    /// ```
+    pub fn put_with_ttl(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<()> {
+        self.put_with_ttl_in(self.ks, key.as_ref(), value.as_ref(), ttl)
     }
 
     /// Removes `key` when the transaction commits.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
-        self.write_in(self.ks, key.as_ref(), None)
+        self.write_in(self.ks, key.as_ref(), None)?;
+        Ok(())
     }
 
-    fn write_in(&mut self, id: KsId, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+    fn put_with_ttl_in(&mut self, id: KsId, key: &[u8], value: &[u8], ttl: Duration) -> Result<()> {
+        crate::batch::check_ttl(ttl)?;
+        // Refused now, as documented, when no deadline can hold it (the
+        // commit makes the deadline by the same clock, later).
+        self.point.store.clock.deadline(ttl)?;
+        let stored = self.write_in(id, key, Some(value))?;
+        self.ttls.insert(stored, ttl);
+        Ok(())
+    }
+
+    /// Buffers the write and returns the key as stored.
+    fn write_in(&mut self, id: KsId, key: &[u8], value: Option<&[u8]>) -> Result<Vec<u8>> {
         check_sizes(key, value)?;
         let key = encode(id, key).into_owned();
+        self.ttls.remove(&key);
         // Copied only if an iterator still holds the writes so far.
         Arc::make_mut(&mut self.writes)
             .pairs
-            .insert(key, value.map(<[u8]>::to_vec));
-        Ok(())
+            .insert(key.clone(), value.map(<[u8]>::to_vec));
+        Ok(key)
     }
 
     /// Removes every key in `range` when the transaction commits (as
@@ -339,6 +402,7 @@ impl Transaction {
         };
         // Its own earlier writes in the range go with it.
         writes.pairs.retain(|k, _| !r.covers(k));
+        self.ttls.retain(|k, _| !r.covers(k));
         writes.ranges.push(r);
         Ok(())
     }
@@ -364,9 +428,10 @@ impl Transaction {
             batch.push_range(&r.start, r.end.as_deref())?;
         }
         for (k, v) in self.writes.pairs.iter() {
-            match v {
-                Some(v) => batch.put_stored(k.clone(), v.clone())?,
-                None => batch.delete_stored(k.clone())?,
+            match (v, self.ttls.get(k)) {
+                (Some(v), Some(&ttl)) => batch.put_with_ttl_stored(k.clone(), v.clone(), ttl)?,
+                (Some(v), None) => batch.put_stored(k.clone(), v.clone())?,
+                (None, _) => batch.delete_stored(k.clone())?,
             };
         }
         let mut reads = std::mem::take(&mut *self.reads.lock());

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use flexdb::{BackupProgress, Db, Error, Options, WriteBatch};
+use flexdb::{BackupMethod, BackupProgress, Db, Error, Options, WriteBatch};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -55,6 +55,15 @@ fn writers(db: &Arc<Db>, stop: &Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<
 
 #[test]
 fn a_backup_taken_while_writers_write_equals_its_snapshot() {
+    backup_while_writers_write(BackupMethod::Physical);
+}
+
+#[test]
+fn a_logical_backup_taken_while_writers_write_equals_its_snapshot() {
+    backup_while_writers_write(BackupMethod::Logical);
+}
+
+fn backup_while_writers_write(method: BackupMethod) {
     let tmp = tempfile::tempdir().unwrap();
     let (src, dest) = (tmp.path().join("src"), tmp.path().join("backup"));
     let db = Arc::new(busy_store(&src));
@@ -67,27 +76,33 @@ fn a_backup_taken_while_writers_write_equals_its_snapshot() {
     std::thread::sleep(std::time::Duration::from_millis(50));
     let snap = db.snapshot();
     let mut calls: Vec<BackupProgress> = Vec::new();
-    let report = snap.backup_with_progress(&dest, |p| calls.push(p)).unwrap();
+    let report = snap.backup_with(&dest, method, |p| calls.push(p)).unwrap();
     stop.store(true, Ordering::Relaxed);
     let written: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
     assert!(written > 0);
     assert_eq!(report.dest, dest);
     assert!(report.disk_bytes > 0);
-    // Progress grows to what the report says.
-    assert!(calls.windows(2).all(|w| w[0].pairs <= w[1].pairs));
-    assert_eq!(calls.last().map(|p| p.pairs), Some(report.pairs));
+    assert_eq!(report.method, method);
+    // Progress grows, and ends with all done.
+    assert!(calls
+        .windows(2)
+        .all(|w| w[0].pairs <= w[1].pairs && w[0].bytes <= w[1].bytes));
+    let last = calls.last().copied().unwrap_or_default();
+    assert_eq!(last.bytes, last.total_bytes);
     assert!(!tmp.path().join("backup.backup-partial").exists());
 
     let backup = open_backup(&dest);
     let want: Vec<_> = snap.iter().map(Result::unwrap).collect();
     let got: Vec<_> = backup.iter().map(Result::unwrap).collect();
     assert_eq!(got.len() as u64, report.pairs);
-    assert_eq!(
-        report.bytes,
-        want.iter()
-            .map(|(k, v)| (k.len() + v.len()) as u64)
-            .sum::<u64>()
-    );
+    if method == BackupMethod::Logical {
+        assert_eq!(
+            report.bytes,
+            want.iter()
+                .map(|(k, v)| (k.len() + v.len()) as u64)
+                .sum::<u64>()
+        );
+    }
     assert!(got == want, "the backup differs from its snapshot");
     let check = backup.check().unwrap();
     assert!(check.is_ok(), "{check:?}");
@@ -147,7 +162,8 @@ fn a_backup_of_a_store_being_written_in_batches_holds_whole_batches() {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         let dest = tmp.path().join(format!("backup{round}"));
-        db.backup(&dest).unwrap();
+        let method = [BackupMethod::Physical, BackupMethod::Logical][round % 2];
+        db.backup_with(&dest, method, |_| {}).unwrap();
         let backup = open_backup(&dest);
         let tokens = backup.prefix("token/").count();
         assert_eq!(tokens, 1, "round {round}: {tokens} tokens");
@@ -234,7 +250,7 @@ fn destinations_that_would_mix_or_lose_data_are_refused_with_nothing_changed() {
     );
     let fresh = busy_store(&tmp.path().join("fresh"));
     let report = fresh.backup(tmp.path().join("fresh-backup")).unwrap();
-    assert_eq!((report.pairs, report.bytes), (0, 0));
+    assert_eq!(report.pairs, 0);
     assert_eq!(
         open_backup(&tmp.path().join("fresh-backup")).iter().count(),
         0
@@ -268,4 +284,145 @@ fn a_symbolic_link_or_a_path_without_a_name_is_refused_and_x_dot_is_x() {
         Some(&b"v"[..])
     );
     assert!(!tmp.path().join("empty.backup-partial").exists());
+}
+
+/// A pair of a keyspace with its time to live: (keyspace, key, value, ttl).
+type PairWithTtl = (String, Vec<u8>, Vec<u8>, Option<std::time::Duration>);
+
+/// Every pair of every keyspace of `db`, with its time to live (keys as
+/// the user sees them, per keyspace).
+fn everything(db: &Db) -> Vec<PairWithTtl> {
+    let mut out = Vec::new();
+    let mut names = db.keyspaces();
+    names.sort();
+    for name in names {
+        let ks = db.keyspace(&name).unwrap();
+        for pair in ks.iter() {
+            let (k, v) = pair.unwrap();
+            let ttl = ks.ttl(&k).unwrap().flatten();
+            out.push((name.clone(), k, v, ttl));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_physical_backup_carries_what_only_the_memtables_hold() {
+    // Range deletes, deletes, overwrites, deadlines and keyspaces, some
+    // committed to the space and some only in MemTables when the
+    // snapshot is taken: the backup reads as the snapshot did.
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = flexdb::ManualClock::new();
+    let opts = Options::new()
+        .create_if_missing(true)
+        .memtable_bytes(256 << 20)
+        .clock(clock.clone());
+    let db = Db::open(tmp.path().join("src"), opts.clone()).unwrap();
+    let users = db.keyspace("users").unwrap();
+    let hour = std::time::Duration::from_secs(3600);
+    for i in 0..5_000u32 {
+        db.put(format!("k{i:05}"), format!("space {i}")).unwrap();
+        users.put(format!("u{i:05}"), format!("user {i}")).unwrap();
+        if i % 7 == 0 {
+            db.put_with_ttl(format!("t{i:05}"), "expiring", hour)
+                .unwrap();
+        }
+    }
+    db.flush().unwrap();
+    // Now only in the MemTable:
+    db.delete_range("k01000".."k02000").unwrap();
+    db.put("k01500", "after the range delete").unwrap();
+    db.delete("k03000").unwrap();
+    db.put("k04000", "overwritten").unwrap();
+    users.delete_range("u00000".."u00100").unwrap();
+    users
+        .put_with_ttl("u00050", "back, for a while", hour)
+        .unwrap();
+    db.persist("t00007").unwrap();
+    db.put_with_ttl("fresh", "new", 2 * hour).unwrap();
+    let logs = db.keyspace("logs").unwrap();
+    logs.put("l", "only in a MemTable").unwrap();
+    let snap = db.snapshot();
+    // Written after the snapshot: not in the backup.
+    db.put("k04000", "too late").unwrap();
+    db.delete_range::<[u8], _>(..).unwrap();
+    let dest = tmp.path().join("backup");
+    let report = snap.backup(&dest).unwrap();
+    assert_eq!(report.method, BackupMethod::Physical);
+    let want = {
+        // The snapshot's state, read through a store opened on it: take
+        // it from the snapshot itself, keyspace by keyspace.
+        let mut out = Vec::new();
+        let mut names = vec!["default".to_string(), "logs".into(), "users".into()];
+        names.sort();
+        for name in names {
+            let ks = db.keyspace(&name).unwrap();
+            let s = snap.keyspace(&ks).unwrap();
+            for pair in s.iter() {
+                let (k, v) = pair.unwrap();
+                out.push((name.clone(), k, v));
+            }
+        }
+        out
+    };
+    drop(snap);
+    let backup = Db::open(&dest, Options::new().clock(clock.clone())).unwrap();
+    let got = everything(&backup);
+    let got_pairs: Vec<_> = got
+        .iter()
+        .map(|(n, k, v, _)| (n.clone(), k.clone(), v.clone()))
+        .collect();
+    assert!(got_pairs == want, "the backup differs from its snapshot");
+    assert!(backup.get("k01500").unwrap().is_some());
+    assert!(backup.get("k01501").unwrap().is_none());
+    assert!(backup.get("k03000").unwrap().is_none());
+    assert_eq!(
+        backup.get("k04000").unwrap().as_deref(),
+        Some(&b"overwritten"[..])
+    );
+    // Deadlines came along, to the millisecond.
+    assert_eq!(backup.ttl("fresh").unwrap(), Some(Some(2 * hour)));
+    assert_eq!(backup.ttl("t00014").unwrap(), Some(Some(hour)));
+    assert_eq!(backup.ttl("t00007").unwrap(), Some(None));
+    let users_b = backup.keyspace("users").unwrap();
+    assert_eq!(users_b.ttl("u00050").unwrap(), Some(Some(hour)));
+    assert!(users_b.get("u00051").unwrap().is_none());
+    // And they expire there: the expiry queue came along too.
+    clock.advance(hour + std::time::Duration::from_secs(1));
+    assert!(backup.get("t00014").unwrap().is_none());
+    assert!(backup.remove_expired().unwrap() > 0);
+    assert!(backup.check().unwrap().is_ok());
+}
+
+#[test]
+fn a_backup_shares_blocks_where_the_file_system_can() {
+    let Some(root) = std::env::var_os("FLEXDB_REFLINK_DIR") else {
+        eprintln!("FLEXDB_REFLINK_DIR is not set: no file system that shares blocks to test on");
+        return;
+    };
+    let tmp = tempfile::tempdir_in(&root).unwrap();
+    let db = Db::open(
+        tmp.path().join("src"),
+        Options::new().create_if_missing(true),
+    )
+    .unwrap();
+    let mut rng = StdRng::seed_from_u64(3);
+    for i in 0..40_000u32 {
+        let v: Vec<u8> = (0..500).map(|_| rng.gen()).collect();
+        db.put(format!("key{i:08}"), v).unwrap();
+    }
+    db.flush().unwrap();
+    let space = db.stats().space_bytes;
+    let dest = tmp.path().join("backup");
+    let report = db.backup(&dest).unwrap();
+    assert!(
+        report.shared_bytes >= space / 2,
+        "{} bytes shared of {space}: {report:?}",
+        report.shared_bytes
+    );
+    let backup = open_backup(&dest);
+    assert!(backup
+        .iter()
+        .map(Result::unwrap)
+        .eq(db.iter().map(Result::unwrap)));
 }

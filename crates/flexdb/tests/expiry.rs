@@ -434,3 +434,80 @@ fn a_read_only_handle_judges_deadlines_and_refuses_to_set_them() {
     assert_eq!(ro.iter().count(), 1);
     assert_eq!(db.iter().count(), 1);
 }
+
+#[test]
+fn transactions_put_with_a_time_to_live_counted_from_their_commit() {
+    let clock = ManualClock::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), opts(&clock)).unwrap();
+    let users = db.keyspace("users").unwrap();
+    let mut t = db.transaction(Isolation::Serializable);
+    t.put_with_ttl("a", "1", 10 * SEC).unwrap();
+    t.put_with_ttl("b", "2", 10 * SEC).unwrap();
+    t.put("b", "plain").unwrap(); // replaces the TTL put
+    t.put_with_ttl("c", "3", 10 * SEC).unwrap();
+    t.delete("c").unwrap();
+    t.put_with_ttl("d", "4", 10 * SEC).unwrap();
+    t.delete_range("d".."e").unwrap();
+    t.keyspace(&users)
+        .unwrap()
+        .put_with_ttl("u", "5", 20 * SEC)
+        .unwrap();
+    // Its own reads see the pair.
+    assert_eq!(t.get("a").unwrap().as_deref(), Some(&b"1"[..]));
+    assert!(matches!(
+        t.put_with_ttl("z", "x", Duration::ZERO),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(t.get("z").unwrap(), None);
+    // The TTL counts from the commit.
+    clock.advance(5 * SEC);
+    t.commit().unwrap();
+    assert_eq!(db.ttl("a").unwrap(), Some(Some(10 * SEC)));
+    assert_eq!(db.ttl("b").unwrap(), Some(None));
+    assert_eq!(db.ttl("c").unwrap(), None);
+    assert_eq!(db.ttl("d").unwrap(), None);
+    assert_eq!(users.ttl("u").unwrap(), Some(Some(20 * SEC)));
+    clock.advance(10 * SEC);
+    every_read_sees(&db, b"a", None);
+    every_read_sees(&db, b"b", Some(b"plain"));
+    assert_eq!(users.get("u").unwrap().as_deref(), Some(&b"5"[..]));
+    // The expiry queue has its entries: the sweep removes what expired.
+    clock.advance(10 * SEC);
+    assert_eq!(db.remove_expired().unwrap(), 2);
+    assert_eq!(users.get("u").unwrap(), None);
+    // A conflicting commit writes nothing, deadline or queue entry.
+    let mut t = db.transaction(Isolation::Snapshot);
+    t.put_with_ttl("k", "mine", 10 * SEC).unwrap();
+    db.put("k", "theirs").unwrap();
+    assert!(matches!(t.commit(), Err(Error::Conflict)));
+    assert_eq!(db.ttl("k").unwrap(), Some(None));
+    clock.advance(20 * SEC);
+    assert_eq!(db.remove_expired().unwrap(), 0);
+    assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"theirs"[..]));
+}
+
+/// `Transaction::put_with_ttl` documents: "A TTL of zero or past the last
+/// deadline is refused (`InvalidArgument`), nothing buffered." A TTL past
+/// the last deadline is buffered, and the whole commit fails instead.
+#[test]
+fn a_transaction_refuses_a_ttl_past_the_last_deadline_when_it_is_put() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), Options::new().create_if_missing(true)).unwrap();
+    // What `Db::put_with_ttl` says of it.
+    assert!(matches!(
+        db.put_with_ttl("k", "v", Duration::MAX),
+        Err(Error::InvalidArgument(_))
+    ));
+    let mut t = db.transaction(Isolation::Snapshot);
+    t.put("other", "x").unwrap();
+    let r = t.put_with_ttl("k", "v", Duration::MAX);
+    assert!(
+        matches!(r, Err(Error::InvalidArgument(_))),
+        "put_with_ttl(Duration::MAX) in a transaction: {r:?}"
+    );
+    // Nothing buffered: the rest of the transaction commits.
+    assert_eq!(t.get("k").unwrap(), None);
+    t.commit().unwrap();
+    assert_eq!(db.get("other").unwrap().as_deref(), Some(&b"x"[..]));
+}

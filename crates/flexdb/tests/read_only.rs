@@ -312,3 +312,40 @@ fn read_only_opens_succeed_beside_a_writer_that_syncs_every_write() {
         assert!(r.is_ok(), "{r:?}");
     }
 }
+
+#[test]
+fn a_backup_of_a_read_only_open_beside_a_writer_equals_the_readers_state() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("src");
+    let writer = std::sync::Arc::new(Db::open(&dir, writer_opts()).unwrap());
+    for i in 0..20_000 {
+        writer.put(key(i), format!("v{i}")).unwrap();
+    }
+    let reader = Db::open(&dir, ro()).unwrap();
+    let want: Vec<_> = reader.iter().map(Result::unwrap).collect();
+    // The writer overwrites, deletes and commits while the reader backs
+    // up what it read at its open.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let (writer, stop) = (writer.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && i < 200_000 {
+                let k = key(i * 7 % 20_000);
+                match i % 3 {
+                    0 => writer.delete(&k).unwrap(),
+                    _ => writer.put(&k, format!("new {i}")).unwrap(),
+                }
+                i += 1;
+            }
+        })
+    };
+    let dest = tmp.path().join("backup");
+    let report = reader.backup(&dest).unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    churn.join().unwrap();
+    assert_eq!(report.pairs, want.len() as u64);
+    let backup = Db::open(&dest, Options::new()).unwrap();
+    assert!(backup.iter().map(Result::unwrap).eq(want.into_iter()));
+    assert!(backup.check().unwrap().is_ok());
+}

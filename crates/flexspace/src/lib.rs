@@ -22,6 +22,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod error;
+mod export;
 mod grace;
 mod log;
 mod maintenance;
@@ -39,6 +40,7 @@ mod sync;
 mod timed_rwlock;
 
 pub use error::{Error, Result};
+pub use export::{ExportProgress, ExportReport};
 pub use options::{Options, MAX_EXTENT, SEGMENT_SIZE};
 pub use read::ReadPlan;
 pub use read_only::TRIES as READ_ONLY_TRIES;

@@ -90,11 +90,35 @@ fn open_counted(storage: &dyn Storage, name: &str, create: bool) -> Result<Arc<C
     Ok(Arc::new(CountingFile::new(f)))
 }
 
-fn new_tree() -> FlexTree {
+pub(crate) fn new_tree() -> FlexTree {
     let mut tree = FlexTree::new();
     tree.set_merge_limit(MAX_EXTENT);
     tree.set_merge_boundary(SEGMENT_SIZE);
     tree
+}
+
+/// The last steps of creating a space whose data file is written and
+/// synced: empties the tree and log files, makes the names durable, writes
+/// the log's header and then `tree`'s first checkpoint with `user_meta`
+/// (the step that makes the directory a space). Returns the checkpoint's
+/// version.
+pub(crate) fn commit_new(
+    storage: &dyn Storage,
+    tree_file: &dyn StorageFile,
+    log_file: &dyn StorageFile,
+    tree: &FlexTree,
+    user_meta: &[u64; 3],
+) -> Result<u64> {
+    tree_file.set_len(0).map_err(io(TREE))?;
+    log_file.set_len(0).map_err(io(LOG))?;
+    storage.sync_dir().map_err(io("directory"))?;
+    log_file.write_all_at(0, &log::header(1)).map_err(io(LOG))?;
+    log_file.sync().map_err(io(LOG))?;
+    let version = tree
+        .checkpoint(tree_file, &meta(user_meta))
+        .map_err(crate::error::tree)?;
+    debug_assert_eq!(version, 1, "a new tree file's first checkpoint");
+    Ok(version)
 }
 
 /// Whether `storage` holds a complete space (its tree file has a
@@ -129,18 +153,8 @@ pub fn create(storage: &dyn Storage, opts: &Options) -> Result<Opened> {
         tree: open_counted(storage, TREE, true)?,
         log: open_counted(storage, LOG, true)?,
     };
-    files.tree.set_len(0).map_err(io(TREE))?;
-    files.log.set_len(0).map_err(io(LOG))?;
-    storage.sync_dir().map_err(io("directory"))?;
-    files
-        .log
-        .write_all_at(0, &log::header(1))
-        .map_err(io(LOG))?;
-    files.log.sync().map_err(io(LOG))?;
     let tree = new_tree();
-    let version = tree
-        .checkpoint(files.tree.as_ref(), &meta(&[0; 3]))
-        .map_err(crate::error::tree)?;
+    let version = commit_new(storage, &files.tree, &files.log, &tree, &[0; 3])?;
     Ok(Opened {
         tree,
         files,

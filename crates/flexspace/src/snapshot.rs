@@ -81,9 +81,11 @@ impl IndexMemory {
 
 /// A read-only view of a space as of one moment (see the module docs).
 pub struct Snapshot {
-    tree: FlexTree,
-    resident: Vec<Option<Arc<SegBuf>>>,
-    space: Arc<SpaceInner>,
+    pub(crate) tree: FlexTree,
+    pub(crate) resident: Vec<Option<Arc<SegBuf>>>,
+    /// The user metadata words as of the snapshot.
+    pub(crate) user_meta: [u64; 3],
+    pub(crate) space: Arc<SpaceInner>,
     _guard: OwnedReadGuard,
 }
 
@@ -104,6 +106,7 @@ impl FlexSpace {
         Ok(Snapshot {
             tree: st.tree.share(),
             resident: st.resident_table().to_vec(),
+            user_meta: st.user_meta,
             space: self.s.clone(),
             _guard: guard,
         })
@@ -129,6 +132,12 @@ impl Snapshot {
     /// (takes the space's read lock briefly).
     pub fn index_memory(&self) -> IndexMemory {
         IndexMemory::of(&self.tree, self.index_bytes())
+    }
+
+    /// The user metadata words as of the snapshot
+    /// ([`FlexSpace::user_meta`]).
+    pub fn user_meta(&self) -> [u64; 3] {
+        self.user_meta
     }
 
     /// Whether the space was empty.

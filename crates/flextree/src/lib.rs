@@ -48,5 +48,5 @@ pub use compact::NodeMemory;
 pub use cursor::Extents;
 pub use error::{Error, Result};
 pub use extent::{Extent, Piece, MAX_ADDR, MAX_EXTENT_LEN, MAX_SPACE};
-pub use storage::{MemFile, StorageFile, DIRECT_ALIGN};
+pub use storage::{copy_through_buffer, MemFile, StorageFile, DIRECT_ALIGN};
 pub use tree::FlexTree;

@@ -52,6 +52,52 @@ pub trait StorageFile: Send + Sync {
     fn allocated_bytes(&self) -> io::Result<u64> {
         self.len()
     }
+    /// The operating system's file behind this handle, if there is one
+    /// (so that [`StorageFile::copy_from`] between two real files can stay
+    /// in the kernel and share blocks). The default: none.
+    fn os_file(&self) -> Option<&std::fs::File> {
+        None
+    }
+    /// Copies `len` bytes at `src_offset` of `src` to `offset` of this
+    /// file (extending it if needed) and returns how many of them now
+    /// share the file system's blocks with `src` (a reflink) instead of
+    /// having been copied. Reading past the end of `src` is an
+    /// `UnexpectedEof` error. The default copies through a buffer and
+    /// shares nothing.
+    fn copy_from(
+        &self,
+        src: &dyn StorageFile,
+        src_offset: u64,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<u64> {
+        copy_through_buffer(src, src_offset, self, offset, len)?;
+        Ok(0)
+    }
+}
+
+/// Bytes a buffered copy moves per read and write.
+const COPY_CHUNK: u64 = 1 << 20;
+
+/// Copies `len` bytes at `src_offset` of `src` to `offset` of `dst` through
+/// a buffer of at most 1 MiB (what [`StorageFile::copy_from`] does when the
+/// files cannot share blocks).
+pub fn copy_through_buffer<D: StorageFile + ?Sized>(
+    src: &dyn StorageFile,
+    src_offset: u64,
+    dst: &D,
+    offset: u64,
+    len: u64,
+) -> io::Result<()> {
+    let mut buf = vec![0u8; len.min(COPY_CHUNK) as usize];
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(COPY_CHUNK) as usize;
+        src.read_exact_at(src_offset + done, &mut buf[..n])?;
+        dst.write_all_at(offset + done, &buf[..n])?;
+        done += n as u64;
+    }
+    Ok(())
 }
 
 /// Alignment of offsets, lengths and buffers for
@@ -165,6 +211,18 @@ impl<T: StorageFile + ?Sized> StorageFile for std::sync::Arc<T> {
     fn allocated_bytes(&self) -> io::Result<u64> {
         (**self).allocated_bytes()
     }
+    fn os_file(&self) -> Option<&std::fs::File> {
+        (**self).os_file()
+    }
+    fn copy_from(
+        &self,
+        src: &dyn StorageFile,
+        src_offset: u64,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<u64> {
+        (**self).copy_from(src, src_offset, offset, len)
+    }
 }
 
 impl<T: StorageFile + ?Sized> StorageFile for Box<T> {
@@ -194,5 +252,17 @@ impl<T: StorageFile + ?Sized> StorageFile for Box<T> {
     }
     fn allocated_bytes(&self) -> io::Result<u64> {
         (**self).allocated_bytes()
+    }
+    fn os_file(&self) -> Option<&std::fs::File> {
+        (**self).os_file()
+    }
+    fn copy_from(
+        &self,
+        src: &dyn StorageFile,
+        src_offset: u64,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<u64> {
+        (**self).copy_from(src, src_offset, offset, len)
     }
 }

@@ -321,7 +321,9 @@ impl Snapshot {
     /// Writes this snapshot's state, while the store goes on, as a new
     /// store in `dest` (absent, or an empty directory outside the store's
     /// own) that opens as any other: an online backup (see `backup.rs` for
-    /// how it stays whole). Refused with [`crate::Error::InvalidArgument`],
+    /// how it stays whole). Its data segments share the file system's
+    /// blocks with the store's where the file system can (a reflink:
+    /// XFS, Btrfs); elsewhere they are copied. Refused with [`crate::Error::InvalidArgument`],
     /// nothing changed: a destination that is a file, a symbolic link, a
     /// non-empty directory or inside the store's directory. Any other
     /// error leaves no backup, except one syncing `dest`'s parent
@@ -331,13 +333,28 @@ impl Snapshot {
         self.backup_with_progress(dest, |_| {})
     }
 
-    /// [`Snapshot::backup`], calling `progress` every few thousand pairs.
+    /// [`Snapshot::backup`], calling `progress` after every data segment
+    /// and every few thousand pairs.
     pub fn backup_with_progress(
         &self,
         dest: impl AsRef<Path>,
+        progress: impl FnMut(crate::BackupProgress),
+    ) -> Result<crate::BackupReport> {
+        self.backup_with(dest, crate::BackupMethod::Physical, progress)
+    }
+
+    /// [`Snapshot::backup_with_progress`] by the given method:
+    /// [`crate::BackupMethod::Physical`] (what [`Snapshot::backup`] does)
+    /// shares the file system's blocks with the store where it can (a
+    /// reflink), [`crate::BackupMethod::Logical`] rewrites every pair
+    /// (slower, but the backup holds no garbage).
+    pub fn backup_with(
+        &self,
+        dest: impl AsRef<Path>,
+        method: crate::BackupMethod,
         mut progress: impl FnMut(crate::BackupProgress),
     ) -> Result<crate::BackupReport> {
-        crate::backup::backup(self, dest.as_ref(), &mut progress)
+        crate::backup::backup(self, dest.as_ref(), method, &mut progress)
     }
 
     /// The same point in the store's history, read in keyspace `ks`

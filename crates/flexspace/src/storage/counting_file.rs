@@ -1,6 +1,7 @@
 //! A `StorageFile` wrapper that counts the bytes written through it.
 //!
-//! Invariant: `written` is the sum of the lengths of successful writes.
+//! Invariant: `written` is the sum of the lengths of successful writes
+//! (of a copy, the bytes copied rather than shared with the source).
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -59,5 +60,20 @@ impl StorageFile for CountingFile {
     }
     fn allocated_bytes(&self) -> io::Result<u64> {
         self.inner.allocated_bytes()
+    }
+    fn os_file(&self) -> Option<&std::fs::File> {
+        self.inner.os_file()
+    }
+    fn copy_from(
+        &self,
+        src: &dyn StorageFile,
+        src_offset: u64,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<u64> {
+        let shared = self.inner.copy_from(src, src_offset, offset, len)?;
+        // Shared blocks are not written; copied ones are.
+        self.written.fetch_add(len - shared, Ordering::Relaxed);
+        Ok(shared)
     }
 }

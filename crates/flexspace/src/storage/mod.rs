@@ -15,9 +15,11 @@
 //! guarded against SIGBUS by `sigbus`),
 //! [`aligned`] (O_DIRECT-aligned buffers) and [`counting_file`] (a file
 //! wrapper counting the bytes written), [`writable_map`] (files appended
-//! through writable mappings, as the write-ahead log is).
+//! through writable mappings, as the write-ahead log is), `clone` (copies
+//! between real files that share blocks where the file system can).
 
 pub mod aligned;
+mod clone;
 pub mod counting_file;
 pub mod fault;
 pub mod mapping;
@@ -333,6 +335,24 @@ impl StorageFile for RealFile {
     }
     fn allocated_bytes(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.blocks() * 512)
+    }
+    fn os_file(&self) -> Option<&File> {
+        Some(&self.file)
+    }
+    fn copy_from(
+        &self,
+        src: &dyn StorageFile,
+        src_offset: u64,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<u64> {
+        match src.os_file() {
+            Some(from) => clone::copy_range(from, &self.file, src_offset, offset, len),
+            None => {
+                flextree::copy_through_buffer(src, src_offset, self, offset, len)?;
+                Ok(0)
+            }
+        }
     }
 }
 
