@@ -43,15 +43,16 @@ impl Batch {
         &self,
         py: Python<'_>,
         keyspace: Option<PyRef<'_, Keyspace>>,
-        f: impl FnOnce(&mut flexdb::WriteBatch, &Space) -> flexdb::Result<R>,
+        f: impl FnOnce(&mut flexdb::WriteBatch, Option<&flexdb::Keyspace>) -> flexdb::Result<R>,
     ) -> PyResult<R> {
         let space = match &keyspace {
             Some(ks) => &ks.space,
             None => &self.space,
         };
+        let held = space.hold()?;
         let mut g = lock(py, &self.batch);
         let b = g.as_mut().ok_or_else(|| closed("batch"))?;
-        f(b, space).py_err()
+        f(b, held.keyspace()).py_err()
     }
 
     fn write_now(&self, py: Python<'_>) -> PyResult<()> {
@@ -84,10 +85,10 @@ impl Batch {
         let d = ttl.map(crate::convert::ttl).transpose()?;
         self.with(py, keyspace, |b, space| {
             match (space, d) {
-                (Space::Default, None) => b.put(k, v),
-                (Space::Default, Some(d)) => b.put_with_ttl(k, v, d),
-                (Space::Named(ks), None) => b.put_in(ks, k, v),
-                (Space::Named(ks), Some(d)) => b.put_with_ttl_in(ks, k, v, d),
+                (None, None) => b.put(k, v),
+                (None, Some(d)) => b.put_with_ttl(k, v, d),
+                (Some(ks), None) => b.put_in(ks, k, v),
+                (Some(ks), Some(d)) => b.put_with_ttl_in(ks, k, v, d),
             }
             .map(drop)
         })
@@ -128,8 +129,8 @@ impl Batch {
         let k = k.as_slice();
         self.with(py, keyspace, |b, space| {
             match space {
-                Space::Default => b.delete(k),
-                Space::Named(ks) => b.delete_in(ks, k),
+                None => b.delete(k),
+                Some(ks) => b.delete_in(ks, k),
             }
             .map(drop)
         })
@@ -157,8 +158,8 @@ impl Batch {
         }
         self.with(py, keyspace, |b, space| {
             match space {
-                Space::Default => b.delete_range(r),
-                Space::Named(ks) => b.delete_range_in(ks, r),
+                None => b.delete_range(r),
+                Some(ks) => b.delete_range_in(ks, r),
             }
             .map(drop)
         })

@@ -72,8 +72,12 @@ pub fn open_handle(
 impl DB {
     /// The initializer of a `DB` over `handle`.
     pub fn init(handle: Arc<Handle>) -> PyClassInitializer<DB> {
-        PyClassInitializer::from(Keyspace::new(handle.clone(), Space::Default))
-            .add_subclass(DB { handle })
+        PyClassInitializer::from(Keyspace::new(
+            handle.clone(),
+            Space::Default,
+            flexdb::DEFAULT_KEYSPACE,
+        ))
+        .add_subclass(DB { handle })
     }
 }
 
@@ -152,9 +156,9 @@ impl DB {
         let space = if name == flexdb::DEFAULT_KEYSPACE {
             Space::Default
         } else {
-            Space::Named(py.detach(|| db.keyspace(name)).py_err()?)
+            Space::named(&self.handle, py.detach(|| db.keyspace(name)).py_err()?)
         };
-        Py::new(py, Keyspace::new(self.handle.clone(), space))
+        Py::new(py, Keyspace::new(self.handle.clone(), space, name))
     }
 
     /// The names of the store's keyspaces, ``"default"`` first.

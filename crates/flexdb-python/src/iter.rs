@@ -6,24 +6,25 @@
 //!   runs are never seen and never break it.
 //! - Pairs are pulled in chunks with the GIL released (64 pairs first,
 //!   then four times more each time up to 1024, and at most about 1 MiB of
-//!   keys and values unless one pair is larger), copied into one buffer,
-//!   then turned into Python objects with the GIL held; `__next__` pops
-//!   from the chunk. A chunk never holds a pair twice, nor skips one.
+//!   keys and values unless one pair is larger), copied into one reused
+//!   buffer; `__next__` makes the Python objects of one pair from it with
+//!   the GIL held, so pairs pulled but never asked for cost no objects.
+//!   A chunk never holds a pair twice, nor skips one.
 //! - The engine iterator is dropped (releasing what its snapshot pins) as
 //!   soon as it is exhausted or fails; an error is raised after the pairs
 //!   pulled before it, then the iterator is finished.
-//! - Every pull runs under the store's read guard: a closed store raises
-//!   `ClosedError` instead of reading.
+//! - Every pull runs under the store's read guard, and the store's close
+//!   drops the engine iterator and what was pulled: after the close every
+//!   `__next__` raises `ClosedError`.
 
-use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
 use crate::errors::to_py;
-use crate::handle::{lock, Handle};
+use crate::handle::{lock, Handle, Release};
 
 /// What an iterator yields.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -43,12 +44,13 @@ const CHUNK_BYTES: usize = 1 << 20;
 struct State {
     /// The engine iterator; `None` once finished.
     it: Option<flexdb::Iter<'static>>,
-    /// Pulled, not yet yielded.
-    buf: VecDeque<Py<PyAny>>,
-    /// An error to raise once `buf` is empty.
-    error: Option<flexdb::Error>,
+    /// The last chunk pulled; `pulled.spans[next..]` are not yet yielded.
+    pulled: Pulled,
+    next: usize,
     /// Pairs to pull next time.
     chunk: usize,
+    /// The store was closed: every `__next__` raises `ClosedError`.
+    released: bool,
 }
 
 /// A lazy iterator over a range of a store, in key order (or reverse).
@@ -58,7 +60,9 @@ struct State {
 /// in chunks with the GIL released.
 #[pyclass(module = "flexdb", name = "Iterator", frozen)]
 pub struct PyIter {
-    state: Mutex<State>,
+    /// Registered with the handle: the engine iterator is dropped at the
+    /// store's close.
+    state: Arc<Mutex<State>>,
     handle: Arc<Handle>,
     mode: Mode,
     reverse: bool,
@@ -67,13 +71,16 @@ pub struct PyIter {
 impl PyIter {
     /// An iterator over `it`, yielding per `mode`, backwards if `reverse`.
     pub fn new(handle: Arc<Handle>, it: flexdb::Iter<'static>, mode: Mode, reverse: bool) -> Self {
+        let state = Arc::new(Mutex::new(State {
+            it: Some(it),
+            pulled: Pulled::default(),
+            next: 0,
+            chunk: FIRST_CHUNK,
+            released: false,
+        }));
+        handle.register(Arc::downgrade(&state) as Weak<dyn Release>);
         PyIter {
-            state: Mutex::new(State {
-                it: Some(it),
-                buf: VecDeque::new(),
-                error: None,
-                chunk: FIRST_CHUNK,
-            }),
+            state,
             handle,
             mode,
             reverse,
@@ -90,8 +97,10 @@ struct Pulled {
     error: Option<flexdb::Error>,
 }
 
-fn pull(it: &mut flexdb::Iter<'static>, n: usize, mode: Mode, reverse: bool) -> Pulled {
-    let mut p = Pulled::default();
+/// Refills `p` with up to `n` pairs of `it`.
+fn pull(p: &mut Pulled, it: &mut flexdb::Iter<'static>, n: usize, mode: Mode, reverse: bool) {
+    p.arena.clear();
+    p.spans.clear();
     while p.spans.len() < n && p.arena.len() < CHUNK_BYTES {
         let next = if reverse {
             it.next_back_ref()
@@ -121,7 +130,35 @@ fn pull(it: &mut flexdb::Iter<'static>, n: usize, mode: Mode, reverse: bool) -> 
             }
         }
     }
-    p
+}
+
+impl PyIter {
+    /// The object of pair `i` of the last chunk.
+    fn object(&self, py: Python<'_>, p: &Pulled, i: usize) -> PyResult<Py<PyAny>> {
+        let (s, k, e) = p.spans[i];
+        let a = &p.arena;
+        Ok(match self.mode {
+            Mode::Keys => PyBytes::new(py, &a[s..k]).into_any().unbind(),
+            Mode::Values => PyBytes::new(py, &a[k..e]).into_any().unbind(),
+            Mode::Items => {
+                let key = PyBytes::new(py, &a[s..k]);
+                let value = PyBytes::new(py, &a[k..e]);
+                PyTuple::new(py, [key, value])?.into_any().unbind()
+            }
+        })
+    }
+}
+
+impl Release for Mutex<State> {
+    fn release(&self) {
+        let mut st = self.lock();
+        let taken = st.it.take();
+        st.released = true;
+        st.pulled = Pulled::default();
+        st.next = 0;
+        drop(st);
+        drop(taken);
+    }
 }
 
 #[pymethods]
@@ -131,40 +168,38 @@ impl PyIter {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let mut st = lock(py, &self.state);
+        let mut guard = lock(py, &self.state);
+        let st = &mut *guard;
+        if st.released {
+            return Err(crate::errors::closed("store"));
+        }
         loop {
-            if let Some(x) = st.buf.pop_front() {
-                return Ok(Some(x));
+            if st.next < st.pulled.spans.len() {
+                let i = st.next;
+                st.next += 1;
+                return self.object(py, &st.pulled, i).map(Some);
             }
-            if let Some(e) = st.error.take() {
+            if let Some(e) = st.pulled.error.take() {
                 return Err(to_py(e));
+            }
+            if st.pulled.done {
+                return Ok(None);
             }
             let chunk = st.chunk;
             let Some(it) = st.it.as_mut() else {
                 return Ok(None);
             };
             let (mode, reverse) = (self.mode, self.reverse);
-            let pulled = {
+            {
                 let _open = self.handle.db()?;
-                py.detach(|| pull(it, chunk, mode, reverse))
-            };
-            st.chunk = (chunk * 4).min(MAX_CHUNK);
-            let a = &pulled.arena;
-            for &(s, k, e) in &pulled.spans {
-                let obj: Py<PyAny> = match mode {
-                    Mode::Keys => PyBytes::new(py, &a[s..k]).into_any().unbind(),
-                    Mode::Values => PyBytes::new(py, &a[k..e]).into_any().unbind(),
-                    Mode::Items => {
-                        let key = PyBytes::new(py, &a[s..k]);
-                        let value = PyBytes::new(py, &a[k..e]);
-                        PyTuple::new(py, [key, value])?.into_any().unbind()
-                    }
-                };
-                st.buf.push_back(obj);
+                let p = &mut st.pulled;
+                py.detach(|| pull(p, it, chunk, mode, reverse));
             }
-            if pulled.done {
+            st.next = 0;
+            st.chunk = (chunk * 4).min(MAX_CHUNK);
+            if st.pulled.done {
+                // Release the snapshot as soon as nothing is left to read.
                 st.it = None;
-                st.error = pulled.error;
             }
         }
     }
@@ -173,8 +208,11 @@ impl PyIter {
     fn close(&self, py: Python<'_>) {
         let mut st = lock(py, &self.state);
         st.it = None;
-        st.buf.clear();
-        st.error = None;
+        st.pulled = Pulled {
+            done: true,
+            ..Pulled::default()
+        };
+        st.next = 0;
     }
 
     fn __repr__(&self) -> String {

@@ -13,7 +13,9 @@
 //!   there first); `update` is one batch. `del db[k]` reads, then deletes:
 //!   a concurrent delete between the two is not reported.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+
+use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
 
 use pyo3::exceptions::{PyKeyError, PyTypeError};
 use pyo3::prelude::*;
@@ -21,41 +23,98 @@ use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use crate::batch::Batch;
 use crate::convert::{arg, bounds, opt_arg, ttl, Arg, Bounds};
-use crate::errors::OrPy;
-use crate::handle::Handle;
+use crate::errors::{closed, OrPy};
+use crate::handle::{Handle, Release};
 use crate::iter::{Mode, PyIter};
 use crate::snapshot::Snapshot;
 use crate::txn::{parse_isolation, Transaction};
+
+/// A named keyspace's engine handle, dropped when the store closes.
+pub type KsSlot = RwLock<Option<flexdb::Keyspace>>;
 
 /// Which keyspace an object acts on.
 #[derive(Clone)]
 pub enum Space {
     /// The default keyspace (the `Db`'s own methods).
     Default,
+    /// A named keyspace (registered with the store's handle).
+    Named(Arc<KsSlot>),
+}
+
+/// A `Space` held for one call: the named keyspace's read guard.
+pub enum Held<'a> {
+    /// The default keyspace.
+    Default,
     /// A named keyspace.
-    Named(flexdb::Keyspace),
+    Named(MappedRwLockReadGuard<'a, flexdb::Keyspace>),
+}
+
+/// What one call acts on: the `Db` itself or a `Keyspace` (both have the
+/// same methods; both are `Sync`, so this crosses `Python::detach`).
+#[derive(Clone, Copy)]
+pub enum Target<'a> {
+    /// The default keyspace.
+    Db(&'a flexdb::Db),
+    /// A named keyspace.
+    Ks(&'a flexdb::Keyspace),
 }
 
 impl Space {
+    /// A named keyspace's slot, registered with `handle` for `close()`.
+    pub fn named(handle: &Handle, ks: flexdb::Keyspace) -> Space {
+        let slot: Arc<KsSlot> = Arc::new(RwLock::new(Some(ks)));
+        let weak: Weak<dyn Release> = Arc::downgrade(&slot) as Weak<dyn Release>;
+        handle.register(weak);
+        Space::Named(slot)
+    }
+
+    /// Holds the keyspace for a call (`ClosedError` once the store closed).
+    pub fn hold(&self) -> PyResult<Held<'_>> {
+        match self {
+            Space::Default => Ok(Held::Default),
+            Space::Named(slot) => RwLockReadGuard::try_map(slot.read_recursive(), Option::as_ref)
+                .map(Held::Named)
+                .map_err(|_| closed("store")),
+        }
+    }
+
     /// The engine's handle of this keyspace (the default one is looked up).
     pub fn engine(&self, db: &flexdb::Db) -> PyResult<flexdb::Keyspace> {
-        match self {
-            Space::Default => db.keyspace(flexdb::DEFAULT_KEYSPACE).py_err(),
-            Space::Named(ks) => Ok(ks.clone()),
+        match self.hold()? {
+            Held::Default => db.keyspace(flexdb::DEFAULT_KEYSPACE).py_err(),
+            Held::Named(ks) => Ok(ks.clone()),
         }
     }
 }
 
-/// Runs `$body` with `$t` bound to the `Db` or the `Keyspace` that
-/// `$space` names (both have the same methods).
+impl Held<'_> {
+    /// The named keyspace, `None` for the default one.
+    pub fn keyspace(&self) -> Option<&flexdb::Keyspace> {
+        match self {
+            Held::Default => None,
+            Held::Named(ks) => Some(ks),
+        }
+    }
+
+    /// The call's target, `db` for the default keyspace.
+    pub fn target<'a>(&'a self, db: &'a flexdb::Db) -> Target<'a> {
+        match self {
+            Held::Default => Target::Db(db),
+            Held::Named(ks) => Target::Ks(ks),
+        }
+    }
+}
+
+/// Runs `$body` with `$t` bound to the `Db` or the `Keyspace` of target
+/// `$target` (both have the same methods).
 macro_rules! on {
-    ($space:expr, $db:expr, |$t:ident| $body:expr) => {
-        match $space {
-            Space::Default => {
-                let $t: &flexdb::Db = $db;
+    ($target:expr, |$t:ident| $body:expr) => {
+        match $target {
+            Target::Db(db) => {
+                let $t: &flexdb::Db = db;
                 $body
             }
-            Space::Named(ks) => {
+            Target::Ks(ks) => {
                 let $t: &flexdb::Keyspace = ks;
                 $body
             }
@@ -71,20 +130,33 @@ macro_rules! on {
 pub struct Keyspace {
     pub(crate) handle: Arc<Handle>,
     pub(crate) space: Space,
+    name: String,
 }
 
 impl Keyspace {
     /// A keyspace object of `handle`.
-    pub fn new(handle: Arc<Handle>, space: Space) -> Self {
-        Keyspace { handle, space }
+    pub fn new(handle: Arc<Handle>, space: Space, name: &str) -> Self {
+        Keyspace {
+            handle,
+            space,
+            name: name.to_string(),
+        }
+    }
+
+    /// Runs `f` on this keyspace with the GIL released.
+    fn run<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(Target<'_>) -> flexdb::Result<R> + Send,
+    ) -> PyResult<R> {
+        let db = self.handle.db()?;
+        let held = self.space.hold()?;
+        let target = held.target(&db);
+        py.detach(|| f(target)).py_err()
     }
 
     fn get_bytes(&self, py: Python<'_>, key: &[u8]) -> PyResult<Option<Py<PyBytes>>> {
-        let db = self.handle.db()?;
-        let db: &flexdb::Db = &db;
-        let v = py
-            .detach(|| on!(&self.space, db, |t| t.get(key)))
-            .py_err()?;
+        let v = self.run(py, |target| on!(target, |t| t.get(key)))?;
         Ok(v.map(|v| PyBytes::new(py, &v).unbind()))
     }
 
@@ -96,15 +168,12 @@ impl Keyspace {
         ttl_s: Option<f64>,
     ) -> PyResult<()> {
         let ttl = ttl_s.map(ttl).transpose()?;
-        let db = self.handle.db()?;
-        let db: &flexdb::Db = &db;
-        py.detach(|| {
-            on!(&self.space, db, |t| match ttl {
+        self.run(py, |target| {
+            on!(target, |t| match ttl {
                 Some(d) => t.put_with_ttl(key, value, d),
                 None => t.put(key, value),
             })
         })
-        .py_err()
     }
 
     fn cas(
@@ -114,17 +183,16 @@ impl Keyspace {
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
     ) -> PyResult<bool> {
-        let db = self.handle.db()?;
-        let db: &flexdb::Db = &db;
-        py.detach(|| on!(&self.space, db, |t| t.compare_and_swap(key, expected, new)))
-            .py_err()
+        self.run(py, |target| {
+            on!(target, |t| t.compare_and_swap(key, expected, new))
+        })
     }
 
     /// An iterator over `range` in this keyspace.
     fn iter(&self, range: Bounds, mode: Mode, reverse: bool) -> PyResult<PyIter> {
         let db = self.handle.db()?;
-        let db: &flexdb::Db = &db;
-        let it = on!(&self.space, db, |t| t.range(range));
+        let held = self.space.hold()?;
+        let it = on!(held.target(&db), |t| t.range(range));
         Ok(PyIter::new(self.handle.clone(), it, mode, reverse))
     }
 }
@@ -184,10 +252,7 @@ impl Keyspace {
     /// The keyspace's name (``"default"`` for the store's own).
     #[getter]
     fn name(&self) -> String {
-        match &self.space {
-            Space::Default => flexdb::DEFAULT_KEYSPACE.to_string(),
-            Space::Named(ks) => ks.name().to_string(),
-        }
+        self.name.clone()
     }
 
     /// ``db[key]``: the value of ``key``; ``KeyError`` when absent.
@@ -212,19 +277,15 @@ impl Keyspace {
     fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let k = arg(key, "key")?;
         let k = k.as_slice();
-        let db = self.handle.db()?;
-        let db: &flexdb::Db = &db;
-        let found = py
-            .detach(|| {
-                on!(&self.space, db, |t| {
-                    if t.contains(k)? {
-                        t.delete(k).map(|()| true)
-                    } else {
-                        Ok(false)
-                    }
-                })
+        let found = self.run(py, |target| {
+            on!(target, |t| {
+                if t.contains(k)? {
+                    t.delete(k).map(|()| true)
+                } else {
+                    Ok(false)
+                }
             })
-            .py_err()?;
+        })?;
         if found {
             Ok(())
         } else {
@@ -236,10 +297,7 @@ impl Keyspace {
     fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let k = arg(key, "key")?;
         let k = k.as_slice();
-        let db = self.handle.db()?;
-        let db: &flexdb::Db = &db;
-        py.detach(|| on!(&self.space, db, |t| t.contains(k)))
-            .py_err()
+        self.run(py, |target| on!(target, |t| t.contains(k)))
     }
 
     /// ``iter(db)``: the keys in order (a snapshot as of this call).
@@ -293,9 +351,7 @@ impl Keyspace {
     fn ttl(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
         let k = arg(key, "key")?;
         let k = k.as_slice();
-        let db = self.handle.db()?;
-        let db: &flexdb::Db = &db;
-        match py.detach(|| on!(&self.space, db, |t| t.ttl(k))).py_err()? {
+        match self.run(py, |target| on!(target, |t| t.ttl(k)))? {
             None => Err(key_error(key)),
             Some(left) => Ok(left.map(|d| d.as_secs_f64())),
         }
@@ -307,10 +363,7 @@ impl Keyspace {
         let k = arg(key, "key")?;
         let k = k.as_slice();
         let d = crate::convert::ttl(ttl)?;
-        let db = self.handle.db()?;
-        let db: &flexdb::Db = &db;
-        py.detach(|| on!(&self.space, db, |t| t.expire(k, d)))
-            .py_err()
+        self.run(py, |target| on!(target, |t| t.expire(k, d)))
     }
 
     /// Removes ``key``'s deadline, keeping its value; ``False`` when
@@ -318,19 +371,14 @@ impl Keyspace {
     fn persist(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let k = arg(key, "key")?;
         let k = k.as_slice();
-        let db = self.handle.db()?;
-        let db: &flexdb::Db = &db;
-        py.detach(|| on!(&self.space, db, |t| t.persist(k)))
-            .py_err()
+        self.run(py, |target| on!(target, |t| t.persist(k)))
     }
 
     /// Removes ``key`` (no error when it is absent).
     fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let k = arg(key, "key")?;
         let k = k.as_slice();
-        let db = self.handle.db()?;
-        let db: &flexdb::Db = &db;
-        py.detach(|| on!(&self.space, db, |t| t.delete(k))).py_err()
+        self.run(py, |target| on!(target, |t| t.delete(k)))
     }
 
     /// Removes every key ``start <= key < stop`` that starts with
@@ -348,10 +396,7 @@ impl Keyspace {
         if crate::convert::is_empty(&r) {
             return Ok(());
         }
-        let db = self.handle.db()?;
-        let db: &flexdb::Db = &db;
-        py.detach(|| on!(&self.space, db, |t| t.delete_range(r)))
-            .py_err()
+        self.run(py, |target| on!(target, |t| t.delete_range(r)))
     }
 
     /// Removes ``key`` and returns its value; when absent, returns
@@ -409,11 +454,12 @@ impl Keyspace {
         let pairs = pairs(other)?;
         let db = self.handle.db()?;
         let db: &flexdb::Db = &db;
+        let held = self.space.hold()?;
         let mut batch = flexdb::WriteBatch::new();
         for (k, v) in &pairs {
-            match &self.space {
-                Space::Default => batch.put(k, v),
-                Space::Named(ks) => batch.put_in(ks, k, v),
+            match held.keyspace() {
+                None => batch.put(k, v),
+                Some(ks) => batch.put_in(ks, k, v),
             }
             .py_err()?;
         }
@@ -504,9 +550,9 @@ impl Keyspace {
     /// A snapshot reading this keyspace as of now (``with db.snapshot() as s:``).
     fn snapshot(&self) -> PyResult<Snapshot> {
         let db = self.handle.db()?;
-        let snap = match &self.space {
-            Space::Default => db.snapshot(),
-            Space::Named(ks) => ks.snapshot().py_err()?,
+        let snap = match self.space.hold()?.keyspace() {
+            None => db.snapshot(),
+            Some(ks) => ks.snapshot().py_err()?,
         };
         Ok(Snapshot::new(self.handle.clone(), snap))
     }
@@ -520,9 +566,9 @@ impl Keyspace {
     fn transaction(&self, isolation: &str) -> PyResult<Transaction> {
         let iso = parse_isolation(isolation)?;
         let db = self.handle.db()?;
-        let t = match &self.space {
-            Space::Default => db.transaction(iso),
-            Space::Named(ks) => ks.transaction(iso).py_err()?,
+        let t = match self.space.hold()?.keyspace() {
+            None => db.transaction(iso),
+            Some(ks) => ks.transaction(iso).py_err()?,
         };
         Ok(Transaction::new(self.handle.clone(), t))
     }

@@ -7,7 +7,7 @@
 //! snapshot is cloned out of the lock before a read, so no lock is held
 //! while the GIL is released.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use pyo3::exceptions::PyKeyError;
@@ -16,7 +16,7 @@ use pyo3::types::PyBytes;
 
 use crate::convert::arg;
 use crate::errors::{closed, OrPy};
-use crate::handle::{lock, Handle};
+use crate::handle::{lock, Handle, Release};
 use crate::iter::{Mode, PyIter};
 use crate::keyspace::{range_args, Keyspace};
 
@@ -26,16 +26,16 @@ use crate::keyspace::{range_args, Keyspace};
 #[pyclass(module = "flexdb", name = "Snapshot", frozen)]
 pub struct Snapshot {
     handle: Arc<Handle>,
-    snap: Mutex<Option<flexdb::Snapshot>>,
+    /// Registered with the handle: dropped at the store's close.
+    snap: Arc<Mutex<Option<flexdb::Snapshot>>>,
 }
 
 impl Snapshot {
     /// A Python snapshot of `snap`.
     pub fn new(handle: Arc<Handle>, snap: flexdb::Snapshot) -> Snapshot {
-        Snapshot {
-            handle,
-            snap: Mutex::new(Some(snap)),
-        }
+        let slot = Arc::new(Mutex::new(Some(snap)));
+        handle.register(Arc::downgrade(&slot) as Weak<dyn Release>);
+        Snapshot { handle, snap: slot }
     }
 
     fn current(&self, py: Python<'_>) -> PyResult<flexdb::Snapshot> {

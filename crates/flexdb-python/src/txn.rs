@@ -14,7 +14,7 @@
 //!   one transaction safely; reads and the commit run with the GIL
 //!   released while holding it.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use pyo3::exceptions::{PyKeyError, PyValueError};
@@ -23,7 +23,7 @@ use pyo3::types::PyBytes;
 
 use crate::convert::{arg, Bounds};
 use crate::errors::{closed, OrPy};
-use crate::handle::{lock, Handle};
+use crate::handle::{lock, Handle, Release};
 use crate::iter::{Mode, PyIter};
 use crate::keyspace::{range_args, Keyspace};
 
@@ -66,17 +66,21 @@ macro_rules! in_txn {
 pub struct Transaction {
     handle: Arc<Handle>,
     /// `None` once committed or rolled back.
-    txn: Mutex<Option<flexdb::Transaction>>,
+    /// Registered with the handle: dropped at the store's close.
+    txn: Arc<Mutex<Option<flexdb::Transaction>>>,
     isolation: flexdb::Isolation,
 }
 
 impl Transaction {
     /// A Python transaction of `txn`.
     pub fn new(handle: Arc<Handle>, txn: flexdb::Transaction) -> Transaction {
+        let isolation = txn.isolation();
+        let slot = Arc::new(Mutex::new(Some(txn)));
+        handle.register(Arc::downgrade(&slot) as Weak<dyn Release>);
         Transaction {
             handle,
-            isolation: txn.isolation(),
-            txn: Mutex::new(Some(txn)),
+            isolation,
+            txn: slot,
         }
     }
 
