@@ -94,7 +94,10 @@ fn python_test_suite() {
         .arg(crate_dir.join("Cargo.toml"))
         .env("VIRTUAL_ENV", &venv)
         .env("PATH", &path)
-        .env("CARGO_TARGET_DIR", target_tmp().join("flexdb-python-target"))
+        .env(
+            "CARGO_TARGET_DIR",
+            target_tmp().join("flexdb-python-target"),
+        )
         .env_remove("CARGO_BUILD_TARGET_DIR"));
     assert!(built, "maturin could not build and install the extension");
 

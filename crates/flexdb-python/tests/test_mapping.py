@@ -215,6 +215,11 @@ def test_open_errors(tmp_path):
         flexdb.open(str(f))
     with pytest.raises(flexdb.InvalidArgumentError):
         flexdb.open(str(tmp_path / "tiny"), memtable_mb=0)
+    # Far beyond the machine's memory: refused, not an abort.
+    with pytest.raises(flexdb.InvalidArgumentError):
+        flexdb.open(str(tmp_path / "huge"), cache_mb=2**40)
+    with pytest.raises(OverflowError):
+        flexdb.open(str(tmp_path / "negative"), cache_mb=-1)
 
 
 def test_close_is_idempotent_and_closed_raises(path):
