@@ -1,11 +1,12 @@
 //! Copies between two real files that share the file system's blocks
 //! where it can: a reflink (`FICLONERANGE`, XFS, Btrfs, bcachefs, ...),
-//! else an in-kernel copy (`copy_file_range`), else a copy through a
-//! buffer.
+//! else an in-kernel copy (`copy_file_range`); what the kernel refuses,
+//! the caller copies through a buffer.
 //!
-//! Invariants: a copy either returns `Ok` with every byte of the range in
-//! the destination (shared or copied) or an error; the source is only
-//! read. A reflink is all or nothing for its range (the kernel remaps the
+//! Invariants: a copy returns how much of the range, from its start, is
+//! in the destination (shared or copied: the caller copies the rest
+//! through a buffer, `flextree::copy_through_buffer`) or an error; the
+//! source is only read. A reflink is all or nothing for its range (the kernel remaps the
 //! whole range or none of it), so a refused one falls back to copying the
 //! same range whole. The count returned is the bytes a reflink shared:
 //! `copy_file_range` may share blocks too on some file systems, but does
@@ -15,25 +16,39 @@ use std::fs::File;
 use std::io;
 use std::os::unix::io::AsRawFd;
 
-/// Copies `len` bytes at `src_offset` of `from` to `offset` of `to` and
-/// returns how many of them now share blocks with `from`: `len` or 0.
+/// What a kernel copy did: the bytes a reflink shared, and how many bytes
+/// from the start of the range are in place (shared or copied); the
+/// caller copies the rest through a buffer.
+pub struct KernelCopy {
+    pub shared: u64,
+    pub done: u64,
+}
+
+/// Copies as much of `len` bytes at `src_offset` of `from` to `offset` of
+/// `to` as the kernel will: a reflink of the whole range (`shared == len`)
+/// or `copy_file_range` until it is refused (see [`KernelCopy`]).
 pub fn copy_range(
     from: &File,
     to: &File,
     src_offset: u64,
     offset: u64,
     len: u64,
-) -> io::Result<u64> {
+) -> io::Result<KernelCopy> {
     if len == 0 {
-        return Ok(0);
+        return Ok(KernelCopy { shared: 0, done: 0 });
     }
     match reflink(from, to, src_offset, offset, len) {
-        Ok(()) => return Ok(len),
+        Ok(()) => {
+            return Ok(KernelCopy {
+                shared: len,
+                done: len,
+            })
+        }
         Err(e) if cannot(&e) => {}
         Err(e) => return Err(e),
     }
-    copy_in_kernel(from, to, src_offset, offset, len)?;
-    Ok(0)
+    let done = copy_in_kernel(from, to, src_offset, offset, len)?;
+    Ok(KernelCopy { shared: 0, done })
 }
 
 /// Whether an error of `FICLONERANGE` or `copy_file_range` only says that
@@ -88,14 +103,15 @@ fn reflink(from: &File, to: &File, src_offset: u64, offset: u64, len: u64) -> io
 }
 
 /// Copies the range with `copy_file_range` (no trip through user
-/// memory), falling back to a buffer where the kernel cannot.
+/// memory) and returns how many bytes from its start are copied: fewer
+/// than `len` where the kernel refuses to go on.
 fn copy_in_kernel(
     from: &File,
     to: &File,
     src_offset: u64,
     offset: u64,
     len: u64,
-) -> io::Result<()> {
+) -> io::Result<u64> {
     let mut off_in = offset_of(src_offset)?;
     let mut off_out = offset_of(offset)?;
     offset_of(src_offset + len)?;
@@ -123,8 +139,7 @@ fn copy_in_kernel(
                 continue;
             }
             if cannot(&e) {
-                let done = len - left;
-                return copy_buffered(from, to, src_offset + done, offset + done, left);
+                return Ok(len - left);
             }
             return Err(e);
         }
@@ -136,21 +151,7 @@ fn copy_in_kernel(
         }
         left -= n as u64;
     }
-    Ok(())
-}
-
-/// Copies the range through a buffer of at most 1 MiB.
-fn copy_buffered(from: &File, to: &File, src_offset: u64, offset: u64, len: u64) -> io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    let mut buf = vec![0u8; len.min(1 << 20) as usize];
-    let mut done = 0;
-    while done < len {
-        let n = (len - done).min(1 << 20) as usize;
-        from.read_exact_at(&mut buf[..n], src_offset + done)?;
-        to.write_all_at(&buf[..n], offset + done)?;
-        done += n as u64;
-    }
-    Ok(())
+    Ok(len)
 }
 
 #[cfg(test)]
@@ -177,15 +178,20 @@ mod tests {
         let from = file_with(dir.path(), "from", &bytes);
         let to = file_with(dir.path(), "to", &[]);
         // Aligned, to the source's end, and unaligned in the middle.
-        copy_range(&from, &to, 0, 0, 4096).unwrap();
-        copy_range(&from, &to, 4096, 8192, bytes.len() as u64 - 4096).unwrap();
-        copy_range(&from, &to, 10, 4096 + 10, 1000).unwrap();
+        for (src, dst, n) in [
+            (0, 0, 4096),
+            (4096, 8192, bytes.len() as u64 - 4096),
+            (10, 4096 + 10, 1000),
+        ] {
+            // (Every Linux file system here takes copy_file_range.)
+            assert_eq!(copy_range(&from, &to, src, dst, n).unwrap().done, n);
+        }
         let mut got = vec![0u8; 8192 + bytes.len() - 4096];
         to.read_exact_at(&mut got, 0).unwrap();
         assert_eq!(&got[..4096], &bytes[..4096]);
         assert_eq!(&got[4096 + 10..4096 + 1010], &bytes[10..1010]);
         assert_eq!(&got[8192..], &bytes[4096..]);
-        assert_eq!(copy_range(&from, &to, 0, 0, 0).unwrap(), 0);
+        assert_eq!(copy_range(&from, &to, 0, 0, 0).unwrap().done, 0);
     }
 
     #[test]

@@ -346,13 +346,13 @@ impl StorageFile for RealFile {
         offset: u64,
         len: u64,
     ) -> io::Result<u64> {
-        match src.os_file() {
-            Some(from) => clone::copy_range(from, &self.file, src_offset, offset, len),
-            None => {
-                flextree::copy_through_buffer(src, src_offset, self, offset, len)?;
-                Ok(0)
-            }
-        }
+        let kernel = match src.os_file() {
+            Some(from) => clone::copy_range(from, &self.file, src_offset, offset, len)?,
+            None => clone::KernelCopy { shared: 0, done: 0 },
+        };
+        let done = kernel.done;
+        flextree::copy_through_buffer(src, src_offset + done, self, offset + done, len - done)?;
+        Ok(kernel.shared)
     }
 }
 
