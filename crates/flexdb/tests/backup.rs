@@ -3,10 +3,13 @@
 //! (batches all or nothing); destinations that would lose or mix data are
 //! refused with nothing changed.
 
+mod common;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use common::every_pair_with_ttl;
 use flexdb::{BackupMethod, BackupProgress, Db, Error, Options, WriteBatch};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -286,26 +289,6 @@ fn a_symbolic_link_or_a_path_without_a_name_is_refused_and_x_dot_is_x() {
     assert!(!tmp.path().join("empty.backup-partial").exists());
 }
 
-/// A pair of a keyspace with its time to live: (keyspace, key, value, ttl).
-type PairWithTtl = (String, Vec<u8>, Vec<u8>, Option<std::time::Duration>);
-
-/// Every pair of every keyspace of `db`, with its time to live (keys as
-/// the user sees them, per keyspace).
-fn everything(db: &Db) -> Vec<PairWithTtl> {
-    let mut out = Vec::new();
-    let mut names = db.keyspaces();
-    names.sort();
-    for name in names {
-        let ks = db.keyspace(&name).unwrap();
-        for pair in ks.iter() {
-            let (k, v) = pair.unwrap();
-            let ttl = ks.ttl(&k).unwrap().flatten();
-            out.push((name.clone(), k, v, ttl));
-        }
-    }
-    out
-}
-
 #[test]
 fn a_physical_backup_carries_what_only_the_memtables_hold() {
     // Range deletes, deletes, overwrites, deadlines and keyspaces, some
@@ -367,7 +350,7 @@ fn a_physical_backup_carries_what_only_the_memtables_hold() {
     };
     drop(snap);
     let backup = Db::open(&dest, Options::new().clock(clock.clone())).unwrap();
-    let got = everything(&backup);
+    let got = every_pair_with_ttl(&backup);
     let got_pairs: Vec<_> = got
         .iter()
         .map(|(n, k, v, _)| (n.clone(), k.clone(), v.clone()))

@@ -6,28 +6,14 @@
 //! deletes and TTLs, of an empty store, of a read-only open, of large
 //! values (`--ignored`), and a store holding back updates is refused.
 
+mod common;
+
 use std::time::Duration;
 
+use common::every_pair_with_ttl;
 use flexdb::{BackupMethod, Db, Isolation, ManualClock, Options};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-type PairWithTtl = (String, Vec<u8>, Vec<u8>, Option<Duration>);
-
-fn everything(db: &Db) -> Vec<PairWithTtl> {
-    let mut out = Vec::new();
-    let mut names = db.keyspaces();
-    names.sort();
-    for name in names {
-        let ks = db.keyspace(&name).unwrap();
-        for pair in ks.iter() {
-            let (k, v) = pair.unwrap();
-            let ttl = ks.ttl(&k).unwrap().flatten();
-            out.push((name.clone(), k, v, ttl));
-        }
-    }
-    out
-}
 
 #[test]
 fn physical_and_logical_backups_of_one_snapshot_agree() {
@@ -119,7 +105,7 @@ fn physical_and_logical_backups_of_one_snapshot_agree() {
             got == want,
             "round {round}: the physical backup differs from its snapshot"
         );
-        let (ep, el) = (everything(&phys), everything(&logi));
+        let (ep, el) = (every_pair_with_ttl(&phys), every_pair_with_ttl(&logi));
         assert_eq!(ep.len(), el.len(), "round {round}");
         for (a, b) in ep.iter().zip(&el) {
             assert_eq!(a, b, "round {round}");

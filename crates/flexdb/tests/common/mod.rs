@@ -56,3 +56,23 @@ pub fn spawn_child(
     let stdout = proc.stdout.take().expect("piped stdout");
     (proc, BufReader::new(stdout).lines())
 }
+
+/// A pair of a keyspace with its time to live: (keyspace, key, value, ttl).
+pub type PairWithTtl = (String, Vec<u8>, Vec<u8>, Option<std::time::Duration>);
+
+/// Every pair of every keyspace of `db`, keyspaces by name, with its time
+/// to live (keys as the user sees them).
+pub fn every_pair_with_ttl(db: &flexdb::Db) -> Vec<PairWithTtl> {
+    let mut out = Vec::new();
+    let mut names = db.keyspaces();
+    names.sort();
+    for name in names {
+        let ks = db.keyspace(&name).unwrap();
+        for pair in ks.iter() {
+            let (k, v) = pair.unwrap();
+            let ttl = ks.ttl(&k).unwrap().flatten();
+            out.push((name.clone(), k, v, ttl));
+        }
+    }
+    out
+}
