@@ -214,8 +214,9 @@ fn scan_returns_every_key_present_throughout_while_another_client_writes() {
     pipe.query::<()>(&mut con).unwrap();
     let url = s.url();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let writer = {
-        let stop = stop.clone();
+        let (stop, written) = (stop.clone(), written.clone());
         std::thread::spawn(move || {
             let mut w = redis::Client::open(url).unwrap().get_connection().unwrap();
             let mut i = 0u64;
@@ -234,10 +235,16 @@ fn scan_returns_every_key_present_throughout_while_another_client_writes() {
                     redis::cmd("DEL").arg(&k).query::<()>(&mut w).unwrap();
                 }
                 i += 1;
+                written.store(i, std::sync::atomic::Ordering::Relaxed);
             }
             i
         })
     };
+    // The scan starts once the writer writes (it connects first, and a
+    // scan of 2,000 keys can end before it does).
+    while written.load(std::sync::atomic::Ordering::Relaxed) == 0 && !writer.is_finished() {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     let seen: HashSet<String> = scan_all(&mut con, &["COUNT", "13"]).into_iter().collect();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let writes = writer.join().unwrap();
