@@ -244,6 +244,52 @@ fn lent_pairs_match_copied_pairs_both_ways() {
 }
 
 #[test]
+fn pairs_lent_from_a_memtable_outlive_its_commit() {
+    // Iterators lend MemTable pairs straight from the table's arena: a
+    // lent pair must stay readable while the table is committed, dropped
+    // from the store and its memory would otherwise be reused by new
+    // tables, and the rest of the scan must read the iterator's state.
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options::new()
+            .create_if_missing(true)
+            .memtable_bytes(1 << 20)
+            .cache_bytes(64 << 10),
+    )
+    .unwrap();
+    let value = |i: u32, round: u32| format!("{round}-{i}-").repeat(20).into_bytes();
+    for i in 0..2000u32 {
+        db.put(format!("k{i:05}"), value(i, 0)).unwrap();
+    }
+    let mut forward = db.iter();
+    let mut backward = db.iter();
+    let (k, v) = forward.next_ref().unwrap().unwrap();
+    let (kb, vb) = backward.next_back_ref().unwrap().unwrap();
+    // Commit that table, then overwrite everything twice over in new ones
+    // (each filling and committing), while the lent slices are held.
+    db.flush().unwrap();
+    for round in 1..3 {
+        for i in 0..2000u32 {
+            db.put(format!("k{i:05}"), value(i, round)).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    assert_eq!((k, v), (&b"k00000"[..], &value(0, 0)[..]));
+    assert_eq!((kb, vb), (&b"k01999"[..], &value(1999, 0)[..]));
+    let mut seen = 1;
+    while let Some(p) = forward.next_ref() {
+        let (k, v) = p.unwrap();
+        assert_eq!(k, format!("k{seen:05}").as_bytes());
+        assert_eq!(v, &value(seen, 0)[..]);
+        seen += 1;
+    }
+    assert_eq!(seen, 2000);
+    assert_eq!(backward.count(), 1999);
+    assert_eq!(db.get(b"k00007").unwrap(), Some(value(7, 2)));
+}
+
+#[test]
 fn single_puts_of_any_size_and_from_a_thread_local_destructor() {
     use std::cell::RefCell;
     use std::sync::Arc;

@@ -11,6 +11,7 @@
 mod commit;
 mod internals;
 mod log_replay;
+mod scan;
 mod scattered_copy;
 mod snapshot;
 mod tree_insert;
@@ -35,6 +36,9 @@ pub enum Diag {
     /// 300-byte copies at random places of a large cached file, plain,
     /// prefetched, by pread, and after other work.
     ScatteredCopy(scattered_copy::Args),
+    /// What a short range scan from a random key costs, with every pair in
+    /// the MemTable and after they are committed.
+    Scan(scan::Args),
     /// What a point-in-time view costs: `Db::snapshot` and creating an
     /// iterator, at a given store size.
     Snapshot(snapshot::Args),
@@ -53,6 +57,7 @@ pub fn run(diag: &Diag) -> Result<(), Box<dyn std::error::Error>> {
         Diag::TreeInsert(a) => tree_insert::run(a),
         Diag::LogReplay(a) => log_replay::run(a),
         Diag::ScatteredCopy(a) => scattered_copy::run(a),
+        Diag::Scan(a) => scan::run(a),
         Diag::Snapshot(a) => snapshot::run(a),
         Diag::SparseIndex(a) => internals::sparse_index(a),
         Diag::MemtableWalk(a) => internals::memtable_walk(a),

@@ -35,7 +35,7 @@ use crate::keyspace::encoding;
 use crate::keyspace::KsId;
 use crate::read::snapshot::ReadPoint;
 use crate::read::walk_ahead::WalkAhead;
-use crate::write::memtable::{within_end, within_start, Version};
+use crate::write::memtable::{within_end, within_start, Found, Version};
 use crate::write::range_tombstones::{RangeTombstone, TombstoneList};
 
 /// A transaction's own writes.
@@ -98,24 +98,42 @@ const CHUNK: usize = 64;
 /// typical interval; a chunk of 64 udb pairs spans about 10 KiB).
 const PREFETCH_BYTES: usize = 8 << 10;
 
-/// A pair found by a source: in a MemTable (copied, or a deletion), or pair
-/// `i` of decoded interval `d` of the iterator's `held` list. (Holding one
+/// A pair found by a source: a transaction's write (copied; `None`: a
+/// deletion), a version in the arena of MemTable `m` of the iterator's
+/// point (`live`: read as a value, not deleted nor expired), or pair `i` of
+/// decoded interval `d` of the iterator's `held` list. (Holding one
 /// reference per interval instead of one per pair keeps scans of the same
 /// hot intervals by several threads off each other's reference counts.)
 #[derive(Clone)]
 enum Item {
     Mem(Box<[u8]>, Version, u64),
+    Arena { m: u32, found: Found, live: bool },
     Space { d: u32, i: u32 },
 }
 
-/// The decoded intervals the buffered pairs of an iterator come from.
-type Held = Vec<Arc<IntervalData>>;
+/// What the buffered pairs of an iterator borrow from: the decoded
+/// intervals they come from, and the point whose MemTables hold the rest.
+struct Held {
+    intervals: Vec<Arc<IntervalData>>,
+    point: Arc<ReadPoint>,
+}
+
+impl Held {
+    /// Key, value (`None`: deleted) and deadline of an `Item::Arena`.
+    fn found(&self, m: u32, found: Found) -> (&[u8], Option<&[u8]>, u64) {
+        // SAFETY: an `Item::Arena` is made only in `mem_chunks`, from a
+        // scan of MemTable `m` of the iterator's point, which is this
+        // point (the point's list never changes).
+        unsafe { self.point.mems[m as usize].found(found) }
+    }
+}
 
 impl Item {
     fn key<'h>(&'h self, held: &'h Held) -> &'h [u8] {
         match self {
             Item::Mem(k, ..) => k,
-            Item::Space { d, i } => held[*d as usize].key(*i as usize),
+            Item::Arena { m, found, .. } => held.found(*m, *found).0,
+            Item::Space { d, i } => held.intervals[*d as usize].key(*i as usize),
         }
     }
 
@@ -123,7 +141,8 @@ impl Item {
     fn is_live(&self, held: &Held, now: &Now) -> bool {
         match self {
             Item::Mem(_, v, _) => v.is_some(),
-            Item::Space { d, i } => !now.expired(held[*d as usize].expires(*i as usize)),
+            Item::Arena { live, .. } => *live,
+            Item::Space { d, i } => !now.expired(held.intervals[*d as usize].expires(*i as usize)),
         }
     }
 
@@ -132,7 +151,11 @@ impl Item {
     fn pair_ref<'h>(&'h self, held: &'h Held) -> (&'h [u8], &'h [u8]) {
         match self {
             Item::Mem(k, v, _) => (k, v.as_deref().unwrap_or_default()),
-            Item::Space { d, i } => held[*d as usize].pair(*i as usize),
+            Item::Arena { m, found, .. } => {
+                let (k, v, _) = held.found(*m, *found);
+                (k, v.unwrap_or_default())
+            }
+            Item::Space { d, i } => held.intervals[*d as usize].pair(*i as usize),
         }
     }
 
@@ -140,15 +163,20 @@ impl Item {
     fn expires(&self, held: &Held) -> u64 {
         match self {
             Item::Mem(_, _, expires) => *expires,
-            Item::Space { d, i } => held[*d as usize].expires(*i as usize),
+            Item::Arena { m, found, .. } => held.found(*m, *found).2,
+            Item::Space { d, i } => held.intervals[*d as usize].expires(*i as usize),
         }
     }
 
     fn into_pair(self, held: &Held) -> KeyValue {
         match self {
             Item::Mem(k, v, _) => (k.into_vec(), v.map(<[u8]>::into_vec).unwrap_or_default()),
+            Item::Arena { m, found, .. } => {
+                let (k, v, _) = held.found(m, found);
+                (k.to_vec(), v.unwrap_or_default().to_vec())
+            }
             Item::Space { d, i } => {
-                let (k, v) = held[d as usize].pair(i as usize);
+                let (k, v) = held.intervals[d as usize].pair(i as usize);
                 (k.to_vec(), v.to_vec())
             }
         }
@@ -366,6 +394,7 @@ impl Iter<'static> {
                 });
             }
         }
+        let held_point = point.clone();
         Iter {
             point,
             overlay,
@@ -376,7 +405,10 @@ impl Iter<'static> {
             hi,
             front: VecDeque::new(),
             back: VecDeque::new(),
-            held: Vec::new(),
+            held: Held {
+                intervals: Vec::new(),
+                point: held_point,
+            },
             lent: None,
             exhausted: empty,
             failed: false,
@@ -447,31 +479,32 @@ impl Iter<'_> {
         if let Some(o) = &self.overlay {
             chunks.push(overlay_chunk(o, &self.lo, &self.hi, reverse, cap));
         }
-        for m in &point.mems {
-            let mut out = Vec::new();
-            let waited = if reverse {
-                let end = tighter(as_ref(&self.lo), cap, true);
-                m.scan_backward(as_ref(&self.hi), end, point.seq, CHUNK, &mut out)
+        let now = Now::new(&point.store.clock);
+        for (m, table) in point.mems.iter().enumerate() {
+            let mut items = Vec::new();
+            let (from, end) = if reverse {
+                (as_ref(&self.hi), tighter(as_ref(&self.lo), cap, true))
             } else {
-                let end = tighter(as_ref(&self.hi), cap, false);
-                m.scan_forward(as_ref(&self.lo), end, point.seq, CHUNK, &mut out)
+                (as_ref(&self.lo), tighter(as_ref(&self.hi), cap, false))
             };
+            let waited = table.scan_entries(from, end, point.seq, CHUNK, !reverse, |found| {
+                // SAFETY: `found` comes from this table's scan.
+                let (_, value, expires) = unsafe { table.found(found) };
+                // An expired version is a deletion: it hides the older ones.
+                let live = value.is_some() && !now.expired(expires);
+                items.push(Item::Arena {
+                    m: m as u32,
+                    found,
+                    live,
+                });
+            });
             if let Some(w) = waited {
                 point
                     .store
                     .counters
                     .record_reader_wait(w, point.store.trace);
             }
-            let full = out.len() == CHUNK;
-            // An expired version is a deletion: it hides the older ones.
-            let now = Now::new(&point.store.clock);
-            let items = out
-                .into_iter()
-                .map(|(k, v, expires)| {
-                    let v = v.filter(|_| !now.expired(expires));
-                    Item::Mem(k, v, expires)
-                })
-                .collect();
+            let full = items.len() == CHUNK;
             chunks.push(Chunk { items, full });
         }
         chunks
@@ -481,7 +514,7 @@ impl Iter<'_> {
     /// into `back`, when `reverse`).
     fn fill(&mut self, reverse: bool) -> Result<()> {
         if self.front.is_empty() && self.back.is_empty() {
-            self.held.clear();
+            self.held.intervals.clear();
         }
         let space = if reverse {
             self.space_backward()?
@@ -535,9 +568,11 @@ impl Iter<'_> {
             k += 1;
             let next = view.sparse.next(&f);
             if view.sparse.meta(&f).size > 0 {
-                let d = self.held.len() as u32;
-                self.held.push(shared.view_interval_at(view, &f, gen)?);
-                let data = &self.held[d as usize];
+                let d = self.held.intervals.len() as u32;
+                self.held
+                    .intervals
+                    .push(shared.view_interval_at(view, &f, gen)?);
+                let data = &self.held.intervals[d as usize];
                 data.prefetch_head(PREFETCH_BYTES);
                 let i = match (&self.lo, first) {
                     (Bound::Included(k), true) => data.lower_bound(k),
@@ -599,9 +634,11 @@ impl Iter<'_> {
             k += 1;
             let anchor_in = anchor_within_start(&view.sparse, &f, as_ref(&self.lo));
             if view.sparse.meta(&f).size > 0 {
-                let d = self.held.len() as u32;
-                self.held.push(shared.view_interval_at(view, &f, gen)?);
-                let data = &self.held[d as usize];
+                let d = self.held.intervals.len() as u32;
+                self.held
+                    .intervals
+                    .push(shared.view_interval_at(view, &f, gen)?);
+                let data = &self.held.intervals[d as usize];
                 data.prefetch_tail(PREFETCH_BYTES);
                 let i = match (&self.hi, first) {
                     (Bound::Included(k), true) => data.upper_bound(k),
@@ -680,7 +717,7 @@ fn merge_chunks(
             .next_back()
             .map(|c| c.items)
             .unwrap_or_default();
-        if held.iter().any(|d| d.expiring()) {
+        if held.intervals.iter().any(|d| d.expiring()) {
             out.extend(space.into_iter().filter(|i| i.is_live(held, now)));
         } else {
             out.extend(space);
