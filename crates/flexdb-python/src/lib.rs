@@ -21,6 +21,14 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
+/// mimalloc for the extension's own allocations (the engine's, and the
+/// binding's buffers; Python's objects keep Python's allocator), as in the
+/// `flexdb` command and flexbench: scans of 50 pairs from Python took
+/// about 8 % less time than with glibc's allocator (noisy; recorded in
+/// docs/experiments/2026-12-06-memtable-scan-prefetch.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod batch;
 mod convert;
 mod db;
