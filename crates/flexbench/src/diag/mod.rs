@@ -64,6 +64,15 @@ pub fn run(diag: &Diag) -> Result<(), Box<dyn std::error::Error>> {
     }
 }
 
+/// A new store with default options in `tmp` (a temporary directory,
+/// which the caller drops after the store).
+pub(crate) fn open_in(tmp: &tempfile::TempDir) -> flexdb::Result<flexdb::Db> {
+    flexdb::Db::open(
+        tmp.path().join("db"),
+        flexdb::Options::new().create_if_missing(true),
+    )
+}
+
 /// The key of pair `i` of `n` scrambled over the udb key space ("user" and
 /// 23 digits: 27 bytes).
 pub(crate) fn udb_key(i: u64) -> String {

@@ -91,10 +91,7 @@ fn time_scans(db: &flexdb::Db, args: &Args, label: &str) -> Result<(), flexdb::E
 /// Runs the diagnostic.
 pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let tmp = tempfile::tempdir_in(".")?;
-    let db = flexdb::Db::open(
-        tmp.path().join("db"),
-        flexdb::Options::new().create_if_missing(true),
-    )?;
+    let db = super::open_in(&tmp)?;
     let n = args.pairs.max(1);
     let value = [7u8; 127];
     let t = Instant::now();

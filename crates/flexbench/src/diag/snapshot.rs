@@ -44,10 +44,7 @@ fn median_ns(rounds: usize, ops: u64, mut f: impl FnMut()) -> f64 {
 /// Runs the diagnostic.
 pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let tmp = tempfile::tempdir_in(".")?;
-    let db = flexdb::Db::open(
-        tmp.path().join("db"),
-        flexdb::Options::new().create_if_missing(true),
-    )?;
+    let db = super::open_in(&tmp)?;
     let n = args.pairs.max(1);
     let ops = args.ops.max(1);
     let value = [7u8; 127];

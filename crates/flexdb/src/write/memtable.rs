@@ -409,10 +409,9 @@ pub struct MemTable {
     /// A bigger hash table made off the writer lock (`ask_ahead`), once
     /// ready.
     ahead: Arc<Mutex<Option<Table>>>,
-    /// Tables replaced by bigger ones, freed when the MemTable drops.
-    // The boxes themselves must stay alive: readers hold pointers to them.
-    #[allow(clippy::vec_box)]
-    retired: Mutex<Vec<Box<Table>>>,
+    /// Tables replaced by bigger ones, freed when the MemTable drops
+    /// (readers may still hold references to them until then).
+    retired: Mutex<Vec<Retired>>,
     /// The write order, appended by the writer, copied by view builders.
     order: WriteOrder,
     /// Entries published.
@@ -429,6 +428,24 @@ pub struct MemTable {
 impl Default for MemTable {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// A hash table replaced by a bigger one: readers that loaded it before
+/// may still read it, so it lives, unowned by any `Box`, until the MemTable
+/// drops.
+struct Retired(*mut Table);
+
+// SAFETY: a retired table is only read (its slots are atomics) until it is
+// freed, once, by the MemTable's drop, which no reader outlives.
+unsafe impl Send for Retired {}
+
+impl Drop for Retired {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from `Box::into_raw` and is freed only
+        // here; a `Retired` drops only with its MemTable (`&mut`: no reader
+        // holds the table any more).
+        drop(unsafe { Box::from_raw(self.0) });
     }
 }
 
@@ -782,9 +799,10 @@ impl MemTable {
         let old_ptr = self
             .table
             .swap(Box::into_raw(Box::new(new)), Ordering::AcqRel);
-        // SAFETY: `old_ptr` came from `Box::into_raw`; readers that still
-        // hold it keep working because the box is retired, not freed.
-        self.retired.lock().push(unsafe { Box::from_raw(old_ptr) });
+        // Kept as a raw pointer, not turned back into a `Box` (which would
+        // claim it unique while `old` and readers still borrow it: Miri's
+        // Stacked Borrows check caught that).
+        self.retired.lock().push(Retired(old_ptr));
     }
 
     /// The newest version of `key` with a sequence number `<= snapshot`:
