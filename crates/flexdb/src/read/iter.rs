@@ -487,6 +487,12 @@ impl Iter<'_> {
             } else {
                 (as_ref(&self.lo), tighter(as_ref(&self.hi), cap, false))
             };
+            let (lo, hi) = if reverse { (end, from) } else { (from, end) };
+            if !table.may_hold(lo, hi) {
+                // No key of the table lies here: an empty, complete chunk.
+                chunks.push(Chunk { items, full: false });
+                continue;
+            }
             let waited = table.scan_entries(from, end, point.seq, CHUNK, !reverse, |found| {
                 // SAFETY: `found` comes from this table's scan.
                 let (_, value, expires) = unsafe { table.found(found) };

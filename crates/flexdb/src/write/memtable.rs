@@ -423,6 +423,20 @@ pub struct MemTable {
     build: Mutex<()>,
     /// Its range deletes (`range_tombstones`).
     ranges: RangeTombstones,
+    /// The heads (`head_of`) of the smallest and the largest key written
+    /// (`u64::MAX` and 0 while none is), stored before the entry is
+    /// published: a scan whose range lies wholly outside them skips the
+    /// table without sorting it (`may_hold`).
+    heads: [AtomicU64; 2],
+}
+
+/// A key's first eight bytes, big-endian, zero-padded: `a < b` implies
+/// `head_of(a) <= head_of(b)`.
+fn head_of(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
 }
 
 impl Default for MemTable {
@@ -560,6 +574,7 @@ impl MemTable {
             view: ArcSwap::from_pointee(SortedRuns::empty()),
             build: Mutex::new(()),
             ranges: RangeTombstones::default(),
+            heads: [AtomicU64::new(u64::MAX), AtomicU64::new(0)],
         }
     }
 
@@ -698,6 +713,15 @@ impl MemTable {
         } else if w.shared > 0 {
             w.shared = w.shared.min(common_len(&w.first, key));
         }
+        let head = head_of(key);
+        // (Only the writer stores them; readers see them by the `Release`
+        // stores that publish the entry.)
+        if head < self.heads[0].load(Ordering::Relaxed) {
+            self.heads[0].store(head, Ordering::Relaxed);
+        }
+        if head > self.heads[1].load(Ordering::Relaxed) {
+            self.heads[1].store(head, Ordering::Relaxed);
+        }
         let table = self.table();
         let (slot, found) = table.probe(key, h);
         let e = w.arena.push(key, seq, value, expires, found, h);
@@ -716,6 +740,32 @@ impl MemTable {
         }
         self.bytes.store(bytes, Ordering::Relaxed);
         self.len.store(w.written, Ordering::Release);
+    }
+
+    /// Whether some key written before the reader's `Acquire` of the
+    /// table's length (or of a sequence number published after it) may lie
+    /// between `lo` and `hi`: false when every such key is below `lo` or
+    /// above `hi` by its first eight bytes alone, or none was written. A
+    /// scan of another keyspace than the table's keys (the expiry thread's
+    /// walk of its queue every second, a server's other databases) then
+    /// neither sorts the table nor reads it.
+    pub(crate) fn may_hold(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+        let (min, max) = (
+            self.heads[0].load(Ordering::Relaxed),
+            self.heads[1].load(Ordering::Relaxed),
+        );
+        if min > max {
+            return false;
+        }
+        let below = match lo {
+            Bound::Included(k) | Bound::Excluded(k) => max < head_of(k),
+            Bound::Unbounded => false,
+        };
+        let above = match hi {
+            Bound::Included(k) | Bound::Excluded(k) => min > head_of(k),
+            Bound::Unbounded => false,
+        };
+        !(below || above)
     }
 
     /// Records a range delete of every key `start <= k < end` (`end`
@@ -1788,6 +1838,51 @@ mod tests {
             );
         });
         assert_eq!(t.sorted_upto(), n as usize);
+    }
+
+    #[test]
+    fn may_hold_is_false_only_for_ranges_without_keys() {
+        let mut rng = StdRng::seed_from_u64(11);
+        let t = MemTable::new();
+        let none: Bound<&[u8]> = Bound::Unbounded;
+        assert!(!t.may_hold(none, none), "an empty table holds nothing");
+        let mut model = std::collections::BTreeSet::new();
+        let key = |rng: &mut StdRng| -> Vec<u8> {
+            let len = rng.gen_range(0..12);
+            (0..len).map(|_| rng.gen_range(b'a'..=b'f')).collect()
+        };
+        for seq in 1..200u64 {
+            let k = key(&mut rng);
+            t.insert(&k, seq, Some(b"v"));
+            model.insert(k);
+            for _ in 0..20 {
+                let (a, b) = (key(&mut rng), key(&mut rng));
+                let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                let bounds = [
+                    (Bound::Included(&lo[..]), Bound::Included(&hi[..])),
+                    (Bound::Excluded(&lo[..]), Bound::Excluded(&hi[..])),
+                    (Bound::Included(&lo[..]), Bound::Unbounded),
+                    (Bound::Unbounded, Bound::Excluded(&hi[..])),
+                ];
+                for (l, h) in bounds {
+                    if l != Bound::Unbounded && h != Bound::Unbounded && lo == hi {
+                        continue;
+                    }
+                    if model.range::<[u8], _>((l, h)).next().is_some() {
+                        assert!(t.may_hold(l, h), "{l:?}..{h:?} holds a key");
+                    }
+                }
+            }
+        }
+        // Keys of one keyspace, a range of another: skipped.
+        assert!(!t.may_hold(Bound::Included(b"\xff\xff\xff\xff\xfe"), none));
+        assert!(t.may_hold(none, none));
+        let m = MemTable::new();
+        m.insert(b"mmm", 1, Some(b"v"));
+        m.insert(b"mnopqrstuv", 2, None);
+        assert!(!m.may_hold(none, Bound::Excluded(b"a")));
+        assert!(!m.may_hold(Bound::Included(b"n"), none));
+        assert!(m.may_hold(Bound::Included(b"mn"), Bound::Included(b"mo")));
     }
 
     #[test]
