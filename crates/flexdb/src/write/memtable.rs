@@ -1841,6 +1841,30 @@ mod tests {
     }
 
     #[test]
+    fn tables_replaced_by_growth_stay_readable_until_the_memtable_drops() {
+        // Small enough for Miri: past `INITIAL_SLOTS / 2` keys the hash
+        // table grows; the replaced one is retired (readers may still
+        // hold it), then freed with the MemTable.
+        let t = MemTable::new();
+        let first = t.slots();
+        let old = t.table();
+        for i in 0..700u32 {
+            t.insert(format!("k{i}").as_bytes(), u64::from(i) + 1, Some(b"v"));
+        }
+        assert!(t.slots() > first, "the table grew");
+        // The replaced table is still there for a reader that loaded it.
+        assert_eq!(old.slots().len(), first);
+        assert!(old.probe(b"k1", hash(b"k1")).1.is_some());
+        for i in (0..700u32).step_by(7) {
+            let k = format!("k{i}");
+            assert_eq!(
+                t.get(k.as_bytes(), u64::MAX),
+                Some(Some(Box::from(&b"v"[..])))
+            );
+        }
+    }
+
+    #[test]
     fn may_hold_is_false_only_for_ranges_without_keys() {
         let mut rng = StdRng::seed_from_u64(11);
         let t = MemTable::new();
