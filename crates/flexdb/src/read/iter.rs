@@ -112,7 +112,8 @@ enum Item {
 }
 
 /// What the buffered pairs of an iterator borrow from: the decoded
-/// intervals they come from, and the point whose MemTables hold the rest.
+/// intervals they come from, and the iterator's read point, whose
+/// MemTables hold the rest.
 struct Held {
     intervals: Vec<Arc<IntervalData>>,
     point: Arc<ReadPoint>,
@@ -196,7 +197,6 @@ impl Item {
 /// kept for source compatibility); while it lives it pins what a
 /// [`crate::Snapshot`] pins.
 pub struct Iter<'a> {
-    point: Arc<ReadPoint>,
     /// A transaction's writes, merged in as the newest source.
     overlay: Option<Arc<WriteSet>>,
     /// The range deletes of the sources, as of the point.
@@ -212,9 +212,9 @@ pub struct Iter<'a> {
     front: VecDeque<Item>,
     /// Fetched by the back, not yet emitted, descending.
     back: VecDeque<Item>,
-    /// The intervals `front`, `back` and `lent` refer to (cleared when
-    /// `front` and `back` are empty, before a fetch; `lent` is replaced
-    /// right after).
+    /// The read point, and the intervals `front`, `back` and `lent` refer
+    /// to (cleared when `front` and `back` are empty, before a fetch;
+    /// `lent` is replaced right after).
     held: Held,
     /// The pair last lent by `next_ref`/`next_back_ref`.
     lent: Option<Item>,
@@ -394,9 +394,7 @@ impl Iter<'static> {
                 });
             }
         }
-        let held_point = point.clone();
         Iter {
-            point,
             overlay,
             hides,
             _compat: PhantomData,
@@ -407,7 +405,7 @@ impl Iter<'static> {
             back: VecDeque::new(),
             held: Held {
                 intervals: Vec::new(),
-                point: held_point,
+                point,
             },
             lent: None,
             exhausted: empty,
@@ -474,7 +472,7 @@ impl Iter<'_> {
     /// full space chunk: nothing past it can be merged this round, so
     /// copying it would be wasted) as well as at the range's far end.
     fn mem_chunks(&self, reverse: bool, cap: Option<&[u8]>) -> Vec<Chunk> {
-        let point = &*self.point;
+        let point = &*self.held.point;
         let mut chunks = Vec::with_capacity(point.mems.len() + 2);
         if let Some(o) = &self.overlay {
             chunks.push(overlay_chunk(o, &self.lo, &self.hi, reverse, cap));
@@ -539,7 +537,7 @@ impl Iter<'_> {
         } else {
             (&mut self.front, &mut self.lo)
         };
-        let now = Now::new(&self.point.store.clock);
+        let now = Now::new(&self.held.point.store.clock);
         match merge_chunks(chunks, reverse, out, &self.held, &self.hides, &now) {
             Some(h) => *bound = Bound::Excluded(h),
             None => {
@@ -557,7 +555,7 @@ impl Iter<'_> {
 
     /// Up to `CHUNK` pairs of the space above `lo` (and within `hi`).
     fn space_forward(&mut self) -> Result<Chunk> {
-        let point = &*self.point;
+        let point = &*self.held.point;
         let (shared, view, gen) = (&*point.store, &*point.view, point.active_gen);
         let mut items = Vec::with_capacity(CHUNK);
         let start: &[u8] = match &self.lo {
@@ -625,7 +623,7 @@ impl Iter<'_> {
     /// Up to `CHUNK` pairs of the space below `hi` (and within `lo`), in
     /// descending order.
     fn space_backward(&mut self) -> Result<Chunk> {
-        let point = &*self.point;
+        let point = &*self.held.point;
         let (shared, view, gen) = (&*point.store, &*point.view, point.active_gen);
         let mut items = Vec::with_capacity(CHUNK);
         let mut f = match &self.hi {
