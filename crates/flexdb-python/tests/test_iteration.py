@@ -130,3 +130,43 @@ def test_snapshot_of_keyspace(db):
     assert s.keyspace(db).get(b"k") is None
     s.close()
     s.close()
+
+
+def test_iteration_over_committed_and_fresh_pairs_matches_a_model(db):
+    # Pairs lent from the space (after a flush) and from the MemTable,
+    # overwritten and deleted across both, forward and backward, in
+    # chunks of every size around the engine's 64.
+    import random
+
+    rng = random.Random(7)
+    model = {}
+    for i in range(3000):
+        k = b"k%05d" % rng.randrange(5000)
+        model[k] = db[k] = b"v%d" % i * rng.randrange(1, 40)
+    db.flush()
+    for i in range(2000):
+        k = b"k%05d" % rng.randrange(5000)
+        if rng.random() < 0.3:
+            model.pop(k, None)
+            db.pop(k, None)
+        else:
+            model[k] = db[k] = b"w%d" % i
+    keys = sorted(model)
+    assert list(db.items()) == [(k, model[k]) for k in keys]
+    assert list(db.values(reverse=True)) == [model[k] for k in reversed(keys)]
+    for _ in range(50):
+        start = b"k%05d" % rng.randrange(5000)
+        n = rng.choice([1, 50, 63, 64, 65, 200])
+        got = []
+        for k, v in db.range(start=start):
+            got.append((k, v))
+            if len(got) == n:
+                break
+        want = [(k, model[k]) for k in keys if k >= start][:n]
+        assert got == want
+    it = db.keys(prefix=b"k0")
+    assert list(it) == [k for k in keys if k.startswith(b"k0")]
+    # An exhausted iterator stays exhausted.
+    assert list(it) == []
+    with pytest.raises(StopIteration):
+        next(it)

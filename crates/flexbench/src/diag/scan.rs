@@ -54,13 +54,18 @@ fn median_ns(
 
 /// Times both kinds of scan on `db` and prints them under `label`.
 fn time_scans(db: &flexdb::Db, args: &Args, label: &str) -> Result<(), flexdb::Error> {
+    // Each pair is copied out, as a caller reads it.
+    let mut copy = Vec::new();
     let (scan, read) = median_ns(args, |i| {
         let mut it = db.range(udb_key(i).into_bytes()..);
         let mut n = 0;
         while n < args.len {
             match it.next_ref() {
-                Some(Ok(pair)) => {
-                    std::hint::black_box(pair);
+                Some(Ok((k, v))) => {
+                    copy.clear();
+                    copy.extend_from_slice(k);
+                    copy.extend_from_slice(v);
+                    std::hint::black_box(&copy);
                     n += 1;
                 }
                 Some(Err(e)) => return Err(e),
@@ -72,8 +77,11 @@ fn time_scans(db: &flexdb::Db, args: &Args, label: &str) -> Result<(), flexdb::E
     let (first, _) = median_ns(args, |i| {
         let mut it = db.range(udb_key(i).into_bytes()..);
         match it.next_ref() {
-            Some(Ok(pair)) => {
-                std::hint::black_box(pair);
+            Some(Ok((k, v))) => {
+                copy.clear();
+                copy.extend_from_slice(k);
+                copy.extend_from_slice(v);
+                std::hint::black_box(&copy);
                 Ok(1)
             }
             Some(Err(e)) => Err(e),

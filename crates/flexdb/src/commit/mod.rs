@@ -44,6 +44,7 @@
 
 mod group;
 mod idle_compact;
+pub(crate) mod idle_sort;
 pub(crate) mod mailbox;
 mod merge;
 mod newest_versions;
@@ -192,6 +193,8 @@ fn commit_loop(shared: &Store, retire: Option<&std::sync::mpsc::Sender<FrozenMem
                 _ => {
                     if views_left {
                         work.wait_for(VIEW_REAP_PERIOD);
+                    } else if idle_sort::wanted(shared) {
+                        idle_sort::wait_then_sort(shared, work);
                     } else if std::mem::take(&mut committed)
                         || shared.chunks.kept_bytes() > 0
                         || shared.spare_logs.len() > 0

@@ -94,6 +94,9 @@ pub(crate) type EntryRef<'a> = (&'a [u8], &'a [u8], u64);
 
 /// Keys each source reads per refill.
 const CHUNK: usize = 64;
+/// Pairs ahead of the one lent whose value is asked for
+/// (`Item::prefetch_value`).
+const VALUE_AHEAD: usize = 4;
 /// Bytes of each interval an iterator's fill prefetches (the whole of a
 /// typical interval; a chunk of 64 udb pairs spans about 10 KiB).
 const PREFETCH_BYTES: usize = 8 << 10;
@@ -130,6 +133,16 @@ impl Held {
 }
 
 impl Item {
+    /// Asks for the item's value ahead of its read: a MemTable's pairs lie
+    /// in write order, each value a cache miss of its own. (An interval's
+    /// pairs are contiguous and prefetched with it.)
+    fn prefetch_value(&self, held: &Held) {
+        if let Item::Arena { m, found, .. } = self {
+            // SAFETY: as in `Held::found`.
+            unsafe { held.point.mems[*m as usize].prefetch_value(*found) }
+        }
+    }
+
     fn key<'h>(&'h self, held: &'h Held) -> &'h [u8] {
         match self {
             Item::Mem(k, ..) => k,
@@ -479,7 +492,6 @@ impl Iter<'_> {
         }
         let now = Now::new(&point.store.clock);
         for (m, table) in point.mems.iter().enumerate() {
-            let mut items = Vec::new();
             let (from, end) = if reverse {
                 (as_ref(&self.hi), tighter(as_ref(&self.lo), cap, true))
             } else {
@@ -488,9 +500,13 @@ impl Iter<'_> {
             let (lo, hi) = if reverse { (end, from) } else { (from, end) };
             if !table.may_hold(lo, hi) {
                 // No key of the table lies here: an empty, complete chunk.
-                chunks.push(Chunk { items, full: false });
+                chunks.push(Chunk {
+                    items: Vec::new(),
+                    full: false,
+                });
                 continue;
             }
+            let mut items = Vec::with_capacity(CHUNK);
             let waited = table.scan_entries(from, end, point.seq, CHUNK, !reverse, |found| {
                 // SAFETY: `found` comes from this table's scan.
                 let (_, value, expires) = unsafe { table.found(found) };
@@ -538,7 +554,13 @@ impl Iter<'_> {
             (&mut self.front, &mut self.lo)
         };
         let now = Now::new(&self.held.point.store.clock);
-        match merge_chunks(chunks, reverse, out, &self.held, &self.hides, &now) {
+        let before = out.len();
+        let horizon = merge_chunks(chunks, reverse, out, &self.held, &self.hides, &now);
+        // The first values read next (`next_ref` asks for the later ones).
+        for item in out.iter().skip(before).take(VALUE_AHEAD + 1) {
+            item.prefetch_value(&self.held);
+        }
+        match horizon {
             Some(h) => *bound = Bound::Excluded(h),
             None => {
                 // Everything left was fetched: the region ends at the last
@@ -702,29 +724,38 @@ fn merge_chunks(
         .filter_map(|c| c.items.last().map(|i| i.key(held)))
         .reduce(|a, b| if before(a, b) { a } else { b })
         .map(<[u8]>::to_vec);
-    // The common case: only the space has pairs here, and no range delete
-    // covers any of them.
-    let only_space = chunks[..chunks.len() - 1]
+    // The common cases: only one source has pairs here (the space, or a
+    // MemTable holding all the recent writes), and no range delete of a
+    // newer source covers any of them. Nothing to merge.
+    let mut with_items = chunks
         .iter()
-        .all(|c| c.items.is_empty());
-    let unhidden = |items: &[Item]| match (items.first(), items.last()) {
+        .enumerate()
+        .filter(|(_, c)| !c.items.is_empty());
+    let single = match (with_items.next(), with_items.next()) {
+        (Some((s, _)), None) => Some(s),
+        _ => None,
+    };
+    let unhidden = |items: &[Item], s: usize| match (items.first(), items.last()) {
         (Some(a), Some(b)) => {
             let (a, b) = (a.key(held), b.key(held));
             let (lo, hi) = if reverse { (b, a) } else { (a, b) };
-            !hides.iter().any(|h| h.list.any_within(lo, hi, h.seq))
+            !hides
+                .iter()
+                .any(|h| h.source < s && h.list.any_within(lo, hi, h.seq))
         }
         _ => true,
     };
-    if only_space && unhidden(&chunks[chunks.len() - 1].items) {
-        let space = chunks
+    if let Some(s) = single.filter(|&s| unhidden(&chunks[s].items, s)) {
+        let is_space = s == chunks.len() - 1;
+        let items = chunks
             .into_iter()
-            .next_back()
+            .nth(s)
             .map(|c| c.items)
             .unwrap_or_default();
-        if held.intervals.iter().any(|d| d.expiring()) {
-            out.extend(space.into_iter().filter(|i| i.is_live(held, now)));
+        if is_space && !held.intervals.iter().any(|d| d.expiring()) {
+            out.extend(items);
         } else {
-            out.extend(space);
+            out.extend(items.into_iter().filter(|i| i.is_live(held, now)));
         }
         return horizon;
     }
@@ -841,13 +872,34 @@ impl Iter<'_> {
     /// ```
     pub fn next_ref(&mut self) -> Option<Result<(&[u8], &[u8])>> {
         let next = self.advance_front()?;
+        if let Some(ahead) = self.front.get(VALUE_AHEAD) {
+            ahead.prefetch_value(&self.held);
+        }
         Some(self.lend(next))
+    }
+
+    /// Whether the next [`Iter::next_ref`] (or `next`) answers from what
+    /// the iterator has already fetched, without reading the store: a
+    /// pop from memory, cheap enough for a binding to make while holding
+    /// a global lock. `false`: it fetches the next chunk (which may read
+    /// from disk).
+    pub fn next_is_buffered(&self) -> bool {
+        self.pending.is_some() || !self.front.is_empty() || self.failed || self.exhausted
+    }
+
+    /// [`Iter::next_is_buffered`] for [`Iter::next_back_ref`] (and
+    /// `next_back`).
+    pub fn next_back_is_buffered(&self) -> bool {
+        self.pending.is_some() || !self.back.is_empty() || self.failed || self.exhausted
     }
 
     /// Like [`DoubleEndedIterator::next_back`], lending the pair as
     /// [`Iter::next_ref`] does.
     pub fn next_back_ref(&mut self) -> Option<Result<(&[u8], &[u8])>> {
         let next = self.advance_back()?;
+        if let Some(ahead) = self.back.get(VALUE_AHEAD) {
+            ahead.prefetch_value(&self.held);
+        }
         Some(self.lend(next))
     }
 

@@ -295,9 +295,16 @@ pub(crate) struct Found {
 /// cache miss, and a walk that waits for each in turn took 88 % of a
 /// MemTable scan's time (docs/experiments/2026-12-06-memtable-scan-prefetch.md).
 const PREFETCH_AHEAD: usize = 8;
-/// Bytes of an entry prefetched: its header, key and the start of its
-/// value (a udb pair's entry is 186 bytes).
-const PREFETCH_ENTRY_BYTES: usize = 192;
+/// Bytes of an entry prefetched by a scan: its header and the first 32
+/// bytes of its key, what the scan reads. Its value is asked for by the
+/// iterator just before the pair is lent (`MemTable::prefetch_value`): a
+/// scan reads more pairs than its caller takes (64 at a time), and
+/// prefetching the values of all of them kept more lines in flight than
+/// the core tracks (docs/experiments/2026-12-06-memtable-scan-prefetch.md).
+const PREFETCH_ENTRY_BYTES: usize = 64;
+
+/// Bytes of a value asked for ahead of its read (`prefetch_value`).
+const PREFETCH_VALUE_BYTES: usize = 256;
 
 /// The entry `k` places past `pos` in `run`, going forward or backward.
 fn ahead(run: &Run, pos: usize, k: usize, forward: bool) -> Option<EntryPtr> {
@@ -1172,7 +1179,14 @@ impl MemTable {
         if merged.len() <= MID_MAX {
             mid = Arc::new(merged);
         } else {
-            main = Arc::new(self.merge_runs(&main, &merged));
+            // (A first sort of many writes has no main run to merge with:
+            // copying the run into a new one took a quarter of sorting a
+            // million.)
+            main = Arc::new(if main.is_empty() {
+                merged
+            } else {
+                self.merge_runs(&main, &merged)
+            });
             main_sample = Arc::new(sample_of(&main));
             mid = Arc::new(Vec::new());
         }
@@ -1347,6 +1361,17 @@ impl MemTable {
                 .is_none_or(|t| t <= entry.seq)
     }
 
+    /// Asks for the first bytes of the value of a pair a scan found,
+    /// ahead of its read.
+    ///
+    /// # Safety
+    /// As for [`MemTable::found`].
+    pub(crate) unsafe fn prefetch_value(&self, found: Found) {
+        if let Some(v) = self.entry(found.entry).value {
+            flexsys::prefetch::at(v.as_ptr(), v.len().min(PREFETCH_VALUE_BYTES));
+        }
+    }
+
     /// The key, value (`None`: deleted) and deadline (0: none) a scan of
     /// this table found, borrowed from its arena.
     ///
@@ -1389,9 +1414,21 @@ impl MemTable {
     }
 
     /// How many of the table's entries its sorted view covers.
-    #[cfg(test)]
     pub(crate) fn sorted_upto(&self) -> usize {
         self.view.load().upto
+    }
+
+    /// Entries written that its published sorted view does not cover yet
+    /// (a scan sorts them first).
+    pub(crate) fn unsorted(&self) -> usize {
+        self.len().saturating_sub(self.sorted_upto())
+    }
+
+    /// Sorts every entry written so far into the published view, as a
+    /// scan would, so that the next scan finds nothing to sort. For an
+    /// idle store (`commit::idle_sort`).
+    pub(crate) fn sort_view(&self) {
+        let _ = self.sorted_runs();
     }
 
     /// The view `newest` walks: the current one if it covers every entry,

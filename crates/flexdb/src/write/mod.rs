@@ -413,7 +413,12 @@ impl Store {
             }
         };
         let t_logged = t0.map(|_| Instant::now());
+        let len_before = w.active.len();
         apply(&w.active, seq);
+        // Every `SORT_MIN` entries the committer is told, so that it sorts
+        // them if the store goes idle (`commit::idle_sort`).
+        let sort_min = crate::commit::idle_sort::SORT_MIN;
+        let wake_sorter = len_before / sort_min != w.active.len() / sort_min;
         let last = seq + ops as u64 - 1;
         w.next_seq = last + 1;
         self.writes.set_visible(last);
@@ -431,6 +436,9 @@ impl Store {
         .then(|| self.log_to_prepare(&w));
         drop(w);
         let t_unlocked = t0.map(|_| Instant::now());
+        if wake_sorter {
+            self.mailbox.wake_committer();
+        }
         if let Some(job) = next_log {
             prepare_next_log(job);
         }
