@@ -21,7 +21,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::PyBytes;
 
 use crate::errors::to_py;
 use crate::handle::{lock, Handle, Release};
@@ -95,11 +95,10 @@ impl PyIter {
         Ok(match self.mode {
             Mode::Keys => PyBytes::new(py, key).into_any().unbind(),
             Mode::Values => PyBytes::new(py, value).into_any().unbind(),
-            Mode::Items => {
-                let key = PyBytes::new(py, key);
-                let value = PyBytes::new(py, value);
-                PyTuple::new(py, [key, value])?.into_any().unbind()
-            }
+            Mode::Items => (PyBytes::new(py, key), PyBytes::new(py, value))
+                .into_pyobject(py)?
+                .into_any()
+                .unbind(),
         })
     }
 }

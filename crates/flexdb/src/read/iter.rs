@@ -508,10 +508,14 @@ impl Iter<'_> {
             }
             let mut items = Vec::with_capacity(CHUNK);
             let waited = table.scan_entries(from, end, point.seq, CHUNK, !reverse, |found| {
-                // SAFETY: `found` comes from this table's scan.
-                let (_, value, expires) = unsafe { table.found(found) };
                 // An expired version is a deletion: it hides the older ones.
-                let live = value.is_some() && !now.expired(expires);
+                // (Only a version with a deadline is touched here.)
+                let live = found.live()
+                    && (!found.may_expire() || {
+                        // SAFETY: `found` comes from this table's scan.
+                        let (_, _, expires) = unsafe { table.found(found) };
+                        !now.expired(expires)
+                    });
                 items.push(Item::Arena {
                     m: m as u32,
                     found,
@@ -735,15 +739,16 @@ fn merge_chunks(
         (Some((s, _)), None) => Some(s),
         _ => None,
     };
-    let unhidden = |items: &[Item], s: usize| match (items.first(), items.last()) {
-        (Some(a), Some(b)) => {
-            let (a, b) = (a.key(held), b.key(held));
-            let (lo, hi) = if reverse { (b, a) } else { (a, b) };
-            !hides
-                .iter()
-                .any(|h| h.source < s && h.list.any_within(lo, hi, h.seq))
+    let unhidden = |items: &[Item], s: usize| {
+        let mut newer = hides.iter().filter(|h| h.source < s).peekable();
+        match (newer.peek(), items.first(), items.last()) {
+            (Some(_), Some(a), Some(b)) => {
+                let (a, b) = (a.key(held), b.key(held));
+                let (lo, hi) = if reverse { (b, a) } else { (a, b) };
+                !newer.any(|h| h.list.any_within(lo, hi, h.seq))
+            }
+            _ => true,
         }
-        _ => true,
     };
     if let Some(s) = single.filter(|&s| unhidden(&chunks[s].items, s)) {
         let is_space = s == chunks.len() - 1;
@@ -752,7 +757,15 @@ fn merge_chunks(
             .nth(s)
             .map(|c| c.items)
             .unwrap_or_default();
-        if is_space && !held.intervals.iter().any(|d| d.expiring()) {
+        let all_live = is_space && !held.intervals.iter().any(|d| d.expiring());
+        if out.is_empty() {
+            // The chunk's buffer becomes the queue (no move of each item:
+            // that took an eighth of a Python scan of 50).
+            *out = VecDeque::from(items);
+            if !all_live {
+                out.retain(|i| i.is_live(held, now));
+            }
+        } else if all_live {
             out.extend(items);
         } else {
             out.extend(items.into_iter().filter(|i| i.is_live(held, now)));

@@ -262,9 +262,32 @@ fn rehash(old: &Table, new: &Table) {
     }
 }
 
-/// A sorted run: the newest version of each key, in key order, each with
-/// the key's first sixteen bytes for cheap comparisons.
-type Run = Vec<(u128, EntryPtr)>;
+/// An entry of a sorted run: the key's summary (for comparisons that
+/// touch no entry), the version, and its `meta` (sequence number and
+/// flags: what a scan asks of it, so that it need not touch the entry;
+/// the 32-byte element has room for it).
+type Sorted = (u128, EntryPtr, u64);
+
+/// `meta` flag: the version is a deletion.
+const META_DELETED: u64 = 1 << 63;
+/// `meta` flag: the version has a deadline.
+const META_DEADLINE: u64 = 1 << 62;
+
+/// The `meta` of version `e`.
+fn meta_of(e: &EntryRef<'_>) -> u64 {
+    let deleted = if e.value.is_none() { META_DELETED } else { 0 };
+    let deadline = if e.expires != 0 { META_DEADLINE } else { 0 };
+    debug_assert!(e.seq < META_DEADLINE);
+    e.seq | deleted | deadline
+}
+
+/// The sequence number in a `meta`.
+fn meta_seq(meta: u64) -> u64 {
+    meta & !(META_DELETED | META_DEADLINE)
+}
+
+/// A sorted run: the newest version of each key, in key order.
+type Run = Vec<Sorted>;
 
 /// The newest version of each key among the first `upto` entries, sorted:
 /// a main run, a middle run and a small tail run, each newer than the one
@@ -288,6 +311,21 @@ type Pos = [usize; 3];
 pub(crate) struct Found {
     entry: EntryPtr,
     live: bool,
+    /// The version may have a deadline (`false`: it has none).
+    deadline: bool,
+}
+
+impl Found {
+    /// Whether the version may have a deadline: if not, whether it is
+    /// read as a value is known without touching it (`live`).
+    pub(crate) fn may_expire(self) -> bool {
+        self.deadline
+    }
+
+    /// Whether the scan reads the version as a value, expiry aside.
+    pub(crate) fn live(self) -> bool {
+        self.live
+    }
 }
 
 /// Entries a scan asks the cache for ahead of the one it reads, in each
@@ -296,11 +334,14 @@ pub(crate) struct Found {
 /// MemTable scan's time (docs/experiments/2026-12-06-memtable-scan-prefetch.md).
 const PREFETCH_AHEAD: usize = 8;
 /// Bytes of an entry prefetched by a scan: its header and the first 32
-/// bytes of its key, what the scan reads. Its value is asked for by the
-/// iterator just before the pair is lent (`MemTable::prefetch_value`): a
-/// scan reads more pairs than its caller takes (64 at a time), and
-/// prefetching the values of all of them kept more lines in flight than
-/// the core tracks (docs/experiments/2026-12-06-memtable-scan-prefetch.md).
+/// bytes of its key, which the iterator reads when it lends the pair (a
+/// scan itself reads most versions from their run elements, and touches
+/// an entry only for an old snapshot, a range delete or a far bound of
+/// the same summary). Its value is asked for by the iterator just before
+/// the pair is lent (`MemTable::prefetch_value`): a scan reads more pairs
+/// than its caller takes (64 at a time), and prefetching the values of
+/// all of them kept more lines in flight than the core tracks
+/// (docs/experiments/2026-12-06-memtable-scan-prefetch.md).
 const PREFETCH_ENTRY_BYTES: usize = 64;
 
 /// Bytes of a value asked for ahead of its read (`prefetch_value`).
@@ -939,7 +980,7 @@ impl MemTable {
         let (runs, samples) = (v.runs(), v.samples());
         let mut pos: Pos = std::array::from_fn(|r| self.start(runs[r], samples[r], from));
         while let Some(pick) = self.step(&v, &mut pos, true) {
-            let e = self.entry(pick);
+            let e = self.entry(pick.1);
             if !within_end(e.key, end) {
                 return false;
             }
@@ -1010,11 +1051,17 @@ impl MemTable {
     }
 
     /// Orders `(prefix, entry)` by key ascending, then newest first.
-    fn cmp_entries(&self, a: &(u128, EntryPtr), b: &(u128, EntryPtr)) -> CmpOrdering {
+    fn cmp_entries(&self, a: &Sorted, b: &Sorted) -> CmpOrdering {
         a.0.cmp(&b.0).then_with(|| {
             let (x, y) = (self.entry(a.1), self.entry(b.1));
             x.key.cmp(y.key).then_with(|| y.seq.cmp(&x.seq))
         })
+    }
+
+    /// Version `e` as an element of a sorted run, under `hint`.
+    fn sorted(&self, hint: &[u8], e: EntryPtr) -> Sorted {
+        let r = self.entry(e);
+        (summary(hint, r.key), e, meta_of(&r))
     }
 
     /// The newest version of each key among `entries`, sorted by key.
@@ -1024,10 +1071,7 @@ impl MemTable {
             return Vec::new();
         }
         let hint = self.hint();
-        let mut run: Run = entries
-            .iter()
-            .map(|&e| (summary(hint, self.entry(e).key), e))
-            .collect();
+        let mut run: Run = entries.iter().map(|&e| self.sorted(hint, e)).collect();
         run.sort_unstable_by(|a, b| self.cmp_entries(a, b));
         run.dedup_by(|later, first| {
             first.0 == later.0 && self.entry(first.1).key == self.entry(later.1).key
@@ -1061,7 +1105,7 @@ impl MemTable {
         out
     }
 
-    fn cmp_key(&self, a: &(u128, EntryPtr), b: &(u128, EntryPtr)) -> CmpOrdering {
+    fn cmp_key(&self, a: &Sorted, b: &Sorted) -> CmpOrdering {
         a.0.cmp(&b.0)
             .then_with(|| self.entry(a.1).key.cmp(self.entry(b.1).key))
     }
@@ -1071,9 +1115,9 @@ impl MemTable {
     /// positions; backward, the largest key just below them. On equal keys
     /// the newest run's entry wins and every run holding the key moves.
     /// `None` when all are exhausted.
-    fn step(&self, v: &SortedRuns, pos: &mut Pos, forward: bool) -> Option<EntryPtr> {
+    fn step(&self, v: &SortedRuns, pos: &mut Pos, forward: bool) -> Option<Sorted> {
         let runs = v.runs();
-        let mut best: Option<(u128, EntryPtr)> = None;
+        let mut best: Option<Sorted> = None;
         // The runs whose entry at their position holds `best`'s key.
         let mut tied = [false; 3];
         for (r, run) in runs.iter().enumerate() {
@@ -1108,7 +1152,7 @@ impl MemTable {
                 *p -= 1
             }
         }
-        best.map(|b| b.1)
+        best
     }
 
     /// A sorted view of every entry written so far, and how long the call
@@ -1323,25 +1367,49 @@ impl MemTable {
             }
         });
         prefetch_first(&v, &pos, forward, max);
+        // The far bound's summary: an entry whose summary lies strictly
+        // within it lies within it (summaries keep the keys' order), so
+        // most steps read nothing of the entry but its run element.
+        let far = match end {
+            Bound::Included(k) | Bound::Excluded(k) => Some(k),
+            Bound::Unbounded => None,
+        };
+        let mut far_summary = None;
         let mut taken = 0;
         while taken < max {
             let Some(pick) = self.step(&v, &mut pos, forward) else {
                 break;
             };
             prefetch_next(&v, &pos, forward);
-            let key = self.entry(pick).key;
-            let within = if forward {
-                within_end(key, end)
-            } else {
-                within_start(key, end)
-            };
-            if !within {
-                break;
+            if let Some(k) = far {
+                let s = *far_summary.get_or_insert_with(|| summary(self.hint(), k));
+                let inside = if forward { pick.0 < s } else { pick.0 > s };
+                let key = || self.entry(pick.1).key;
+                let within = inside
+                    || if forward {
+                        within_end(key(), end)
+                    } else {
+                        within_start(key(), end)
+                    };
+                if !within {
+                    break;
+                }
             }
-            if let Some(e) = self.visible(pick, snapshot) {
+            if meta_seq(pick.2) <= snapshot && self.ranges.is_empty() {
+                // The run's version is the one the scan reads, and no range
+                // delete of this table hides it: its meta says it all.
+                push(Found {
+                    entry: pick.1,
+                    live: pick.2 & META_DELETED == 0,
+                    deadline: pick.2 & META_DEADLINE != 0,
+                });
+                taken += 1;
+            } else if let Some(e) = self.visible(pick.1, snapshot) {
+                let key = self.entry(pick.1).key;
                 push(Found {
                     entry: e,
                     live: self.scanned_live(key, e, snapshot),
+                    deadline: self.entry(e).expires != 0,
                 });
                 taken += 1;
             }
@@ -1397,10 +1465,10 @@ impl MemTable {
         let v = self.newest_view();
         let mut pos: Pos = [0; 3];
         std::iter::from_fn(move || {
-            let p = self.step(&v, &mut pos, true)?;
+            let p = self.step(&v, &mut pos, true)?.1;
             // The entries lie in the arena in write order, not key order:
             // each is a cache miss unless asked for ahead of the walk.
-            if let Some(&(_, ahead)) = v.main.get(pos[0] + NEWEST_PREFETCH_AHEAD) {
+            if let Some(&(_, ahead, _)) = v.main.get(pos[0] + NEWEST_PREFETCH_AHEAD) {
                 flexsys::prefetch::at(ahead.as_ptr().cast(), NEWEST_PREFETCH_BYTES);
             }
             Some(self.entry(p))
@@ -1458,7 +1526,7 @@ impl MemTable {
                     flexsys::prefetch::at(ahead.as_ptr().cast(), SLOTS_PREFETCH_BYTES);
                 }
                 if let Some(e) = unpack(slot.load(Ordering::Acquire)) {
-                    run.push((summary(hint, self.entry(e).key), e));
+                    run.push(self.sorted(hint, e));
                 }
             }
             run.sort_unstable_by(|a, b| self.cmp_key(a, b));
@@ -2005,6 +2073,138 @@ mod tests {
                     .cloned()
                     .collect();
                 assert_eq!(copied(out), want, "backward from {from:?}");
+            }
+        }
+    }
+
+    /// A version of the model below: key, sequence number, value
+    /// (`None`: deleted), deadline.
+    type ModelVersion = (Vec<u8>, u64, Option<Vec<u8>>, u64);
+
+    /// What a scan of the versions and range deletes `ranges` (start,
+    /// end, sequence number) should find: each key of `lo..hi` (bounds as
+    /// given) with a version at or below `snapshot`, with its newest such
+    /// value (`None`: deleted or under a newer range delete) and deadline
+    /// (0 unless a value), ascending or descending, at most `max`.
+    #[allow(clippy::type_complexity)]
+    fn model_scan(
+        versions: &[ModelVersion],
+        ranges: &[(Vec<u8>, Option<Vec<u8>>, u64)],
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        snapshot: u64,
+        max: usize,
+        forward: bool,
+    ) -> Vec<(Vec<u8>, Option<Vec<u8>>, u64)> {
+        let mut newest: BTreeMap<&[u8], &ModelVersion> = BTreeMap::new();
+        for v in versions.iter().filter(|v| v.1 <= snapshot) {
+            newest.insert(&v.0, v);
+        }
+        let hidden = |k: &[u8], seq: u64| {
+            ranges.iter().any(|(s, e, t)| {
+                *t <= snapshot && *t > seq && k >= &s[..] && e.as_deref().is_none_or(|e| k < e)
+            })
+        };
+        let found = newest
+            .iter()
+            .filter(|(k, _)| std::ops::RangeBounds::contains(&(lo, hi), *k))
+            .map(|(k, v)| match (&v.2, hidden(k, v.1)) {
+                (Some(val), false) => (k.to_vec(), Some(val.clone()), v.3),
+                _ => (k.to_vec(), None, 0),
+            });
+        if forward {
+            found.take(max).collect()
+        } else {
+            found.rev().take(max).collect()
+        }
+    }
+
+    fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+        b.as_ref().map(Vec::as_slice)
+    }
+
+    /// Scans read most versions from their run elements alone (sequence
+    /// number, deletion, deadline; the far bound by summary): keys that
+    /// share their summaries (the same 15 bytes after the prefix), old
+    /// snapshots, deletions, deadlines and range deletes must read as the
+    /// entries say, either way, with any bounds.
+    #[test]
+    fn scans_from_run_elements_match_a_model() {
+        for (seed, with_ranges) in [(1u64, false), (2, true), (3, false), (4, true)] {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let t = MemTable::new();
+            let mut versions: Vec<ModelVersion> = Vec::new();
+            let mut ranges = Vec::new();
+            // Two groups of keys whose summaries tie within each group.
+            let key = |rng: &mut StdRng| {
+                let group = [
+                    "tied-summary-aaaaaaaaaaaaaaa",
+                    "tied-summary-aaaaaaaaaaaaaab",
+                ];
+                format!("{}{:03}", group[rng.gen_range(0..2)], rng.gen_range(0..150)).into_bytes()
+            };
+            for seq in 1..6000u64 {
+                let k = key(&mut rng);
+                if with_ranges && rng.gen_ratio(1, 200) {
+                    let (a, b) = (key(&mut rng), key(&mut rng));
+                    let (a, b) = if a <= b { (a, b) } else { (b, a) };
+                    let end = rng.gen_bool(0.8).then_some(b);
+                    t.delete_range(&a, end.as_deref(), seq);
+                    ranges.push((a, end, seq));
+                    continue;
+                }
+                let value = rng.gen_bool(0.8).then(|| seq.to_be_bytes().to_vec());
+                let expires = match &value {
+                    Some(v) if rng.gen_bool(0.3) => {
+                        t.insert_expiring(&k, seq, v, 1_000 + seq);
+                        1_000 + seq
+                    }
+                    _ => {
+                        t.insert(&k, seq, value.as_deref());
+                        0
+                    }
+                };
+                versions.push((k, seq, value, expires));
+                if seq % 250 != 0 {
+                    continue;
+                }
+                for _ in 0..20 {
+                    let snapshot = rng.gen_range(0..=seq);
+                    let bound = |rng: &mut StdRng, k: Vec<u8>| match rng.gen_range(0..3) {
+                        0 => Bound::Included(k),
+                        1 => Bound::Excluded(k),
+                        _ => Bound::Unbounded,
+                    };
+                    let (a, b) = (key(&mut rng), key(&mut rng));
+                    let (a, b) = if a <= b { (a, b) } else { (b, a) };
+                    let (lo, hi) = (bound(&mut rng, a), bound(&mut rng, b));
+                    let max = rng.gen_range(1..80);
+                    for forward in [true, false] {
+                        let mut out = Vec::new();
+                        if forward {
+                            t.scan_forward(as_ref(&lo), as_ref(&hi), snapshot, max, &mut out);
+                        } else {
+                            t.scan_backward(as_ref(&hi), as_ref(&lo), snapshot, max, &mut out);
+                        }
+                        let got: Vec<_> = out
+                            .into_iter()
+                            .map(|(k, v, e)| (k.to_vec(), v.map(|v| v.to_vec()), e))
+                            .collect();
+                        let want = model_scan(
+                            &versions,
+                            &ranges,
+                            as_ref(&lo),
+                            as_ref(&hi),
+                            snapshot,
+                            max,
+                            forward,
+                        );
+                        assert_eq!(
+                            got, want,
+                            "seed {seed} snapshot {snapshot} forward {forward}"
+                        );
+                    }
+                }
             }
         }
     }
