@@ -19,8 +19,8 @@ use std::time::Duration;
 use super::mailbox::MailboxGuard;
 use crate::store::Store;
 
-/// Unsorted entries below which the first scan sorts them itself (16 Ki
-/// random udb keys sort in about a millisecond).
+/// Unsorted entries below which the first scan sorts them itself (64 Ki
+/// random udb keys sort in a few milliseconds).
 pub(crate) const SORT_MIN: usize = 1 << 16;
 
 /// How long the committer watches the active MemTable before it sorts
@@ -40,9 +40,8 @@ pub(crate) fn wanted(shared: &Store) -> bool {
 
 /// Waits up to `SORT_IDLE` for work (releasing `work`, which the caller
 /// held); if none came and the active MemTable took fewer than
-/// `SORT_IDLE_WRITES` writes meanwhile, sorts it. Returns whether it
-/// sorted.
-pub(crate) fn wait_then_sort(shared: &Store, mut work: MailboxGuard<'_>) -> bool {
+/// `SORT_IDLE_WRITES` writes meanwhile, sorts it.
+pub(crate) fn wait_then_sort(shared: &Store, mut work: MailboxGuard<'_>) {
     let active = shared.writes.mems().active.clone();
     let before = active.len();
     let timed_out = work.wait_for(SORT_IDLE);
@@ -53,7 +52,6 @@ pub(crate) fn wait_then_sort(shared: &Store, mut work: MailboxGuard<'_>) -> bool
     if idle {
         active.sort_view();
     }
-    idle
 }
 
 #[cfg(test)]
