@@ -15,14 +15,7 @@ fn value(i: u32, round: u32) -> Vec<u8> {
 /// interval throughout. Returns the store and the round each key was last
 /// written.
 fn fragment(dir: &std::path::Path) -> (Db, Vec<u32>) {
-    let db = Db::open(
-        dir,
-        Options::new()
-            .create_if_missing(true)
-            .memtable_bytes(1 << 20)
-            .cache_bytes(4 << 20),
-    )
-    .unwrap();
+    let db = open_cached(dir);
     let mut last = vec![0u32; KEYS as usize];
     for i in 0..KEYS {
         db.put(format!("key{i:06}"), value(i, 0)).unwrap();
@@ -36,6 +29,19 @@ fn fragment(dir: &std::path::Path) -> (Db, Vec<u32>) {
         db.flush().unwrap();
     }
     (db, last)
+}
+
+/// A store with 1 MiB MemTables whose cache holds every interval the
+/// tests make.
+fn open_cached(dir: &std::path::Path) -> Db {
+    Db::open(
+        dir,
+        Options::new()
+            .create_if_missing(true)
+            .memtable_bytes(1 << 20)
+            .cache_bytes(4 << 20),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -71,5 +77,30 @@ fn intervals_rewritten_pair_by_pair_are_defragmented() {
             Some(value(i, last[i as usize])),
             "key {i} after reopen"
         );
+    }
+}
+
+/// A hot pair rewritten again and again sits on an extent of its own after
+/// its first rewrite, so its interval gains no more extents: the committer
+/// counts them (rather than adding two an edit to a bound) and never
+/// rewrites the interval's other pairs for it.
+#[test]
+fn a_pair_rewritten_in_place_does_not_defragment_its_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_cached(dir.path());
+    for i in 0..12 {
+        db.put(format!("key{i:06}"), value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    for round in 1..=20 {
+        db.put(format!("key{:06}", 5), value(5, round)).unwrap();
+        db.flush().unwrap();
+    }
+    let s = db.stats();
+    assert_eq!(s.defragmented_intervals, 0, "{s:?}");
+    assert!(s.extents <= 4, "{} extents", s.extents);
+    for i in 0..12 {
+        let round = if i == 5 { 20 } else { 0 };
+        assert_eq!(db.get(format!("key{i:06}")).unwrap(), Some(value(i, round)));
     }
 }

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use flextree::FlexTree;
+use flextree::{Extent, FlexTree};
 
 use crate::error::{io, Error, Result};
 use crate::grace::ReadGuard;
@@ -180,17 +180,9 @@ pub fn plan_in<'a>(
     source: DataSource<'a>,
     guard: Option<ReadGuard<'a>>,
 ) -> Result<ReadPlan<'a>> {
-    let size = tree.len();
-    if offset > size {
-        return Err(Error::OutOfRange { offset, len, size });
-    }
-    let len = len.min(size - offset);
+    let len = clamped(tree, offset, len)?;
     let mut parts = Parts::default();
-    let extents = if len == 0 {
-        0
-    } else {
-        translate(tree, resident, offset, len, &mut parts)?
-    };
+    let extents = translate(tree, resident, offset, len, &mut parts)?;
     Ok(ReadPlan {
         parts,
         len: len as usize,
@@ -198,6 +190,35 @@ pub fn plan_in<'a>(
         source,
         _guard: guard,
     })
+}
+
+/// The extents of `tree` the `len` bytes at `offset` span (see
+/// [`plan_in`] for the range's bounds).
+pub fn count_extents(tree: &FlexTree, offset: u64, len: u64) -> Result<usize> {
+    let len = clamped(tree, offset, len)?;
+    Ok(spanned(tree, offset, len)?.count())
+}
+
+/// `len` cut at the end of `tree`'s space; `offset` past it is
+/// `OutOfRange`.
+fn clamped(tree: &FlexTree, offset: u64, len: u64) -> Result<u64> {
+    let size = tree.len();
+    if offset > size {
+        return Err(Error::OutOfRange { offset, len, size });
+    }
+    Ok(len.min(size - offset))
+}
+
+/// The extents the `len` bytes at `offset` (within the space) span, in
+/// order: none for no bytes.
+fn spanned(tree: &FlexTree, offset: u64, len: u64) -> Result<impl Iterator<Item = Extent> + '_> {
+    let end = offset + len;
+    let mut more = len > 0;
+    Ok(tree.extents_from(offset)?.take_while(move |e| {
+        let this = more;
+        more = e.offset + e.len < end;
+        this
+    }))
 }
 
 fn translate(
@@ -209,7 +230,7 @@ fn translate(
 ) -> Result<usize> {
     let end = offset + len;
     let mut extents = 0;
-    for e in tree.extents_from(offset)? {
+    for e in spanned(tree, offset, len)? {
         let from = e.offset.max(offset);
         let to = (e.offset + e.len).min(end);
         extents += 1;
@@ -229,9 +250,6 @@ fn translate(
                     a += n;
                 }
             }
-        }
-        if to >= end {
-            break;
         }
     }
     Ok(extents)

@@ -401,6 +401,15 @@ impl FlexSpace {
         plan.read(buf)
     }
 
+    /// How many extents the `len` bytes at `offset` span (fewer at the end
+    /// of the space; `offset` past the end is `OutOfRange`): what
+    /// [`FlexSpace::read_counted`] would count, without reading. Walks the
+    /// index under the read lock, O(log N + extents).
+    pub fn extents_in(&self, offset: u64, len: u64) -> Result<usize> {
+        let st = self.s.state.read();
+        read::count_extents(&st.tree, offset, len)
+    }
+
     /// Reads from the start of the extent containing `offset`: returns the
     /// extent's start and the bytes read (at most the extent's length).
     pub fn read_extent(&self, offset: u64, buf: &mut [u8]) -> Result<(u64, usize)> {

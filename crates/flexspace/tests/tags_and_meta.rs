@@ -65,6 +65,36 @@ fn large_tagged_insert_tags_only_its_first_extent() {
 }
 
 #[test]
+fn extents_in_counts_what_a_read_of_the_range_would() {
+    let storage = Arc::new(FaultStorage::new());
+    let space = FlexSpace::open_with_storage(storage, opts()).unwrap();
+    space.insert_tagged(0, &[1u8; 400], 1).unwrap();
+    // Rewrites in the middle split the extent; a rewrite of the same bytes
+    // again replaces their extent and adds none.
+    space.update_tagged(100, &[2u8; 50], 50, 1).unwrap();
+    space.update_tagged(300, &[3u8; 20], 20, 1).unwrap();
+    space.update_tagged(100, &[4u8; 50], 50, 1).unwrap();
+    let len = space.len();
+    for (at, n) in [
+        (0, len),
+        (0, 100),
+        (0, 101),
+        (99, 2),
+        (150, 150),
+        (320, 80),
+        (len, 0),
+    ] {
+        let mut buf = vec![0u8; n as usize];
+        let (_, read) = space.read_counted(at, &mut buf).unwrap();
+        assert_eq!(space.extents_in(at, n).unwrap(), read, "{n} bytes at {at}");
+    }
+    assert_eq!(space.extents_in(0, len).unwrap(), 5);
+    // Past the end: fewer bytes, or out of range.
+    assert_eq!(space.extents_in(320, 1000).unwrap(), 1);
+    assert!(space.extents_in(len + 1, 1).is_err());
+}
+
+#[test]
 fn user_meta_is_committed_with_the_operations_before_it() {
     let storage = Arc::new(FaultStorage::new());
     let space = FlexSpace::open_with_storage(storage.clone(), opts()).unwrap();

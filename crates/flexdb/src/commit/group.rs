@@ -59,6 +59,7 @@ pub(super) fn commit_groups<'m>(
     shared: &Store,
     entries: &mut std::iter::Peekable<impl Iterator<Item = EntryRef<'m>>>,
     progress: &AtomicUsize,
+    share: &BatchShare,
 ) -> Result<GroupsDone> {
     let mut group: Vec<Update<'_>> = Vec::with_capacity(GROUP_UPDATES);
     let mut done = GroupsDone::default();
@@ -104,8 +105,45 @@ pub(super) fn commit_groups<'m>(
             shared.views.reap(Duration::ZERO);
         }
         progress.store(done.count + done.held, Ordering::Release);
+        if done.groups % SHARE_EVERY == 0 {
+            shared
+                .writes
+                .set_committed(share.merged(done.count + done.held));
+        }
     }
     Ok(done)
+}
+
+/// Groups between two reports of a commit's share of the writers' backlog
+/// (each a store to a line every writer reads).
+const SHARE_EVERY: usize = 16;
+
+/// The bytes and distinct keys of the frozen MemTables a commit merges:
+/// the part of the writers' backlog the newest versions merged so far
+/// stand for (`WriteSide::set_committed`).
+pub(super) struct BatchShare {
+    bytes: usize,
+    keys: usize,
+}
+
+impl BatchShare {
+    /// A commit of tables of `bytes` in all, with `keys` distinct keys
+    /// summed over them (a key in two tables counts twice and is merged
+    /// once: the share then runs behind, which slows writers sooner, never
+    /// later).
+    pub(super) fn new(bytes: usize, keys: usize) -> Self {
+        BatchShare { bytes, keys }
+    }
+
+    /// The bytes `merged` newest versions stand for: the tables' bytes in
+    /// proportion.
+    pub(super) fn merged(&self, merged: usize) -> usize {
+        if self.keys == 0 {
+            return 0;
+        }
+        let part = self.bytes as u128 * merged.min(self.keys) as u128 / self.keys as u128;
+        usize::try_from(part).unwrap_or(self.bytes)
+    }
 }
 
 fn update(e: EntryRef<'_>) -> Update<'_> {
@@ -184,7 +222,17 @@ pub(super) fn apply_group(shared: &Store, target: &Target, updates: &[Update<'_>
     } = merged;
     // §5.2: a fragmented interval is rewritten whole when next updated, in
     // one insert of its new bytes (no read back of the old ones).
-    let fragmented = target.marked || data.extents as usize > data.len() / 2 + 1;
+    let limit = data.len() / 2 + 1;
+    let mut extents = data.extents;
+    if !target.marked && extents as usize > limit {
+        // The bound of a cached interval grows by two an edit, but a pair
+        // rewritten where an earlier edit left it on an extent of its own
+        // adds none (a hot key): count before rewriting 16 pairs for it.
+        if let Ok(n) = space.extents_in(f.offset, data.size() as u64) {
+            extents = u32::try_from(n).unwrap_or(u32::MAX);
+        }
+    }
+    let fragmented = target.marked || extents as usize > limit;
     let rewrite = fragmented && !new.is_empty();
     let cuts = split_points(&new, SPLIT_PAIRS, SPLIT_BYTES);
     // An upper bound of the extents the new content spans, known for every
@@ -193,7 +241,7 @@ pub(super) fn apply_group(shared: &Store, target: &Target, updates: &[Update<'_>
     new.extents = if rewrite {
         1
     } else {
-        data.extents.saturating_add(2 * edits.len() as u32)
+        extents.saturating_add(2 * edits.len() as u32)
     };
     let new = Arc::new(new);
     let new_size = new.size() as u32;
@@ -482,6 +530,18 @@ mod tests {
     #[should_panic(expected = "the pair count fell below zero")]
     fn a_negative_pair_count_is_caught() {
         super::pairs_after(3, -4);
+    }
+
+    #[test]
+    fn a_commit_share_is_its_tables_bytes_in_proportion() {
+        let share = super::BatchShare::new(1000, 10);
+        assert_eq!(share.merged(0), 0);
+        assert_eq!(share.merged(5), 500);
+        assert_eq!(share.merged(10), 1000);
+        // Never past the tables' bytes; a table without keys counts none.
+        assert_eq!(share.merged(11), 1000);
+        assert_eq!(super::BatchShare::new(1000, 0).merged(3), 0);
+        assert_eq!(super::BatchShare::new(usize::MAX, 3).merged(3), usize::MAX);
     }
 
     #[test]

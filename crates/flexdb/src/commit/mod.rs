@@ -309,6 +309,12 @@ fn commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
     // here, once; the prefetcher reuses the views.)
     let mut entries = newest_of(batch).filter(|e| !overrides.hides(e)).peekable();
     let progress = AtomicUsize::new(0);
+    // What the walk merges comes off the writers' backlog as it goes.
+    let share = group::BatchShare::new(
+        batch.iter().map(|f| f.mem.approximate_bytes()).sum(),
+        batch.iter().map(|f| f.mem.keys()).sum(),
+    );
+    let _share_ends = shared.writes.share_committed();
     let done = AtomicBool::new(false);
     let applied = std::thread::scope(|scope| {
         let _stop = StopOnDrop(&done);
@@ -321,7 +327,7 @@ fn commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
             // Not fatal: the committer reads what it needs itself.
             tracing::debug!(target: TRACE_TARGET, error = %e, "no prefetcher");
         }
-        group::commit_groups(shared, &mut entries, &progress)
+        group::commit_groups(shared, &mut entries, &progress, &share)
     })?;
     let (count, groups) = (applied.count, applied.groups);
     if applied.held + ranges.held > 0 {
@@ -452,6 +458,8 @@ fn finish_commit(shared: &Store, batch: &[FrozenMemTable]) -> Result<()> {
         }
         m
     });
+    // Its tables left the backlog whole.
+    shared.writes.set_committed(0);
     for frozen in batch {
         if held_from.is_some_and(|h| frozen.gen >= h) {
             // Kept under its name for the next open (see above).

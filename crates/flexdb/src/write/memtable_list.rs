@@ -9,7 +9,7 @@
 //! below the active one's; a frozen MemTable's log takes no more appends.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,6 +59,10 @@ pub(crate) struct WriteSide {
     stall_cv: Condvar,
     /// Slows writers as the backlog nears the stall.
     pub backpressure: Backpressure,
+    /// Bytes of the frozen MemTables the running commit has merged already
+    /// (its share of their distinct keys; see `backlog_bytes`), 0 between
+    /// commits.
+    committed: AtomicUsize,
     /// The newest generation whose log a thread was sent to sync ahead of
     /// its rotation (see `Store::append`).
     presynced_gen: AtomicU64,
@@ -90,21 +94,55 @@ impl WriteSide {
             visible: AtomicU64::new(visible),
             stall_cv: Condvar::new(),
             backpressure: Backpressure::new(max_frozen),
+            committed: AtomicUsize::new(0),
             presynced_gen: AtomicU64::new(0),
             max_frozen,
             next_log: Arc::new(NextLog::default()),
         }
     }
 
-    /// Bytes waiting in MemTables: the frozen ones and the active one.
-    #[inline]
-    pub fn backlog_bytes(&self) -> usize {
-        let m = self.mems.load();
-        m.frozen
+    /// Bytes of `m` waiting for the committer: the frozen MemTables' less
+    /// what the running commit merged already, and the active one's.
+    fn backlog_of(&self, m: &MemTables) -> usize {
+        let frozen = m
+            .frozen
             .iter()
             .map(|f| f.mem.approximate_bytes())
             .sum::<usize>()
-            + m.active.approximate_bytes()
+            .saturating_sub(self.committed.load(Ordering::Relaxed));
+        frozen + m.active.approximate_bytes()
+    }
+
+    /// How long a write of `bytes` waits before the writer lock, MemTables
+    /// being of `table` bytes (`Backpressure::delay`): by the backlog, and
+    /// by the active table's fill once it is the last buffer before a stall
+    /// (every frozen table the bound allows is waiting).
+    pub fn pace(&self, bytes: usize, table: usize) -> Duration {
+        let m = self.mems.load();
+        let last = self.frozen_full(&m).then(|| m.active.approximate_bytes());
+        self.backpressure
+            .delay(bytes, self.backlog_of(&m), last, table)
+    }
+
+    /// Whether every frozen MemTable the bound allows is waiting in `m`:
+    /// the active one is then the last buffer, and a full one stalls its
+    /// writers until a commit instead of rotating.
+    pub fn frozen_full(&self, m: &MemTables) -> bool {
+        m.frozen.len() >= self.max_frozen
+    }
+
+    /// Records that the running commit has merged `bytes` of the frozen
+    /// MemTables' bytes (0: no commit runs, or its tables left the list).
+    pub fn set_committed(&self, bytes: usize) {
+        self.committed.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Starts a commit's share of the backlog at 0 and clears it again when
+    /// the returned guard drops, also when the commit fails: a stale share
+    /// would hide bytes of the next commit's tables from backpressure.
+    pub fn share_committed(&self) -> CommittedShare<'_> {
+        self.set_committed(0);
+        CommittedShare(self)
     }
 
     /// Whether the caller is the first to claim the early sync of
@@ -164,5 +202,15 @@ impl WriteSide {
     pub fn wake_stalled(&self, under_lock: bool) {
         let _w = under_lock.then(|| self.writer.lock());
         self.stall_cv.notify_all();
+    }
+}
+
+/// Clears a commit's share of the backlog when dropped
+/// (`WriteSide::share_committed`).
+pub(crate) struct CommittedShare<'a>(&'a WriteSide);
+
+impl Drop for CommittedShare<'_> {
+    fn drop(&mut self) {
+        self.0.set_committed(0);
     }
 }

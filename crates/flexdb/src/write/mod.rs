@@ -377,10 +377,7 @@ impl Store {
         let t0 = tracing::enabled!(target: TRACE_TARGET, tracing::Level::DEBUG).then(Instant::now);
         // Smooth backpressure, before the writer lock (`backpressure`).
         let table = self.opts.memtable_bytes;
-        let delay =
-            self.writes
-                .backpressure
-                .delay(payload.len(), self.writes.backlog_bytes(), table);
+        let delay = self.writes.pace(payload.len(), table);
         if !delay.is_zero() {
             std::thread::sleep(delay);
         }
@@ -516,7 +513,7 @@ impl Store {
     /// full.
     fn make_room(&self, w: &mut parking_lot::MutexGuard<'_, WriteHead>) -> Result<()> {
         while w.active.approximate_bytes() >= self.opts.memtable_bytes {
-            if self.writes.mems().frozen.len() < self.writes.max_frozen {
+            if !self.writes.frozen_full(&self.writes.mems()) {
                 return self.rotate(w);
             }
             // The committer wakes us after each commit; the timeout only
