@@ -77,6 +77,11 @@ pub struct EngineStats {
     /// tree, log; `gc_relocated` and `defragmented_intervals` as counts of
     /// what the data writes include).
     pub written_parts: Option<std::collections::BTreeMap<String, u64>>,
+    /// The engine's own memory by what holds it (flexdb: memtables,
+    /// memtable_pool, cache, row_cache, sparse_index, extent_index,
+    /// snapshot_held; see `flexdb::Stats`), to set beside the process's
+    /// resident memory.
+    pub memory_parts: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 /// A key-value store under test. Shared between the client threads.
@@ -138,7 +143,17 @@ pub trait Engine: Send + Sync {
     fn stats(&self) -> EngineStats {
         EngineStats::default()
     }
+    /// A probe of the engine's own memory by part (`EngineStats::
+    /// memory_parts`) that another thread may call while the engine runs,
+    /// changing nothing; dropped before the engine closes. `None`: the
+    /// engine does not count its memory.
+    fn memory_probe(&self) -> Option<MemoryProbe> {
+        None
+    }
 }
+
+/// See [`Engine::memory_probe`].
+pub type MemoryProbe = Box<dyn Fn() -> std::collections::BTreeMap<String, u64> + Send>;
 
 /// The engines `--engine` accepts (`mem` is the harness's own in-memory
 /// reference, not a benchmark peer).

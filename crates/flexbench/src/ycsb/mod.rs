@@ -493,7 +493,8 @@ fn run_engine(
         let dev0 = counter.bytes_written();
         let proc0 = sys::process_bytes_written();
         let cpu0 = sys::process_cpu();
-        let rss_anon = sys::PeakSampler::start("RssAnon", sys::RSS_SAMPLE_PERIOD);
+        let rss_anon =
+            sys::PeakSampler::start("RssAnon", sys::RSS_SAMPLE_PERIOD, engine.memory_probe());
         log(name, &format!("{} with {threads} thread(s)...", w.name()));
         // `--hold-snapshot`: a view of the state before the phase, held
         // through it and its settling flush, dropped once it is measured.
@@ -548,7 +549,8 @@ fn run_engine(
             ),
         );
         r.settle_seconds = settle_secs;
-        r.rss_anon_peak_bytes = rss_anon_peak;
+        r.rss_anon_peak_bytes = rss_anon_peak.bytes;
+        r.memory_parts_at_peak = rss_anon_peak.parts;
         r.cpu_us_per_op = cpu
             .filter(|_| r.ops > 0)
             .map(|c| c.as_secs_f64() * 1e6 / r.ops as f64);
@@ -703,6 +705,7 @@ fn workload_result(
         logical_bytes: logical,
         space_amp: disk as f64 / logical.max(1) as f64,
         disk_parts: stats.disk_parts,
+        memory_parts: stats.memory_parts,
         gc_relocated_bytes: stats.gc_relocated_bytes,
         written_parts: stats.written_parts,
         max_reader_wait_us: stats.max_reader_wait.map(|d| d.as_secs_f64() * 1e6),
@@ -718,6 +721,7 @@ fn workload_result(
         vm_hwm_bytes: sys::proc_status_bytes("VmHWM"),
         rss_anon_bytes: sys::proc_status_bytes("RssAnon"),
         rss_anon_peak_bytes: None,
+        memory_parts_at_peak: None,
     }
 }
 

@@ -137,6 +137,12 @@ pub struct WorkloadResult {
     /// engines that do not split them.
     #[serde(default)]
     pub disk_parts: Option<BTreeMap<String, u64>>,
+    /// The engine's own memory after the workload by what holds it
+    /// (flexdb: memtables, memtable_pool, cache, row_cache, sparse_index,
+    /// extent_index, snapshot_held); null for engines that do not count
+    /// it.
+    #[serde(default)]
+    pub memory_parts: Option<BTreeMap<String, u64>>,
     /// Bytes the engine's garbage collection relocated since the store was
     /// opened (flexdb); null for engines that do not report it.
     #[serde(default)]
@@ -190,6 +196,11 @@ pub struct WorkloadResult {
     /// has no `/proc/self/status`.
     #[serde(default)]
     pub rss_anon_peak_bytes: Option<u64>,
+    /// The engine's own memory by part (as `memory_parts`) when `RssAnon`
+    /// was at its peak (asked again each time the peak grew by 8 MiB, so
+    /// within that of it); null for engines that do not count it.
+    #[serde(default)]
+    pub memory_parts_at_peak: Option<BTreeMap<String, u64>>,
 }
 
 /// Reopen times of one engine.

@@ -10,7 +10,7 @@ use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How often a [`PeakSampler`] reads `/proc/self/status`.
@@ -20,22 +20,59 @@ pub const RSS_SAMPLE_PERIOD: Duration = Duration::from_millis(10);
 /// time, sampled by a thread of its own every [`RSS_SAMPLE_PERIOD`]: the
 /// kernel keeps a peak of the whole resident size (VmHWM) but not of its
 /// anonymous part, the memory the store holds rather than the page cache.
+/// With a probe of the engine's memory, it also keeps what the probe said
+/// at the peak (asked again only when a sample passes the last asked-at
+/// peak by `PROBE_STEP`, since a probe may cost system calls).
 pub struct PeakSampler {
     field: &'static str,
     /// The largest sample so far (0: none yet).
     peak: Arc<AtomicU64>,
+    /// The probe's answer at the peak, and the sample it was asked at.
+    at_peak: Arc<Mutex<Option<(u64, Parts)>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// Memory by part, as an engine's probe counts it.
+pub type Parts = std::collections::BTreeMap<String, u64>;
+
+/// How far a sample must pass the peak the probe was last asked at for
+/// the sampler to ask it again.
+const PROBE_STEP: u64 = 8 << 20;
+
+/// What a [`PeakSampler`] saw.
+pub struct Peak {
+    /// The largest sample (`None` when no sample could be read).
+    pub bytes: Option<u64>,
+    /// The probe's answer at (within `PROBE_STEP` of) that sample.
+    pub parts: Option<Parts>,
+}
+
 impl PeakSampler {
-    /// Starts sampling `field` every `period`.
-    pub fn start(field: &'static str, period: Duration) -> PeakSampler {
+    /// Starts sampling `field` every `period`, asking `probe` (if any) at
+    /// each new peak.
+    pub fn start(
+        field: &'static str,
+        period: Duration,
+        probe: Option<Box<dyn Fn() -> Parts + Send>>,
+    ) -> PeakSampler {
         let peak = Arc::new(AtomicU64::new(0));
+        let at_peak: Arc<Mutex<Option<(u64, Parts)>>> = Arc::new(Mutex::new(None));
         let stop = Arc::new(AtomicBool::new(false));
-        let sample = move |peak: &AtomicU64| {
-            if let Some(v) = proc_status_bytes(field) {
+        let sample = {
+            let at_peak = at_peak.clone();
+            move |peak: &AtomicU64| {
+                let Some(v) = proc_status_bytes(field) else {
+                    return;
+                };
                 peak.fetch_max(v, Ordering::Relaxed);
+                let Some(probe) = &probe else {
+                    return;
+                };
+                let mut at = at_peak.lock().unwrap_or_else(|e| e.into_inner());
+                if at.as_ref().is_none_or(|(seen, _)| v >= seen + PROBE_STEP) {
+                    *at = Some((v, probe()));
+                }
             }
         };
         sample(&peak);
@@ -54,19 +91,29 @@ impl PeakSampler {
         PeakSampler {
             field,
             peak,
+            at_peak,
             stop,
             thread,
         }
     }
 
-    /// Stops sampling; the peak seen, with a last sample taken now (`None`
-    /// when no sample could be read).
-    pub fn finish(mut self) -> Option<u64> {
+    /// Stops sampling (dropping the probe); the peak seen, with a last
+    /// sample taken now.
+    pub fn finish(mut self) -> Peak {
         self.stop_thread();
         if let Some(v) = proc_status_bytes(self.field) {
             self.peak.fetch_max(v, Ordering::Relaxed);
         }
-        Some(self.peak.load(Ordering::Relaxed)).filter(|&p| p > 0)
+        let parts = self
+            .at_peak
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .map(|(_, p)| p);
+        Peak {
+            bytes: Some(self.peak.load(Ordering::Relaxed)).filter(|&p| p > 0),
+            parts,
+        }
     }
 
     fn stop_thread(&mut self) {
@@ -191,7 +238,17 @@ mod tests {
     #[test]
     fn the_sampler_sees_a_large_allocation() {
         const BIG: usize = 256 << 20;
-        let sampler = PeakSampler::start("RssAnon", RSS_SAMPLE_PERIOD);
+        // The probe counts its calls: asked at the first sample and again
+        // as the allocation raises the peak.
+        let asked = Arc::new(AtomicU64::new(0));
+        let probe = {
+            let asked = asked.clone();
+            move || {
+                let n = asked.fetch_add(1, Ordering::Relaxed) + 1;
+                Parts::from([("asked".to_string(), n)])
+            }
+        };
+        let sampler = PeakSampler::start("RssAnon", RSS_SAMPLE_PERIOD, Some(Box::new(probe)));
         // Touch every page so it is resident and hold it for several
         // periods. (The allocator keeps the freed pages, so the figure
         // after the drop would show them too: only the peak is checked.
@@ -204,18 +261,30 @@ mod tests {
         std::hint::black_box(&v);
         std::thread::sleep(RSS_SAMPLE_PERIOD * 10);
         drop(v);
-        let peak = sampler.finish().expect("samples were read");
+        let peak = sampler.finish();
+        let bytes = peak.bytes.expect("samples were read");
         assert!(
-            peak >= (BIG as u64) * 9 / 10,
-            "peak {peak} below the {BIG} bytes held"
+            bytes >= (BIG as u64) * 9 / 10,
+            "peak {bytes} below the {BIG} bytes held"
         );
+        // The parts kept are the last answer, given at the peak.
+        let parts = peak.parts.expect("the probe was asked");
+        assert!(asked.load(Ordering::Relaxed) >= 2);
+        assert_eq!(parts["asked"], asked.load(Ordering::Relaxed));
     }
 
     #[test]
     fn a_sampler_of_a_missing_field_has_no_peak() {
-        let sampler = PeakSampler::start("NoSuchField", Duration::from_millis(1));
+        let probe = || Parts::from([("asked".to_string(), 1)]);
+        let sampler = PeakSampler::start(
+            "NoSuchField",
+            Duration::from_millis(1),
+            Some(Box::new(probe)),
+        );
         std::thread::sleep(Duration::from_millis(5));
-        assert_eq!(sampler.finish(), None);
+        let peak = sampler.finish();
+        assert_eq!(peak.bytes, None);
+        assert_eq!(peak.parts, None);
     }
 
     #[test]

@@ -3,10 +3,14 @@
 use std::ops::Bound;
 use std::path::Path;
 
-use crate::ycsb::engine::{Engine, EngineConfig, EngineStats, Result};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::ycsb::engine::{Engine, EngineConfig, EngineStats, MemoryProbe, Result};
 
 struct FlexDbEngine {
-    db: flexdb::Db,
+    /// Shared with the memory probes of the RSS sampler (`memory_probe`).
+    db: Arc<flexdb::Db>,
     /// Every put's time to live (`EngineConfig::ttl`).
     ttl: Option<std::time::Duration>,
     /// Cache hits and lookups at the previous `stats` call.
@@ -31,7 +35,7 @@ pub fn open(dir: &Path, cfg: &EngineConfig) -> Result<Box<dyn Engine>> {
     }
     let db = flexdb::Db::open(dir, opts).map_err(|e| format!("flexdb: {e}"))?;
     Ok(Box::new(FlexDbEngine {
-        db,
+        db: Arc::new(db),
         ttl: cfg.ttl,
         cache_counts: Default::default(),
         row_counts: Default::default(),
@@ -147,7 +151,14 @@ impl Engine for FlexDbEngine {
         self.db.compact().map(drop).map_err(err)
     }
     fn close(self: Box<Self>) -> Result<()> {
-        self.db.close().map_err(err)
+        match Arc::try_unwrap(self.db) {
+            Ok(db) => db.close().map_err(err),
+            Err(_) => Err("flexdb: closed while a memory probe holds the store".into()),
+        }
+    }
+    fn memory_probe(&self) -> Option<MemoryProbe> {
+        let db = self.db.clone();
+        Some(Box::new(move || memory_parts(&db.stats())))
     }
     fn stats(&self) -> EngineStats {
         let s = self.db.stats();
@@ -162,6 +173,7 @@ impl Engine for FlexDbEngine {
             cache_hit_ratio,
             row_hit_ratio,
             snapshot_held_bytes: Some(s.snapshot_held_bytes),
+            memory_parts: Some(memory_parts(&s)),
             disk_parts: Some(
                 [
                     ("live", s.disk_live_bytes),
@@ -194,4 +206,20 @@ impl Engine for FlexDbEngine {
             ),
         }
     }
+}
+
+/// The store's own memory by what holds it (`EngineStats::memory_parts`).
+fn memory_parts(s: &flexdb::Stats) -> BTreeMap<String, u64> {
+    [
+        ("memtables", s.memtable_bytes + s.backlog_bytes),
+        ("memtable_pool", s.memtable_pool_bytes),
+        ("cache", s.cache_bytes),
+        ("row_cache", s.row_cache_bytes),
+        ("sparse_index", s.sparse_index_bytes),
+        ("extent_index", s.extent_index_bytes),
+        ("snapshot_held", s.snapshot_held_bytes),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
 }
