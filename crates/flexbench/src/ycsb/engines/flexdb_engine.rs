@@ -174,43 +174,33 @@ impl Engine for FlexDbEngine {
             row_hit_ratio,
             snapshot_held_bytes: Some(s.snapshot_held_bytes),
             memory_parts: Some(memory_parts(&s)),
-            disk_parts: Some(
-                [
-                    ("live", s.disk_live_bytes),
-                    ("garbage", s.disk_garbage_bytes),
-                    ("garbage_free", s.disk_garbage_free_bytes),
-                    ("garbage_held", s.space_held_bytes),
-                    ("wal", s.disk_wal_bytes),
-                    ("checkpoint", s.disk_checkpoint_bytes),
-                    ("log", s.disk_log_bytes),
-                    ("other", s.disk_other_bytes),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
-            ),
+            disk_parts: Some(parts([
+                ("live", s.disk_live_bytes),
+                ("garbage", s.disk_garbage_bytes),
+                ("garbage_free", s.disk_garbage_free_bytes),
+                ("garbage_held", s.space_held_bytes),
+                ("wal", s.disk_wal_bytes),
+                ("checkpoint", s.disk_checkpoint_bytes),
+                ("log", s.disk_log_bytes),
+                ("other", s.disk_other_bytes),
+            ])),
             gc_relocated_bytes: Some(s.gc_relocated_bytes),
             disk_wal_bytes: Some(s.disk_wal_bytes),
-            written_parts: Some(
-                [
-                    ("wal", s.wal_bytes_written),
-                    ("data", s.data_bytes_written),
-                    ("tree", s.tree_bytes_written),
-                    ("log", s.log_bytes_written),
-                    ("gc_relocated", s.gc_relocated_bytes),
-                    ("defragmented_intervals", s.defragmented_intervals),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
-            ),
+            written_parts: Some(parts([
+                ("wal", s.wal_bytes_written),
+                ("data", s.data_bytes_written),
+                ("tree", s.tree_bytes_written),
+                ("log", s.log_bytes_written),
+                ("gc_relocated", s.gc_relocated_bytes),
+                ("defragmented_intervals", s.defragmented_intervals),
+            ])),
         }
     }
 }
 
 /// The store's own memory by what holds it (`EngineStats::memory_parts`).
 fn memory_parts(s: &flexdb::Stats) -> BTreeMap<String, u64> {
-    [
+    parts([
         ("memtables", s.memtable_bytes + s.backlog_bytes),
         ("memtable_pool", s.memtable_pool_bytes),
         ("cache", s.cache_bytes),
@@ -218,8 +208,10 @@ fn memory_parts(s: &flexdb::Stats) -> BTreeMap<String, u64> {
         ("sparse_index", s.sparse_index_bytes),
         ("extent_index", s.extent_index_bytes),
         ("snapshot_held", s.snapshot_held_bytes),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    ])
+}
+
+/// Named figures as the report's maps hold them.
+fn parts<const N: usize>(named: [(&str, u64); N]) -> BTreeMap<String, u64> {
+    named.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
