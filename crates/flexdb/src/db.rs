@@ -26,7 +26,7 @@ use crate::options::{Options, WriteOptions};
 use crate::read::iter::Iter;
 use crate::read::snapshot::{own_range, prefix_range, ReadPoint, Snapshot};
 use crate::recovery::check::CheckReport;
-use crate::stats::Stats;
+use crate::stats::{MemoryStats, Stats};
 use crate::store::Store;
 use crate::txn::{Isolation, Transaction};
 
@@ -593,25 +593,15 @@ impl Db {
     /// so this is for monitoring, not for a hot loop.
     pub fn stats(&self) -> Stats {
         let s = &self.store();
-        let (memtable_bytes, committer_backlog, backlog_bytes) = {
-            let m = s.writes.mems();
-            (
-                m.active.approximate_bytes() as u64,
-                m.frozen.len(),
-                m.frozen
-                    .iter()
-                    .map(|f| f.mem.approximate_bytes() as u64)
-                    .sum(),
-            )
-        };
+        let committer_backlog = s.writes.mems().frozen.len();
         let (pairs, intervals) = {
             let st = s.index.read();
             (st.pairs, st.sparse.len())
         };
         let sp = s.space.stats();
-        let (sparse_bytes, view_extents) = s.views.index_memory(&s.index);
         let wal_live = s.writes.lock().wal.written_bytes();
         let held = s.snapshots.holds(s);
+        let mem = memory_of(s, &sp, held.bytes);
         let (cache_hits, cache_lookups) = s.cache.counts();
         let (row_cache_hits, row_cache_lookups) =
             s.rows.as_ref().map_or((0, 0), |r| r.hits_and_lookups());
@@ -630,20 +620,20 @@ impl Db {
             disk_total_bytes: disk.total(),
             pairs,
             space_bytes: sp.len,
-            memtable_bytes,
+            memtable_bytes: mem.memtable_bytes,
             committer_backlog,
-            backlog_bytes,
+            backlog_bytes: mem.backlog_bytes,
             intervals,
-            sparse_index_bytes: sparse_bytes,
-            extent_index_bytes: sp.index_bytes + view_extents,
+            sparse_index_bytes: mem.sparse_index_bytes,
+            extent_index_bytes: mem.extent_index_bytes,
             space_amplification: sp.space_amplification,
             extents: sp.extents,
             cache_capacity: s.cache.capacity() as u64,
-            cache_bytes: s.cache.used() as u64,
+            cache_bytes: mem.cache_bytes,
             cache_hit_ratio: s.cache.hit_ratio(),
             cache_hits,
             cache_lookups,
-            row_cache_bytes: s.rows.as_ref().map_or(0, |r| r.held_bytes() as u64),
+            row_cache_bytes: mem.row_cache_bytes,
             row_cache_hits,
             row_cache_lookups,
             wal_bytes_written: s.counters.wal_bytes_retired.load(Ordering::Relaxed) + wal_live,
@@ -658,17 +648,24 @@ impl Db {
             memtables_committed: s.counters.memtables_committed.load(Ordering::Relaxed),
             logs_reused: s.counters.logs_reused.load(Ordering::Relaxed),
             logs_prepared: s.counters.logs_prepared.load(Ordering::Relaxed),
-            memtable_pool_bytes: s.chunks.kept_bytes() as u64,
+            memtable_pool_bytes: mem.memtable_pool_bytes,
             memtable_pool_lazy_bytes: s.chunks.lazily_freed_bytes() as u64,
             max_reader_wait: Duration::from_nanos(
                 s.counters.max_reader_wait_ns.load(Ordering::Relaxed),
             ),
             snapshots_live: held.live,
             snapshot_oldest_age: held.oldest_age,
-            snapshot_held_bytes: held.bytes,
+            snapshot_held_bytes: mem.snapshot_held_bytes,
             snapshot_held_versions: held.versions,
             space_held_bytes: sp.reclaimable_segments as u64 * flexspace::SEGMENT_SIZE,
         }
+    }
+
+    /// The store's memory by part, as [`Db::stats`] reports it, without
+    /// measuring the disk: cheap enough for a sampler that asks often.
+    pub fn memory_stats(&self) -> MemoryStats {
+        let s = &self.store();
+        memory_of(s, &s.space.stats(), s.snapshots.holds(s).bytes)
     }
 
     /// The longest time a reader waited for a lock since open or the
@@ -802,6 +799,27 @@ pub(crate) fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
         }
     }
     None
+}
+
+/// The memory figures of store `s`, given its space's stats and the bytes
+/// its snapshots hold (which [`Db::stats`] reads once for more figures).
+fn memory_of(s: &Store, sp: &flexspace::Stats, snapshot_held_bytes: u64) -> MemoryStats {
+    let (memtable_bytes, backlog_bytes) = {
+        let m = s.writes.mems();
+        let frozen = m.frozen.iter().map(|f| f.mem.approximate_bytes() as u64);
+        (m.active.approximate_bytes() as u64, frozen.sum())
+    };
+    let (sparse_index_bytes, view_extents) = s.views.index_memory(&s.index);
+    MemoryStats {
+        memtable_bytes,
+        backlog_bytes,
+        memtable_pool_bytes: s.chunks.kept_bytes() as u64,
+        cache_bytes: s.cache.used() as u64,
+        row_cache_bytes: s.rows.as_ref().map_or(0, |r| r.held_bytes() as u64),
+        sparse_index_bytes,
+        extent_index_bytes: sp.index_bytes + view_extents,
+        snapshot_held_bytes,
+    }
 }
 
 #[cfg(test)]

@@ -182,5 +182,5 @@ pub use read::iter::{Iter, KeyValue};
 pub use read::snapshot::Snapshot;
 pub use recovery::check::{CheckReport, DamagedRange};
 pub use recovery::repair::{RepairProgress, RepairReport};
-pub use stats::Stats;
+pub use stats::{MemoryStats, Stats};
 pub use txn::{Isolation, Transaction, TransactionIn};

@@ -7,6 +7,30 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+/// The store's memory by part: the in-memory figures of [`Stats`], read
+/// without measuring the disk, for a sampler that asks often
+/// (`Db::memory_stats`). Each field means what the [`Stats`] field of the
+/// same name means.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes held by the active MemTable.
+    pub memtable_bytes: u64,
+    /// Bytes held by the frozen MemTables.
+    pub backlog_bytes: u64,
+    /// Memory kept for MemTables to come.
+    pub memtable_pool_bytes: u64,
+    /// Bytes the interval cache holds.
+    pub cache_bytes: u64,
+    /// Bytes the row cache holds.
+    pub row_cache_bytes: u64,
+    /// Bytes of memory held by the sparse index.
+    pub sparse_index_bytes: u64,
+    /// Bytes of memory held by the extent index.
+    pub extent_index_bytes: u64,
+    /// Memory that only live snapshots and transactions hold.
+    pub snapshot_held_bytes: u64,
+}
+
 /// A snapshot of a store's counters.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stats {
@@ -146,6 +170,22 @@ pub struct Stats {
     pub disk_other_bytes: u64,
     /// Every file of the store: the sum of the six fields above.
     pub disk_total_bytes: u64,
+}
+
+impl Stats {
+    /// Its memory figures, as [`crate::Db::memory_stats`] reads them.
+    pub fn memory(&self) -> MemoryStats {
+        MemoryStats {
+            memtable_bytes: self.memtable_bytes,
+            backlog_bytes: self.backlog_bytes,
+            memtable_pool_bytes: self.memtable_pool_bytes,
+            cache_bytes: self.cache_bytes,
+            row_cache_bytes: self.row_cache_bytes,
+            sparse_index_bytes: self.sparse_index_bytes,
+            extent_index_bytes: self.extent_index_bytes,
+            snapshot_held_bytes: self.snapshot_held_bytes,
+        }
+    }
 }
 
 /// Counters (see `Stats`).

@@ -1,17 +1,12 @@
 //! The public API on real files: puts, gets, deletes, batches, ranges,
 //! reopen, errors.
 
+mod common;
+
 use flexdb::{Db, Error, Options, WriteBatch, WriteOptions};
 
 fn open(dir: &std::path::Path) -> Db {
-    Db::open(
-        dir,
-        Options::new()
-            .create_if_missing(true)
-            .memtable_bytes(16 << 10)
-            .cache_bytes(64 << 10),
-    )
-    .unwrap()
+    common::open_sized(dir, 16 << 10, 64 << 10)
 }
 
 #[test]
@@ -326,4 +321,24 @@ fn single_puts_of_any_size_and_from_a_thread_local_destructor() {
     .unwrap();
     assert_eq!(db.get(b"from-thread").unwrap().as_deref(), Some(&b"t"[..]));
     assert_eq!(db.get(b"from-drop").unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+#[test]
+fn memory_stats_are_the_memory_figures_of_stats() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    for i in 0..2000u32 {
+        db.put(format!("key{i:05}"), vec![b'v'; 100]).unwrap();
+    }
+    // Some pairs committed (the cache and the indexes hold something),
+    // some still in the active MemTable.
+    db.flush().unwrap();
+    for i in 0..50u32 {
+        db.put(format!("new{i:05}"), vec![b'w'; 100]).unwrap();
+    }
+    let _ = db.get("key00010").unwrap();
+    let m = db.memory_stats();
+    assert_eq!(m, db.stats().memory(), "a quiet store reads the same twice");
+    assert!(m.memtable_bytes > 0, "the active MemTable holds 50 pairs");
+    assert!(m.cache_bytes > 0 && m.sparse_index_bytes > 0 && m.extent_index_bytes > 0);
 }

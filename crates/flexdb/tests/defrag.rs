@@ -2,6 +2,8 @@
 //! lies in many extents of the space; the committer rewrites it whole when
 //! it next updates it, whether or not the interval ever left the cache.
 
+mod common;
+
 use flexdb::{Db, Options};
 
 const KEYS: u32 = 4000;
@@ -34,14 +36,7 @@ fn fragment(dir: &std::path::Path) -> (Db, Vec<u32>) {
 /// A store with 1 MiB MemTables whose cache holds every interval the
 /// tests make.
 fn open_cached(dir: &std::path::Path) -> Db {
-    Db::open(
-        dir,
-        Options::new()
-            .create_if_missing(true)
-            .memtable_bytes(1 << 20)
-            .cache_bytes(4 << 20),
-    )
-    .unwrap()
+    common::open_sized(dir, 1 << 20, 4 << 20)
 }
 
 #[test]

@@ -18,6 +18,16 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use rand::rngs::StdRng;
 use rand::Rng;
 
+/// A store created in `dir` (on real files) with MemTables of
+/// `memtable_bytes` and an interval cache of `cache_bytes`.
+pub fn open_sized(dir: &std::path::Path, memtable_bytes: usize, cache_bytes: usize) -> flexdb::Db {
+    let opts = flexdb::Options::new()
+        .create_if_missing(true)
+        .memtable_bytes(memtable_bytes)
+        .cache_bytes(cache_bytes);
+    flexdb::Db::open(dir, opts).unwrap()
+}
+
 /// A random bound: unbounded, or included or excluded at a key `key` draws.
 pub fn bound(rng: &mut StdRng, key: impl Fn(&mut StdRng) -> Vec<u8>) -> Bound<Vec<u8>> {
     match rng.gen_range(0..3) {

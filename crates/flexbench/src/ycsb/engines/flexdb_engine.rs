@@ -158,7 +158,7 @@ impl Engine for FlexDbEngine {
     }
     fn memory_probe(&self) -> Option<MemoryProbe> {
         let db = self.db.clone();
-        Some(Box::new(move || memory_parts(&db.stats())))
+        Some(Box::new(move || memory_parts(&db.memory_stats())))
     }
     fn stats(&self) -> EngineStats {
         let s = self.db.stats();
@@ -173,7 +173,7 @@ impl Engine for FlexDbEngine {
             cache_hit_ratio,
             row_hit_ratio,
             snapshot_held_bytes: Some(s.snapshot_held_bytes),
-            memory_parts: Some(memory_parts(&s)),
+            memory_parts: Some(memory_parts(&s.memory())),
             disk_parts: Some(parts([
                 ("live", s.disk_live_bytes),
                 ("garbage", s.disk_garbage_bytes),
@@ -199,7 +199,7 @@ impl Engine for FlexDbEngine {
 }
 
 /// The store's own memory by what holds it (`EngineStats::memory_parts`).
-fn memory_parts(s: &flexdb::Stats) -> BTreeMap<String, u64> {
+fn memory_parts(s: &flexdb::MemoryStats) -> BTreeMap<String, u64> {
     parts([
         ("memtables", s.memtable_bytes + s.backlog_bytes),
         ("memtable_pool", s.memtable_pool_bytes),
