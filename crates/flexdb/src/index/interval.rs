@@ -269,6 +269,12 @@ impl IntervalData {
         ]
     }
 
+    /// Where the fingerprints lie, and their length in bytes (a point
+    /// lookup scans them first: see `IntervalCache::prefetch_lookup`).
+    pub(crate) fn fingerprint_line(&self) -> (*const u8, usize) {
+        (self.fps.as_ptr().cast(), size_of_val(&*self.fps))
+    }
+
     /// Like [`IntervalData::prefetch_head`], for the offsets and the last
     /// `max` bytes (a backward walk starts there).
     #[inline]

@@ -17,7 +17,10 @@
 //! search. A leaf keeps its intervals' bookkeeping in columns (cache
 //! reference, size, count with the fragmentation mark in its top bit: 14
 //! bytes an interval, no padding) and every leaf vector is allocated to its
-//! exact size, since leaves are many and small.
+//! exact size, since leaves are many and small. A lookup asks for its
+//! leaf's anchor lines (up to 1 KiB) and sizes at once, then for the found
+//! interval's cache word and count: a binary search's probes depend on one
+//! another, and a leaf is usually cold.
 //!
 //! Clones share leaves: an index and its clones (the views published for
 //! readers, `read::view`) hold each leaf through an `Arc` until one of them
@@ -225,6 +228,10 @@ impl Leaf {
     /// Index of the last anchor `<= key` (0 when none is).
     #[inline]
     fn locate(&self, key: &[u8]) -> usize {
+        // The search's probes depend on one another: ask for every line
+        // they may touch, and for the sizes summed next, at once.
+        self.keys.prefetch();
+        flexsys::prefetch::at(self.size.as_ptr().cast(), self.size.len() * 4);
         self.keys.upper_bound(0, key).saturating_sub(1)
     }
 
@@ -621,6 +628,12 @@ impl SparseIndex {
         let l = &self.leaves[node as usize];
         f.leaf = node;
         f.idx = leaf(l);
+        // The interval's cache word and count load while its offset is
+        // summed (a get reads them next).
+        if let (Some(c), Some(n)) = (l.cache.get(f.idx), l.count.get(f.idx)) {
+            flexsys::prefetch::at((c as *const AtomicU64).cast(), 8);
+            flexsys::prefetch::at((n as *const u16).cast(), 2);
+        }
         f.offset = start + l.start_of(f.idx);
         f
     }

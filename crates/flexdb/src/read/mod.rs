@@ -98,6 +98,7 @@ impl Store {
         // reference to the interval (whose count the threads reading a
         // hot interval would all write).
         let word = meta.cache.load(Ordering::Acquire);
+        self.cache.prefetch_lookup(CacheRef::unpack(word));
         let door = frequency::interval_hash(f.offset);
         self.interval_freq.prefetch(door);
         let hit = self.cache.read_nowait(CacheRef::unpack(word), |d| {
