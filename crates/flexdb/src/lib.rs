@@ -176,6 +176,7 @@ pub use codec::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use compact::{CompactProgress, CompactReport};
 pub use db::Db;
 pub use error::{Error, Result};
+pub use expiry::ValueAndTtl;
 pub use keyspace::{Keyspace, DEFAULT_KEYSPACE, MAX_KEYSPACE_NAME_LEN};
 pub use options::{Options, WriteOptions};
 pub use read::iter::{Iter, KeyValue};

@@ -28,6 +28,8 @@ fn every_read_sees(db: &Db, key: &[u8], want: Option<&[u8]>) {
     let want = want.map(<[u8]>::to_vec);
     assert_eq!(db.get(key).unwrap(), want, "get");
     assert_eq!(db.contains(key).unwrap(), want.is_some(), "contains");
+    let value = db.value_and_ttl(key).unwrap().map(|(v, _)| v);
+    assert_eq!(value, want, "value_and_ttl");
     let scanned: Option<Vec<u8>> = db
         .iter()
         .map(|kv| kv.unwrap())
@@ -166,6 +168,11 @@ fn batches_and_keyspaces_carry_deadlines() {
     db.write(b).unwrap();
     ks.put_with_ttl("b", "4", 6 * SEC).unwrap();
     assert_eq!(ks.ttl("a").unwrap(), Some(Some(4 * SEC)));
+    assert_eq!(
+        ks.value_and_ttl("a").unwrap(),
+        Some((b"2".to_vec(), Some(4 * SEC)))
+    );
+    assert_eq!(db.value_and_ttl("b").unwrap(), Some((b"3".to_vec(), None)));
     clock.advance(2 * SEC);
     assert_eq!(db.get("a").unwrap(), None);
     assert_eq!(ks.get("a").unwrap().as_deref(), Some(&b"2"[..]));
@@ -176,6 +183,13 @@ fn batches_and_keyspaces_carry_deadlines() {
     clock.advance(10 * SEC);
     assert_eq!(ks.get("b").unwrap().as_deref(), Some(&b"4"[..]));
     assert_eq!(db.iter().count(), 1);
+    // Bad input: a key over the limit, a dropped keyspace's handle.
+    let long = vec![b'k'; flexdb::MAX_KEY_LEN + 1];
+    let r = db.value_and_ttl(&long);
+    assert!(matches!(r, Err(Error::KeyTooLarge { .. })), "{r:?}");
+    assert!(db.drop_keyspace("sessions").unwrap());
+    let r = ks.value_and_ttl("b");
+    assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
 }
 
 #[test]
@@ -323,8 +337,15 @@ fn random_writes_with_deadlines_match_a_model() {
                 let want = model
                     .get(&key)
                     .filter(|(_, x)| *x == 0 || *x > now)
-                    .map(|(_, x)| (*x != 0).then(|| Duration::from_millis(x - now)));
-                assert_eq!(db.ttl(&key).unwrap(), want, "seed {seed} step {step}");
+                    .map(|(v, x)| (v, (*x != 0).then(|| Duration::from_millis(x - now))));
+                let ttl = want.map(|(_, t)| t);
+                assert_eq!(db.ttl(&key).unwrap(), ttl, "seed {seed} step {step}");
+                let both = want.map(|(v, t)| (v.clone(), t));
+                assert_eq!(
+                    db.value_and_ttl(&key).unwrap(),
+                    both,
+                    "seed {seed} step {step}"
+                );
             }
             _ => {
                 let now = clock.now_ms();

@@ -188,7 +188,7 @@ pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
 }
 
 /// A live pair: its value and the time it has left (`None`: no deadline).
-pub type Entry = (Vec<u8>, Option<Duration>);
+pub type Entry = flexdb::ValueAndTtl;
 
 /// A running command's view: the shared state and the client's session.
 pub struct Cx<'a> {
@@ -223,12 +223,7 @@ impl Cx<'_> {
     /// The value of `key` in database `db`.
     pub fn get_in(&self, db: usize, key: &[u8]) -> Result<Option<Vec<u8>>, Reply> {
         let v = self.ks_of(db).get(key)?;
-        let counter = if v.is_some() {
-            &self.shared.stats.hits
-        } else {
-            &self.shared.stats.misses
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.count_lookup(v.is_some());
         Ok(v)
     }
 
@@ -240,11 +235,19 @@ impl Cx<'_> {
     /// The value of `key` in `db` and the time it has left (`None`: no
     /// deadline); `None` when there is no live pair.
     pub fn entry_in(&self, db: usize, key: &[u8]) -> Result<Option<Entry>, Reply> {
-        let Some(v) = self.get_in(db, key)? else {
-            return Ok(None);
+        let e = self.ks_of(db).value_and_ttl(key)?;
+        self.count_lookup(e.is_some());
+        Ok(e)
+    }
+
+    /// Counts a key lookup for `INFO stats`.
+    fn count_lookup(&self, hit: bool) {
+        let counter = if hit {
+            &self.shared.stats.hits
+        } else {
+            &self.shared.stats.misses
         };
-        // A pair that expired between the two reads is gone.
-        Ok(self.ks_of(db).ttl(key)?.map(|ttl| (v, ttl)))
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// [`Cx::entry_in`] in the selected database.

@@ -1,5 +1,5 @@
 //! The public face of expiry: puts with a time to live, the time a pair
-//! has left, and setting or removing a live pair's deadline, on `Db`, on
+//! has left (alone or with its value), and setting or removing a live pair's deadline, on `Db`, on
 //! `Keyspace` and in a `WriteBatch`.
 //!
 //! Invariants: every method encodes its key into its keyspace first (a
@@ -40,13 +40,29 @@ fn put_with_ttl(
 fn ttl(store: &Store, id: KsId, key: &[u8]) -> Result<Option<Option<Duration>>> {
     let now = store.clock.now_ms();
     let entry = store.get_entry_with(&encode_read(id, key)?, |e| e.map(|(_, x)| x))?;
-    Ok(match entry {
-        None => None,
-        Some(0) => Some(None),
-        Some(x) if x <= now => None,
-        Some(x) => Some(Some(Duration::from_millis(x - now))),
+    Ok(entry.and_then(|x| time_left(x, now)))
+}
+
+/// The value of `key`'s live pair and the time it has left, from one read.
+fn value_and_ttl(store: &Store, id: KsId, key: &[u8]) -> Result<Option<ValueAndTtl>> {
+    let now = store.clock.now_ms();
+    store.get_entry_with(&encode_read(id, key)?, |e| {
+        e.and_then(|(v, x)| Some((v.to_vec(), time_left(x, now)?)))
     })
 }
+
+/// The time a pair with deadline `x` (0: none) has left at `now`: `None`
+/// when it expired, `Some(None)` when it has no deadline.
+fn time_left(x: u64, now: u64) -> Option<Option<Duration>> {
+    match x {
+        0 => Some(None),
+        x if x <= now => None,
+        x => Some(Some(Duration::from_millis(x - now))),
+    }
+}
+
+/// A live pair's value and the time it has left (`None`: no deadline).
+pub type ValueAndTtl = (Vec<u8>, Option<Duration>);
 
 /// Gives the live pair of `key` the deadline `ttl` from now (`None`:
 /// none); `false` when there is no live pair (or, with `None`, it has no
@@ -144,6 +160,14 @@ impl Db {
         ttl(&self.store(), KsId::DEFAULT, key.as_ref())
     }
 
+    /// The value of `key`'s live pair and the time it has left (`None`: no
+    /// deadline), from one read: `None` when there is no live pair. Both
+    /// come from the same version, which two calls (`get`, then `ttl`)
+    /// do not promise when a write or the deadline comes between them.
+    pub fn value_and_ttl(&self, key: impl AsRef<[u8]>) -> Result<Option<ValueAndTtl>> {
+        value_and_ttl(&self.store(), KsId::DEFAULT, key.as_ref())
+    }
+
     /// Gives `key`'s live pair the deadline `ttl` from now, keeping its
     /// value; `false` (nothing written) when there is no live pair. Atomic
     /// against other writes of the key.
@@ -220,6 +244,11 @@ impl Keyspace {
     /// [`Db::ttl`] in this keyspace.
     pub fn ttl(&self, key: impl AsRef<[u8]>) -> Result<Option<Option<Duration>>> {
         ttl(&self.store, self.live()?, key.as_ref())
+    }
+
+    /// [`Db::value_and_ttl`] in this keyspace.
+    pub fn value_and_ttl(&self, key: impl AsRef<[u8]>) -> Result<Option<ValueAndTtl>> {
+        value_and_ttl(&self.store, self.live()?, key.as_ref())
     }
 
     /// [`Db::expire`] in this keyspace.

@@ -30,6 +30,8 @@
 
 mod api;
 
+pub use api::ValueAndTtl;
+
 use std::ops::Bound;
 use std::sync::Arc;
 use std::thread::JoinHandle;
