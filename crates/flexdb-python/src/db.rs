@@ -14,7 +14,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::errors::{InvalidArgumentError, OrPy};
+use crate::errors::OrPy;
 use crate::handle::Handle;
 use crate::keyspace::{Keyspace, Space};
 
@@ -60,39 +60,14 @@ pub fn open_handle(
         .sync_writes(sync)
         .read_only(read_only);
     if let Some(mb) = cache_mb {
-        // The engine sizes some of its cache's tables from this up front:
-        // a size far beyond the machine's memory aborts the process on
-        // allocation instead of failing, so it is refused here.
-        let bytes = mb.saturating_mul(MIB);
-        if let Some(phys) = physical_memory() {
-            if bytes as u64 > phys {
-                return Err(InvalidArgumentError::new_err(format!(
-                    "invalid argument: cache_mb={mb} exceeds the machine's memory ({} MiB)",
-                    phys >> 20
-                )));
-            }
-        }
-        opts = opts.cache_bytes(bytes);
+        // A size beyond the machine's memory: the engine refuses it.
+        opts = opts.cache_bytes(mb.saturating_mul(MIB));
     }
     if let Some(mb) = memtable_mb {
         opts = opts.memtable_bytes(mb.saturating_mul(MIB));
     }
     let db = py.detach(|| flexdb::Db::open(&path, opts)).py_err()?;
     Ok(Arc::new(Handle::new(db)))
-}
-
-/// The machine's physical memory in bytes, if the system says.
-fn physical_memory() -> Option<u64> {
-    // SAFETY: sysconf only reads system configuration; it has no
-    // preconditions and returns -1 for an unknown name.
-    let (pages, size) = unsafe {
-        (
-            libc::sysconf(libc::_SC_PHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGE_SIZE),
-        )
-    };
-    let (pages, size) = (u64::try_from(pages).ok()?, u64::try_from(size).ok()?);
-    pages.checked_mul(size)
 }
 
 impl DB {

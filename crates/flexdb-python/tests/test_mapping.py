@@ -218,6 +218,8 @@ def test_open_errors(tmp_path):
     # Far beyond the machine's memory: refused, not an abort.
     with pytest.raises(flexdb.InvalidArgumentError):
         flexdb.open(str(tmp_path / "huge"), cache_mb=2**40)
+    with pytest.raises(flexdb.InvalidArgumentError):
+        flexdb.open(str(tmp_path / "huge"), memtable_mb=2**40)
     with pytest.raises(OverflowError):
         flexdb.open(str(tmp_path / "negative"), cache_mb=-1)
 

@@ -23,7 +23,9 @@ pub struct Options {
     pub error_if_exists: bool,
     /// Bytes of memory for cached reads (default: 256 MiB): one sixteenth
     /// holds the rows of keys that gets read often (the row cache), the
-    /// rest decoded intervals (the interval cache).
+    /// rest decoded intervals (the interval cache). At most the machine's
+    /// physical memory (`Db::open` refuses more with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument)).
     pub cache_bytes: usize,
     /// Bytes of writes a MemTable takes before it is frozen and committed
     /// to the space (default: 512 MiB, measured: docs/DESIGN.md, "The
@@ -34,7 +36,8 @@ pub struct Options {
     /// about as many files of this size. The memory of committed MemTables
     /// is kept for the next ones (within that bound) until the store has
     /// been idle for a second.
-    /// At least 1024 (`Db::open` refuses less with
+    /// At least 1024, and at most 1 TiB and the machine's physical memory
+    /// (`Db::open` refuses others with
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument)).
     pub memtable_bytes: usize,
     /// Frozen MemTables that may wait for the committer before writers

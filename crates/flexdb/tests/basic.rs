@@ -168,6 +168,12 @@ fn nonsense_options_are_refused_before_anything_is_created() {
         base().gc_garbage(1.5, 0.5),
         base().gc_garbage(0.5, 0.0),
         base().gc_garbage(f64::NAN, 0.5),
+        // Beyond any machine's memory: the caches' tables are sized from
+        // it up front, and would exhaust memory instead of failing.
+        base().cache_bytes(usize::MAX),
+        base().cache_bytes(1 << 62),
+        base().memtable_bytes(usize::MAX),
+        base().memtable_bytes(1 << 62),
     ] {
         assert!(
             matches!(

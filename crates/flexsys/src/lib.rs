@@ -2,7 +2,7 @@
 //! nothing of extents, spaces or keys: software prefetch hints
 //! ([`prefetch`]), memory mapped on huge-page boundaries ([`huge_pages`]),
 //! ways of waiting for a lock that a background thread shares with readers
-//! ([`lock_wait`]), statistics counters that many threads add to without
+//! ([`lock_wait`]), the machine's physical memory ([`memory`]), statistics counters that many threads add to without
 //! sharing a cache line ([`counter`]), LEB128 varints ([`varint`]) and
 //! the master seeds of the randomized crash tests ([`test_seed`]).
 //!
@@ -15,6 +15,7 @@
 pub mod counter;
 pub mod huge_pages;
 pub mod lock_wait;
+pub mod memory;
 pub mod prefetch;
 pub mod test_seed;
 pub mod varint;

@@ -116,6 +116,10 @@ pub(super) fn in_dir(e: Error, dir: &Path) -> Error {
 /// committer runs between almost every pair of writes).
 const MIN_MEMTABLE_BYTES: usize = 1024;
 
+/// The largest MemTable `Options` accepts, whatever the machine (its log
+/// is sized from it, in 64-bit arithmetic with room to spare).
+const MAX_MEMTABLE_BYTES: usize = 1 << 40;
+
 pub(super) fn validate(opts: &Options) -> Result<()> {
     if opts.memtable_bytes < MIN_MEMTABLE_BYTES {
         return Err(Error::InvalidArgument(format!(
@@ -132,6 +136,26 @@ pub(super) fn validate(opts: &Options) -> Result<()> {
             "max_space_bytes must be at least {}",
             8 * flexspace::SEGMENT_SIZE
         )));
+    }
+    if opts.memtable_bytes > MAX_MEMTABLE_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "memtable_bytes must be at most {MAX_MEMTABLE_BYTES}"
+        )));
+    }
+    // The caches size tables from `cache_bytes` up front (the row cache's
+    // ways, the frequency sketch): a budget beyond the machine's memory
+    // would exhaust it as they are made. A MemTable lives in memory too.
+    if let Some(phys) = flexsys::memory::physical_memory() {
+        for (name, bytes) in [
+            ("cache_bytes", opts.cache_bytes),
+            ("memtable_bytes", opts.memtable_bytes),
+        ] {
+            if bytes as u64 > phys {
+                return Err(Error::InvalidArgument(format!(
+                    "{name} ({bytes}) exceeds the machine's memory ({phys} bytes)"
+                )));
+            }
+        }
     }
     let (high, low) = (opts.gc_garbage_high, opts.gc_garbage_low);
     if !(low > 0.0 && low <= high && high <= 1.0) {
