@@ -623,3 +623,51 @@ fn bank_total_survives_sigkill() {
         db.close().unwrap();
     }
 }
+
+/// A limited scan (`Iter::limit`) of a transaction yields the first (or
+/// last) pairs of its merged view, its own writes, the MemTable and the
+/// space alike, whatever the limit against a refill.
+#[test]
+fn a_limited_scan_merges_every_source_up_to_its_limit() {
+    let (_dir, db) = open();
+    let mut model = BTreeMap::new();
+    for i in 0..300u32 {
+        let (k, v) = (format!("k{i:04}"), format!("space{i}"));
+        db.put(&k, &v).unwrap();
+        model.insert(k.into_bytes(), v.into_bytes());
+    }
+    db.flush().unwrap();
+    for i in (0..300u32).step_by(3) {
+        let (k, v) = (format!("k{i:04}"), format!("mem{i}"));
+        db.put(&k, &v).unwrap();
+        model.insert(k.into_bytes(), v.into_bytes());
+    }
+    let mut t = db.transaction(Isolation::Snapshot);
+    for i in (0..300u32).step_by(7) {
+        let k = format!("k{i:04}");
+        if i % 2 == 0 {
+            t.delete(&k).unwrap();
+            model.remove(k.as_bytes());
+        } else {
+            t.put(&k, "txn").unwrap();
+            model.insert(k.into_bytes(), b"txn".to_vec());
+        }
+    }
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
+    for n in [0, 1, 2, 5, 50, 63, 64, 65, 129, 1000] {
+        let take = n.min(want.len());
+        let got: Vec<_> = t.iter().limit(n).map(|kv| kv.unwrap()).collect();
+        assert_eq!(got, want[..take], "limit {n}");
+        let mut back: Vec<_> = t.iter().limit(n).rev().map(|kv| kv.unwrap()).collect();
+        back.reverse();
+        assert_eq!(back, want[want.len() - take..], "limit {n}, backward");
+        let from = &want[want.len() / 2].0;
+        let got: Vec<_> = t
+            .range(from.clone()..)
+            .limit(n)
+            .map(|kv| kv.unwrap())
+            .collect();
+        let rest = &want[want.len() / 2..];
+        assert_eq!(got, rest[..n.min(rest.len())], "limit {n} from the middle");
+    }
+}

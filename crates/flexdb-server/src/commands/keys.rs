@@ -68,7 +68,9 @@ fn walk(
     let prefix = pattern.map(glob::literal_prefix).unwrap_or_default();
     // No key before the pattern's literal prefix can match.
     let start = start.max(prefix.as_slice());
-    let mut it = ks.range((Bound::Included(start.to_vec()), Bound::Unbounded));
+    let mut it = ks
+        .range((Bound::Included(start.to_vec()), Bound::Unbounded))
+        .limit(budget);
     let mut out = Vec::new();
     let mut seen = 0;
     while let Some(kv) = it.next_ref() {

@@ -79,7 +79,7 @@ pub fn range(cx: &mut Cx<'_>, args: &[Vec<u8>]) -> CmdResult {
     if empty(&b) || limit == 0 {
         return Ok(Reply::Array(out));
     }
-    let mut it = cx.ks().range(b);
+    let mut it = cx.ks().range(b).limit(limit);
     let mut n = 0;
     while n < limit {
         let next = if rev {

@@ -3,7 +3,7 @@
 //! An iterator merges the MemTables that existed when it was created (read
 //! at its snapshot) with a walk over the intervals of the space. Each end
 //! refills a buffer in chunks: it reads up to `CHUNK` keys from every
-//! source, and only the keys up to the smallest last key of a source that
+//! source (fewer when its limit, `Iter::limit`, leaves fewer to yield), and only the keys up to the smallest last key of a source that
 //! filled its chunk are certain to be complete; those are merged (the
 //! newest MemTable wins, deletions hide pairs) and buffered. Pairs from the
 //! space are buffered as references into the decoded interval they come
@@ -20,7 +20,8 @@
 //! by the back and below the unfetched region (`lo`, `hi`); the front only
 //! moves up and the back only moves down (except by `seek`/`seek_back`);
 //! the two ends never cross; every key emitted lies in the range; every
-//! key is seen as of the iterator's point, and nothing written after it.
+//! key is seen as of the iterator's point, and nothing written after it;
+//! the two ends together yield no more pairs than the limit.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::marker::PhantomData;
@@ -240,6 +241,9 @@ pub struct Iter<'a> {
     ks: Option<KsId>,
     /// An error to yield first (a dropped keyspace's).
     pending: Option<crate::Error>,
+    /// Pairs still to yield, front and back together (`Iter::limit`;
+    /// `usize::MAX`: no limit). A refill reads no more than this.
+    left: usize,
 }
 
 fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
@@ -299,7 +303,7 @@ fn tighter<'b>(end: Bound<&'b [u8]>, cap: Option<&'b [u8]>, reverse: bool) -> Bo
     }
 }
 
-/// Up to `CHUNK` of a transaction's writes between `lo` and `hi` (and
+/// Up to `chunk` of a transaction's writes between `lo` and `hi` (and
 /// within `cap`), ascending, or descending when `reverse`.
 fn overlay_chunk(
     o: &WriteSet,
@@ -307,6 +311,7 @@ fn overlay_chunk(
     hi: &Bound<Vec<u8>>,
     reverse: bool,
     cap: Option<&[u8]>,
+    chunk: usize,
 ) -> Chunk {
     let (from, to) = if reverse {
         (tighter(as_ref(lo), cap, true), as_ref(hi))
@@ -320,12 +325,12 @@ fn overlay_chunk(
         };
         let r = o.pairs.range::<[u8], _>((from, to));
         if reverse {
-            items.extend(r.rev().take(CHUNK).map(item));
+            items.extend(r.rev().take(chunk).map(item));
         } else {
-            items.extend(r.take(CHUNK).map(item));
+            items.extend(r.take(chunk).map(item));
         }
     }
-    let full = items.len() == CHUNK;
+    let full = items.len() == chunk;
     Chunk { items, full }
 }
 
@@ -425,11 +430,32 @@ impl Iter<'static> {
             failed: false,
             ks: None,
             pending: None,
+            left: usize::MAX,
         }
     }
 }
 
 impl Iter<'_> {
+    /// Makes the iterator yield at most `n` more pairs, from the front and
+    /// the back together, and read no more of the store than those need:
+    /// a scan that wants 50 pairs then reads about 50, not a whole refill
+    /// of 64 from every source. (`take(n)` yields as many, but the
+    /// iterator cannot see it and reads ahead as usual.)
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = flexdb::Db::open(dir.path(), flexdb::Options::new().create_if_missing(true)).unwrap();
+    /// for k in ["a", "b", "c", "d"] {
+    ///     db.put(k, "v").unwrap();
+    /// }
+    /// let keys: Vec<Vec<u8>> = db.range("b"..).limit(2).map(|kv| kv.unwrap().0).collect();
+    /// assert_eq!(keys, [b"b".to_vec(), b"c".to_vec()]);
+    /// ```
+    pub fn limit(mut self, n: usize) -> Self {
+        self.left = n;
+        self
+    }
+
     /// Moves the front of the iterator to the first key `>= key` (within the
     /// range); the next `next()` returns it.
     pub fn seek(&mut self, key: impl AsRef<[u8]>) {
@@ -486,9 +512,10 @@ impl Iter<'_> {
     /// copying it would be wasted) as well as at the range's far end.
     fn mem_chunks(&self, reverse: bool, cap: Option<&[u8]>) -> Vec<Chunk> {
         let point = &*self.held.point;
+        let chunk = self.chunk();
         let mut chunks = Vec::with_capacity(point.mems.len() + 2);
         if let Some(o) = &self.overlay {
-            chunks.push(overlay_chunk(o, &self.lo, &self.hi, reverse, cap));
+            chunks.push(overlay_chunk(o, &self.lo, &self.hi, reverse, cap, chunk));
         }
         let now = Now::new(&point.store.clock);
         for (m, table) in point.mems.iter().enumerate() {
@@ -506,8 +533,8 @@ impl Iter<'_> {
                 });
                 continue;
             }
-            let mut items = Vec::with_capacity(CHUNK);
-            let waited = table.scan_entries(from, end, point.seq, CHUNK, !reverse, |found| {
+            let mut items = Vec::with_capacity(chunk);
+            let waited = table.scan_entries(from, end, point.seq, chunk, !reverse, |found| {
                 // An expired version is a deletion: it hides the older ones.
                 // (Only a version with a deadline is touched here.)
                 let live = found.live()
@@ -528,7 +555,7 @@ impl Iter<'_> {
                     .counters
                     .record_reader_wait(w, point.store.trace);
             }
-            let full = items.len() == CHUNK;
+            let full = items.len() == chunk;
             chunks.push(Chunk { items, full });
         }
         chunks
@@ -579,11 +606,12 @@ impl Iter<'_> {
         Ok(())
     }
 
-    /// Up to `CHUNK` pairs of the space above `lo` (and within `hi`).
+    /// Up to `chunk()` pairs of the space above `lo` (and within `hi`).
     fn space_forward(&mut self) -> Result<Chunk> {
+        let chunk = self.chunk();
         let point = &*self.held.point;
         let (shared, view, gen) = (&*point.store, &*point.view, point.active_gen);
-        let mut items = Vec::with_capacity(CHUNK);
+        let mut items = Vec::with_capacity(chunk);
         let start: &[u8] = match &self.lo {
             Bound::Included(k) | Bound::Excluded(k) => k,
             Bound::Unbounded => &[],
@@ -591,7 +619,7 @@ impl Iter<'_> {
         let mut f = view.sparse.find(start);
         // The chunk's intervals, asked for ahead of the walk (their misses
         // overlap instead of coming one after another).
-        let ahead = WalkAhead::new(&view.sparse, &f, CHUNK, &shared.cache, false);
+        let ahead = WalkAhead::new(&view.sparse, &f, chunk, &shared.cache, false);
         let (mut first, mut k) = (true, 0);
         loop {
             ahead.reached(k, &shared.cache, PREFETCH_BYTES);
@@ -624,9 +652,9 @@ impl Iter<'_> {
                     Bound::Included(k) => data.upper_bound(k),
                     Bound::Excluded(k) => data.lower_bound(k),
                 };
-                let take = end.saturating_sub(i).min(CHUNK - items.len());
+                let take = end.saturating_sub(i).min(chunk - items.len());
                 items.extend((i..i + take).map(|i| Item::Space { d, i: i as u32 }));
-                if items.len() == CHUNK {
+                if items.len() == chunk {
                     return Ok(Chunk { items, full: true });
                 }
                 if end < data.len() {
@@ -646,18 +674,19 @@ impl Iter<'_> {
         }
     }
 
-    /// Up to `CHUNK` pairs of the space below `hi` (and within `lo`), in
+    /// Up to `chunk()` pairs of the space below `hi` (and within `lo`), in
     /// descending order.
     fn space_backward(&mut self) -> Result<Chunk> {
+        let chunk = self.chunk();
         let point = &*self.held.point;
         let (shared, view, gen) = (&*point.store, &*point.view, point.active_gen);
-        let mut items = Vec::with_capacity(CHUNK);
+        let mut items = Vec::with_capacity(chunk);
         let mut f = match &self.hi {
             Bound::Included(k) | Bound::Excluded(k) => view.sparse.find(k),
             Bound::Unbounded => view.sparse.last(),
         };
         // As going forward: the chunk's intervals asked for ahead.
-        let ahead = WalkAhead::new(&view.sparse, &f, CHUNK, &shared.cache, true);
+        let ahead = WalkAhead::new(&view.sparse, &f, chunk, &shared.cache, true);
         let (mut first, mut k) = (true, 0);
         loop {
             ahead.reached(k, &shared.cache, PREFETCH_BYTES);
@@ -684,9 +713,9 @@ impl Iter<'_> {
                     Bound::Excluded(k) => data.upper_bound(k),
                     Bound::Unbounded => 0,
                 };
-                let take = i.saturating_sub(start).min(CHUNK - items.len());
+                let take = i.saturating_sub(start).min(chunk - items.len());
                 items.extend((i - take..i).rev().map(|i| Item::Space { d, i: i as u32 }));
-                if items.len() == CHUNK {
+                if items.len() == chunk {
                     return Ok(Chunk { items, full: true });
                 }
                 if start > 0 {
@@ -820,21 +849,38 @@ fn merge_chunks(
 }
 
 impl Iter<'_> {
+    /// Keys each source reads in the next refill: `CHUNK`, or fewer when
+    /// fewer pairs are left to yield (`limit`).
+    fn chunk(&self) -> usize {
+        CHUNK.min(self.left).max(1)
+    }
+
+    /// Counts `item` against the limit.
+    fn yielded(&mut self, item: Option<Item>) -> Option<Result<Item>> {
+        let item = item?;
+        self.left -= 1;
+        Some(Ok(item))
+    }
+
     /// The next item from the front, fetching as needed.
     fn advance_front(&mut self) -> Option<Result<Item>> {
         if let Some(e) = self.pending.take() {
             return Some(Err(e));
         }
+        if self.left == 0 {
+            return None;
+        }
         loop {
             if let Some(item) = self.front.pop_front() {
-                return Some(Ok(item));
+                return self.yielded(Some(item));
             }
             if self.failed {
                 return None;
             }
             if self.exhausted {
                 // Only what the back fetched is left: its smallest first.
-                return self.back.pop_back().map(Ok);
+                let item = self.back.pop_back();
+                return self.yielded(item);
             }
             if let Err(e) = self.fill(false) {
                 self.failed = true;
@@ -848,15 +894,19 @@ impl Iter<'_> {
         if let Some(e) = self.pending.take() {
             return Some(Err(e));
         }
+        if self.left == 0 {
+            return None;
+        }
         loop {
             if let Some(item) = self.back.pop_front() {
-                return Some(Ok(item));
+                return self.yielded(Some(item));
             }
             if self.failed {
                 return None;
             }
             if self.exhausted {
-                return self.front.pop_back().map(Ok);
+                let item = self.front.pop_back();
+                return self.yielded(item);
             }
             if let Err(e) = self.fill(true) {
                 self.failed = true;

@@ -108,13 +108,15 @@ impl Engine for FlexDbEngine {
     fn scan(&self, start: &[u8], n: usize) -> Result<usize> {
         let it = self
             .db
-            .range::<[u8], _>((Bound::Included(start), Bound::Unbounded));
+            .range::<[u8], _>((Bound::Included(start), Bound::Unbounded))
+            .limit(n);
         read_lent(it, n, false)
     }
     fn scan_back(&self, start: &[u8], n: usize) -> Result<usize> {
         let it = self
             .db
-            .range::<[u8], _>((Bound::Unbounded, Bound::Included(start)));
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(start)))
+            .limit(n);
         read_lent(it, n, true)
     }
     fn transfer(
