@@ -67,7 +67,7 @@ class Flex:
         rng = self.db.range
         n = 0
         for s in starts:
-            for _ in itertools.islice(rng(start=s), length):
+            for _ in rng(start=s, limit=length):
                 n += 1
         return n
 

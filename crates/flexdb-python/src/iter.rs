@@ -60,8 +60,19 @@ pub struct PyIter {
 }
 
 impl PyIter {
-    /// An iterator over `it`, yielding per `mode`, backwards if `reverse`.
-    pub fn new(handle: Arc<Handle>, it: flexdb::Iter<'static>, mode: Mode, reverse: bool) -> Self {
+    /// An iterator over `it`, yielding per `mode`, backwards if `reverse`,
+    /// at most `limit` pairs when given (the engine then reads no more).
+    pub fn new(
+        handle: Arc<Handle>,
+        it: flexdb::Iter<'static>,
+        mode: Mode,
+        reverse: bool,
+        limit: Option<usize>,
+    ) -> Self {
+        let it = match limit {
+            Some(n) => it.limit(n),
+            None => it,
+        };
         let state = Arc::new(Mutex::new(State {
             it: Some(it),
             released: false,

@@ -189,11 +189,17 @@ impl Keyspace {
     }
 
     /// An iterator over `range` in this keyspace.
-    fn iter(&self, range: Bounds, mode: Mode, reverse: bool) -> PyResult<PyIter> {
+    fn iter(
+        &self,
+        range: Bounds,
+        mode: Mode,
+        reverse: bool,
+        limit: Option<usize>,
+    ) -> PyResult<PyIter> {
         let db = self.handle.db()?;
         let held = self.space.hold()?;
         let it = on!(held.target(&db), |t| t.range(range));
-        Ok(PyIter::new(self.handle.clone(), it, mode, reverse))
+        Ok(PyIter::new(self.handle.clone(), it, mode, reverse, limit))
     }
 }
 
@@ -302,7 +308,7 @@ impl Keyspace {
 
     /// ``iter(db)``: the keys in order (a snapshot as of this call).
     fn __iter__(&self) -> PyResult<PyIter> {
-        self.iter(bounds(None, None, None), Mode::Keys, false)
+        self.iter(bounds(None, None, None), Mode::Keys, false, None)
     }
 
     /// The value of ``key``, or ``default`` when absent.
@@ -490,53 +496,72 @@ impl Keyspace {
     /// The keys ``start <= key < stop`` starting with ``prefix`` (each
     /// optional), in order (``reverse``: descending); lazy, reading the
     /// store as of this call.
-    #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false))]
+    #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false, limit=None))]
     fn keys(
         &self,
         start: Option<&Bound<'_, PyAny>>,
         stop: Option<&Bound<'_, PyAny>>,
         prefix: Option<&Bound<'_, PyAny>>,
         reverse: bool,
+        limit: Option<usize>,
     ) -> PyResult<PyIter> {
-        self.iter(range_args(start, stop, prefix)?, Mode::Keys, reverse)
+        self.iter(range_args(start, stop, prefix)?, Mode::Keys, reverse, limit)
     }
 
     /// The values, in key order (see ``keys`` for the arguments).
-    #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false))]
+    #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false, limit=None))]
     fn values(
         &self,
         start: Option<&Bound<'_, PyAny>>,
         stop: Option<&Bound<'_, PyAny>>,
         prefix: Option<&Bound<'_, PyAny>>,
         reverse: bool,
+        limit: Option<usize>,
     ) -> PyResult<PyIter> {
-        self.iter(range_args(start, stop, prefix)?, Mode::Values, reverse)
+        self.iter(
+            range_args(start, stop, prefix)?,
+            Mode::Values,
+            reverse,
+            limit,
+        )
     }
 
     /// The ``(key, value)`` pairs, in key order (see ``keys``).
-    #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false))]
+    #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false, limit=None))]
     fn items(
         &self,
         start: Option<&Bound<'_, PyAny>>,
         stop: Option<&Bound<'_, PyAny>>,
         prefix: Option<&Bound<'_, PyAny>>,
         reverse: bool,
+        limit: Option<usize>,
     ) -> PyResult<PyIter> {
-        self.iter(range_args(start, stop, prefix)?, Mode::Items, reverse)
+        self.iter(
+            range_args(start, stop, prefix)?,
+            Mode::Items,
+            reverse,
+            limit,
+        )
     }
 
     /// The ``(key, value)`` pairs with ``start <= key < stop`` starting
     /// with ``prefix`` (each optional), in key order (``reverse``:
     /// descending); lazy, reading the store as of this call.
-    #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false))]
+    #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false, limit=None))]
     fn range(
         &self,
         start: Option<&Bound<'_, PyAny>>,
         stop: Option<&Bound<'_, PyAny>>,
         prefix: Option<&Bound<'_, PyAny>>,
         reverse: bool,
+        limit: Option<usize>,
     ) -> PyResult<PyIter> {
-        self.iter(range_args(start, stop, prefix)?, Mode::Items, reverse)
+        self.iter(
+            range_args(start, stop, prefix)?,
+            Mode::Items,
+            reverse,
+            limit,
+        )
     }
 
     /// A write batch whose plain puts and deletes go to this keyspace.

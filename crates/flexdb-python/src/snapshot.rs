@@ -14,7 +14,7 @@ use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::convert::arg;
+use crate::convert::{arg, bounds, Bounds};
 use crate::errors::{closed, OrPy};
 use crate::handle::{lock, Handle, Release};
 use crate::iter::{Mode, PyIter};
@@ -54,16 +54,20 @@ impl Snapshot {
     fn iter(
         &self,
         py: Python<'_>,
-        start: Option<&Bound<'_, PyAny>>,
-        stop: Option<&Bound<'_, PyAny>>,
-        prefix: Option<&Bound<'_, PyAny>>,
+        r: Bounds,
         mode: Mode,
         reverse: bool,
+        limit: Option<usize>,
     ) -> PyResult<PyIter> {
-        let r = range_args(start, stop, prefix)?;
         let s = self.current(py)?;
         let _open = self.handle.db()?;
-        Ok(PyIter::new(self.handle.clone(), s.range(r), mode, reverse))
+        Ok(PyIter::new(
+            self.handle.clone(),
+            s.range(r),
+            mode,
+            reverse,
+            limit,
+        ))
     }
 }
 
@@ -102,11 +106,11 @@ impl Snapshot {
 
     /// ``iter(s)``: the keys in order.
     fn __iter__(&self, py: Python<'_>) -> PyResult<PyIter> {
-        self.iter(py, None, None, None, Mode::Keys, false)
+        self.iter(py, bounds(None, None, None), Mode::Keys, false, None)
     }
 
     /// The keys (``start <= key < stop``, starting with ``prefix``), in order.
-    #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false))]
+    #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false, limit=None))]
     fn keys(
         &self,
         py: Python<'_>,
@@ -114,12 +118,19 @@ impl Snapshot {
         stop: Option<&Bound<'_, PyAny>>,
         prefix: Option<&Bound<'_, PyAny>>,
         reverse: bool,
+        limit: Option<usize>,
     ) -> PyResult<PyIter> {
-        self.iter(py, start, stop, prefix, Mode::Keys, reverse)
+        self.iter(
+            py,
+            range_args(start, stop, prefix)?,
+            Mode::Keys,
+            reverse,
+            limit,
+        )
     }
 
     /// The values, in key order (arguments as ``keys``).
-    #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false))]
+    #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false, limit=None))]
     fn values(
         &self,
         py: Python<'_>,
@@ -127,12 +138,19 @@ impl Snapshot {
         stop: Option<&Bound<'_, PyAny>>,
         prefix: Option<&Bound<'_, PyAny>>,
         reverse: bool,
+        limit: Option<usize>,
     ) -> PyResult<PyIter> {
-        self.iter(py, start, stop, prefix, Mode::Values, reverse)
+        self.iter(
+            py,
+            range_args(start, stop, prefix)?,
+            Mode::Values,
+            reverse,
+            limit,
+        )
     }
 
     /// The ``(key, value)`` pairs, in key order (arguments as ``keys``).
-    #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false))]
+    #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false, limit=None))]
     fn items(
         &self,
         py: Python<'_>,
@@ -140,12 +158,19 @@ impl Snapshot {
         stop: Option<&Bound<'_, PyAny>>,
         prefix: Option<&Bound<'_, PyAny>>,
         reverse: bool,
+        limit: Option<usize>,
     ) -> PyResult<PyIter> {
-        self.iter(py, start, stop, prefix, Mode::Items, reverse)
+        self.iter(
+            py,
+            range_args(start, stop, prefix)?,
+            Mode::Items,
+            reverse,
+            limit,
+        )
     }
 
     /// The ``(key, value)`` pairs of a range, in key order (as ``items``).
-    #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false))]
+    #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false, limit=None))]
     fn range(
         &self,
         py: Python<'_>,
@@ -153,8 +178,15 @@ impl Snapshot {
         stop: Option<&Bound<'_, PyAny>>,
         prefix: Option<&Bound<'_, PyAny>>,
         reverse: bool,
+        limit: Option<usize>,
     ) -> PyResult<PyIter> {
-        self.iter(py, start, stop, prefix, Mode::Items, reverse)
+        self.iter(
+            py,
+            range_args(start, stop, prefix)?,
+            Mode::Items,
+            reverse,
+            limit,
+        )
     }
 
     /// The same moment's view of another keyspace of the store.

@@ -166,10 +166,11 @@ impl Transaction {
         r: Bounds,
         mode: Mode,
         reverse: bool,
+        limit: Option<usize>,
     ) -> PyResult<PyIter> {
         let ks = self.engine_ks(ks)?;
         let it = self.run(py, |t| Ok(in_txn!(t, &ks, |x| x.range(r))))?;
-        Ok(PyIter::new(self.handle.clone(), it, mode, reverse))
+        Ok(PyIter::new(self.handle.clone(), it, mode, reverse, limit))
     }
 
     fn end(&self, py: Python<'_>, commit: bool) -> PyResult<()> {
@@ -284,12 +285,12 @@ macro_rules! txn_methods {
             /// ``iter(t)``: the keys in order, own writes merged in.
             fn __iter__(&self, py: Python<'_>) -> PyResult<PyIter> {
                 let $slf = self;
-                $txn.iter_in(py, $ks, crate::convert::bounds(None, None, None), Mode::Keys, false)
+                $txn.iter_in(py, $ks, crate::convert::bounds(None, None, None), Mode::Keys, false, None)
             }
 
             /// The keys (``start <= key < stop``, starting with ``prefix``),
             /// in order, own writes merged in.
-            #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false))]
+            #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false, limit=None))]
             fn keys(
                 &self,
                 py: Python<'_>,
@@ -297,14 +298,15 @@ macro_rules! txn_methods {
                 stop: Option<&Bound<'_, PyAny>>,
                 prefix: Option<&Bound<'_, PyAny>>,
                 reverse: bool,
+                limit: Option<usize>,
             ) -> PyResult<PyIter> {
                 let $slf = self;
                 let r = range_args(start, stop, prefix)?;
-                $txn.iter_in(py, $ks, r, Mode::Keys, reverse)
+                $txn.iter_in(py, $ks, r, Mode::Keys, reverse, limit)
             }
 
             /// The values in key order (arguments as ``keys``).
-            #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false))]
+            #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false, limit=None))]
             fn values(
                 &self,
                 py: Python<'_>,
@@ -312,14 +314,15 @@ macro_rules! txn_methods {
                 stop: Option<&Bound<'_, PyAny>>,
                 prefix: Option<&Bound<'_, PyAny>>,
                 reverse: bool,
+                limit: Option<usize>,
             ) -> PyResult<PyIter> {
                 let $slf = self;
                 let r = range_args(start, stop, prefix)?;
-                $txn.iter_in(py, $ks, r, Mode::Values, reverse)
+                $txn.iter_in(py, $ks, r, Mode::Values, reverse, limit)
             }
 
             /// The ``(key, value)`` pairs in key order (arguments as ``keys``).
-            #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false))]
+            #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false, limit=None))]
             fn items(
                 &self,
                 py: Python<'_>,
@@ -327,14 +330,15 @@ macro_rules! txn_methods {
                 stop: Option<&Bound<'_, PyAny>>,
                 prefix: Option<&Bound<'_, PyAny>>,
                 reverse: bool,
+                limit: Option<usize>,
             ) -> PyResult<PyIter> {
                 let $slf = self;
                 let r = range_args(start, stop, prefix)?;
-                $txn.iter_in(py, $ks, r, Mode::Items, reverse)
+                $txn.iter_in(py, $ks, r, Mode::Items, reverse, limit)
             }
 
             /// The ``(key, value)`` pairs of a range (as ``items``).
-            #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false))]
+            #[pyo3(signature = (start=None, stop=None, prefix=None, reverse=false, limit=None))]
             fn range(
                 &self,
                 py: Python<'_>,
@@ -342,10 +346,11 @@ macro_rules! txn_methods {
                 stop: Option<&Bound<'_, PyAny>>,
                 prefix: Option<&Bound<'_, PyAny>>,
                 reverse: bool,
+                limit: Option<usize>,
             ) -> PyResult<PyIter> {
                 let $slf = self;
                 let r = range_args(start, stop, prefix)?;
-                $txn.iter_in(py, $ks, r, Mode::Items, reverse)
+                $txn.iter_in(py, $ks, r, Mode::Items, reverse, limit)
             }
         }
     };

@@ -37,6 +37,30 @@ def test_range_bounds_and_prefix(db):
         db.range(start=5)
 
 
+def test_limit_yields_at_most_that_many_from_every_reader(db):
+    fill(db)
+    keys = [b"k%04d" % i for i in range(200)]
+    assert list(db.keys(limit=3)) == keys[:3]
+    assert list(db.keys(limit=0)) == []
+    assert list(db.keys(limit=1000)) == keys
+    assert list(db.values(start=b"k0198", limit=5)) == [b"v198", b"v199"]
+    assert [k for k, _ in db.items(reverse=True, limit=2)] == keys[:-3:-1]
+    assert [k for k, _ in db.range(b"k0010", b"k0100", limit=70)] == keys[10:80]
+    db[b"k0001"] = b"new"
+    with db.snapshot() as s:
+        assert list(s.items(limit=2)) == [(b"k0000", b"v0"), (b"k0001", b"new")]
+    with db.transaction() as t:
+        t[b"a"] = b"own"
+        assert list(t.keys(limit=2)) == [b"a", b"k0000"]
+        assert list(t.range(start=b"k0199", limit=5)) == [(b"k0199", b"v199")]
+    users = db.keyspace("users")
+    users[b"u1"] = b"1"
+    users[b"u2"] = b"2"
+    assert list(users.keys(limit=1)) == [b"u1"]
+    with pytest.raises(OverflowError):
+        db.keys(limit=-1)
+
+
 def test_prefix_of_ff_bytes(db):
     db[b"\xff\xff"] = b"1"
     db[b"\xff\xff\x00"] = b"2"

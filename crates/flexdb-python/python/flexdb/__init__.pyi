@@ -97,6 +97,7 @@ class Keyspace:
         stop: Optional[BytesLike] = None,
         prefix: Optional[BytesLike] = None,
         reverse: bool = False,
+        limit: Optional[int] = None,
     ) -> Iterator[bytes]: ...
     def values(
         self,
@@ -104,6 +105,7 @@ class Keyspace:
         stop: Optional[BytesLike] = None,
         prefix: Optional[BytesLike] = None,
         reverse: bool = False,
+        limit: Optional[int] = None,
     ) -> Iterator[bytes]: ...
     def items(
         self,
@@ -111,6 +113,7 @@ class Keyspace:
         stop: Optional[BytesLike] = None,
         prefix: Optional[BytesLike] = None,
         reverse: bool = False,
+        limit: Optional[int] = None,
     ) -> Iterator[Tuple[bytes, bytes]]: ...
     def range(
         self,
@@ -118,6 +121,7 @@ class Keyspace:
         stop: Optional[BytesLike] = None,
         prefix: Optional[BytesLike] = None,
         reverse: bool = False,
+        limit: Optional[int] = None,
     ) -> Iterator[Tuple[bytes, bytes]]: ...
     def batch(self) -> "Batch": ...
     def snapshot(self) -> "Snapshot": ...
@@ -223,6 +227,7 @@ class Snapshot:
         stop: Optional[BytesLike] = None,
         prefix: Optional[BytesLike] = None,
         reverse: bool = False,
+        limit: Optional[int] = None,
     ) -> Iterator[bytes]: ...
     def values(
         self,
@@ -230,6 +235,7 @@ class Snapshot:
         stop: Optional[BytesLike] = None,
         prefix: Optional[BytesLike] = None,
         reverse: bool = False,
+        limit: Optional[int] = None,
     ) -> Iterator[bytes]: ...
     def items(
         self,
@@ -237,6 +243,7 @@ class Snapshot:
         stop: Optional[BytesLike] = None,
         prefix: Optional[BytesLike] = None,
         reverse: bool = False,
+        limit: Optional[int] = None,
     ) -> Iterator[Tuple[bytes, bytes]]: ...
     def range(
         self,
@@ -244,6 +251,7 @@ class Snapshot:
         stop: Optional[BytesLike] = None,
         prefix: Optional[BytesLike] = None,
         reverse: bool = False,
+        limit: Optional[int] = None,
     ) -> Iterator[Tuple[bytes, bytes]]: ...
     def keyspace(self, keyspace: Keyspace) -> "Snapshot": ...
     def close(self) -> None: ...
@@ -279,6 +287,7 @@ class _TransactionOps:
         stop: Optional[BytesLike] = None,
         prefix: Optional[BytesLike] = None,
         reverse: bool = False,
+        limit: Optional[int] = None,
     ) -> Iterator[bytes]: ...
     def values(
         self,
@@ -286,6 +295,7 @@ class _TransactionOps:
         stop: Optional[BytesLike] = None,
         prefix: Optional[BytesLike] = None,
         reverse: bool = False,
+        limit: Optional[int] = None,
     ) -> Iterator[bytes]: ...
     def items(
         self,
@@ -293,6 +303,7 @@ class _TransactionOps:
         stop: Optional[BytesLike] = None,
         prefix: Optional[BytesLike] = None,
         reverse: bool = False,
+        limit: Optional[int] = None,
     ) -> Iterator[Tuple[bytes, bytes]]: ...
     def range(
         self,
@@ -300,6 +311,7 @@ class _TransactionOps:
         stop: Optional[BytesLike] = None,
         prefix: Optional[BytesLike] = None,
         reverse: bool = False,
+        limit: Optional[int] = None,
     ) -> Iterator[Tuple[bytes, bytes]]: ...
 
 class Transaction(_TransactionOps):
