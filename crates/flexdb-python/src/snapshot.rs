@@ -180,13 +180,7 @@ impl Snapshot {
         reverse: bool,
         limit: Option<usize>,
     ) -> PyResult<PyIter> {
-        self.iter(
-            py,
-            range_args(start, stop, prefix)?,
-            Mode::Items,
-            reverse,
-            limit,
-        )
+        self.items(py, start, stop, prefix, reverse, limit)
     }
 
     /// The same moment's view of another keyspace of the store.
