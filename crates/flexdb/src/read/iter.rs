@@ -3,9 +3,10 @@
 //! An iterator merges the MemTables that existed when it was created (read
 //! at its snapshot) with a walk over the intervals of the space. Each end
 //! refills a buffer in chunks: it reads up to `CHUNK` keys from every
-//! source (fewer when its limit, `Iter::limit`, leaves fewer to yield), and only the keys up to the smallest last key of a source that
-//! filled its chunk are certain to be complete; those are merged (the
-//! newest MemTable wins, deletions hide pairs) and buffered. Pairs from the
+//! source (fewer when its limit, `Iter::limit`, leaves fewer to yield),
+//! and only the keys up to the smallest last key of a source that filled
+//! its chunk are certain to be complete; those are merged (the newest
+//! MemTable wins, deletions hide pairs) and buffered. Pairs from the
 //! space are buffered as references into the decoded interval they come
 //! from (shared, immutable), so a pair is copied once, into the `Vec`s the
 //! caller receives. Every chunk reads the same point in the store's
