@@ -1,6 +1,6 @@
 //! The public face of expiry: puts with a time to live, the time a pair
-//! has left (alone or with its value), and setting or removing a live pair's deadline, on `Db`, on
-//! `Keyspace` and in a `WriteBatch`.
+//! has left (alone or with its value), and setting or removing a live
+//! pair's deadline, on `Db`, on `Keyspace` and in a `WriteBatch`.
 //!
 //! Invariants: every method encodes its key into its keyspace first (a
 //! dropped keyspace's handle is refused); `expire` and `persist` change a
