@@ -60,7 +60,8 @@ pub struct Options {
     /// by a later sync). Writes that are not synced do not pay for it.
     pub strict_wal_sync: bool,
     /// Capacity of the space's data file in bytes; live data may use 30/32
-    /// of it (default: 1 TiB; the file is sparse and grows as needed).
+    /// of it (default: 1 TiB, at most 64 TiB; the file is sparse and grows
+    /// as needed).
     pub max_space_bytes: u64,
     /// Whether intervals missing from the cache are copied out of a
     /// read-only memory mapping of the space's data file instead of read

@@ -164,6 +164,9 @@ fn nonsense_options_are_refused_before_anything_is_created() {
     for opts in [
         base().memtable_bytes(1023),
         base().max_space_bytes(1 << 20),
+        // Beyond what a segment table and the reads' mapping can address.
+        base().max_space_bytes((1 << 46) + 1),
+        base().max_space_bytes(u64::MAX),
         base().gc_garbage(0.5, 0.6),
         base().gc_garbage(1.5, 0.5),
         base().gc_garbage(0.5, 0.0),

@@ -131,12 +131,12 @@ impl Options {
         self
     }
 
-    /// Segments of the data file these options ask for.
     /// Sets `read_only`.
     pub fn read_only(mut self, on: bool) -> Self {
         self.read_only = on;
         self
     }
+    /// Segments of the data file these options ask for.
     pub(crate) fn segment_count(&self) -> usize {
         (self.max_data_size / SEGMENT_SIZE).clamp(8, u64::from(u32::MAX / 2)) as usize
     }

@@ -120,6 +120,11 @@ const MIN_MEMTABLE_BYTES: usize = 1024;
 /// is sized from it, in 64-bit arithmetic with room to spare).
 const MAX_MEMTABLE_BYTES: usize = 1 << 40;
 
+/// The largest data file `Options::max_space_bytes` may ask for: 64 TiB,
+/// 16 Mi segments (a table of 8 bytes each is made at open), and half of
+/// x86-64's user address space (the file is mapped whole for reads).
+const MAX_SPACE_BYTES: u64 = 1 << 46;
+
 pub(super) fn validate(opts: &Options) -> Result<()> {
     if opts.memtable_bytes < MIN_MEMTABLE_BYTES {
         return Err(Error::InvalidArgument(format!(
@@ -135,6 +140,12 @@ pub(super) fn validate(opts: &Options) -> Result<()> {
         return Err(Error::InvalidArgument(format!(
             "max_space_bytes must be at least {}",
             8 * flexspace::SEGMENT_SIZE
+        )));
+    }
+    if opts.max_space_bytes > MAX_SPACE_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "max_space_bytes ({}) must be at most {MAX_SPACE_BYTES}",
+            opts.max_space_bytes
         )));
     }
     if opts.memtable_bytes > MAX_MEMTABLE_BYTES {
