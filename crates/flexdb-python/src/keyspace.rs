@@ -556,12 +556,7 @@ impl Keyspace {
         reverse: bool,
         limit: Option<usize>,
     ) -> PyResult<PyIter> {
-        self.iter(
-            range_args(start, stop, prefix)?,
-            Mode::Items,
-            reverse,
-            limit,
-        )
+        self.items(start, stop, prefix, reverse, limit)
     }
 
     /// A write batch whose plain puts and deletes go to this keyspace.

@@ -348,9 +348,7 @@ macro_rules! txn_methods {
                 reverse: bool,
                 limit: Option<usize>,
             ) -> PyResult<PyIter> {
-                let $slf = self;
-                let r = range_args(start, stop, prefix)?;
-                $txn.iter_in(py, $ks, r, Mode::Items, reverse, limit)
+                self.items(py, start, stop, prefix, reverse, limit)
             }
         }
     };
