@@ -98,6 +98,7 @@ fn churned_then_halved(seed: u64, ops: usize) -> (tempfile::TempDir, Db, Model, 
     churned_then_halved_with(seed, ops, lazy_gc())
 }
 
+/// `churned_then_halved` on a store opened with `opts`.
 fn churned_then_halved_with(
     seed: u64,
     ops: usize,
