@@ -170,6 +170,7 @@ pub(crate) fn space_err(e: flexspace::Error) -> Error {
         flexspace::Error::Locked(p) => Error::Locked(p),
         flexspace::Error::Poisoned => Error::Stopped("an earlier I/O error on the space".into()),
         flexspace::Error::ReadOnly => Error::ReadOnly,
+        flexspace::Error::InvalidOptions(s) => Error::InvalidArgument(s),
         flexspace::Error::Unstable { tries, last } => Error::Unstable {
             tries,
             last: last.to_string(),

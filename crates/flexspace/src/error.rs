@@ -63,6 +63,10 @@ pub enum Error {
         /// The last failure.
         last: Box<Error>,
     },
+    /// Options no space can work with (`Options`' documentation says
+    /// which); nothing was opened or changed.
+    #[error("invalid options: {0}")]
+    InvalidOptions(String),
     /// An error from the extent index.
     #[error("extent index: {0}")]
     Tree(#[from] flextree::Error),

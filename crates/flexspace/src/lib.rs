@@ -41,7 +41,7 @@ mod timed_rwlock;
 
 pub use error::{Error, Result};
 pub use export::{ExportProgress, ExportReport};
-pub use options::{Options, MAX_EXTENT, SEGMENT_SIZE};
+pub use options::{Options, MAX_DATA_SIZE, MAX_EXTENT, SEGMENT_SIZE};
 pub use read::ReadPlan;
 pub use read_only::TRIES as READ_ONLY_TRIES;
 pub use registry::{scan as scan_reader_registry, Scan as ReaderScan, DIR as READER_REGISTRY_DIR};

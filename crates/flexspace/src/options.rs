@@ -9,6 +9,10 @@
 pub const SEGMENT_SIZE: u64 = 4 << 20;
 /// The largest extent (1/32 of a segment, §4.1).
 pub const MAX_EXTENT: u64 = SEGMENT_SIZE / 32;
+/// The largest `max_data_size` a space accepts: 64 TiB, that is 16 Mi
+/// segments (an open makes a table of 8 bytes a segment) and half of
+/// x86-64's user address space (the data file may be mapped whole).
+pub const MAX_DATA_SIZE: u64 = 1 << 46;
 
 /// How to open a FlexSpace.
 #[derive(Clone, Debug)]
@@ -16,7 +20,9 @@ pub struct Options {
     /// Create the space if it does not exist.
     pub create: bool,
     /// Capacity of the data file in bytes (rounded down to segments, at
-    /// least 8). Live data is capped at 30/32 of it.
+    /// least 8, at most [`MAX_DATA_SIZE`]: an open refuses more with
+    /// [`crate::Error::InvalidOptions`]). Live data is capped at 30/32 of
+    /// it.
     pub max_data_size: u64,
     /// Commit the logical log when this many bytes of entries are buffered.
     pub commit_log_bytes: usize,
@@ -136,6 +142,26 @@ impl Options {
         self.read_only = on;
         self
     }
+    /// The options no space can work with, refused before any file is
+    /// touched: a data file beyond [`MAX_DATA_SIZE`], garbage thresholds
+    /// that are not numbers, negative, or out of order.
+    pub(crate) fn validate(&self) -> Result<(), crate::Error> {
+        if self.max_data_size > MAX_DATA_SIZE {
+            return Err(crate::Error::InvalidOptions(format!(
+                "max_data_size ({}) must be at most {MAX_DATA_SIZE}",
+                self.max_data_size
+            )));
+        }
+        let (high, low) = (self.gc_garbage_high, self.gc_garbage_low);
+        // Written so that NaN fails it.
+        if !(low >= 0.0 && low <= high) {
+            return Err(crate::Error::InvalidOptions(format!(
+                "gc_garbage needs 0 <= low <= high (got high {high}, low {low})"
+            )));
+        }
+        Ok(())
+    }
+
     /// Segments of the data file these options ask for.
     pub(crate) fn segment_count(&self) -> usize {
         (self.max_data_size / SEGMENT_SIZE).clamp(8, u64::from(u32::MAX / 2)) as usize

@@ -216,6 +216,7 @@ impl FlexSpace {
     /// Opens the space in directory `dir` (real files, locked).
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<FlexSpace> {
         let dir = dir.as_ref();
+        options.validate()?;
         if options.read_only {
             let storage = FileStorage::open_read_only(dir)?;
             return Self::open_with_storage(Arc::new(storage), options).map_err(|e| match e {
@@ -238,6 +239,7 @@ impl FlexSpace {
     /// `data`, `tree` and `log` (and [`FileStorage`] adds `lock`); the layer
     /// above may keep other files in the same storage.
     pub fn open_with_storage(storage: Arc<dyn Storage>, options: Options) -> Result<FlexSpace> {
+        options.validate()?;
         if options.read_only {
             return crate::read_only::open(storage, options);
         }

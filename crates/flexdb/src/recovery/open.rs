@@ -120,10 +120,9 @@ const MIN_MEMTABLE_BYTES: usize = 1024;
 /// is sized from it, in 64-bit arithmetic with room to spare).
 const MAX_MEMTABLE_BYTES: usize = 1 << 40;
 
-/// The largest data file `Options::max_space_bytes` may ask for: 64 TiB,
-/// 16 Mi segments (a table of 8 bytes each is made at open), and half of
-/// x86-64's user address space (the file is mapped whole for reads).
-const MAX_SPACE_BYTES: u64 = 1 << 46;
+/// The largest data file `Options::max_space_bytes` may ask for: the
+/// space's own bound (64 TiB), checked here to name the store's option.
+const MAX_SPACE_BYTES: u64 = flexspace::MAX_DATA_SIZE;
 
 pub(super) fn validate(opts: &Options) -> Result<()> {
     if opts.memtable_bytes < MIN_MEMTABLE_BYTES {
