@@ -19,6 +19,16 @@
 //! until then (at most `MAX_SLEEP`), before it takes the writer lock. This
 //! is RocksDB's delayed write rate, driven by the backlog.
 //!
+//! The last buffer is also paced by the running commit: from a measure of
+//! how fast commits merge the backlog (`drain`, bytes a second, taken from
+//! the commit's reports of its share), writes get the rate at which the
+//! last buffer's room lasts until the commit has merged what it has left,
+//! `HEADROOM × drain × room / left`, whenever that is slower. Without it
+//! a commit slower than one buffer's filling (a 64 MiB table merged into
+//! 10 M random keys takes 1.5 s; the writers filled the room in a fraction
+//! of it) ended in a stall as long as the rest of the commit: 1.6 s for
+//! the server's MSETs (docs/experiments/2026-12-07-last-buffer-paced-by-the-commit.md).
+//!
 //! Why the share: counted whole until its commit ended, a frozen table put
 //! the backlog past the soft limit of one frozen table with the first
 //! write after every rotation, and the committer then idled (a fifth of its
@@ -45,6 +55,16 @@ const SLOW_RATE: f64 = 4.0 * 1024.0 * 1024.0;
 const MIN_SLEEP: Duration = Duration::from_millis(1);
 /// The longest one sleep.
 pub(crate) const MAX_SLEEP: Duration = Duration::from_millis(10);
+/// The part of the pace a commit's measure allows that writes get, so
+/// that the room lasts a little past the commit's merge (its end: a
+/// publish, the log's retirement).
+const HEADROOM: f64 = 0.9;
+/// The shortest stretch of a commit a measure of its pace is taken over
+/// (shorter ones are mostly its start: sorting, the first reads).
+const MIN_DRAIN_SPAN: Duration = Duration::from_millis(20);
+/// The slowest rate writes are booked at (a floor for the arithmetic:
+/// sleeps are capped at `MAX_SLEEP` anyway).
+const MIN_RATE: f64 = 64.0 * 1024.0;
 
 /// The delayed write rate of a store.
 pub(crate) struct Backpressure {
@@ -56,6 +76,12 @@ pub(crate) struct Backpressure {
     /// Whether writes were slowed since the backlog was last below the
     /// soft limit.
     slowed: AtomicBool,
+    /// When (nanoseconds after `epoch`, at least 1) the running commit
+    /// began merging; 0 before the first.
+    commit_began: AtomicU64,
+    /// How fast the newest commit merged the backlog, in bytes a second
+    /// (an `f64`'s bits; 0: not measured yet).
+    drain: AtomicU64,
 }
 
 impl Backpressure {
@@ -67,7 +93,48 @@ impl Backpressure {
             epoch: Instant::now(),
             next: AtomicU64::new(0),
             slowed: AtomicBool::new(false),
+            commit_began: AtomicU64::new(0),
+            drain: AtomicU64::new(0),
         }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// A commit begins merging the backlog (the committer, once a commit).
+    pub fn commit_began(&self) {
+        self.commit_began
+            .store(self.now_ns().max(1), Ordering::Relaxed);
+    }
+
+    /// The running commit has merged `bytes` of the backlog since it began
+    /// (the committer, as it reports its share).
+    pub fn commit_merged(&self, bytes: usize) {
+        let began = self.commit_began.load(Ordering::Relaxed);
+        if began == 0 || bytes == 0 {
+            return;
+        }
+        let span = Duration::from_nanos(self.now_ns().saturating_sub(began));
+        self.note_drain(bytes, span);
+    }
+
+    /// Takes `bytes` merged over `span` as the commits' pace (spans under
+    /// `MIN_DRAIN_SPAN` say little and are passed over).
+    fn note_drain(&self, bytes: usize, span: Duration) {
+        if span >= MIN_DRAIN_SPAN {
+            let drain = bytes as f64 / span.as_secs_f64();
+            self.drain.store(drain.to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    /// The rate at which `room` bytes of the last buffer last until the
+    /// running commit has merged the `left` bytes it has left, at the
+    /// commits' measured pace; `None` before any measure, or with nothing
+    /// left to merge.
+    fn commit_paced(&self, room: usize, left: usize) -> Option<f64> {
+        let drain = f64::from_bits(self.drain.load(Ordering::Relaxed));
+        (drain > 0.0 && left > 0).then(|| HEADROOM * drain * room as f64 / left as f64)
     }
 }
 
@@ -99,16 +166,26 @@ pub(crate) fn rate(
 
 impl Backpressure {
     /// How long a write of `bytes` must wait before it takes the writer
-    /// lock, `backlog` bytes waiting in MemTables of `table` bytes; books
-    /// its stretch at the rate.
+    /// lock, `backlog` bytes waiting in MemTables of `table` bytes (`last`:
+    /// the active table's bytes when it is the last buffer, `left` of them
+    /// being the frozen bytes the running commit has not merged); books its
+    /// stretch at the slower of the backlog's rate and the commit's pace.
     pub fn delay(
         &self,
         bytes: usize,
         backlog: usize,
         last: Option<usize>,
+        left: usize,
         table: usize,
     ) -> Duration {
-        let Some(rate) = rate(backlog, table, self.soft_tables, last) else {
+        let by_backlog = rate(backlog, table, self.soft_tables, last);
+        let by_commit =
+            last.and_then(|active| self.commit_paced(table.saturating_sub(active), left));
+        let slower = match (by_backlog, by_commit) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let Some(rate) = slower.map(|r| r.max(MIN_RATE)) else {
             if self.slowed.load(Ordering::Relaxed) {
                 self.slowed.store(false, Ordering::Relaxed);
                 self.next.store(0, Ordering::Relaxed);
@@ -154,7 +231,7 @@ mod tests {
         for backlog in [0, TABLE, 3 * TABLE] {
             assert_eq!(rate(backlog, TABLE, 3.0, None), None);
             for _ in 0..10_000 {
-                assert_eq!(bp.delay(1 << 20, backlog, None, TABLE), Duration::ZERO);
+                assert_eq!(bp.delay(1 << 20, backlog, None, 0, TABLE), Duration::ZERO);
             }
         }
     }
@@ -180,7 +257,7 @@ mod tests {
         // 1 MiB a write: each costs 1 MiB / r seconds of booked time.
         let writes = 20;
         let booked: Duration = (0..writes)
-            .map(|_| bp.delay(1 << 20, backlog, None, TABLE))
+            .map(|_| bp.delay(1 << 20, backlog, None, 0, TABLE))
             .sum();
         let due = Duration::from_secs_f64(writes as f64 * (1 << 20) as f64 / r);
         // Nobody slept: the delays handed out fall short of the booked
@@ -199,13 +276,13 @@ mod tests {
         let bp = Backpressure::new(3);
         let full = 4 * TABLE;
         for _ in 0..100 {
-            bp.delay(1 << 20, full, None, TABLE);
+            bp.delay(1 << 20, full, None, 0, TABLE);
         }
-        assert_eq!(bp.delay(1 << 20, full, None, TABLE), MAX_SLEEP);
+        assert_eq!(bp.delay(1 << 20, full, None, 0, TABLE), MAX_SLEEP);
         // The backlog falls below the soft limit: the debt goes.
-        assert_eq!(bp.delay(100, TABLE, None, TABLE), Duration::ZERO);
+        assert_eq!(bp.delay(100, TABLE, None, 0, TABLE), Duration::ZERO);
         let just_past = 3 * TABLE + 1;
-        assert_eq!(bp.delay(100, just_past, None, TABLE), Duration::ZERO);
+        assert_eq!(bp.delay(100, just_past, None, 0, TABLE), Duration::ZERO);
     }
 
     #[test]
@@ -213,7 +290,7 @@ mod tests {
         for max_frozen in 1..=4usize {
             let bp = Backpressure::new(max_frozen);
             let soft = max_frozen * TABLE;
-            assert_eq!(bp.delay(1 << 20, soft, None, TABLE), Duration::ZERO);
+            assert_eq!(bp.delay(1 << 20, soft, None, 0, TABLE), Duration::ZERO);
             assert_eq!(rate(soft, TABLE, bp.soft_tables, None), None);
             let half = rate(soft + TABLE / 2, TABLE, bp.soft_tables, None).unwrap();
             assert!(half < FAST_RATE && half > SLOW_RATE, "{half}");
@@ -250,11 +327,87 @@ mod tests {
         );
     }
 
+    /// Books `writes` writes of 1 MiB and returns the nanoseconds booked.
+    fn booked(bp: &Backpressure, writes: usize, backlog: usize, last: usize, left: usize) -> u64 {
+        for _ in 0..writes {
+            assert!(bp.delay(1 << 20, backlog, Some(last), left, TABLE) <= MAX_SLEEP);
+        }
+        bp.next.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn the_last_buffer_is_paced_to_last_until_the_commit_has_merged() {
+        // Half the last buffer is left, the whole frozen table is left to
+        // merge, and commits merge 64 MiB a second: the room must last a
+        // second, so writes go at (a little under) 32 MiB a second, slower
+        // than the backlog alone asks (about 45 MiB a second here).
+        let bp = Backpressure::new(1);
+        bp.note_drain(TABLE, Duration::from_secs(1));
+        let (active, left) = (TABLE / 2, TABLE);
+        let backlog = left + active;
+        let by_backlog = rate(backlog, TABLE, 1.0, Some(active)).unwrap();
+        let paced = bp.commit_paced(TABLE - active, left).unwrap();
+        let want = HEADROOM * (TABLE / 2) as f64;
+        assert!((paced - want).abs() < 1.0, "{paced} against {want}");
+        assert!(paced < by_backlog, "{paced} against {by_backlog}");
+        let writes = 20;
+        let booked = booked(&bp, writes, backlog, active, left) as f64;
+        let due = writes as f64 * (1 << 20) as f64 / paced * 1e9;
+        assert!(
+            booked >= due * 0.99 && booked <= due * 1.01 + 1e6,
+            "{booked} against {due}"
+        );
+        // The less room, the slower; the less left to merge, the faster.
+        let tight = bp.commit_paced(TABLE / 8, left).unwrap();
+        let nearly_done = bp.commit_paced(TABLE / 2, TABLE / 8).unwrap();
+        assert!(tight < paced && nearly_done > paced);
+    }
+
+    #[test]
+    fn no_pace_without_a_measure_or_anything_left_to_merge() {
+        let bp = Backpressure::new(1);
+        assert_eq!(bp.commit_paced(TABLE / 2, TABLE), None, "no measure yet");
+        // A commit that has not begun, or a span too short to say much,
+        // measures nothing.
+        bp.commit_merged(TABLE);
+        assert_eq!(bp.commit_paced(TABLE / 2, TABLE), None);
+        bp.note_drain(TABLE, MIN_DRAIN_SPAN / 2);
+        assert_eq!(bp.commit_paced(TABLE / 2, TABLE), None);
+        bp.note_drain(TABLE, Duration::from_secs(1));
+        assert_eq!(bp.commit_paced(TABLE / 2, 0), None, "nothing left");
+        // Without the commit's pace, the last buffer's delay is the
+        // backlog's alone: none below three quarters of a table.
+        let fresh = Backpressure::new(1);
+        assert_eq!(
+            fresh.delay(1 << 20, TABLE, Some(TABLE / 2), TABLE / 2, TABLE),
+            Duration::ZERO
+        );
+        // Outside the last buffer the commit's pace does not apply.
+        assert_eq!(
+            bp.delay(1 << 20, TABLE / 2, None, TABLE / 2, TABLE),
+            Duration::ZERO
+        );
+    }
+
+    #[test]
+    fn a_full_last_buffer_books_at_the_floor_and_sleeps_at_most_the_cap() {
+        let bp = Backpressure::new(1);
+        bp.note_drain(TABLE, Duration::from_secs(1));
+        for _ in 0..1000 {
+            let d = bp.delay(1 << 20, 2 * TABLE, Some(TABLE), TABLE, TABLE);
+            assert!(d <= MAX_SLEEP, "{d:?}");
+        }
+        // A thousand writes of 1 MiB at the floor: booked, not overflowed.
+        let booked = bp.next.load(Ordering::Relaxed) as f64;
+        let due = 1000.0 * (1 << 20) as f64 / MIN_RATE * 1e9;
+        assert!(booked >= due * 0.99, "{booked} against {due}");
+    }
+
     #[test]
     fn a_sleep_is_capped() {
         let bp = Backpressure::new(3);
         for _ in 0..1000 {
-            assert!(bp.delay(1 << 20, 4 * TABLE, None, TABLE) <= MAX_SLEEP);
+            assert!(bp.delay(1 << 20, 4 * TABLE, None, 0, TABLE) <= MAX_SLEEP);
         }
     }
 }

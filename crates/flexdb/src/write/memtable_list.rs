@@ -101,27 +101,31 @@ impl WriteSide {
         }
     }
 
-    /// Bytes of `m` waiting for the committer: the frozen MemTables' less
-    /// what the running commit merged already, and the active one's.
-    fn backlog_of(&self, m: &MemTables) -> usize {
-        let frozen = m
-            .frozen
+    /// Bytes of `m`'s frozen MemTables the running commit has not merged.
+    fn frozen_left(&self, m: &MemTables) -> usize {
+        m.frozen
             .iter()
             .map(|f| f.mem.approximate_bytes())
             .sum::<usize>()
-            .saturating_sub(self.committed.load(Ordering::Relaxed));
-        frozen + m.active.approximate_bytes()
+            .saturating_sub(self.committed.load(Ordering::Relaxed))
     }
 
     /// How long a write of `bytes` waits before the writer lock, MemTables
     /// being of `table` bytes (`Backpressure::delay`): by the backlog, and
     /// by the active table's fill once it is the last buffer before a stall
-    /// (every frozen table the bound allows is waiting).
+    /// (every frozen table the bound allows is waiting), and then by the
+    /// running commit's pace.
     pub fn pace(&self, bytes: usize, table: usize) -> Duration {
         let m = self.mems.load();
         let last = self.frozen_full(&m).then(|| m.active.approximate_bytes());
-        self.backpressure
-            .delay(bytes, self.backlog_of(&m), last, table)
+        let left = self.frozen_left(&m);
+        self.backpressure.delay(
+            bytes,
+            left + m.active.approximate_bytes(),
+            last,
+            left,
+            table,
+        )
     }
 
     /// Whether every frozen MemTable the bound allows is waiting in `m`:
@@ -135,6 +139,7 @@ impl WriteSide {
     /// MemTables' bytes (0: no commit runs, or its tables left the list).
     pub fn set_committed(&self, bytes: usize) {
         self.committed.store(bytes, Ordering::Relaxed);
+        self.backpressure.commit_merged(bytes);
     }
 
     /// Starts a commit's share of the backlog at 0 and clears it again when
@@ -142,6 +147,7 @@ impl WriteSide {
     /// would hide bytes of the next commit's tables from backpressure.
     pub fn share_committed(&self) -> CommittedShare<'_> {
         self.set_committed(0);
+        self.backpressure.commit_began();
         CommittedShare(self)
     }
 
