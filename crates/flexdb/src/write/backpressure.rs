@@ -23,7 +23,8 @@
 //! how fast commits merge the backlog (`drain`, bytes a second, taken from
 //! the commit's reports of its share), writes get the rate at which the
 //! last buffer's room lasts until the commit has merged what it has left,
-//! `HEADROOM × drain × room / left`, whenever that is slower. Without it
+//! `HEADROOM × drain × room / left`, whenever that is slower and the
+//! commit has more than `SHORT_COMMIT` of merging left. Without it
 //! a commit slower than one buffer's filling (a 64 MiB table merged into
 //! 10 M random keys takes 1.5 s; the writers filled the room in a fraction
 //! of it) ended in a stall as long as the rest of the commit: 1.6 s for
@@ -62,6 +63,13 @@ const HEADROOM: f64 = 0.9;
 /// The shortest stretch of a commit a measure of its pace is taken over
 /// (shorter ones are mostly its start: sorting, the first reads).
 const MIN_DRAIN_SPAN: Duration = Duration::from_millis(20);
+/// A commit expected to merge what it has left within this is not paced
+/// for: writers that fill the last buffer meanwhile stall for at most
+/// about this long (issue 36's bound on one write), and the committer then
+/// finds the next table full the moment it ends (pacing to the very end
+/// left it waiting for the rotation). Tables small enough to commit this
+/// fast are not slowed at all.
+const SHORT_COMMIT: Duration = Duration::from_millis(50);
 /// The slowest rate writes are booked at (a floor for the arithmetic:
 /// sleeps are capped at `MAX_SLEEP` anyway).
 const MIN_RATE: f64 = 64.0 * 1024.0;
@@ -130,11 +138,12 @@ impl Backpressure {
 
     /// The rate at which `room` bytes of the last buffer last until the
     /// running commit has merged the `left` bytes it has left, at the
-    /// commits' measured pace; `None` before any measure, or with nothing
-    /// left to merge.
+    /// commits' measured pace; `None` before any measure, or with less
+    /// left to merge than `SHORT_COMMIT` takes.
     fn commit_paced(&self, room: usize, left: usize) -> Option<f64> {
         let drain = f64::from_bits(self.drain.load(Ordering::Relaxed));
-        (drain > 0.0 && left > 0).then(|| HEADROOM * drain * room as f64 / left as f64)
+        let long = drain > 0.0 && left as f64 / drain >= SHORT_COMMIT.as_secs_f64();
+        long.then(|| HEADROOM * drain * room as f64 / left as f64)
     }
 }
 
@@ -375,6 +384,15 @@ mod tests {
         assert_eq!(bp.commit_paced(TABLE / 2, TABLE), None);
         bp.note_drain(TABLE, Duration::from_secs(1));
         assert_eq!(bp.commit_paced(TABLE / 2, 0), None, "nothing left");
+        // Little left: the commit ends within `SHORT_COMMIT`, so writes go
+        // on and stall briefly if they must.
+        let soon = (TABLE as f64 * SHORT_COMMIT.as_secs_f64() * 0.9) as usize;
+        assert_eq!(bp.commit_paced(TABLE / 2, soon), None, "ends soon");
+        assert!(bp.commit_paced(TABLE / 2, soon * 2).is_some());
+        // A tiny table measured as slow to commit is still short.
+        let tiny = Backpressure::new(1);
+        tiny.note_drain(1024, Duration::from_millis(40));
+        assert_eq!(tiny.commit_paced(512, 1024), None);
         // Without the commit's pace, the last buffer's delay is the
         // backlog's alone: none below three quarters of a table.
         let fresh = Backpressure::new(1);
