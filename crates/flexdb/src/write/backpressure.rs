@@ -22,9 +22,10 @@
 //! The last buffer is also paced by the running commit: from a measure of
 //! how fast commits merge the backlog (`drain`, bytes a second, taken from
 //! the commit's reports of its share), writes get the rate at which the
-//! last buffer's room lasts until the commit has merged what it has left,
-//! `HEADROOM × drain × room / left`, whenever that is slower and the
-//! commit has more than `SHORT_COMMIT` of merging left. Without it
+//! last buffer's room lasts until `STALL_AIM` before the commit has merged
+//! what it has left, `room / (left / drain - STALL_AIM)`, whenever that is
+//! slower and the commit has more than `SHORT_COMMIT` of merging left (so
+//! a write waits at most about that long for room). Without it
 //! a commit slower than one buffer's filling (a 64 MiB table merged into
 //! 10 M random keys takes 1.5 s; the writers filled the room in a fraction
 //! of it) ended in a stall as long as the rest of the commit: 1.6 s for
@@ -56,10 +57,10 @@ const SLOW_RATE: f64 = 4.0 * 1024.0 * 1024.0;
 const MIN_SLEEP: Duration = Duration::from_millis(1);
 /// The longest one sleep.
 pub(crate) const MAX_SLEEP: Duration = Duration::from_millis(10);
-/// The part of the pace a commit's measure allows that writes get, so
-/// that the room lasts a little past the commit's merge (its end: a
-/// publish, the log's retirement).
-const HEADROOM: f64 = 0.9;
+/// How long before the running commit ends the last buffer is paced to
+/// fill, so that the committer finds the next table full when it ends
+/// (paced to fill after it, the committer waited for the rotation).
+const STALL_AIM: Duration = Duration::from_millis(25);
 /// The shortest stretch of a commit a measure of its pace is taken over
 /// (shorter ones are mostly its start: sorting, the first reads).
 const MIN_DRAIN_SPAN: Duration = Duration::from_millis(20);
@@ -142,8 +143,9 @@ impl Backpressure {
     /// left to merge than `SHORT_COMMIT` takes.
     fn commit_paced(&self, room: usize, left: usize) -> Option<f64> {
         let drain = f64::from_bits(self.drain.load(Ordering::Relaxed));
-        let long = drain > 0.0 && left as f64 / drain >= SHORT_COMMIT.as_secs_f64();
-        long.then(|| HEADROOM * drain * room as f64 / left as f64)
+        let secs = left as f64 / drain;
+        let long = drain > 0.0 && secs >= SHORT_COMMIT.as_secs_f64();
+        long.then(|| room as f64 / (secs - STALL_AIM.as_secs_f64()))
     }
 }
 
@@ -347,16 +349,17 @@ mod tests {
     #[test]
     fn the_last_buffer_is_paced_to_last_until_the_commit_has_merged() {
         // Half the last buffer is left, the whole frozen table is left to
-        // merge, and commits merge 64 MiB a second: the room must last a
-        // second, so writes go at (a little under) 32 MiB a second, slower
-        // than the backlog alone asks (about 45 MiB a second here).
+        // merge, and commits merge 64 MiB a second: the room must last
+        // until `STALL_AIM` before the second is out, so writes go at a
+        // little over 32 MiB a second, slower than the backlog alone asks
+        // (about 45 MiB a second here).
         let bp = Backpressure::new(1);
         bp.note_drain(TABLE, Duration::from_secs(1));
         let (active, left) = (TABLE / 2, TABLE);
         let backlog = left + active;
         let by_backlog = rate(backlog, TABLE, 1.0, Some(active)).unwrap();
         let paced = bp.commit_paced(TABLE - active, left).unwrap();
-        let want = HEADROOM * (TABLE / 2) as f64;
+        let want = (TABLE / 2) as f64 / (1.0 - STALL_AIM.as_secs_f64());
         assert!((paced - want).abs() < 1.0, "{paced} against {want}");
         assert!(paced < by_backlog, "{paced} against {by_backlog}");
         let writes = 20;
