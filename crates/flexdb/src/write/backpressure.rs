@@ -137,10 +137,10 @@ impl Backpressure {
         }
     }
 
-    /// The rate at which `room` bytes of the last buffer last until the
-    /// running commit has merged the `left` bytes it has left, at the
-    /// commits' measured pace; `None` before any measure, or with less
-    /// left to merge than `SHORT_COMMIT` takes.
+    /// The rate at which `room` bytes of the last buffer run out
+    /// `STALL_AIM` before the running commit has merged the `left` bytes
+    /// it has left, at the commits' measured pace; `None` before any
+    /// measure, or with less left to merge than `SHORT_COMMIT` takes.
     fn commit_paced(&self, room: usize, left: usize) -> Option<f64> {
         let drain = f64::from_bits(self.drain.load(Ordering::Relaxed));
         let secs = left as f64 / drain;

@@ -117,15 +117,11 @@ impl WriteSide {
     /// running commit's pace.
     pub fn pace(&self, bytes: usize, table: usize) -> Duration {
         let m = self.mems.load();
-        let last = self.frozen_full(&m).then(|| m.active.approximate_bytes());
+        let active = m.active.approximate_bytes();
+        let last = self.frozen_full(&m).then_some(active);
         let left = self.frozen_left(&m);
-        self.backpressure.delay(
-            bytes,
-            left + m.active.approximate_bytes(),
-            last,
-            left,
-            table,
-        )
+        self.backpressure
+            .delay(bytes, left + active, last, left, table)
     }
 
     /// Whether every frozen MemTable the bound allows is waiting in `m`:
