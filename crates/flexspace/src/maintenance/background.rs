@@ -12,7 +12,10 @@
 //!   thread exits after the idle time.
 //! - The thread holds only a weak reference while idle.
 //! - An error of background maintenance is kept for the next call on the
-//!   space to return (the failed commit has already poisoned the space).
+//!   space to return (the failed commit has already poisoned the space),
+//!   except a full device's refusal, which left the space usable: a sync
+//!   or checkpoint drops it, makes the commit again and reports its own
+//!   outcome.
 
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;

@@ -75,6 +75,7 @@ enum Failed {
 
 impl SpaceInner {
     pub(crate) fn sync(&self) -> Result<()> {
+        self.forget_refusal();
         self.check_usable()?;
         let mut m = self.maint.lock();
         self.commit_locked(&mut m)?;
@@ -86,6 +87,7 @@ impl SpaceInner {
     }
 
     pub(crate) fn checkpoint(&self) -> Result<()> {
+        self.forget_refusal();
         self.check_usable()?;
         let mut m = self.maint.lock();
         self.checkpoint_locked(&mut m)?;
@@ -93,6 +95,17 @@ impl SpaceInner {
         // given back (the ones maintenance runs leave that to the thread).
         self.join_give_back();
         Ok(())
+    }
+
+    /// Drops a full device's refusal that background maintenance left for
+    /// the next caller: a sync or checkpoint makes the refused commit again
+    /// and reports its own outcome (a device freed meanwhile is not
+    /// reported full). Errors that poisoned the space stay.
+    fn forget_refusal(&self) {
+        let mut slot = self.bg_error.lock();
+        if slot.as_ref().is_some_and(Error::is_storage_full) {
+            *slot = None;
+        }
     }
 
     /// The commit automatic maintenance runs after a mutation.
@@ -420,5 +433,64 @@ impl SpaceInner {
         self.join_punch_thread();
         self.bg.stop();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use crate::{FaultStorage, FlexSpace, Options};
+
+    fn content(space: &FlexSpace) -> Vec<u8> {
+        let mut buf = vec![0u8; space.len() as usize];
+        let n = space.read(0, &mut buf).unwrap();
+        assert_eq!(n, buf.len());
+        buf
+    }
+
+    /// Background maintenance's commit refused by a full device leaves
+    /// its error for the next caller; once the device is freed, a sync
+    /// succeeds (it commits again) instead of reporting the stale refusal.
+    #[test]
+    fn a_sync_once_the_device_is_freed_ignores_a_stale_refusal() {
+        let storage = Arc::new(FaultStorage::new());
+        let opts = Options::new().create(true).commit_log_bytes(1024);
+        let space = FlexSpace::open_with_storage(storage.clone(), opts.clone()).unwrap();
+        let mut model = vec![1u8; 100];
+        space.insert(0, &model).unwrap();
+        space.sync().unwrap();
+        storage.fill_device(0);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let stale = |s: &FlexSpace| {
+            s.s.bg_error
+                .lock()
+                .as_ref()
+                .is_some_and(|e| e.is_storage_full())
+        };
+        while !stale(&space) {
+            assert!(
+                Instant::now() < deadline,
+                "background maintenance never refused"
+            );
+            let at = model.len() as u64 / 2;
+            match space.insert(at, b"abcdefgh") {
+                Ok(()) => {
+                    let at = at as usize;
+                    model.splice(at..at, *b"abcdefgh");
+                }
+                Err(e) if e.is_storage_full() => {}
+                Err(e) => panic!("insert on a full device: {e}"),
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(content(&space), model);
+        storage.free_device();
+        space.sync().unwrap();
+        assert_eq!(content(&space), model);
+        drop(space);
+        let space = FlexSpace::open_with_storage(storage, opts).unwrap();
+        assert_eq!(content(&space), model);
     }
 }
