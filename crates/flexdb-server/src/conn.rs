@@ -7,7 +7,9 @@
 //! connection closes; other clients are untouched); replies leave in the
 //! order their requests came; replies are written out at least every
 //! `OUT_CHUNK` bytes, so a long pipeline does not pile up output; engine
-//! calls run on the worker thread, one request at a time; the client's
+//! calls run on the worker thread, one request at a time, and the wait
+//! backpressure asks of their writes is awaited, never slept on the
+//! worker (`Db::with_pace_deferred`); the client's
 //! watches and registry entry are removed however the connection ends.
 
 use std::net::SocketAddr;
@@ -147,18 +149,27 @@ async fn run_requests(
         // connections to a new thread per call: measured, 500 connections
         // grew the process by ~80 MB of thread stacks and heaps.
         // No lock is held across an await: each request runs to its end.
-        let mut out = Vec::new();
-        while next < requests.len() && out.len() < OUT_CHUNK && !session.quit {
-            if let Some(reply) = dispatch(shared, session, &requests[next]) {
-                reply.encode(&mut out, session.proto);
+        // Backpressure's wait for the writes is not slept on the worker
+        // (it would stop every connection on it): it is awaited after the
+        // replies, before this connection's next requests run.
+        let (out, wait) = shared.db.with_pace_deferred(|| {
+            let mut out = Vec::new();
+            while next < requests.len() && out.len() < OUT_CHUNK && !session.quit {
+                if let Some(reply) = dispatch(shared, session, &requests[next]) {
+                    reply.encode(&mut out, session.proto);
+                }
+                next += 1;
             }
-            next += 1;
-        }
+            out
+        });
         shared
             .stats
             .net_out
             .fetch_add(out.len() as u64, Ordering::Relaxed);
         stream.write_all(&out).await?;
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
     }
     Ok(())
 }

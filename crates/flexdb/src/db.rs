@@ -198,6 +198,43 @@ impl Db {
         Ok(())
     }
 
+    /// Runs `f` with the writes it makes on this thread not delayed by
+    /// backpressure, then books their bytes at the store's delayed write
+    /// rate; returns `f`'s result and how long the caller should wait before
+    /// it writes again: zero unless the committer has fallen behind
+    /// (docs/DESIGN.md, "Rotation and backpressure"), at most what the
+    /// store would have slept for them (10 ms a write).
+    ///
+    /// For callers that must not block a thread, such as an async server:
+    /// outside it, a slowed write sleeps up to 10 ms in the store. The
+    /// writes still wait for room when the last MemTable is full. Writes to
+    /// other stores made in `f` are booked on this one.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let opts = flexdb::Options::new().create_if_missing(true);
+    /// let db = flexdb::Db::open(dir.path(), opts).unwrap();
+    /// let (written, wait) = db.with_pace_deferred(|| db.put(b"key", [7u8; 100]));
+    /// written.unwrap();
+    /// assert!(wait.is_zero(), "an idle store does not slow writes");
+    /// // (an async caller would await `wait` before its next writes)
+    /// ```
+    pub fn with_pace_deferred<R>(&self, f: impl FnOnce() -> R) -> (R, Duration) {
+        let (r, done) = crate::write::deferring_pace(f);
+        if done.writes == 0 {
+            return (r, Duration::ZERO);
+        }
+        // At most what the writes would have slept in the store.
+        let cap = crate::write::MAX_SLEEP.saturating_mul(done.writes.min(u32::MAX as usize) as u32);
+        let store = self.store();
+        (
+            r,
+            store
+                .writes
+                .book(done.bytes, store.opts.memtable_bytes, cap),
+        )
+    }
+
     /// The store's directory.
     pub fn path(&self) -> &Path {
         &self.dir

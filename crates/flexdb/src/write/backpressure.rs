@@ -39,11 +39,15 @@
 //!
 //! Invariants: no write is delayed while the backlog is below the soft
 //! limit and the last buffer is under three quarters full; a writer never
-//! sleeps here holding the writer lock; one sleep is at most `MAX_SLEEP`;
+//! sleeps here holding the writer lock; one sleep is at most `MAX_SLEEP`
+//! (writes made in `Db::with_pace_deferred` are not delayed: their caller
+//! is handed the wait for their bytes, at most `MAX_SLEEP` a write, to
+//! wait without blocking a thread);
 //! the rate only falls as the backlog or the last buffer grows; debt booked
 //! while slowed is dropped once neither slows writes (a commit), so it
 //! never delays later writes.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -71,6 +75,52 @@ const MIN_DRAIN_SPAN: Duration = Duration::from_millis(20);
 /// left it waiting for the rotation). Tables small enough to commit this
 /// fast are not slowed at all.
 const SHORT_COMMIT: Duration = Duration::from_millis(50);
+thread_local! {
+    /// While a caller defers its writes' pace ([`deferring_pace`]): the
+    /// writes made so far and the bytes they logged.
+    static DEFERRED: Cell<Option<Deferred>> = const { Cell::new(None) };
+}
+
+/// Writes whose pace was deferred to their caller.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Deferred {
+    /// Writes made.
+    pub writes: usize,
+    /// Bytes they logged.
+    pub bytes: usize,
+}
+
+/// Whether the calling thread's writes defer their pace to their caller
+/// ([`deferring_pace`]); if so, counts a write of `bytes` towards it.
+pub(crate) fn defer_pace(bytes: usize) -> bool {
+    DEFERRED.with(|d| match d.get() {
+        Some(n) => {
+            d.set(Some(Deferred {
+                writes: n.writes + 1,
+                bytes: n.bytes.saturating_add(bytes),
+            }));
+            true
+        }
+        None => false,
+    })
+}
+
+/// Runs `f` with the calling thread's writes not delayed, and returns its
+/// result and those writes, for the caller to book. The previous state (an
+/// enclosing call's count) is restored afterwards, also when `f` panics.
+pub(crate) fn deferring_pace<R>(f: impl FnOnce() -> R) -> (R, Deferred) {
+    struct Restore(Option<Deferred>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DEFERRED.with(|d| d.set(self.0));
+        }
+    }
+    let _restore = Restore(DEFERRED.with(|d| d.replace(Some(Deferred::default()))));
+    let r = f();
+    let done = DEFERRED.with(Cell::get).unwrap_or_default();
+    (r, done)
+}
+
 /// The slowest rate writes are booked at (a floor for the arithmetic:
 /// sleeps are capped at `MAX_SLEEP` anyway).
 const MIN_RATE: f64 = 64.0 * 1024.0;
@@ -176,11 +226,8 @@ pub(crate) fn rate(
 }
 
 impl Backpressure {
-    /// How long a write of `bytes` must wait before it takes the writer
-    /// lock, `backlog` bytes waiting in MemTables of `table` bytes (`last`:
-    /// the active table's bytes when it is the last buffer, `left` of them
-    /// being the frozen bytes the running commit has not merged); books its
-    /// stretch at the slower of the backlog's rate and the commit's pace.
+    /// [`Backpressure::book`] for one write the store delays itself.
+    #[cfg(test)]
     pub fn delay(
         &self,
         bytes: usize,
@@ -188,6 +235,27 @@ impl Backpressure {
         last: Option<usize>,
         left: usize,
         table: usize,
+    ) -> Duration {
+        self.book(bytes, backlog, last, left, table, MAX_SLEEP)
+    }
+
+    /// How long writes of `bytes` must wait before they take the writer
+    /// lock, `backlog` bytes waiting in MemTables of `table` bytes (`last`:
+    /// the active table's bytes when it is the last buffer, `left` of them
+    /// being the frozen bytes the running commit has not merged); books
+    /// their stretch at the slower of the backlog's rate and the commit's
+    /// pace and returns how far ahead of now it starts (zero under
+    /// `MIN_SLEEP`), at most `cap`: `MAX_SLEEP` for a write the store
+    /// delays, `MAX_SLEEP` a write for a caller that waits without blocking
+    /// a thread for writes it made (`deferring_pace`).
+    pub fn book(
+        &self,
+        bytes: usize,
+        backlog: usize,
+        last: Option<usize>,
+        left: usize,
+        table: usize,
+        cap: Duration,
     ) -> Duration {
         let by_backlog = rate(backlog, table, self.soft_tables, last);
         let by_commit =
@@ -225,7 +293,7 @@ impl Backpressure {
         if ahead < MIN_SLEEP {
             Duration::ZERO
         } else {
-            ahead.min(MAX_SLEEP)
+            ahead.min(cap)
         }
     }
 }
@@ -408,6 +476,55 @@ mod tests {
             bp.delay(1 << 20, TABLE / 2, None, TABLE / 2, TABLE),
             Duration::ZERO
         );
+    }
+
+    #[test]
+    fn deferred_writes_are_counted_and_the_state_comes_back() {
+        assert!(!defer_pace(10), "not deferring");
+        let ((), outer) = deferring_pace(|| {
+            assert!(defer_pace(100) && defer_pace(23));
+            let ((), inner) = deferring_pace(|| assert!(defer_pace(7)));
+            assert_eq!(
+                inner,
+                Deferred {
+                    writes: 1,
+                    bytes: 7
+                }
+            );
+            assert!(defer_pace(1));
+        });
+        let want = Deferred {
+            writes: 3,
+            bytes: 124,
+        };
+        assert_eq!(outer, want, "the inner call's writes are its own");
+        assert!(!defer_pace(10));
+        let panicked = std::panic::catch_unwind(|| deferring_pace(|| panic!("in f")));
+        assert!(panicked.is_err());
+        assert!(!defer_pace(10), "restored after a panic");
+    }
+
+    /// Writes deferred to their caller: the wait of their booking is handed
+    /// back up to the cap the caller gives (`MAX_SLEEP` a write), where a
+    /// write the store delays sleeps at most `MAX_SLEEP` of it.
+    #[test]
+    fn a_caller_that_waits_itself_is_handed_the_wait_up_to_its_cap() {
+        let full = 4 * TABLE;
+        let cap = MAX_SLEEP * 100;
+        let bp = Backpressure::new(3);
+        assert_eq!(bp.book(1 << 20, full, None, 0, TABLE, cap), Duration::ZERO);
+        // 1 MiB at the slow rate (4 MiB/s) is 250 ms.
+        let second = bp.book(1 << 20, full, None, 0, TABLE, cap);
+        assert!(second > MAX_SLEEP * 10, "{second:?}");
+        assert!(second <= Duration::from_millis(250), "{second:?}");
+        assert_eq!(bp.delay(1 << 20, full, None, 0, TABLE), MAX_SLEEP);
+        for _ in 0..10 {
+            bp.book(1 << 20, full, None, 0, TABLE, cap);
+        }
+        assert_eq!(bp.book(1 << 20, full, None, 0, TABLE, cap), cap);
+        // Not slowed any more: the debt goes, for both kinds of caller.
+        assert_eq!(bp.book(100, TABLE, None, 0, TABLE, cap), Duration::ZERO);
+        assert_eq!(bp.book(100, full, None, 0, TABLE, cap), Duration::ZERO);
     }
 
     #[test]

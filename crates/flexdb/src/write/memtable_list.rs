@@ -116,12 +116,18 @@ impl WriteSide {
     /// (every frozen table the bound allows is waiting), and then by the
     /// running commit's pace.
     pub fn pace(&self, bytes: usize, table: usize) -> Duration {
+        self.book(bytes, table, super::backpressure::MAX_SLEEP)
+    }
+
+    /// Like [`WriteSide::pace`], for a caller that waits without blocking a
+    /// thread for writes of `bytes` it made: the wait is at most `cap`.
+    pub fn book(&self, bytes: usize, table: usize, cap: Duration) -> Duration {
         let m = self.mems.load();
         let active = m.active.approximate_bytes();
         let last = self.frozen_full(&m).then_some(active);
         let left = self.frozen_left(&m);
         self.backpressure
-            .delay(bytes, left + active, last, left, table)
+            .book(bytes, left + active, last, left, table, cap)
     }
 
     /// Whether every frozen MemTable the bound allows is waiting in `m`:
