@@ -226,19 +226,6 @@ pub(crate) fn rate(
 }
 
 impl Backpressure {
-    /// [`Backpressure::book`] for one write the store delays itself.
-    #[cfg(test)]
-    pub fn delay(
-        &self,
-        bytes: usize,
-        backlog: usize,
-        last: Option<usize>,
-        left: usize,
-        table: usize,
-    ) -> Duration {
-        self.book(bytes, backlog, last, left, table, MAX_SLEEP)
-    }
-
     /// How long writes of `bytes` must wait before they take the writer
     /// lock, `backlog` bytes waiting in MemTables of `table` bytes (`last`:
     /// the active table's bytes when it is the last buffer, `left` of them
@@ -310,7 +297,10 @@ mod tests {
         for backlog in [0, TABLE, 3 * TABLE] {
             assert_eq!(rate(backlog, TABLE, 3.0, None), None);
             for _ in 0..10_000 {
-                assert_eq!(bp.delay(1 << 20, backlog, None, 0, TABLE), Duration::ZERO);
+                assert_eq!(
+                    bp.book(1 << 20, backlog, None, 0, TABLE, MAX_SLEEP),
+                    Duration::ZERO
+                );
             }
         }
     }
@@ -336,7 +326,7 @@ mod tests {
         // 1 MiB a write: each costs 1 MiB / r seconds of booked time.
         let writes = 20;
         let booked: Duration = (0..writes)
-            .map(|_| bp.delay(1 << 20, backlog, None, 0, TABLE))
+            .map(|_| bp.book(1 << 20, backlog, None, 0, TABLE, MAX_SLEEP))
             .sum();
         let due = Duration::from_secs_f64(writes as f64 * (1 << 20) as f64 / r);
         // Nobody slept: the delays handed out fall short of the booked
@@ -355,13 +345,19 @@ mod tests {
         let bp = Backpressure::new(3);
         let full = 4 * TABLE;
         for _ in 0..100 {
-            bp.delay(1 << 20, full, None, 0, TABLE);
+            bp.book(1 << 20, full, None, 0, TABLE, MAX_SLEEP);
         }
-        assert_eq!(bp.delay(1 << 20, full, None, 0, TABLE), MAX_SLEEP);
+        assert_eq!(bp.book(1 << 20, full, None, 0, TABLE, MAX_SLEEP), MAX_SLEEP);
         // The backlog falls below the soft limit: the debt goes.
-        assert_eq!(bp.delay(100, TABLE, None, 0, TABLE), Duration::ZERO);
+        assert_eq!(
+            bp.book(100, TABLE, None, 0, TABLE, MAX_SLEEP),
+            Duration::ZERO
+        );
         let just_past = 3 * TABLE + 1;
-        assert_eq!(bp.delay(100, just_past, None, 0, TABLE), Duration::ZERO);
+        assert_eq!(
+            bp.book(100, just_past, None, 0, TABLE, MAX_SLEEP),
+            Duration::ZERO
+        );
     }
 
     #[test]
@@ -369,7 +365,10 @@ mod tests {
         for max_frozen in 1..=4usize {
             let bp = Backpressure::new(max_frozen);
             let soft = max_frozen * TABLE;
-            assert_eq!(bp.delay(1 << 20, soft, None, 0, TABLE), Duration::ZERO);
+            assert_eq!(
+                bp.book(1 << 20, soft, None, 0, TABLE, MAX_SLEEP),
+                Duration::ZERO
+            );
             assert_eq!(rate(soft, TABLE, bp.soft_tables, None), None);
             let half = rate(soft + TABLE / 2, TABLE, bp.soft_tables, None).unwrap();
             assert!(half < FAST_RATE && half > SLOW_RATE, "{half}");
@@ -409,7 +408,7 @@ mod tests {
     /// Books `writes` writes of 1 MiB and returns the nanoseconds booked.
     fn booked(bp: &Backpressure, writes: usize, backlog: usize, last: usize, left: usize) -> u64 {
         for _ in 0..writes {
-            assert!(bp.delay(1 << 20, backlog, Some(last), left, TABLE) <= MAX_SLEEP);
+            assert!(bp.book(1 << 20, backlog, Some(last), left, TABLE, MAX_SLEEP) <= MAX_SLEEP);
         }
         bp.next.load(Ordering::Relaxed)
     }
@@ -468,12 +467,12 @@ mod tests {
         // backlog's alone: none below three quarters of a table.
         let fresh = Backpressure::new(1);
         assert_eq!(
-            fresh.delay(1 << 20, TABLE, Some(TABLE / 2), TABLE / 2, TABLE),
+            fresh.book(1 << 20, TABLE, Some(TABLE / 2), TABLE / 2, TABLE, MAX_SLEEP),
             Duration::ZERO
         );
         // Outside the last buffer the commit's pace does not apply.
         assert_eq!(
-            bp.delay(1 << 20, TABLE / 2, None, TABLE / 2, TABLE),
+            bp.book(1 << 20, TABLE / 2, None, TABLE / 2, TABLE, MAX_SLEEP),
             Duration::ZERO
         );
     }
@@ -517,7 +516,7 @@ mod tests {
         let second = bp.book(1 << 20, full, None, 0, TABLE, cap);
         assert!(second > MAX_SLEEP * 10, "{second:?}");
         assert!(second <= Duration::from_millis(250), "{second:?}");
-        assert_eq!(bp.delay(1 << 20, full, None, 0, TABLE), MAX_SLEEP);
+        assert_eq!(bp.book(1 << 20, full, None, 0, TABLE, MAX_SLEEP), MAX_SLEEP);
         for _ in 0..10 {
             bp.book(1 << 20, full, None, 0, TABLE, cap);
         }
@@ -532,7 +531,7 @@ mod tests {
         let bp = Backpressure::new(1);
         bp.note_drain(TABLE, Duration::from_secs(1));
         for _ in 0..1000 {
-            let d = bp.delay(1 << 20, 2 * TABLE, Some(TABLE), TABLE, TABLE);
+            let d = bp.book(1 << 20, 2 * TABLE, Some(TABLE), TABLE, TABLE, MAX_SLEEP);
             assert!(d <= MAX_SLEEP, "{d:?}");
         }
         // A thousand writes of 1 MiB at the floor: booked, not overflowed.
@@ -545,7 +544,7 @@ mod tests {
     fn a_sleep_is_capped() {
         let bp = Backpressure::new(3);
         for _ in 0..1000 {
-            assert!(bp.delay(1 << 20, 4 * TABLE, None, 0, TABLE) <= MAX_SLEEP);
+            assert!(bp.book(1 << 20, 4 * TABLE, None, 0, TABLE, MAX_SLEEP) <= MAX_SLEEP);
         }
     }
 }
