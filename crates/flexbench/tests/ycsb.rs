@@ -383,6 +383,24 @@ fn idle_and_compact_phases_report_the_disk() {
             assert!(parts[k].is_u64(), "{k} missing: {line}");
         }
         assert!(v["gc_relocated_bytes"].is_u64(), "{line}");
+        let rotations = v["log_rotations"]
+            .as_object()
+            .expect("flexdb counts rotations");
+        for k in [
+            "memtables_committed",
+            "commits",
+            "logs_prepared",
+            "logs_reused",
+        ] {
+            assert!(rotations[k].is_u64(), "{k} missing: {line}");
+        }
+        if w == "put" {
+            // 1 MiB MemTables: the put phase rotates logs.
+            assert!(
+                rotations["memtables_committed"].as_u64() > Some(0),
+                "{line}"
+            );
+        }
         if w == "idle" || w == "compact" {
             assert_eq!(v["ops"], 0, "{line}");
             assert!(v["space_amp"].as_f64().unwrap() > 0.0, "{line}");

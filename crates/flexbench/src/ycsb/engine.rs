@@ -77,6 +77,10 @@ pub struct EngineStats {
     /// tree, log; `gc_relocated` and `defragmented_intervals` as counts of
     /// what the data writes include).
     pub written_parts: Option<std::collections::BTreeMap<String, u64>>,
+    /// Counts since open of what the engine's log rotations did (flexdb:
+    /// memtables_committed, commits, logs_prepared, logs_reused: a log
+    /// not reused was a fresh file whose pages are faulted in as it fills).
+    pub log_rotations: Option<std::collections::BTreeMap<String, u64>>,
     /// The engine's own memory by what holds it (flexdb: memtables,
     /// memtable_pool, cache, row_cache, sparse_index, extent_index,
     /// snapshot_held; see `flexdb::Stats`), to set beside the process's

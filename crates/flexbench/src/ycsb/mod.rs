@@ -708,6 +708,7 @@ fn workload_result(
         memory_parts: stats.memory_parts,
         gc_relocated_bytes: stats.gc_relocated_bytes,
         written_parts: stats.written_parts,
+        log_rotations: stats.log_rotations,
         max_reader_wait_us: stats.max_reader_wait.map(|d| d.as_secs_f64() * 1e6),
         index_bytes: stats.index_bytes,
         extent_index_bytes: stats.extent_index_bytes,

@@ -153,6 +153,12 @@ pub struct WorkloadResult {
     /// that do not split them. Differences between phases give a phase's.
     #[serde(default)]
     pub written_parts: Option<BTreeMap<String, u64>>,
+    /// Counts since the store was opened of what its log rotations did
+    /// (flexdb: memtables_committed, commits, logs_prepared, logs_reused);
+    /// null for engines that do not report them. Differences between
+    /// phases give a phase's.
+    #[serde(default)]
+    pub log_rotations: Option<BTreeMap<String, u64>>,
     /// The longest reader wait since the store was opened, in microseconds
     /// (flexdb only; null for engines that do not report it).
     pub max_reader_wait_us: Option<f64>,

@@ -196,6 +196,12 @@ impl Engine for FlexDbEngine {
                 ("gc_relocated", s.gc_relocated_bytes),
                 ("defragmented_intervals", s.defragmented_intervals),
             ])),
+            log_rotations: Some(parts([
+                ("memtables_committed", s.memtables_committed),
+                ("commits", s.commits),
+                ("logs_prepared", s.logs_prepared),
+                ("logs_reused", s.logs_reused),
+            ])),
         }
     }
 }

@@ -222,6 +222,7 @@ impl Engine for RocksEngine {
             gc_relocated_bytes: None,
             disk_wal_bytes: None,
             written_parts: None,
+            log_rotations: None,
         }
     }
 }
