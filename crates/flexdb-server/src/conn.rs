@@ -168,6 +168,9 @@ async fn run_requests(
             .fetch_add(out.len() as u64, Ordering::Relaxed);
         stream.write_all(&out).await?;
         if !wait.is_zero() {
+            shared.stats.pace_waits.fetch_add(1, Ordering::Relaxed);
+            let us = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
+            shared.stats.pace_wait_us.fetch_add(us, Ordering::Relaxed);
             tokio::time::sleep(wait).await;
         }
     }

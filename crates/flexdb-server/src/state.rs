@@ -70,6 +70,11 @@ pub struct Stats {
     pub net_in: AtomicU64,
     /// Bytes written to clients.
     pub net_out: AtomicU64,
+    /// Times a connection waited, before running its next requests, for
+    /// writes the store slowed (backpressure: `conn::run_requests`).
+    pub pace_waits: AtomicU64,
+    /// Microseconds those waits took together.
+    pub pace_wait_us: AtomicU64,
 }
 
 /// The server's shared state.

@@ -95,7 +95,8 @@ pub fn info(cx: &mut Cx<'_>, args: &[Vec<u8>]) -> CmdResult {
             out,
             "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
              rejected_connections:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n\
-             total_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\n\r\n",
+             total_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\n\
+             flexdb_write_pace_waits:{}\r\nflexdb_write_pace_wait_us:{}\r\n\r\n",
             st.connections.load(Ordering::Relaxed),
             st.commands.load(Ordering::Relaxed),
             st.rejected.load(Ordering::Relaxed),
@@ -103,6 +104,8 @@ pub fn info(cx: &mut Cx<'_>, args: &[Vec<u8>]) -> CmdResult {
             st.misses.load(Ordering::Relaxed),
             st.net_in.load(Ordering::Relaxed),
             st.net_out.load(Ordering::Relaxed),
+            st.pace_waits.load(Ordering::Relaxed),
+            st.pace_wait_us.load(Ordering::Relaxed),
         );
     }
     if want("keyspace") {
