@@ -620,7 +620,13 @@ impl Iter<'_> {
         let mut f = view.sparse.find(start);
         // The chunk's intervals, asked for ahead of the walk (their misses
         // overlap instead of coming one after another).
-        let ahead = WalkAhead::new(&view.sparse, &f, chunk, &shared.cache, false);
+        let ahead = WalkAhead::new(
+            &view.sparse,
+            &f,
+            chunk,
+            (&shared.cache, &shared.interval_freq),
+            false,
+        );
         let (mut first, mut k) = (true, 0);
         loop {
             ahead.reached(k, &shared.cache, PREFETCH_BYTES);
@@ -687,7 +693,13 @@ impl Iter<'_> {
             Bound::Unbounded => view.sparse.last(),
         };
         // As going forward: the chunk's intervals asked for ahead.
-        let ahead = WalkAhead::new(&view.sparse, &f, chunk, &shared.cache, true);
+        let ahead = WalkAhead::new(
+            &view.sparse,
+            &f,
+            chunk,
+            (&shared.cache, &shared.interval_freq),
+            true,
+        );
         let (mut first, mut k) = (true, 0);
         loop {
             ahead.reached(k, &shared.cache, PREFETCH_BYTES);

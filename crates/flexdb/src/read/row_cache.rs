@@ -21,8 +21,10 @@
 //!   its own hash, generation and key matched (a racing offer may have put
 //!   another row in the way since).
 //! - Readers write nothing shared but the striped hit counters: a slot is
-//!   an `ArcSwapOption`, loaded without a lock; a replaced row lives until
-//!   its last reader drops it.
+//!   an atomically swapped, reference-counted row (`triomphe::ThinArc`:
+//!   head, key and value in one allocation behind one thin pointer),
+//!   loaded without a lock; a replaced row lives until its last reader
+//!   drops it.
 //! - A row is kept only after its key missed twice within one window of
 //!   misses (`read::doorkeeper`), so keys read once do not push out hot
 //!   ones; rows of more than `MAX_ROW` bytes are not kept.
@@ -30,10 +32,10 @@
 //!   would pass it is dropped.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
 
-use arc_swap::ArcSwapOption;
+use arc_swap::ArcSwapAny;
 use flexsys::counter::StripedCounter;
+use triomphe::ThinArc;
 
 use crate::read::doorkeeper::Doorkeeper;
 
@@ -46,23 +48,29 @@ const MAX_ROW: usize = 1024;
 const SLOT_BYTES: usize = 16;
 const ROW_OVERHEAD: usize = 64;
 
-/// One cached row.
-struct Row {
-    hash: u32,
+/// A cached row's fixed part.
+struct RowHead {
     tag: u64,
-    klen: usize,
-    /// `None`: the key is absent.
+    hash: u32,
+    /// The key's length (at most `MAX_ROW`).
+    klen: u16,
+    /// `false`: the key is absent.
     present: bool,
-    /// The key, then the value.
-    bytes: Box<[u8]>,
 }
+
+/// One cached row: its head, then the key, then the value, in one
+/// allocation, so that a hit loads the line of its head and key instead
+/// of a row and then, dependent on it, its bytes (a separately allocated
+/// key and value cost a third of the probe's time in a Zipfian get:
+/// `experiments/2026-12-07-row-in-one-allocation.md`).
+type Row = ThinArc<RowHead, u8>;
 
 /// One set: its ways' words and slots, in one cache line.
 #[repr(align(64))]
 #[derive(Default)]
 struct Set {
     words: [AtomicU64; WAYS],
-    slots: [ArcSwapOption<Row>; WAYS],
+    slots: [ArcSwapAny<Option<Row>>; WAYS],
 }
 
 /// The word of a row of `hash` and generation `tag` (never 0).
@@ -124,9 +132,11 @@ impl RowCache {
             }
             let row = slot.load();
             let Some(row) = row.as_ref() else { continue };
-            if row.hash == hash && row.tag == tag && &row.bytes[..row.klen] == key {
+            let (head, bytes) = (&row.header.header, &row.slice);
+            let klen = usize::from(head.klen);
+            if head.hash == hash && head.tag == tag && bytes.get(..klen) == Some(key) {
                 self.hits.add(1);
-                let value = row.present.then(|| &row.bytes[row.klen..]);
+                let value = head.present.then(|| &bytes[klen..]);
                 return Some(read(value));
             }
         }
@@ -157,26 +167,30 @@ impl RowCache {
         let old = set.slots[way]
             .load()
             .as_ref()
-            .map_or(0, |r| r.bytes.len() + ROW_OVERHEAD);
+            .map_or(0, |r| r.slice.len() + ROW_OVERHEAD);
         if self.held.load(Ordering::Relaxed) + charge > self.budget + old {
             return;
         }
-        let mut bytes = Vec::with_capacity(len);
-        bytes.extend_from_slice(key);
-        bytes.extend_from_slice(value.unwrap_or_default());
-        let row = Arc::new(Row {
-            hash,
-            tag,
-            klen: key.len(),
-            present: value.is_some(),
-            bytes: bytes.into_boxed_slice(),
+        let present = value.is_some();
+        let value = value.unwrap_or_default();
+        let bytes = (0..len).map(|i| match key.get(i) {
+            Some(&b) => b,
+            None => value[i - key.len()],
         });
+        let head = RowHead {
+            tag,
+            hash,
+            // `len <= MAX_ROW` above.
+            klen: key.len() as u16,
+            present,
+        };
+        let row = ThinArc::from_header_and_iter(head, bytes);
         // Racing offers may both count: the charge is what the slot held
         // when swapped out. The word follows the row (a get checks the
         // row itself either way).
         let out = set.slots[way].swap(Some(row));
         words[way].store(word_of(hash, tag), Ordering::Release);
-        let freed = out.as_ref().map_or(0, |r| r.bytes.len() + ROW_OVERHEAD);
+        let freed = out.as_ref().map_or(0, |r| r.slice.len() + ROW_OVERHEAD);
         self.held.fetch_add(charge, Ordering::Relaxed);
         self.held.fetch_sub(freed, Ordering::Relaxed);
     }
@@ -196,6 +210,7 @@ impl RowCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn hash(key: &[u8]) -> u32 {
         crc32c::crc32c(key)

@@ -7,7 +7,10 @@
 //! interval at a time waits for each miss in turn. [`WalkAhead`] asks for
 //! the slots of the next few intervals at once, then, two steps ahead of
 //! the walk, for each one's header, offsets and first bytes, so that the
-//! misses of several intervals overlap.
+//! misses of several intervals overlap. It asks at once, too, for each
+//! interval's line of the frequency sketch, which the walk's fetch records
+//! in (a miss there took 5 % of a Zipfian scan's time:
+//! `experiments/2026-12-07-row-in-one-allocation.md`).
 //!
 //! Invariant: only hints. Nothing here changes what a walk reads or
 //! returns; a stale reference (the interval evicted or replaced since)
@@ -17,6 +20,7 @@ use std::sync::atomic::Ordering;
 
 use crate::index::interval_cache::{CacheRef, IntervalCache};
 use crate::index::sparse::{IntervalPos, SparseIndex, UNKNOWN_COUNT};
+use crate::read::frequency::{interval_hash, FrequencySketch};
 
 /// Intervals asked for at most.
 const MAX: usize = 12;
@@ -35,12 +39,12 @@ pub(crate) struct WalkAhead {
 impl WalkAhead {
     /// Collects the intervals from `f` on (from `f` down, when `reverse`)
     /// until they hold about `pairs` pairs, asking for each one's cache
-    /// slot.
+    /// slot and its line of `sketch`.
     pub(crate) fn new(
         sparse: &SparseIndex,
         f: &IntervalPos,
         pairs: usize,
-        cache: &IntervalCache,
+        (cache, sketch): (&IntervalCache, &FrequencySketch),
         reverse: bool,
     ) -> WalkAhead {
         let mut w = WalkAhead {
@@ -53,6 +57,7 @@ impl WalkAhead {
             let meta = sparse.meta(&g);
             let r = CacheRef::unpack(meta.cache.load(Ordering::Relaxed));
             cache.prefetch_slot(r);
+            sketch.prefetch(interval_hash(g.offset));
             w.refs[w.len] = r;
             w.len += 1;
             seen += match meta.count {
@@ -129,39 +134,57 @@ mod tests {
     #[test]
     fn collects_the_intervals_that_hold_the_pairs_asked_for() {
         let cache = IntervalCache::new(1 << 20);
-        let (sparse, refs) = index(30, 10, &cache);
+        let sketch = FrequencySketch::new(64);
+        let cache = (&cache, &sketch);
+        let (sparse, refs) = index(30, 10, cache.0);
         let f = sparse.find(b"k03x");
-        let w = WalkAhead::new(&sparse, &f, 35, &cache, false);
+        let w = WalkAhead::new(&sparse, &f, 35, cache, false);
         assert_eq!(w.len, 4);
         assert_eq!(&w.refs[..w.len], &refs[3..7]);
         // Backward: the same intervals from `f` down.
-        let w = WalkAhead::new(&sparse, &f, 35, &cache, true);
+        let w = WalkAhead::new(&sparse, &f, 35, cache, true);
         let down: Vec<_> = refs[..=3].iter().rev().copied().collect();
         assert_eq!(&w.refs[..w.len], &down[..]);
         // Near either end: only what is left.
-        let w = WalkAhead::new(&sparse, &sparse.find(b"k28"), 64, &cache, false);
+        let w = WalkAhead::new(&sparse, &sparse.find(b"k28"), 64, cache, false);
         assert_eq!(&w.refs[..w.len], &refs[28..30]);
-        let w = WalkAhead::new(&sparse, &sparse.find(b"k01"), 64, &cache, true);
+        let w = WalkAhead::new(&sparse, &sparse.find(b"k01"), 64, cache, true);
         assert_eq!(&w.refs[..w.len], &[refs[1], refs[0]]);
         // Unknown counts are assumed, and the walk is bounded.
-        let (sparse, refs) = index(30, UNKNOWN_COUNT, &cache);
-        let w = WalkAhead::new(&sparse, &sparse.find(b""), 20, &cache, false);
+        let (sparse, refs) = index(30, UNKNOWN_COUNT, cache.0);
+        let w = WalkAhead::new(&sparse, &sparse.find(b""), 20, cache, false);
         assert_eq!(&w.refs[..w.len], &refs[..3]);
-        let w = WalkAhead::new(&sparse, &sparse.find(b""), 1 << 20, &cache, false);
+        let w = WalkAhead::new(&sparse, &sparse.find(b""), 1 << 20, cache, false);
         assert_eq!(w.len, MAX);
         // Hints only: nothing counted, nothing changed, whatever the step.
+        let cache = cache.0;
         let before = cache.counts();
         for k in 0..MAX + 3 {
-            w.reached(k, &cache, 4096);
+            w.reached(k, cache, 4096);
         }
-        let back = WalkAhead::new(&sparse, &sparse.find(b"k29"), 1 << 20, &cache, true);
+        let back = WalkAhead::new(
+            &sparse,
+            &sparse.find(b"k29"),
+            1 << 20,
+            (cache, &sketch),
+            true,
+        );
         assert_eq!(back.len, MAX);
         for k in 0..MAX + 3 {
-            back.reached(k, &cache, 16);
+            back.reached(k, cache, 16);
         }
         cache.remove(refs[2].unwrap());
-        w.reached(1, &cache, 4096);
+        w.reached(1, cache, 4096);
         assert_eq!(cache.counts(), before);
+        // Nor recorded in the sketch the walk asked lines of.
+        let mut g = sparse.find(b"");
+        loop {
+            assert_eq!(sketch.estimate(interval_hash(g.offset)), 0);
+            match sparse.next(&g) {
+                Some(n) => g = n,
+                None => break,
+            }
+        }
         assert_eq!(cache.get(refs[4]).map(|d| d.len()), Some(1));
         assert!(cache.get(refs[2]).is_none());
     }
