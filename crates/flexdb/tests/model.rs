@@ -128,7 +128,8 @@ fn check_range(db: &Space, model: &Model, rng: &mut StdRng) -> Result<(), TestCa
     let limited = |it: flexdb::Iter<'static>| if n == usize::MAX { it } else { it.limit(n) };
     let mut it = limited(db.range((lo, hi)));
     let take = n.min(want.len());
-    match rng.gen_range(0..4) {
+    match rng.gen_range(0..5) {
+        4 => walk_both_ends(&mut it, &want, n, rng)?,
         0 => {
             let got: Vec<_> = it.map(|kv| kv.unwrap()).collect();
             prop_assert_eq!(&got[..], &want[..take]);
@@ -166,6 +167,63 @@ fn check_range(db: &Space, model: &Model, rng: &mut StdRng) -> Result<(), TestCa
             prop_assert_eq!(front.len() + back.len(), take);
             prop_assert_eq!(&front[..], &want[..front.len()]);
             prop_assert_eq!(&back[..], &want[want.len() - back.len()..]);
+        }
+    }
+    Ok(())
+}
+
+/// Drives `it` (over `want`'s range, limited to `n` pairs) by a random
+/// mix of lent and copied pairs from either end and seeks of either end,
+/// each checked against a cursor over `want`: the front at `f`, the back
+/// below `b`, a seek moving its end to the first key at or past the key
+/// sought (the front may move back over pairs it yielded), the ends never
+/// crossing, and `n` pairs yielded at most in all.
+fn walk_both_ends(
+    it: &mut flexdb::Iter<'static>,
+    want: &[(Vec<u8>, Vec<u8>)],
+    n: usize,
+    rng: &mut StdRng,
+) -> Result<(), TestCaseError> {
+    let (mut f, mut b, mut left) = (0, want.len(), n);
+    for _ in 0..rng.gen_range(1..3 * want.len() + 8) {
+        match rng.gen_range(0..10) {
+            0..=3 => {
+                let got = it.next_ref().map(|kv| {
+                    let (k, v) = kv.unwrap();
+                    (k.to_vec(), v.to_vec())
+                });
+                let expect = (left > 0 && f < b).then(|| want[f].clone());
+                if expect.is_some() {
+                    (f, left) = (f + 1, left - 1);
+                }
+                prop_assert_eq!(got, expect);
+            }
+            4 => {
+                let got = it.next().map(|kv| kv.unwrap());
+                let expect = (left > 0 && f < b).then(|| want[f].clone());
+                if expect.is_some() {
+                    (f, left) = (f + 1, left - 1);
+                }
+                prop_assert_eq!(got, expect);
+            }
+            5..=7 => {
+                let got = it.next_back().map(|kv| kv.unwrap());
+                let expect = (left > 0 && f < b).then(|| want[b - 1].clone());
+                if expect.is_some() {
+                    (b, left) = (b - 1, left - 1);
+                }
+                prop_assert_eq!(got, expect);
+            }
+            8 => {
+                let k = key(rng);
+                it.seek(&k);
+                f = want.partition_point(|(w, _)| *w < k);
+            }
+            _ => {
+                let k = key(rng);
+                it.seek_back(&k);
+                b = want.partition_point(|(w, _)| *w <= k);
+            }
         }
     }
     Ok(())

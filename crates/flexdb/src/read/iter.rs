@@ -2,27 +2,33 @@
 //!
 //! An iterator merges the MemTables that existed when it was created (read
 //! at its snapshot) with a walk over the intervals of the space. Each end
-//! refills a buffer in chunks: it reads up to `CHUNK` keys from every
-//! source (fewer when its limit, `Iter::limit`, leaves fewer to yield),
-//! and only the keys up to the smallest last key of a source that filled
-//! its chunk are certain to be complete; those are merged (the newest
-//! MemTable wins, deletions hide pairs) and buffered. Pairs from the
-//! space are buffered as references into the decoded interval they come
-//! from (shared, immutable), so a pair is copied once, into the `Vec`s the
-//! caller receives. Every chunk reads the same point in the store's
-//! history (`read::snapshot::ReadPoint`), taken when the iterator was
-//! created: its MemTables at its sequence number, and the view it holds
-//! (the committer's later views are not looked at), so a scan never waits
-//! for the committer nor holds it back, and sees one state throughout.
-//! A transaction's iterator also merges the transaction's own writes
-//! (`overlay`), as the newest source.
+//! refills a buffer in chunks: it reads up to `CHUNK` keys from every source
+//! (fewer when its limit, `Iter::limit`, leaves fewer to yield), and only
+//! the keys up to the smallest last key of a source that filled its chunk
+//! are certain to be complete; those are merged (the newest MemTable wins,
+//! deletions hide pairs) and buffered. Pairs from the space are buffered as
+//! references into the decoded interval they come from (shared, immutable),
+//! so a pair is copied once, into the `Vec`s the caller receives. A chunk
+//! whose only source is the space is not buffered at all: it is kept as runs
+//! of positions in those intervals (`read::runs`), and
+//! `next_ref`/`next_back_ref` lend from there. Every chunk reads the same
+//! point in the store's history (`read::snapshot::ReadPoint`), taken when
+//! the iterator was created: its MemTables at its sequence number, and the
+//! view it holds (the committer's later views are not looked at), so a scan
+//! never waits for the committer nor holds it back, and sees one state
+//! throughout. A transaction's iterator also merges the transaction's own
+//! writes (`overlay`), as the newest source.
 //!
-//! Invariants: every key buffered by the front is below every key buffered
-//! by the back and below the unfetched region (`lo`, `hi`); the front only
-//! moves up and the back only moves down (except by `seek`/`seek_back`);
-//! the two ends never cross; every key emitted lies in the range; every
-//! key is seen as of the iterator's point, and nothing written after it;
-//! the two ends together yield no more pairs than the limit.
+//! Invariants: an end's runs come before the pairs it buffers, and while it
+//! has runs it buffers none; every key buffered by the front is below every
+//! key buffered by the back and below the unfetched region (`lo`, `hi`); the
+//! front only moves up and the back only moves down (except by
+//! `seek`/`seek_back`); the two ends never cross; every key emitted lies in
+//! the range; every key is seen as of the iterator's point, and nothing
+//! written after it; the two ends together yield no more pairs than the
+//! limit; a pair one end took from what the other fetched, or a seek
+//! dropped, bounds the region left (`Iter::taken_across`), so that a later
+//! seek back over it fetches it again.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::marker::PhantomData;
@@ -35,6 +41,7 @@ use crate::index::interval::IntervalData;
 use crate::index::sparse::{IntervalPos, SparseIndex};
 use crate::keyspace::encoding;
 use crate::keyspace::KsId;
+use crate::read::runs::Runs;
 use crate::read::snapshot::ReadPoint;
 use crate::read::walk_ahead::WalkAhead;
 use crate::write::memtable::{within_end, within_start, Found, Version};
@@ -223,15 +230,21 @@ pub struct Iter<'a> {
     /// does.
     lo: Bound<Vec<u8>>,
     hi: Bound<Vec<u8>>,
-    /// Fetched by the front, not yet emitted, ascending.
+    /// Fetched by the front, not yet emitted, ascending: `front_runs`,
+    /// then `front` (only one of them holds pairs).
+    front_runs: Runs,
     front: VecDeque<Item>,
-    /// Fetched by the back, not yet emitted, descending.
+    /// Fetched by the back, not yet emitted, descending: `back_runs`, then
+    /// `back`.
+    back_runs: Runs,
     back: VecDeque<Item>,
-    /// The read point, and the intervals `front`, `back` and `lent` refer
-    /// to (cleared when `front` and `back` are empty, before a fetch;
-    /// `lent` is replaced right after).
+    /// The read point, and the intervals the runs, `front`, `back` and
+    /// `lent` refer to (cleared when the runs and buffers are empty,
+    /// before a fetch; a pair lent from them is not borrowed past that
+    /// call).
     held: Held,
-    /// The pair last lent by `next_ref`/`next_back_ref`.
+    /// The pair last lent by `next_ref`/`next_back_ref` from `front` or
+    /// `back` (left stale, never read again, when they lend from runs).
     lent: Option<Item>,
     /// Nothing is left to fetch between `lo` and `hi`.
     exhausted: bool,
@@ -420,7 +433,9 @@ impl Iter<'static> {
             range: (lo.clone(), hi.clone()),
             lo,
             hi,
+            front_runs: Runs::new(false),
             front: VecDeque::new(),
+            back_runs: Runs::new(true),
             back: VecDeque::new(),
             held: Held {
                 intervals: Vec::new(),
@@ -463,18 +478,26 @@ impl Iter<'_> {
         let key = self.stored(key.as_ref());
         let key = &key[..];
         self.front.clear();
+        self.front_runs.clear();
+        Self::spill(&mut self.back_runs, &mut self.back);
         self.lo = if within_start(key, as_ref(&self.range.0)) {
             Bound::Included(key.to_vec())
         } else {
             self.range.0.clone()
         };
-        // What the back fetched below the new front is no longer in range.
+        // What the back fetched below the new front is no longer in range;
+        // the region left reaches up to it again (a later seek of the
+        // front below it fetches it anew).
+        let mut dropped = None;
         while self
             .back
             .back()
             .is_some_and(|i| !within_start(i.key(&self.held), as_ref(&self.lo)))
         {
-            self.back.pop_back();
+            dropped = self.back.pop_back();
+        }
+        if let Some(i) = dropped {
+            self.hi = Bound::Included(i.key(&self.held).to_vec());
         }
         self.exhausted = bounds_cross(&self.lo, &self.hi);
     }
@@ -485,17 +508,25 @@ impl Iter<'_> {
         let key = self.stored(key.as_ref());
         let key = &key[..];
         self.back.clear();
+        self.back_runs.clear();
         self.hi = if within_end(key, as_ref(&self.range.1)) {
             Bound::Included(key.to_vec())
         } else {
             self.range.1.clone()
         };
+        // As in `seek`: what the front fetched above the new back is
+        // dropped, and the region left reaches down to it again.
+        Self::spill(&mut self.front_runs, &mut self.front);
+        let mut dropped = None;
         while self
             .front
             .back()
             .is_some_and(|i| !within_end(i.key(&self.held), as_ref(&self.hi)))
         {
-            self.front.pop_back();
+            dropped = self.front.pop_back();
+        }
+        if let Some(i) = dropped {
+            self.lo = Bound::Included(i.key(&self.held).to_vec());
         }
         self.exhausted = bounds_cross(&self.lo, &self.hi);
     }
@@ -565,21 +596,45 @@ impl Iter<'_> {
     /// Reads the next chunk of keys above `lo` into `front` (below `hi`
     /// into `back`, when `reverse`).
     fn fill(&mut self, reverse: bool) -> Result<()> {
-        if self.front.is_empty() && self.back.is_empty() {
+        let idle = [&self.front_runs, &self.back_runs]
+            .iter()
+            .all(|r| r.is_empty());
+        if idle && self.front.is_empty() && self.back.is_empty() {
             self.held.intervals.clear();
         }
-        let space = if reverse {
+        let (mut runs, full) = if reverse {
             self.space_backward()?
         } else {
             self.space_forward()?
         };
         let held = &self.held;
-        let cap = space
-            .full
-            .then(|| space.items.last().map(|i| i.key(held)))
-            .flatten();
+        let last = runs
+            .ends()
+            .map(|(_, (d, i))| held.intervals[d as usize].key(i as usize));
+        let cap = last.filter(|_| full);
         let mut chunks = self.mem_chunks(reverse, cap);
-        chunks.push(space);
+        if self.space_alone(&chunks, &runs) {
+            // Lent from the runs: nothing to merge nor buffer.
+            let last = last.map(<[u8]>::to_vec);
+            let (to, bound) = if reverse {
+                (&mut self.back_runs, &mut self.hi)
+            } else {
+                (&mut self.front_runs, &mut self.lo)
+            };
+            *to = runs;
+            if let Some(k) = last {
+                *bound = Bound::Excluded(k);
+            }
+            self.exhausted = !full;
+            return Ok(());
+        }
+        let items = runs.drain().map(|(d, i)| Item::Space { d, i }).collect();
+        *if reverse {
+            &mut self.back_runs
+        } else {
+            &mut self.front_runs
+        } = runs;
+        chunks.push(Chunk { items, full });
         let (out, bound) = if reverse {
             (&mut self.back, &mut self.hi)
         } else {
@@ -607,12 +662,35 @@ impl Iter<'_> {
         Ok(())
     }
 
-    /// Up to `chunk()` pairs of the space above `lo` (and within `hi`).
-    fn space_forward(&mut self) -> Result<Chunk> {
+    /// Whether the space's chunk (`runs`) can be lent as it is: no other
+    /// source has a pair up to its end (`chunks`, theirs), no range delete
+    /// of a newer source covers one of its keys, and none of its pairs may
+    /// have expired.
+    fn space_alone(&self, chunks: &[Chunk], runs: &Runs) -> bool {
+        let intervals = &self.held.intervals;
+        if chunks.iter().any(|c| !c.items.is_empty()) || runs.any_expiring(intervals) {
+            return false;
+        }
+        match runs.ends() {
+            None => true,
+            Some(((d0, i0), (d1, i1))) => {
+                let a = intervals[d0 as usize].key(i0 as usize);
+                let b = intervals[d1 as usize].key(i1 as usize);
+                let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                !self.hides.iter().any(|h| h.list.any_within(lo, hi, h.seq))
+            }
+        }
+    }
+
+    /// Up to `chunk()` pairs of the space above `lo` (and within `hi`), as
+    /// runs of the intervals it holds, and whether it read all `chunk()`.
+    fn space_forward(&mut self) -> Result<(Runs, bool)> {
         let chunk = self.chunk();
+        let mut runs = std::mem::replace(&mut self.front_runs, Runs::new(false));
+        runs.clear();
         let point = &*self.held.point;
         let (shared, view, gen) = (&*point.store, &*point.view, point.active_gen);
-        let mut items = Vec::with_capacity(chunk);
+        let mut taken = 0;
         let start: &[u8] = match &self.lo {
             Bound::Included(k) | Bound::Excluded(k) => k,
             Bound::Unbounded => &[],
@@ -659,35 +737,39 @@ impl Iter<'_> {
                     Bound::Included(k) => data.upper_bound(k),
                     Bound::Excluded(k) => data.lower_bound(k),
                 };
-                let take = end.saturating_sub(i).min(chunk - items.len());
-                items.extend((i..i + take).map(|i| Item::Space { d, i: i as u32 }));
-                if items.len() == chunk {
-                    return Ok(Chunk { items, full: true });
+                let take = end.saturating_sub(i).min(chunk - taken);
+                runs.push(d, i, i + take);
+                taken += take;
+                if taken == chunk {
+                    return Ok((runs, true));
                 }
                 if end < data.len() {
-                    return Ok(Chunk { items, full: false });
+                    return Ok((runs, false));
                 }
             }
             first = false;
             match next {
                 Some(n) => {
                     if !anchor_within_end(&view.sparse, &n, as_ref(&self.hi)) {
-                        return Ok(Chunk { items, full: false });
+                        return Ok((runs, false));
                     }
                     f = n;
                 }
-                None => return Ok(Chunk { items, full: false }),
+                None => return Ok((runs, false)),
             }
         }
     }
 
     /// Up to `chunk()` pairs of the space below `hi` (and within `lo`), in
-    /// descending order.
-    fn space_backward(&mut self) -> Result<Chunk> {
+    /// descending order, as runs taken from their ends, and whether it
+    /// read all `chunk()`.
+    fn space_backward(&mut self) -> Result<(Runs, bool)> {
         let chunk = self.chunk();
+        let mut runs = std::mem::replace(&mut self.back_runs, Runs::new(true));
+        runs.clear();
         let point = &*self.held.point;
         let (shared, view, gen) = (&*point.store, &*point.view, point.active_gen);
-        let mut items = Vec::with_capacity(chunk);
+        let mut taken = 0;
         let mut f = match &self.hi {
             Bound::Included(k) | Bound::Excluded(k) => view.sparse.find(k),
             Bound::Unbounded => view.sparse.last(),
@@ -726,24 +808,25 @@ impl Iter<'_> {
                     Bound::Excluded(k) => data.upper_bound(k),
                     Bound::Unbounded => 0,
                 };
-                let take = i.saturating_sub(start).min(chunk - items.len());
-                items.extend((i - take..i).rev().map(|i| Item::Space { d, i: i as u32 }));
-                if items.len() == chunk {
-                    return Ok(Chunk { items, full: true });
+                let take = i.saturating_sub(start).min(chunk - taken);
+                runs.push(d, i - take, i);
+                taken += take;
+                if taken == chunk {
+                    return Ok((runs, true));
                 }
                 if start > 0 {
-                    return Ok(Chunk { items, full: false });
+                    return Ok((runs, false));
                 }
             }
             first = false;
             // The interval's anchor is at or below all its keys: when it is
             // below the range, no earlier interval can hold anything.
             if !anchor_in {
-                return Ok(Chunk { items, full: false });
+                return Ok((runs, false));
             }
             match view.sparse.prev(&f) {
                 Some(p) => f = p,
-                None => return Ok(Chunk { items, full: false }),
+                None => return Ok((runs, false)),
             }
         }
     }
@@ -884,6 +967,9 @@ impl Iter<'_> {
             return None;
         }
         loop {
+            if let Some((d, i)) = self.front_runs.pop() {
+                return self.yielded(Some(Item::Space { d, i }));
+            }
             if let Some(item) = self.front.pop_front() {
                 return self.yielded(Some(item));
             }
@@ -892,7 +978,9 @@ impl Iter<'_> {
             }
             if self.exhausted {
                 // Only what the back fetched is left: its smallest first.
+                Self::spill(&mut self.back_runs, &mut self.back);
                 let item = self.back.pop_back();
+                self.taken_across(item.as_ref(), false);
                 return self.yielded(item);
             }
             if let Err(e) = self.fill(false) {
@@ -911,6 +999,9 @@ impl Iter<'_> {
             return None;
         }
         loop {
+            if let Some((d, i)) = self.back_runs.pop() {
+                return self.yielded(Some(Item::Space { d, i }));
+            }
             if let Some(item) = self.back.pop_front() {
                 return self.yielded(Some(item));
             }
@@ -918,7 +1009,9 @@ impl Iter<'_> {
                 return None;
             }
             if self.exhausted {
+                Self::spill(&mut self.front_runs, &mut self.front);
                 let item = self.front.pop_back();
+                self.taken_across(item.as_ref(), true);
                 return self.yielded(item);
             }
             if let Err(e) = self.fill(true) {
@@ -947,6 +1040,11 @@ impl Iter<'_> {
     /// assert_eq!(bytes, 5);
     /// ```
     pub fn next_ref(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        if self.left > 0 {
+            if let Some((d, i)) = self.front_runs.pop() {
+                return Some(Ok(self.lend_held(d, i)));
+            }
+        }
         let next = self.advance_front()?;
         if let Some(ahead) = self.front.get(VALUE_AHEAD) {
             ahead.prefetch_value(&self.held);
@@ -960,18 +1058,31 @@ impl Iter<'_> {
     /// a global lock. `false`: it fetches the next chunk (which may read
     /// from disk).
     pub fn next_is_buffered(&self) -> bool {
-        self.pending.is_some() || !self.front.is_empty() || self.failed || self.exhausted
+        self.pending.is_some()
+            || !self.front_runs.is_empty()
+            || !self.front.is_empty()
+            || self.failed
+            || self.exhausted
     }
 
     /// [`Iter::next_is_buffered`] for [`Iter::next_back_ref`] (and
     /// `next_back`).
     pub fn next_back_is_buffered(&self) -> bool {
-        self.pending.is_some() || !self.back.is_empty() || self.failed || self.exhausted
+        self.pending.is_some()
+            || !self.back_runs.is_empty()
+            || !self.back.is_empty()
+            || self.failed
+            || self.exhausted
     }
 
     /// Like [`DoubleEndedIterator::next_back`], lending the pair as
     /// [`Iter::next_ref`] does.
     pub fn next_back_ref(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        if self.left > 0 {
+            if let Some((d, i)) = self.back_runs.pop() {
+                return Some(Ok(self.lend_held(d, i)));
+            }
+        }
         let next = self.advance_back()?;
         if let Some(ahead) = self.back.get(VALUE_AHEAD) {
             ahead.prefetch_value(&self.held);
@@ -988,6 +1099,44 @@ impl Iter<'_> {
             let (k, v) = item.pair_ref(&self.held);
             (k, v, item.expires(&self.held))
         }))
+    }
+
+    /// Records that one end (the back, when `by_back`) took `item` from
+    /// what the other end fetched: the region left to fetch becomes that
+    /// key alone, on the side of the end that took it, so that a later
+    /// seek of either end fetches it again exactly when that end's range
+    /// then covers it (and no pair is yielded twice nor lost).
+    fn taken_across(&mut self, item: Option<&Item>, by_back: bool) {
+        let Some(item) = item else { return };
+        let key = item.key(&self.held).to_vec();
+        if by_back {
+            self.lo = Bound::Included(key.clone());
+            self.hi = Bound::Excluded(key);
+        } else {
+            self.lo = Bound::Excluded(key.clone());
+            self.hi = Bound::Included(key);
+        }
+    }
+
+    /// Moves what an end's runs hold into its buffer `queue`, ahead of
+    /// what it buffers, for the operations that work on buffered items.
+    fn spill(runs: &mut Runs, queue: &mut VecDeque<Item>) {
+        if runs.is_empty() {
+            return;
+        }
+        let mut items: VecDeque<Item> = runs.drain().map(|(d, i)| Item::Space { d, i }).collect();
+        items.append(queue);
+        *queue = items;
+    }
+
+    /// Lends pair `i` of held interval `d`, taken from a run, counting it
+    /// against the limit: straight from the interval, with no item, and
+    /// `lent` is not needed to keep it.
+    #[inline]
+    fn lend_held(&mut self, d: u32, i: u32) -> (&[u8], &[u8]) {
+        self.left -= 1;
+        let (k, v) = self.held.intervals[d as usize].pair(i as usize);
+        (self.ks.map_or(k, |_| encoding::decode(k)), v)
     }
 
     /// Keeps `item` as the lent pair and borrows its key and value.

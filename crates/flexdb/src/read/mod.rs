@@ -1,4 +1,4 @@
-//! The read path: point reads (here), iterators (`iter`, `walk_ahead`),
+//! The read path: point reads (here), iterators (`iter`, `runs`, `walk_ahead`),
 //! fetching an interval (`fetch`), and the view the committer publishes for
 //! readers (`view`).
 //!
@@ -13,6 +13,7 @@ mod fetch;
 pub(crate) mod frequency;
 pub(crate) mod iter;
 pub(crate) mod row_cache;
+mod runs;
 pub(crate) mod snapshot;
 pub(crate) mod view;
 mod walk_ahead;

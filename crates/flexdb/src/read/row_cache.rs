@@ -221,6 +221,12 @@ mod tests {
     }
 
     #[test]
+    fn a_set_is_one_cache_line() {
+        // A fat pointer in a slot would make it two, and a probe two misses.
+        assert_eq!(size_of::<Set>(), 64);
+    }
+
+    #[test]
     fn a_row_is_kept_on_its_second_miss_and_served_only_to_its_generation() {
         let c = RowCache::new(1 << 20).unwrap();
         c.offer(b"k", hash(b"k"), 5, Some(b"v"));
