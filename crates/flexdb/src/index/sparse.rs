@@ -57,8 +57,10 @@ use crate::index::key_list::KeyList;
 const LEAF_CAP: usize = 64;
 /// Children per internal node.
 const INNER_CAP: usize = 64;
-/// The deepest tree (far more intervals than memory holds).
-const MAX_HEIGHT: usize = 16;
+/// The deepest tree: eight levels of half-full nodes hold 2^45 intervals,
+/// far more than memory does. (Small, as an `IntervalPos` carries a path
+/// this long and a walk copies one per interval it steps to.)
+const MAX_HEIGHT: usize = 8;
 const NIL: u32 = u32::MAX;
 /// `count` of an interval whose pairs were not counted (after recovery).
 pub const UNKNOWN_COUNT: u16 = u16::MAX;
