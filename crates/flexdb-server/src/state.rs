@@ -77,6 +77,27 @@ pub struct Stats {
     pub pace_wait_us: AtomicU64,
 }
 
+impl Stats {
+    /// Zeroes every counter (`CONFIG RESETSTAT`). Each is zeroed on its
+    /// own: an event counted while this runs may survive or be lost, as
+    /// in Redis.
+    pub fn reset(&self) {
+        for c in [
+            &self.connections,
+            &self.rejected,
+            &self.commands,
+            &self.hits,
+            &self.misses,
+            &self.net_in,
+            &self.net_out,
+            &self.pace_waits,
+            &self.pace_wait_us,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
 /// The server's shared state.
 pub struct Shared {
     /// The store.

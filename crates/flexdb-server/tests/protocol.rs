@@ -311,6 +311,24 @@ fn server_commands() {
     ] {
         assert!(info.contains(field), "INFO lacks {field}");
     }
+    // CONFIG RESETSTAT zeroes the stats: after it, only the INFO that
+    // reads them has been counted, and no read has hit or missed.
+    q::<Option<String>>(&mut con, &["GET", "a"]);
+    q::<Option<String>>(&mut con, &["GET", "absent"]);
+    let stat = |info: &str, name: &str| -> u64 {
+        let line = info.lines().find(|l| l.starts_with(name)).unwrap();
+        line[name.len() + 1..].trim().parse().unwrap()
+    };
+    let before: String = q(&mut con, &["INFO", "stats"]);
+    assert!(stat(&before, "total_commands_processed") >= 4, "{before}");
+    assert_eq!(stat(&before, "keyspace_hits"), 1, "{before}");
+    assert_eq!(stat(&before, "keyspace_misses"), 1, "{before}");
+    assert_eq!(q::<String>(&mut con, &["CONFIG", "RESETSTAT"]), "OK");
+    let after: String = q(&mut con, &["INFO", "stats"]);
+    assert!(stat(&after, "total_commands_processed") <= 1, "{after}");
+    assert_eq!(stat(&after, "keyspace_hits"), 0, "{after}");
+    assert_eq!(stat(&after, "keyspace_misses"), 0, "{after}");
+    assert_eq!(stat(&after, "total_connections_received"), 0, "{after}");
     let only: String = q(&mut con, &["INFO", "keyspace"]);
     assert!(only.contains("db0:keys=1") && !only.contains("# Server"));
     let cfg: Vec<String> = q(&mut con, &["CONFIG", "GET", "*"]);

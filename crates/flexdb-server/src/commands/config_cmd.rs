@@ -92,7 +92,11 @@ pub fn config(cx: &mut Cx<'_>, args: &[Vec<u8>]) -> CmdResult {
         *cx.shared.runtime.write() = next;
         return Ok(Reply::ok());
     }
-    if (is(sub, "resetstat") || is(sub, "rewrite")) && args.len() == 2 {
+    if is(sub, "resetstat") && args.len() == 2 {
+        cx.shared.stats.reset();
+        return Ok(Reply::ok());
+    }
+    if is(sub, "rewrite") && args.len() == 2 {
         return Ok(Reply::ok());
     }
     Err(Reply::err(format!(
