@@ -20,36 +20,59 @@
 //! - Every edit re-encodes the list into vectors of exactly the size it
 //!   needs, so `memory` has no slack to hide. Edits are O(bytes of the
 //!   node), like the moves of an unencoded list.
+//! - A list whose bytes fit `INLINE_BYTES` and whose ends fit
+//!   `INLINE_ENDS` (of one or two bytes) keeps them inside the `KeyList` itself, not
+//!   in allocations of their own: a node of short anchors is then one
+//!   block of memory with the node that holds it, and a search reaches
+//!   its bytes without first loading where they lie
+//!   (`experiments/2026-12-08-sparse-leaf-inline.md`).
 
 use std::cmp::Ordering;
+
+use smallvec::SmallVec;
 
 /// The most bytes of a list [`KeyList::prefetch`] asks for: a leaf of 64
 /// short anchors takes about 300, and lists of long keys are rare enough
 /// not to be worth hundreds of prefetches per search.
 const PREFETCH_BYTES: usize = 1024;
 
+/// Bytes (prefix and suffixes) a list keeps inline: a leaf of 64 short
+/// anchors takes about 300.
+pub(crate) const INLINE_BYTES: usize = 448;
+/// How far into a list (from its start) a search of an inline list of
+/// short keys reads: its ends and its bytes up to about 300 (see
+/// `INLINE_BYTES`).
+pub(crate) const SEARCHED_INLINE: usize = std::mem::offset_of!(KeyList, bytes) + 8 + 320;
+/// Ends a list keeps inline: one per key of a full node.
+const INLINE_ENDS: usize = 64;
+
+type Bytes = SmallVec<[u8; INLINE_BYTES]>;
+
 /// Where each key's suffix ends, relative to the end of the prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Ends {
-    Byte(Vec<u8>),
-    Narrow(Vec<u16>),
+    Byte(SmallVec<[u8; INLINE_ENDS]>),
+    Narrow(SmallVec<[u16; INLINE_ENDS]>),
     Wide(Vec<u32>),
 }
 
 /// Keys stored as a common prefix and suffixes.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub(crate) struct KeyList {
-    bytes: Vec<u8>,
-    plen: u32,
+    /// First, so that a search's probes start on the lines after the
+    /// node's start (see the module doc).
     ends: Ends,
+    plen: u32,
+    bytes: Bytes,
 }
 
 impl Default for KeyList {
     fn default() -> Self {
         KeyList {
-            bytes: Vec::new(),
+            bytes: Bytes::new(),
             plen: 0,
-            ends: Ends::Byte(Vec::new()),
+            ends: Ends::Byte(SmallVec::new()),
         }
     }
 }
@@ -108,13 +131,13 @@ impl KeyList {
     /// vectors.
     fn encode(prefix: &[u8], pieces: &[[&[u8]; 2]]) -> KeyList {
         let suffix_bytes: usize = pieces.iter().map(|[a, b]| a.len() + b.len()).sum();
-        let mut bytes = Vec::with_capacity(prefix.len() + suffix_bytes);
+        let mut bytes = Bytes::with_capacity(prefix.len() + suffix_bytes);
         bytes.extend_from_slice(prefix);
         let n = pieces.len();
         let mut ends = if suffix_bytes <= usize::from(u8::MAX) {
-            Ends::Byte(Vec::with_capacity(n))
+            Ends::Byte(SmallVec::with_capacity(n))
         } else if suffix_bytes <= usize::from(u16::MAX) {
-            Ends::Narrow(Vec::with_capacity(n))
+            Ends::Narrow(SmallVec::with_capacity(n))
         } else {
             Ends::Wide(Vec::with_capacity(n))
         };
@@ -321,13 +344,27 @@ impl KeyList {
         flexsys::prefetch::at(ends, self.len() * width);
     }
 
-    /// Bytes of memory held (allocated capacity).
+    /// Bytes of memory held outside the list (allocated capacity; what
+    /// is kept inline is counted with whatever holds the list).
     pub fn memory(&self) -> usize {
-        self.bytes.capacity()
+        let heap = |spilled: bool, bytes: usize| if spilled { bytes } else { 0 };
+        heap(self.bytes.spilled(), self.bytes.capacity())
             + match &self.ends {
-                Ends::Byte(v) => v.capacity(),
-                Ends::Narrow(v) => v.capacity() * 2,
+                Ends::Byte(v) => heap(v.spilled(), v.capacity()),
+                Ends::Narrow(v) => heap(v.spilled(), v.capacity() * 2),
                 Ends::Wide(v) => v.capacity() * 4,
+            }
+    }
+
+    /// Whether the list's bytes and ends are all inline (see the module
+    /// doc).
+    #[inline]
+    pub fn is_inline(&self) -> bool {
+        !self.bytes.spilled()
+            && match &self.ends {
+                Ends::Byte(v) => !v.spilled(),
+                Ends::Narrow(v) => !v.spilled(),
+                Ends::Wide(_) => false,
             }
     }
 }
@@ -376,7 +413,16 @@ mod tests {
             _ => 4,
         };
         assert_eq!(width, want, "the narrowest ends");
-        assert_eq!(k.bytes.capacity(), k.bytes.len(), "exact allocation");
+        if k.bytes.spilled() {
+            assert_eq!(k.bytes.capacity(), k.bytes.len(), "exact allocation");
+        } else {
+            assert!(k.bytes.len() <= INLINE_BYTES, "inline only when it fits");
+        }
+        assert_eq!(
+            k.is_inline(),
+            k.bytes.len() <= INLINE_BYTES && width <= 2 && k.len() <= INLINE_ENDS,
+            "inline exactly when it fits"
+        );
         // Equal content, equal encoding.
         assert_eq!(
             *k,
@@ -427,7 +473,13 @@ mod tests {
         assert_eq!(k.get(1), b"x");
         assert_eq!(k.get(2), b"y");
         assert_eq!(k.get(3), m[1]);
-        assert!(k.memory() > 0);
+        // Four short keys: inline, nothing held outside the list.
+        assert!(k.is_inline());
+        assert_eq!(k.memory(), 0);
+        let long = vec![7u8; 2 * INLINE_BYTES];
+        k.insert(0, &long);
+        assert!(!k.is_inline());
+        assert!(k.memory() >= long.len());
     }
 
     #[test]

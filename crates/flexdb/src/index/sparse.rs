@@ -16,11 +16,14 @@
 //! neighbours return copies. `next` steps along the leaf level without a
 //! search. A leaf keeps its intervals' bookkeeping in columns (cache
 //! reference, size, count with the fragmentation mark in its top bit: 14
-//! bytes an interval, no padding) and every leaf vector is allocated to its
-//! exact size, since leaves are many and small. A lookup asks for its
-//! leaf's anchor lines (up to 1 KiB) and sizes at once, then for the found
-//! interval's cache word and count: a binary search's probes depend on one
-//! another, and a leaf is usually cold.
+//! bytes an interval, no padding), and its columns and anchors inline: a
+//! leaf is one block of memory (1.5 KiB), so a lookup that knows the leaf
+//! asks at once for the lines it will search (its sizes and anchors) and
+//! then for the found interval's cache word and count, without first
+//! waiting for a struct that says where they lie: a binary search's
+//! probes depend on one another, and a leaf is usually cold. Long anchors
+//! (and a leaf over its capacity, until it splits) spill into allocations
+//! of their own.
 //!
 //! Clones share leaves: an index and its clones (the views published for
 //! readers, `read::view`) hold each leaf through an `Arc` until one of them
@@ -51,7 +54,9 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::index::key_list::KeyList;
+use smallvec::SmallVec;
+
+use crate::index::key_list::{KeyList, SEARCHED_INLINE};
 
 /// Intervals per leaf.
 const LEAF_CAP: usize = 64;
@@ -135,16 +140,34 @@ fn unpack_count(word: u16) -> u16 {
     }
 }
 
-/// Inserts `items` into `v` at `at`, growing its allocation by exactly what
-/// they need (a doubling `Vec` would leave up to half a leaf unused).
-fn insert_exact<T>(v: &mut Vec<T>, at: usize, items: impl ExactSizeIterator<Item = T>) {
-    v.reserve_exact(items.len());
-    v.splice(at..at, items);
+/// A column of a leaf: inline up to a full leaf (see `Leaf`).
+type Column<T> = SmallVec<[T; LEAF_CAP]>;
+
+/// Inserts `items` into `v` at `at`.
+fn insert_at<T>(v: &mut Column<T>, at: usize, items: impl ExactSizeIterator<Item = T>) {
+    v.insert_many(at, items);
 }
 
 /// Moves `v[from..]` into a new vector, both of exactly their size.
 fn split_exact<T>(v: &mut Vec<T>, from: usize) -> Vec<T> {
     let tail = v.split_off(from);
+    v.shrink_to_fit();
+    tail
+}
+
+/// Bytes a column holds outside its node (when it spilled).
+fn heap<T>(c: &Column<T>) -> usize {
+    if c.spilled() {
+        c.capacity() * size_of::<T>()
+    } else {
+        0
+    }
+}
+
+/// Moves `v[from..]` into a new column; a column that was over a leaf's
+/// capacity (a leaf about to split) goes back inline when it fits.
+fn split_column<T>(v: &mut Column<T>, from: usize) -> Column<T> {
+    let tail: Column<T> = v.drain(from..).collect();
     v.shrink_to_fit();
     tail
 }
@@ -161,19 +184,34 @@ fn push_node<T>(nodes: &mut Vec<T>, node: T) -> u32 {
 }
 
 /// A leaf: its intervals' anchors and bookkeeping, in columns (no padding
-/// between fields of different sizes).
+/// between fields of different sizes), all inline: a leaf is one block of
+/// memory (its `Arc`'s), so a lookup asks for the lines it searches as
+/// soon as it knows the leaf, instead of first loading where they lie
+/// (`experiments/2026-12-08-sparse-leaf-inline.md`). A leaf over its
+/// capacity (only between an insert and its split) or with long anchors
+/// keeps the excess in allocations of its own.
+#[repr(C)]
 struct Leaf {
+    /// Sizes in bytes (summed for the offset right after the search).
+    size: Column<u32>,
     /// Anchors.
     keys: KeyList,
     /// Packed cache references.
-    cache: Vec<AtomicU64>,
-    /// Sizes in bytes.
-    size: Vec<u32>,
+    cache: Column<AtomicU64>,
     /// Pair counts and fragmentation marks (`pack_count`).
-    count: Vec<u16>,
+    count: Column<u16>,
     next: u32,
     prev: u32,
 }
+
+/// Bytes from a leaf's start that a lookup reads when all is inline: its
+/// sizes, then its anchors.
+const LEAF_SEARCHED: usize = std::mem::offset_of!(Leaf, keys) + SEARCHED_INLINE;
+/// The last bytes of the anchors' and of the cache words' fields: where a
+/// `SmallVec` keeps the length that says whether it spilled, read before
+/// its first element.
+const KEYS_TAIL: usize = std::mem::offset_of!(Leaf, cache) - 8;
+const CACHE_TAIL: usize = std::mem::offset_of!(Leaf, count) - 8;
 
 impl Clone for Leaf {
     fn clone(&self) -> Self {
@@ -196,9 +234,9 @@ impl Leaf {
     fn new() -> Self {
         Leaf {
             keys: KeyList::new(),
-            cache: Vec::new(),
-            size: Vec::new(),
-            count: Vec::new(),
+            cache: Column::new(),
+            size: Column::new(),
+            count: Column::new(),
             next: NIL,
             prev: NIL,
         }
@@ -231,15 +269,28 @@ impl Leaf {
     #[inline]
     fn locate(&self, key: &[u8]) -> usize {
         // The search's probes depend on one another: ask for every line
-        // they may touch, and for the sizes summed next, at once.
-        self.keys.prefetch();
-        flexsys::prefetch::at(self.size.as_ptr().cast(), self.size.len() * 4);
+        // they may touch, and for the sizes summed next, at once. Inline,
+        // they lie in the leaf's first bytes, whose address needs no load.
+        let at = (self as *const Leaf).cast::<u8>();
+        flexsys::prefetch::at(at, LEAF_SEARCHED);
+        flexsys::prefetch::at(at.wrapping_add(KEYS_TAIL), 8);
+        flexsys::prefetch::at(at.wrapping_add(CACHE_TAIL), 8);
+        if !self.keys_inline() {
+            self.keys.prefetch();
+            flexsys::prefetch::at(self.size.as_ptr().cast(), self.size.len() * 4);
+        }
         self.keys.upper_bound(0, key).saturating_sub(1)
     }
 
     #[inline]
     fn start_of(&self, i: usize) -> u64 {
         self.size[..i].iter().map(|&s| u64::from(s)).sum()
+    }
+
+    /// Whether the anchors and sizes are all inline (`LEAF_SEARCHED`).
+    #[inline]
+    fn keys_inline(&self) -> bool {
+        self.keys.is_inline() && !self.size.spilled()
     }
 
     fn span(&self) -> u64 {
@@ -250,15 +301,15 @@ impl Leaf {
     fn insert(&mut self, at: usize, items: Vec<NewInterval>) {
         self.keys
             .insert_many(at, items.iter().map(|n| n.anchor.as_slice()));
-        insert_exact(&mut self.size, at, items.iter().map(|n| n.meta.size));
-        insert_exact(
+        insert_at(&mut self.size, at, items.iter().map(|n| n.meta.size));
+        insert_at(
             &mut self.count,
             at,
             items
                 .iter()
                 .map(|n| pack_count(n.meta.count, n.meta.fragmented)),
         );
-        insert_exact(&mut self.cache, at, items.into_iter().map(|n| n.meta.cache));
+        insert_at(&mut self.cache, at, items.into_iter().map(|n| n.meta.cache));
         debug_assert_eq!(self.keys.len(), self.len());
     }
 
@@ -274,20 +325,17 @@ impl Leaf {
     fn split_off(&mut self, from: usize) -> Leaf {
         Leaf {
             keys: self.keys.split_off(from),
-            cache: split_exact(&mut self.cache, from),
-            size: split_exact(&mut self.size, from),
-            count: split_exact(&mut self.count, from),
+            cache: split_column(&mut self.cache, from),
+            size: split_column(&mut self.size, from),
+            count: split_column(&mut self.count, from),
             next: NIL,
             prev: NIL,
         }
     }
 
-    /// Heap bytes held (the struct itself is counted with the leaf array).
+    /// Bytes held outside the leaf (what spilled out of it).
     fn memory(&self) -> usize {
-        self.keys.memory()
-            + self.cache.capacity() * size_of::<AtomicU64>()
-            + self.size.capacity() * 4
-            + self.count.capacity() * 2
+        self.keys.memory() + heap(&self.cache) + heap(&self.size) + heap(&self.count)
     }
 }
 
@@ -1146,6 +1194,7 @@ pub fn separator(left: &[u8], right: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::key_list::INLINE_BYTES;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
@@ -1336,6 +1385,22 @@ mod tests {
             check(c, m);
         }
         assert!(s.height > 1, "the test must grow internal levels");
+        // Leaves that split after growing past their capacity have their
+        // columns back inline; their anchors too, unless too long for it.
+        let mut id = s.root;
+        for _ in 0..s.height {
+            id = s.inners[id as usize].child[0];
+        }
+        while id != NIL {
+            let l = &s.leaves[id as usize];
+            assert!(!l.size.spilled() && !l.cache.spilled() && !l.count.spilled());
+            assert!(
+                l.keys.is_inline() || l.keys.memory() > INLINE_BYTES,
+                "leaf {id}: anchors of {} bytes not inline",
+                l.keys.memory()
+            );
+            id = l.next;
+        }
         // Merge everything back into one interval.
         while model.len() > 1 {
             let f = s.find(b"");
@@ -1421,6 +1486,8 @@ mod tests {
         assert_eq!(s.last().offset, last.offset);
         assert_eq!(s.anchor(&s.last()), &key(4999)[..]);
         assert!(s.memory() > 0);
+        // Built leaves of short anchors are one block each.
+        assert!(s.leaves.iter().all(|l| l.keys_inline() && l.memory() == 0));
         // In-place comparisons against the anchors, across leaves too.
         for n in [1, 77, 1000, 4998] {
             let f = s.find(&key(n));
