@@ -593,12 +593,19 @@ impl Iter<'_> {
         chunks
     }
 
+    /// The runs of the front end (of the back end, when `reverse`).
+    fn runs_of(&mut self, reverse: bool) -> &mut Runs {
+        if reverse {
+            &mut self.back_runs
+        } else {
+            &mut self.front_runs
+        }
+    }
+
     /// Reads the next chunk of keys above `lo` into `front` (below `hi`
     /// into `back`, when `reverse`).
     fn fill(&mut self, reverse: bool) -> Result<()> {
-        let idle = [&self.front_runs, &self.back_runs]
-            .iter()
-            .all(|r| r.is_empty());
+        let idle = self.front_runs.is_empty() && self.back_runs.is_empty();
         if idle && self.front.is_empty() && self.back.is_empty() {
             self.held.intervals.clear();
         }
@@ -616,24 +623,16 @@ impl Iter<'_> {
         if self.space_alone(&chunks, &runs) {
             // Lent from the runs: nothing to merge nor buffer.
             let last = last.map(<[u8]>::to_vec);
-            let (to, bound) = if reverse {
-                (&mut self.back_runs, &mut self.hi)
-            } else {
-                (&mut self.front_runs, &mut self.lo)
-            };
-            *to = runs;
+            *self.runs_of(reverse) = runs;
             if let Some(k) = last {
-                *bound = Bound::Excluded(k);
+                *if reverse { &mut self.hi } else { &mut self.lo } = Bound::Excluded(k);
             }
             self.exhausted = !full;
             return Ok(());
         }
         let items = runs.drain().map(|(d, i)| Item::Space { d, i }).collect();
-        *if reverse {
-            &mut self.back_runs
-        } else {
-            &mut self.front_runs
-        } = runs;
+        // The emptied runs keep their allocation for the next fill.
+        *self.runs_of(reverse) = runs;
         chunks.push(Chunk { items, full });
         let (out, bound) = if reverse {
             (&mut self.back, &mut self.hi)
