@@ -18,11 +18,11 @@
 //!   `Narrow` (u16) up to `u16::MAX`, `Wide` (u32) beyond (only for very
 //!   long keys).
 //! - Every edit re-encodes the list into vectors of exactly the size it
-//!   needs, so `memory` has no slack to hide. Edits are O(bytes of the
+//!   needs (or inline, below), so `memory` has no slack to hide. Edits are O(bytes of the
 //!   node), like the moves of an unencoded list.
 //! - A list whose bytes fit `INLINE_BYTES` and whose ends fit
-//!   `INLINE_ENDS` (of one or two bytes) keeps them inside the `KeyList` itself, not
-//!   in allocations of their own: a node of short anchors is then one
+//!   `INLINE_ENDS` (of one or two bytes) keeps them inside the
+//!   `KeyList` itself, not in allocations of their own: a node of short anchors is then one
 //!   block of memory with the node that holds it, and a search reaches
 //!   its bytes without first loading where they lie
 //!   (`experiments/2026-12-08-sparse-leaf-inline.md`).
@@ -41,8 +41,9 @@ const PREFETCH_BYTES: usize = 1024;
 pub(crate) const INLINE_BYTES: usize = 448;
 /// How far into a list (from its start) a search of an inline list of
 /// short keys reads: its ends and its bytes up to about 300 (see
-/// `INLINE_BYTES`).
-pub(crate) const SEARCHED_INLINE: usize = std::mem::offset_of!(KeyList, bytes) + 8 + 320;
+/// `INLINE_BYTES`), which `smallvec` 1.x keeps at the start of its
+/// struct (a prefetch hint only: see `sparse::KEYS_TAIL`).
+pub(crate) const SEARCHED_INLINE: usize = std::mem::offset_of!(KeyList, bytes) + 320;
 /// Ends a list keeps inline: one per key of a full node.
 const INLINE_ENDS: usize = 64;
 

@@ -143,11 +143,6 @@ fn unpack_count(word: u16) -> u16 {
 /// A column of a leaf: inline up to a full leaf (see `Leaf`).
 type Column<T> = SmallVec<[T; LEAF_CAP]>;
 
-/// Inserts `items` into `v` at `at`.
-fn insert_at<T>(v: &mut Column<T>, at: usize, items: impl ExactSizeIterator<Item = T>) {
-    v.insert_many(at, items);
-}
-
 /// Moves `v[from..]` into a new vector, both of exactly their size.
 fn split_exact<T>(v: &mut Vec<T>, from: usize) -> Vec<T> {
     let tail = v.split_off(from);
@@ -207,9 +202,11 @@ struct Leaf {
 /// Bytes from a leaf's start that a lookup reads when all is inline: its
 /// sizes, then its anchors.
 const LEAF_SEARCHED: usize = std::mem::offset_of!(Leaf, keys) + SEARCHED_INLINE;
-/// The last bytes of the anchors' and of the cache words' fields: where a
-/// `SmallVec` keeps the length that says whether it spilled, read before
-/// its first element.
+/// The last bytes of the anchors' and of the cache words' fields: where
+/// `smallvec` 1.x (with `union`) keeps the length that says whether a
+/// vector spilled, read before its first element. A layout the crate does
+/// not promise, so only prefetched, never relied on; the test
+/// `smallvec_keeps_its_length_after_its_elements` says when it changes.
 const KEYS_TAIL: usize = std::mem::offset_of!(Leaf, cache) - 8;
 const CACHE_TAIL: usize = std::mem::offset_of!(Leaf, count) - 8;
 
@@ -301,15 +298,15 @@ impl Leaf {
     fn insert(&mut self, at: usize, items: Vec<NewInterval>) {
         self.keys
             .insert_many(at, items.iter().map(|n| n.anchor.as_slice()));
-        insert_at(&mut self.size, at, items.iter().map(|n| n.meta.size));
-        insert_at(
-            &mut self.count,
+        self.size.insert_many(at, items.iter().map(|n| n.meta.size));
+        self.count.insert_many(
             at,
             items
                 .iter()
                 .map(|n| pack_count(n.meta.count, n.meta.fragmented)),
         );
-        insert_at(&mut self.cache, at, items.into_iter().map(|n| n.meta.cache));
+        self.cache
+            .insert_many(at, items.into_iter().map(|n| n.meta.cache));
         debug_assert_eq!(self.keys.len(), self.len());
     }
 
@@ -1551,6 +1548,25 @@ mod tests {
             }
             check(&s, &model);
         }
+    }
+
+    #[test]
+    fn smallvec_keeps_its_length_after_its_elements() {
+        // The prefetches of `Leaf::locate` (`LEAF_SEARCHED`, `KEYS_TAIL`,
+        // `CACHE_TAIL`) assume it; if it fails, move them (nothing else
+        // depends on it).
+        fn elements_first<T>(v: &Column<T>) -> bool {
+            std::ptr::eq(
+                v.as_ptr().cast::<u8>(),
+                (v as *const Column<T>).cast::<u8>(),
+            ) && size_of::<Column<T>>() == LEAF_CAP * size_of::<T>() + 8
+        }
+        let leaf = Leaf::new();
+        assert!(elements_first(&leaf.size));
+        assert!(elements_first(&leaf.cache));
+        let bytes: SmallVec<[u8; INLINE_BYTES]> = SmallVec::new();
+        let start = (&bytes as *const SmallVec<[u8; INLINE_BYTES]>).cast::<u8>();
+        assert!(std::ptr::eq(bytes.as_ptr(), start));
     }
 
     /// A broken shape is reported, not passed over.
